@@ -1,0 +1,141 @@
+"""Compose and validate the Hydra configuration.
+
+Every entry point (CLI, Prefect flows, DVC stages, tests) gets its config here, so invalid
+configuration stops with one clear ConfigError naming the key, before any work starts.
+DVC stages read the composed `params.yaml`; flows triggered from the Prefect UI compose from
+`conf/` with Hydra overrides.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Iterable
+
+from omegaconf import DictConfig, OmegaConf
+
+from trinity.errors import ConfigError
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+CONF_ENV = "TRINITY_CONF_DIR"
+
+
+def conf_dir() -> Path:
+    return Path(os.environ.get(CONF_ENV, REPO_ROOT / "conf")).resolve()
+
+
+def compose(overrides: Iterable[str] = (), *, validate_cfg: bool = True) -> DictConfig:
+    """Compose conf/config.yaml with Hydra overrides (e.g. ``["experiment=paper", "evolve.sigma0=0.05"]``)."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    overrides = list(overrides)
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
+            cfg = hydra_compose(config_name="config", overrides=overrides)
+    except (HydraException, OmegaConfBaseException, ValueError) as e:
+        raise ConfigError(f"invalid configuration {overrides}: {_first_line(e)}") from None
+    finally:
+        GlobalHydra.instance().clear()
+    if validate_cfg:
+        validate(cfg)
+    return cfg
+
+
+def load(params: str | os.PathLike | None = None, overrides: Iterable[str] = ()) -> DictConfig:
+    """The config of a run: `params` (a composed params.yaml, as DVC stages use) or conf/ + overrides."""
+    overrides = list(overrides)
+    if params is not None and not overrides:
+        path = Path(params)
+        if not path.exists():
+            raise ConfigError(f"params file {path} does not exist; run `make params` or pass overrides")
+        try:
+            cfg = OmegaConf.load(path)
+        except Exception as e:  # yaml errors come in several types
+            raise ConfigError(f"params file {path} is not valid YAML: {_first_line(e)}") from None
+        validate(cfg)
+        return cfg
+    return compose(overrides)
+
+
+def to_yaml(cfg: DictConfig) -> str:
+    return OmegaConf.to_yaml(cfg, resolve=True)
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
+
+
+def _get(cfg: DictConfig, key: str) -> Any:
+    try:
+        return OmegaConf.select(cfg, key, throw_on_missing=True)
+    except Exception as e:
+        raise ConfigError(f"config key '{key}': {_first_line(e)}") from None
+
+
+def _require(cfg: DictConfig, key: str) -> Any:
+    value = _get(cfg, key)
+    if value is None:
+        raise ConfigError(f"config key '{key}' is missing")
+    return value
+
+
+def _non_negative(cfg: DictConfig, key: str, *, allow_null: bool = True, positive: bool = False) -> None:
+    value = _get(cfg, key)
+    if value is None:
+        if allow_null:
+            return
+        raise ConfigError(f"config key '{key}' must be set")
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"config key '{key}' must be a number, got {value!r}")
+    if value < 0 or (positive and value == 0):
+        raise ConfigError(f"config key '{key}' must be {'> 0' if positive else '>= 0'}, got {value}")
+
+
+def validate(cfg: DictConfig) -> None:
+    """Static checks that need no network and start nothing. Raises ConfigError naming the key."""
+    _require(cfg, "seed")
+    models = _require(cfg, "pool.models")
+    if not isinstance(models, DictConfig) or len(models) == 0:
+        raise ConfigError("config key 'pool.models' must map at least one model name to its settings")
+    for name in models:
+        for key in ("price_in_per_mtok", "price_out_per_mtok", "max_concurrency", "requests_per_minute"):
+            _non_negative(cfg, f"pool.models.{name}.{key}")
+    for key in ("pool.sampling.temperature", "pool.sampling.max_tokens", "pool.sampling.timeout_s"):
+        _non_negative(cfg, key)
+    for key in ("evolve.budget.max_cost_usd", "evolve.budget.max_tokens", "evolve.budget.max_calls"):
+        _non_negative(cfg, key)
+    _non_negative(cfg, "evolve.sigma0", allow_null=False, positive=True)
+    _non_negative(cfg, "evolve.generations", allow_null=False, positive=True)
+    _non_negative(cfg, "evolve.episodes_per_candidate", allow_null=False, positive=True)
+    _non_negative(cfg, "evolve.popsize", positive=True)
+    _non_negative(cfg, "protocol.max_turns", allow_null=False, positive=True)
+    roles = list(_require(cfg, "protocol.roles"))
+    if sorted(roles) != ["thinker", "verifier", "worker"]:
+        raise ConfigError(f"config key 'protocol.roles' must list worker, thinker, verifier; got {roles}")
+    mode = _get(cfg, "evolve.response_cache")
+    if mode not in ("off", "read_write", "replay_only"):
+        raise ConfigError(f"config key 'evolve.response_cache' must be off|read_write|replay_only, got {mode!r}")
+    splits = _require(cfg, "tasks.splits")
+    total = sum(float(v) for v in splits.values())
+    if abs(total - 1.0) > 1e-6 or any(float(v) < 0 for v in splits.values()):
+        raise ConfigError(f"config key 'tasks.splits' must be non-negative fractions summing to 1, got {dict(splits)}")
+    kind = _get(cfg, "runner.kind")
+    if kind not in ("threads", "dask"):
+        raise ConfigError(f"config key 'runner.kind' must be threads|dask, got {kind!r}")
+
+
+def check_api_keys(cfg: DictConfig) -> None:
+    """Every pool model that names an API-key variable must find it set (checked before pool work)."""
+    for name, model in cfg.pool.models.items():
+        env = model.get("api_key_env")
+        if env and not os.environ.get(env):
+            raise ConfigError(
+                f"config key 'pool.models.{name}.api_key_env' names ${env}, which is not set; "
+                f"export it (keys are read from the environment only)"
+            )

@@ -1,0 +1,1 @@
+"""The coordinator: a read-only causal LM's hidden state, a linear routing head, optional SVF."""

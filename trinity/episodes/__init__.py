@@ -1,0 +1,1 @@
+"""Episodes: the Thinker/Worker/Verifier turn protocol and the async runner."""

@@ -1,0 +1,74 @@
+"""The record of one episode: what every table, fitness and report is computed from."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+END_REASONS = ("accept", "verifier_before_answer", "turn_limit", "pool_failure", "budget")
+
+
+@dataclass(frozen=True)
+class EpisodeId:
+    generation: int    # -1 outside evolution (validation, evaluation, serving)
+    candidate: int     # -1 for the distribution mean / a baseline
+    item: str          # TaskItem.uid
+    repeat: int = 0
+
+    def key(self) -> str:
+        return f"g{self.generation}/c{self.candidate}/{self.item}/r{self.repeat}"
+
+
+@dataclass
+class Turn:
+    index: int
+    agent: str                     # pool model name
+    agent_index: int
+    role: str                      # worker | thinker | verifier
+    role_from_thinker: bool        # the role came from the previous Thinker's <suggested_role>
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    cost_usd: float = 0.0
+    cached: bool = False
+    ok: bool = True
+    verdict: str | None = None     # ACCEPT | REJECT for verifier turns
+    error: str | None = None
+
+
+@dataclass
+class Trace:
+    episode: EpisodeId
+    seed: int
+    turns: list[Turn] = field(default_factory=list)
+    final_answer: str | None = None
+    reward: float = 0.0
+    end_reason: str = "turn_limit"
+
+    @property
+    def turns_used(self) -> int:
+        return len(self.turns)
+
+    @property
+    def prompt_tokens(self) -> int:
+        return sum(t.prompt_tokens for t in self.turns)
+
+    @property
+    def completion_tokens(self) -> int:
+        return sum(t.completion_tokens for t in self.turns)
+
+    @property
+    def cost_usd(self) -> float:
+        return sum(t.cost_usd for t in self.turns)
+
+    @property
+    def calls(self) -> int:
+        return len(self.turns)
+
+    @property
+    def cache_hits(self) -> int:
+        return sum(1 for t in self.turns if t.cached)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["turns_used"] = self.turns_used
+        return d

@@ -1,0 +1,1 @@
+"""Evolution: sep-CMA-ES generations, fitness shaping, checkpoints and Polars tables."""

@@ -1,0 +1,1 @@
+"""The pool: local llama.cpp servers (servers.py) and one async client for every pool model (client.py)."""

@@ -1,0 +1,25 @@
+"""The contract between the turn protocol and whatever picks (agent, role) each turn.
+
+The evolved coordinator, the baselines (single model, random, fixed loops) and test doubles all
+implement `Router`; the episode runner knows nothing else about them.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+# Order of the head's role logits (TRINITY_SPEC): worker, thinker, verifier.
+ROLES: tuple[str, str, str] = ("worker", "thinker", "verifier")
+
+
+@runtime_checkable
+class Router(Protocol):
+    async def choose(self, transcript: str, turn: int, rng: np.random.Generator) -> tuple[int, str]:
+        """Return (agent index into the pool's model order, role name in ROLES) for this turn.
+
+        `transcript` is the shared user message so far (task prompt + collaboration instructions +
+        numbered reference thoughts); `turn` counts from 0; `rng` is the episode's seeded generator.
+        """
+        ...

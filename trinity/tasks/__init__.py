@@ -1,0 +1,1 @@
+"""Task suites: loaders, prompt formats, answer extractors and graders, in a registry."""
