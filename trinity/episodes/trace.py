@@ -33,6 +33,11 @@ class Turn:
     ok: bool = True
     verdict: str | None = None     # ACCEPT | REJECT for verifier turns
     error: str | None = None
+    router_role: str | None = None     # the role the router chose (differs from `role` when overridden)
+    sample_index: int = 0              # pool sampling index, from (item, repeat, turn) only
+    called: bool = True                # False for the verifier-before-answer turn (no pool call made)
+    suggested_role: str | None = None  # thinker turns: the valid <suggested_role>; None if discarded
+    reply: str | None = None           # the model's reply, kept only when protocol.record_replies is on
 
 
 @dataclass
@@ -43,6 +48,8 @@ class Trace:
     final_answer: str | None = None
     reward: float = 0.0
     end_reason: str = "turn_limit"
+    graded: bool = False           # the grader scored final_answer (False: reward 0 without grading)
+    error: str | None = None       # an exception (grader, router) that ended or spoiled the episode
 
     @property
     def turns_used(self) -> int:

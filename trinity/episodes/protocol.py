@@ -1,0 +1,206 @@
+"""The Thinker/Worker/Verifier turn state machine (TRINITY_SPEC, "Roles and the turn protocol").
+
+One episode = one task item solved over at most K turns. Each turn the router picks (agent, role);
+a valid Thinker suggestion overrides the role (never the agent) of the next turn.
+
+Decisions where the spec is silent (all recorded in the Trace):
+- A failed pool call (CallResult.ok False) is a failed turn: it counts toward K and changes nothing
+  (no answer, no thought, no verdict; a Thinker override it was carrying is used up).
+- A call refused because a budget is spent (budget_exhausted) ends the episode at once with end_reason
+  "budget" and reward 0, ungraded (grading may itself need the pool, e.g. a judge); final_answer keeps
+  the current answer for inspection.
+- An episode that reaches K turns with no answer ends "pool_failure" if any of its calls failed (the
+  failures are why there is no answer), else "turn_limit"; both reward 0 and are ungraded.
+- A Verifier chosen before any answer makes no pool call (Turn.called False) and ends the episode.
+- The Thinker's suggestion reaches only the next turn, and only if that turn is a Worker.
+- A grader exception leaves the turns and end_reason as they were, sets reward 0 and Trace.error.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Protocol
+
+import numpy as np
+
+from trinity.episodes.parsing import ACCEPT, ThinkerAdvice, parse_thinker, parse_verdict, worker_thought
+from trinity.episodes.protocol_config import ProtocolConfig
+from trinity.episodes.trace import EpisodeId, Trace, Turn
+from trinity.pool.types import CallResult
+from trinity.routing import ROLES, Router
+from trinity.seeding import derive_seed
+from trinity.tasks.types import TaskItem
+
+Grader = Callable[[TaskItem, str], Awaitable[float]]
+Messages = list[dict[str, str]]
+
+# Pool sample indices live in [0, SAMPLE_INDEX_RANGE): small enough to read in logs and cache keys.
+SAMPLE_INDEX_RANGE = 1 << 16
+
+
+class ChatPool(Protocol):
+    async def chat(
+        self,
+        model: str,
+        messages: Messages,
+        *,
+        sample_index: int = 0,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+    ) -> CallResult: ...
+
+
+def sample_index_for(item_uid: str, repeat: int, turn: int) -> int:
+    """The pool sampling index of a call: from (item, repeat, turn) ONLY, never the candidate or the
+    generation, so candidates that send the same request share one call through the response cache
+    (common random numbers)."""
+    return derive_seed(0, "pool-sample", item_uid, int(repeat), int(turn)) % SAMPLE_INDEX_RANGE
+
+
+def fill(template: str, **values: str) -> str:
+    """Substitute {name} placeholders in one pass: braces elsewhere in the template (code, JSON) and
+    placeholders inside the substituted text are left alone, unlike str.format."""
+    pattern = re.compile(r"\{(" + "|".join(map(re.escape, values)) + r")\}")
+    return pattern.sub(lambda m: str(values[m.group(1)]), template)
+
+
+class SharedMessage:
+    """The one growing user message: task prompt + collaboration instructions + numbered thoughts.
+
+    It is what the router (coordinator) reads and what every Worker receives."""
+
+    def __init__(self, task_prompt: str, instructions: str, thought_format: str):
+        self.text = task_prompt.rstrip() + ("\n\n" + instructions.strip() if instructions.strip() else "")
+        self.thoughts = 0
+        self._thought_format = thought_format
+
+    def append(self, thought: str) -> None:
+        self.thoughts += 1
+        self.text += "\n\n" + fill(self._thought_format, n=str(self.thoughts), text=thought.strip())
+
+
+def worker_messages(cfg: ProtocolConfig, shared: SharedMessage, suggestion: str | None) -> Messages:
+    user = shared.text
+    if suggestion:
+        user += "\n\n" + fill(cfg.suggestion_format, suggestion=suggestion)
+    return [{"role": "system", "content": cfg.worker_system}, {"role": "user", "content": user}]
+
+
+def review_messages(cfg: ProtocolConfig, role: str, query: str, answer: str | None) -> Messages:
+    """Thinker and Verifier both see the query and the current answer, not the transcript."""
+    user = fill(cfg.review_format, query=query, answer=answer if answer is not None else cfg.no_answer_text)
+    return [{"role": "system", "content": cfg.system_prompt(role)}, {"role": "user", "content": user}]
+
+
+def _record_call(turn: Turn, result: CallResult, keep_reply: bool) -> None:
+    turn.prompt_tokens = result.prompt_tokens
+    turn.completion_tokens = result.completion_tokens
+    turn.latency_s = result.latency_s
+    turn.cost_usd = result.cost_usd
+    turn.cached = result.cached
+    turn.ok = result.ok
+    turn.error = result.error if not result.ok else None
+    if keep_reply:
+        turn.reply = result.text
+
+
+async def _score(trace: Trace, item: TaskItem, answer: str, end_reason: str, grader: Grader) -> Trace:
+    trace.final_answer = answer
+    trace.end_reason = end_reason
+    try:
+        trace.reward = float(await grader(item, answer))
+        trace.graded = True
+    except Exception as e:  # a grader bug must cost this episode's reward, not the generation
+        trace.reward = 0.0
+        trace.error = f"grader: {type(e).__name__}: {e}"
+    return trace
+
+
+def _check_choice(agent_index: Any, role: Any, agents: Sequence[str]) -> tuple[int, str]:
+    if isinstance(agent_index, (bool, np.bool_)) or not isinstance(agent_index, (int, np.integer)):
+        raise ValueError(f"router returned agent index {agent_index!r}; expected an int")
+    if not 0 <= int(agent_index) < len(agents):
+        raise ValueError(f"router returned agent index {agent_index} for a pool of {len(agents)} models")
+    if role not in ROLES:
+        raise ValueError(f"router returned role {role!r}; expected one of {ROLES}")
+    return int(agent_index), str(role)
+
+
+async def run_episode(
+    item: TaskItem,
+    router: Router,
+    pool: ChatPool,
+    agents: list[str],
+    protocol_cfg: Any,
+    episode_id: EpisodeId,
+    seed: int,
+    grader: Grader,
+) -> Trace:
+    """Run one episode and return its Trace. `agents` are the pool model names in config order (the
+    head's agent-logit order); the router's rng is numpy's default_rng(seed). Router errors (a bug)
+    raise; pool failures never do (they are failed turns); grader errors are recorded (module doc)."""
+    cfg = ProtocolConfig.from_cfg(protocol_cfg)
+    rng = np.random.default_rng(seed)
+    trace = Trace(episode=episode_id, seed=seed)
+    shared = SharedMessage(item.prompt, cfg.collaboration_instructions, cfg.thought_format)
+    answer: str | None = None
+    advice: ThinkerAdvice | None = None  # set by a Thinker turn, used up by the next turn
+    failed_calls = 0
+
+    for index in range(cfg.max_turns):
+        agent_index, router_role = _check_choice(*await router.choose(shared.text, index, rng), agents)
+        role = advice.role if advice is not None else router_role
+        suggestion = advice.suggestion if advice is not None and role == "worker" else None
+        turn = Turn(
+            index=index,
+            agent=agents[agent_index],
+            agent_index=agent_index,
+            role=role,
+            role_from_thinker=advice is not None,
+            router_role=router_role,
+            sample_index=sample_index_for(item.uid, episode_id.repeat, index),
+        )
+        advice = None
+        trace.turns.append(turn)
+
+        if role == "verifier" and answer is None:
+            turn.called = False
+            trace.end_reason = "verifier_before_answer"
+            return trace
+
+        if role == "worker":
+            messages = worker_messages(cfg, shared, suggestion)
+        else:
+            messages = review_messages(cfg, role, item.prompt, answer)
+        result = await pool.chat(
+            turn.agent, messages, sample_index=turn.sample_index,
+            max_tokens=cfg.max_tokens, temperature=cfg.temperature,
+        )
+        _record_call(turn, result, cfg.record_replies)
+
+        if not result.ok:
+            failed_calls += 1
+            if result.budget_exhausted:
+                trace.final_answer = answer
+                trace.end_reason = "budget"
+                return trace
+            continue
+
+        if role == "worker":
+            answer = result.text
+            thought = worker_thought(result.text)
+            if thought:
+                shared.append(thought)
+        elif role == "thinker":
+            advice = parse_thinker(result.text)
+            turn.suggested_role = advice.role if advice is not None else None
+        else:
+            turn.verdict = parse_verdict(result.text)
+            if turn.verdict == ACCEPT:
+                return await _score(trace, item, answer, "accept", grader)
+
+    if answer is None:
+        trace.end_reason = "pool_failure" if failed_calls else "turn_limit"
+        return trace
+    return await _score(trace, item, answer, "turn_limit", grader)
