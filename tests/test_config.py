@@ -1,0 +1,74 @@
+"""Configuration: composition, experiments, and clear errors naming the key before any work."""
+
+import pytest
+
+from trinity import config
+from trinity.errors import ConfigError
+
+
+def test_default_is_the_embedded_local_experiment():
+    cfg = config.compose()
+    assert list(cfg.pool.models) == ["qwen-coder-1.5b", "qwen-coder-0.5b", "smollm2-135m"]
+    assert cfg.coordinator.backbone.id == "smollm2-135m-instruct"
+    assert cfg.evolve.strategy == "sep_cma"
+    assert cfg.protocol.roles == ["worker", "thinker", "verifier"]
+
+
+def test_paper_experiment_mirrors_the_spec():
+    cfg = config.compose(["experiment=paper"])
+    assert cfg.evolve.sigma0 == 0.03
+    assert cfg.evolve.popsize is None  # ceil(4 + 3 ln n)
+    assert cfg.evolve.generations == 60
+    assert cfg.evolve.episodes_per_candidate == 16
+    assert cfg.protocol.max_turns == 5
+    assert cfg.pool.sampling.temperature == 0.1
+    assert cfg.coordinator.backbone.id == "Qwen/Qwen3-0.6B"
+    assert cfg.evolve.fitness.entropy_weight == 0.15 and cfg.evolve.fitness.turn_weight == 0.10
+
+
+@pytest.mark.parametrize(
+    "override, needle",
+    [
+        ("pool=does_not_exist", "pool/does_not_exist"),
+        ("evolve.budget.max_cost_usd=-1", "evolve.budget.max_cost_usd"),
+        ("evolve.sigma0=0", "evolve.sigma0"),
+        ("protocol.max_turns=-2", "protocol.max_turns"),
+        ("evolve.response_cache=sometimes", "evolve.response_cache"),
+        ("runner.kind=ray", "runner.kind"),
+        ("tasks.splits.train=0.9", "tasks.splits"),
+        ("pool.models.qwen-coder-0.5b.price_in_per_mtok=-3", "pool.models.qwen-coder-0.5b.price_in_per_mtok"),
+        ("evolve.popsize=abc", "evolve.popsize"),
+    ],
+)
+def test_invalid_configuration_names_the_key(override, needle):
+    with pytest.raises(ConfigError) as e:
+        config.compose([override])
+    assert needle in str(e.value)
+
+
+def test_missing_api_key_variable_is_named(monkeypatch):
+    cfg = config.compose(["pool=openai_example"])
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(ConfigError, match=r"pool.models.gpt-4.1-mini.api_key_env.*OPENAI_API_KEY"):
+        config.check_api_keys(cfg)
+
+
+def test_params_file_round_trip_and_bad_file(tmp_path):
+    cfg = config.compose(["evolve.generations=7"])
+    p = tmp_path / "params.yaml"
+    p.write_text(config.to_yaml(cfg))
+    assert config.load(p).evolve.generations == 7
+    with pytest.raises(ConfigError, match="does not exist"):
+        config.load(tmp_path / "missing.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("evolve: [unclosed")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        config.load(bad)
+
+
+def test_cli_reports_config_errors_without_traceback(capsys):
+    from trinity.cli import main
+
+    assert main(["config", "evolve.generations=-1"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "evolve.generations" in err and "Traceback" not in err

@@ -1,0 +1,100 @@
+"""The `trinity` command line. Every subcommand takes Hydra overrides (key=value) after its options.
+
+  trinity setup                       assemble and verify the local model files (idempotent)
+  trinity config [overrides]          print the composed config (`make params` writes params.yaml with it)
+  trinity pool up|down|status         start / stop / inspect the local pool's llama.cpp servers
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from trinity.errors import TrinityError
+
+
+def _cmd_setup(args) -> int:
+    from trinity import config
+    from trinity.setup import assets
+
+    cfg = config.compose(args.overrides)
+    keys = [m.asset for m in cfg.pool.models.values() if m.get("asset")]
+    backbone = cfg.coordinator.backbone
+    if backbone.source == "asset":
+        keys.append(backbone.id)
+    keys += list(args.extra)
+    cache = cfg.paths.model_cache
+    for key in dict.fromkeys(keys):
+        asset = assets.get_asset(key)
+        path = assets.model_path(key, cache)
+        if args.verify and path.parent == assets.model_cache_dir(cache):
+            assets.verify(asset, cache)
+        print(f"{key}: {path} ({asset.licence})")
+    return 0
+
+
+def _cmd_config(args) -> int:
+    from trinity import config
+
+    print(config.to_yaml(config.compose(args.overrides)), end="")
+    return 0
+
+
+def _cmd_pool(args) -> int:
+    from trinity import config
+    from trinity.pool.servers import LocalPool
+
+    cfg = config.compose(args.overrides)
+    pool = LocalPool(cfg.pool, model_cache=cfg.paths.model_cache)
+    if not pool.specs:
+        print(f"pool '{cfg.pool.name}' has no local models to serve (hosted endpoints need no servers)")
+        return 0
+    if args.action == "up":
+        try:
+            statuses = pool.up()
+        except KeyboardInterrupt:
+            pool.down(only=pool._started, quiet=True)
+            print("interrupted: stopped the servers started by this command", file=sys.stderr)
+            return 130
+        for s in statuses:
+            print(f"{s.name:20s} {s.state:8s} http://{cfg.pool.host}:{s.port}/v1  pid={s.pid}")
+    elif args.action == "down":
+        pool.down()
+    else:
+        for s in pool.status():
+            print(f"{s.name:20s} {s.state:8s} port={s.port} pid={s.pid or '-'} log={s.log or '-'}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="trinity", description="TRINITY: an evolved LLM coordinator.")
+    sub = ap.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("setup", help="assemble and verify the local model files")
+    p.add_argument("--verify", action="store_true", help="re-hash assembled files (slow: ~1.7 GB)")
+    p.add_argument("--extra", nargs="*", default=[], help="more asset keys (e.g. gemma-3-270m)")
+    p.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. pool=local")
+    p.set_defaults(func=_cmd_setup)
+
+    p = sub.add_parser("config", help="print the composed configuration")
+    p.add_argument("overrides", nargs="*")
+    p.set_defaults(func=_cmd_config)
+
+    p = sub.add_parser("pool", help="manage the local pool's servers")
+    p.add_argument("action", choices=["up", "down", "status"])
+    p.add_argument("overrides", nargs="*")
+    p.set_defaults(func=_cmd_pool)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except TrinityError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,276 @@
+"""Local pool servers: one llama.cpp server process per model on loopback (`trinity pool up|down|status`).
+
+State lives in `<pool.state_dir>/<model>.json` (PID, port, log path) so `down` and `status` work
+from any process. Servers run in their own process sessions; `LocalPool` as a context manager stops
+the servers it started itself on exit, also on Ctrl-C or when a flow fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import httpx
+
+from trinity.errors import ConfigError, TrinityError
+from trinity.setup.assets import model_path
+
+
+class PoolServerError(TrinityError):
+    """A pool model's server did not come up or could not be stopped."""
+
+
+@dataclass
+class ServerSpec:
+    name: str
+    asset: str
+    host: str
+    port: int
+    n_ctx: int
+    n_parallel: int
+    n_threads: int
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}/v1"
+
+    @property
+    def health_url(self) -> str:
+        return f"http://{self.host}:{self.port}/health"
+
+
+@dataclass
+class ServerState:
+    name: str
+    pid: int
+    port: int
+    host: str
+    log: str
+    model_path: str
+    started_at: float
+
+
+@dataclass
+class ServerStatus:
+    name: str
+    port: int
+    state: str          # healthy | starting | dead | stopped
+    pid: int | None
+    log: str | None
+
+
+def server_specs(pool_cfg) -> list[ServerSpec]:
+    """The local servers a pool config asks for (models with an `asset` key); hosted models need none."""
+    host = pool_cfg.get("host", "127.0.0.1")
+    specs = []
+    for name, m in pool_cfg.models.items():
+        if not m.get("asset"):
+            continue
+        if m.get("port") is None:
+            raise ConfigError(f"config key 'pool.models.{name}.port' is required for a local model")
+        specs.append(
+            ServerSpec(
+                name=name,
+                asset=m.asset,
+                host=host,
+                port=int(m.port),
+                n_ctx=int(m.get("n_ctx", 4096)),
+                n_parallel=int(m.get("n_parallel", 4)),
+                n_threads=int(m.get("n_threads", 2)),
+            )
+        )
+    ports = [s.port for s in specs]
+    if len(set(ports)) != len(ports):
+        raise ConfigError(f"config key 'pool.models.*.port': two local models share a port ({ports})")
+    return specs
+
+
+def port_in_use(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.settimeout(0.5)
+        return s.connect_ex((host, port)) == 0
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # a zombie child of ours counts as dead
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def _healthy(spec_or_state, timeout: float = 2.0) -> bool:
+    url = f"http://{spec_or_state.host}:{spec_or_state.port}/health"
+    try:
+        r = httpx.get(url, timeout=timeout)
+        return r.status_code == 200 and r.json().get("status") == "ok"
+    except (httpx.HTTPError, ValueError):
+        return False
+
+
+def _tail(path: str | Path, lines: int = 20) -> str:
+    try:
+        text = Path(path).read_text(errors="replace").splitlines()
+    except OSError:
+        return "(no log)"
+    return "\n".join(text[-lines:])
+
+
+class LocalPool:
+    """Start, stop and inspect the local pool's servers."""
+
+    def __init__(self, pool_cfg, *, model_cache: str | None = None):
+        self.specs = server_specs(pool_cfg)
+        self.state_dir = Path(pool_cfg.get("state_dir", ".trinity/pool"))
+        self.startup_timeout_s = float(pool_cfg.get("startup_timeout_s", 180))
+        self.model_cache = model_cache
+        self._started: list[str] = []
+
+    # -- state files -------------------------------------------------------------------------
+    def _state_path(self, name: str) -> Path:
+        return self.state_dir / f"{name}.json"
+
+    def _read_state(self, name: str) -> ServerState | None:
+        p = self._state_path(name)
+        try:
+            return ServerState(**json.loads(p.read_text()))
+        except (OSError, ValueError, TypeError):
+            return None
+
+    def _write_state(self, st: ServerState) -> None:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        tmp = self._state_path(st.name).with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(st)))
+        os.replace(tmp, self._state_path(st.name))
+
+    # -- commands ------------------------------------------------------------------------------
+    def status(self) -> list[ServerStatus]:
+        out = []
+        for spec in self.specs:
+            st = self._read_state(spec.name)
+            if st is None:
+                out.append(ServerStatus(spec.name, spec.port, "stopped", None, None))
+            elif not _pid_alive(st.pid):
+                out.append(ServerStatus(spec.name, st.port, "dead", st.pid, st.log))
+            else:
+                state = "healthy" if _healthy(st) else "starting"
+                out.append(ServerStatus(spec.name, st.port, state, st.pid, st.log))
+        return out
+
+    def up(self, *, progress=print) -> list[ServerStatus]:
+        """Start every server that is not already healthy; wait for all; report failures by name."""
+        launched: list[tuple[ServerSpec, subprocess.Popen, Path]] = []
+        for spec in self.specs:
+            st = self._read_state(spec.name)
+            if st is not None and _pid_alive(st.pid) and st.port == spec.port:
+                progress(f"{spec.name}: already running (pid {st.pid}, port {st.port})")
+                continue
+            if port_in_use(spec.host, spec.port):
+                raise ConfigError(
+                    f"config key 'pool.models.{spec.name}.port': port {spec.port} on {spec.host} is already "
+                    f"in use by another program; choose a free port"
+                )
+            path = model_path(spec.asset, self.model_cache)
+            self.state_dir.mkdir(parents=True, exist_ok=True)
+            log = self.state_dir / f"{spec.name}.log"
+            cmd = [
+                sys.executable, "-m", "trinity.pool.llamacpp_worker",
+                "--model-path", str(path), "--alias", spec.name, "--host", spec.host,
+                "--port", str(spec.port), "--n-ctx", str(spec.n_ctx),
+                "--n-parallel", str(spec.n_parallel), "--threads", str(spec.n_threads),
+            ]
+            with open(log, "ab") as logf:
+                proc = subprocess.Popen(
+                    cmd, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                    start_new_session=True,  # its own session: Ctrl-C in the caller is handled by us, not it
+                )
+            self._write_state(ServerState(spec.name, proc.pid, spec.port, spec.host, str(log), str(path), time.time()))
+            self._started.append(spec.name)
+            launched.append((spec, proc, log))
+            progress(f"{spec.name}: starting on {spec.base_url} (pid {proc.pid}, log {log})")
+
+        deadline = time.monotonic() + self.startup_timeout_s
+        pending = list(launched)
+        failures: list[str] = []
+        while pending:
+            for item in list(pending):
+                spec, proc, log = item
+                if proc.poll() is not None:
+                    failures.append(f"{spec.name} exited with code {proc.returncode}; end of {log}:\n{_tail(log)}")
+                    pending.remove(item)
+                elif _healthy(spec):
+                    progress(f"{spec.name}: healthy")
+                    pending.remove(item)
+            if pending and time.monotonic() > deadline:
+                for spec, proc, log in pending:
+                    failures.append(
+                        f"{spec.name} not healthy after {self.startup_timeout_s:.0f}s; end of {log}:\n{_tail(log)}"
+                    )
+                break
+            if pending:
+                time.sleep(0.25)
+        if failures:
+            self.down(only=[s.name for s, _, _ in launched], quiet=True)
+            raise PoolServerError("pool model server(s) did not come up:\n" + "\n".join(failures))
+        return self.status()
+
+    def down(self, *, only: list[str] | None = None, quiet: bool = False, grace_s: float = 10.0, progress=print) -> None:
+        """SIGTERM each server (then SIGKILL after `grace_s`) and remove its state file."""
+        for spec in self.specs:
+            if only is not None and spec.name not in only:
+                continue
+            st = self._read_state(spec.name)
+            if st is None:
+                continue
+            if _pid_alive(st.pid):
+                try:
+                    os.killpg(st.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+                deadline = time.monotonic() + grace_s
+                while _pid_alive(st.pid) and time.monotonic() < deadline:
+                    _reap(st.pid)
+                    time.sleep(0.1)
+                if _pid_alive(st.pid):
+                    try:
+                        os.killpg(st.pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+                _reap(st.pid)
+            self._state_path(spec.name).unlink(missing_ok=True)
+            if not quiet:
+                progress(f"{spec.name}: stopped")
+
+    # -- context manager: the servers this object started are stopped on exit --------------------
+    def __enter__(self) -> "LocalPool":
+        try:
+            self.up()
+        except BaseException:
+            self.down(only=self._started, quiet=True)
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.down(only=self._started, quiet=True)
+        self._started.clear()
+
+
+def _reap(pid: int) -> None:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
