@@ -1,1 +1,36 @@
-"""Evolution: sep-CMA-ES generations, fitness shaping, checkpoints and Polars tables."""
+"""Evolution: search strategies with explicit state, fitness shaping, checkpoints, Polars tables, plots.
+
+Importing this package is cheap; the names below load their modules (pycma, polars) on first use.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
+_EXPORTS = {
+    "BudgetExhausted": "trinity.evolve.errors",
+    "CheckpointError": "trinity.evolve.errors",
+    "STRATEGIES": "trinity.evolve.strategies",
+    "Strategy": "trinity.evolve.strategies",
+    "register_strategy": "trinity.evolve.strategies",
+    "make_strategy": "trinity.evolve.strategies",
+    "default_popsize": "trinity.evolve.strategies",
+    "FitnessWeights": "trinity.evolve.fitness",
+    "FitnessParts": "trinity.evolve.fitness",
+    "shaped_fitness": "trinity.evolve.fitness",
+    "agent_entropy": "trinity.evolve.fitness",
+    "EvolutionResult": "trinity.evolve.loop",
+    "EvolveSettings": "trinity.evolve.loop",
+    "run_evolution": "trinity.evolve.loop",
+    "RunPaths": "trinity.evolve.outputs",
+    "EPISODES_SCHEMA": "trinity.evolve.tables",
+    "GENERATIONS_SCHEMA": "trinity.evolve.tables",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'trinity.evolve' has no attribute {name!r}")

@@ -1,0 +1,118 @@
+"""Checkpoints: one file per run folder, written atomically after every generation.
+
+Format: a magic line, the SHA-256 of the body, then the pickled payload. A torn or edited file fails
+the checksum and a checkpoint from another configuration fails the fingerprint: both are a clear
+CheckpointError instead of a silently different run. The file is pickle, so only load run folders
+you wrote yourself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pickle
+import random
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from omegaconf import DictConfig, OmegaConf
+
+from trinity.evolve.errors import CheckpointError
+
+MAGIC = b"TRINITY-EVOLVE-CHECKPOINT v1\n"
+FINGERPRINT_SECTIONS = ("evolve", "protocol", "pool", "coordinator", "tasks")
+# Settings that change how a run is executed, never what it computes: a budget raised after a budget
+# stop, or a different concurrency, must still resume the same run.
+FINGERPRINT_IGNORES = {"evolve": ("budget", "resume", "max_concurrent_episodes")}
+
+
+def config_fingerprint(cfg: DictConfig, n_params: int) -> str:
+    parts: dict[str, Any] = {"n_params": int(n_params), "seed": OmegaConf.select(cfg, "seed")}
+    for section in FINGERPRINT_SECTIONS:
+        node = OmegaConf.select(cfg, section)
+        value = OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else node
+        if isinstance(value, dict):
+            value = {k: v for k, v in value.items() if k not in FINGERPRINT_IGNORES.get(section, ())}
+        parts[section] = value
+    text = json.dumps(parts, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write to a temp file in the same folder, fsync, then os.replace: readers see old or new, never half."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def save_checkpoint(path: Path, payload: dict[str, Any]) -> None:
+    body = pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
+    atomic_write_bytes(path, MAGIC + hashlib.sha256(body).hexdigest().encode() + b"\n" + body)
+
+
+def load_checkpoint(path: Path, fingerprint: str) -> dict[str, Any]:
+    path = Path(path)
+    hint = "delete it or start over with evolve.resume=false (run_evolution(..., fresh=True))"
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise CheckpointError(f"cannot read checkpoint {path}: {e}") from None
+    if not data.startswith(MAGIC):
+        raise CheckpointError(f"checkpoint {path} is corrupt (not a trinity evolution checkpoint); {hint}")
+    digest, _, body = data[len(MAGIC):].partition(b"\n")
+    if hashlib.sha256(body).hexdigest().encode() != digest:
+        raise CheckpointError(f"checkpoint {path} is corrupt (checksum mismatch, a torn or edited file); {hint}")
+    try:
+        payload = pickle.loads(body)
+    except Exception as e:  # unpickling raises many types
+        raise CheckpointError(f"checkpoint {path} is corrupt ({type(e).__name__}: {e}); {hint}") from None
+    if payload.get("fingerprint") != fingerprint:
+        raise CheckpointError(
+            f"checkpoint {path} was written by a different configuration (fingerprint "
+            f"{payload.get('fingerprint')} != {fingerprint}: the evolve/protocol/pool/coordinator/tasks config, "
+            f"the seed or the number of parameters changed); {hint}"
+        )
+    return payload
+
+
+def capture_rng() -> dict[str, Any]:
+    """Every global RNG an evaluation callback might draw from (torch only if the caller imported it)."""
+    state: dict[str, Any] = {"numpy": np.random.get_state(), "python": random.getstate(), "torch": None, "torch_cuda": None}
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        state["torch"] = torch.get_rng_state()
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            state["torch_cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def restore_rng(state: dict[str, Any]) -> None:
+    np.random.set_state(state["numpy"])
+    random.setstate(state["python"])
+    torch = sys.modules.get("torch")
+    if torch is not None and state.get("torch") is not None:
+        torch.set_rng_state(state["torch"])
+        if state.get("torch_cuda") is not None and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(state["torch_cuda"])
+
+
+def seed_global_rngs(seed: int) -> None:
+    """A fresh run seeds the global RNGs from cfg.seed so a resumed run can match it exactly."""
+    np.random.seed(seed % (2**32))
+    random.seed(seed)
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.manual_seed(seed)

@@ -1,0 +1,81 @@
+"""Fitness shaping (TRINITY_SPEC, "Training"), computed from a candidate's episode traces.
+
+    fitness = mean reward
+            + entropy_weight * H(agents picked)
+            - turn_weight * mean((turns - 1) / K) / 4
+            - cost_weight * mean cost per episode            (0 in the paper)
+
+Choices the spec leaves open, fixed here:
+- H is the Shannon entropy in NATS (natural log), NOT normalised: the empirical distribution of the
+  agent named on every turn of every one of the candidate's episodes, pooled. Its maximum is ln(#agents).
+  No turns at all gives H = 0.
+- The turn term averages per episode; an episode with no turns counts as one turn (term 0), never < 0.
+- Cost is per episode, in dollars (`usd`) or thousands of prompt+completion tokens (`ktokens`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from trinity.episodes.trace import Trace
+from trinity.errors import ConfigError
+
+COST_UNITS = ("usd", "ktokens")
+
+
+@dataclass(frozen=True)
+class FitnessWeights:
+    entropy_weight: float = 0.15
+    turn_weight: float = 0.10
+    cost_weight: float = 0.0
+    cost_unit: str = "usd"
+
+    def __post_init__(self) -> None:
+        if self.cost_unit not in COST_UNITS:
+            raise ConfigError(f"config key 'evolve.fitness.cost_unit' must be one of {COST_UNITS}, got {self.cost_unit!r}")
+
+    @classmethod
+    def from_cfg(cls, fitness_cfg: Any) -> "FitnessWeights":
+        get = fitness_cfg.get
+        return cls(float(get("entropy_weight", 0.15)), float(get("turn_weight", 0.10)),
+                   float(get("cost_weight", 0.0)), str(get("cost_unit", "usd")))
+
+
+@dataclass(frozen=True)
+class FitnessParts:
+    reward: float        # mean terminal reward
+    entropy: float       # H(agents picked), nats
+    turn_term: float     # mean((turns - 1) / K) / 4, before its weight
+    cost: float          # mean cost per episode in the configured unit, before its weight
+    fitness: float
+
+
+def agent_entropy(traces: Sequence[Trace]) -> float:
+    counts = Counter(turn.agent for trace in traces for turn in trace.turns)
+    total = sum(counts.values())
+    if total == 0:
+        return 0.0
+    return float(-sum((c / total) * math.log(c / total) for c in counts.values()))
+
+
+def episode_cost(trace: Trace, unit: str) -> float:
+    if unit == "ktokens":
+        return (trace.prompt_tokens + trace.completion_tokens) / 1000.0
+    return float(trace.cost_usd)
+
+
+def shaped_fitness(traces: Sequence[Trace], *, max_turns: int, weights: FitnessWeights) -> FitnessParts:
+    if not traces:
+        raise ValueError("a candidate needs at least one episode to have a fitness")
+    if max_turns <= 0:
+        raise ValueError(f"max_turns must be positive, got {max_turns}")
+    n = len(traces)
+    reward = sum(float(t.reward) for t in traces) / n
+    entropy = agent_entropy(traces)
+    turn_term = sum(max(t.turns_used - 1, 0) / max_turns for t in traces) / n / 4.0
+    cost = sum(episode_cost(t, weights.cost_unit) for t in traces) / n
+    fitness = reward + weights.entropy_weight * entropy - weights.turn_weight * turn_term - weights.cost_weight * cost
+    return FitnessParts(reward, entropy, turn_term, cost, float(fitness))
