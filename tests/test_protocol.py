@@ -1,0 +1,345 @@
+"""The turn protocol on scripted replies: parsing, every termination path, Thinker override."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from scripted_pool import Fail, ScriptedPool, ScriptedRouter
+from trinity.config import compose
+from trinity.episodes.parsing import (
+    ACCEPT, REJECT, extract_tag, normalize_role, parse_thinker, parse_verdict, strip_reasoning, worker_thought,
+)
+from trinity.episodes.protocol import SAMPLE_INDEX_RANGE, fill, run_episode, sample_index_for
+from trinity.episodes.protocol_config import ProtocolConfig
+from trinity.episodes.trace import END_REASONS, EpisodeId
+from trinity.errors import ConfigError
+from trinity.tasks.types import TaskItem
+
+AGENTS = ["big", "small"]
+CFG = ProtocolConfig(
+    max_turns=5,
+    collaboration_instructions="Work together.",
+    worker_system="WORKER SYSTEM",
+    thinker_system="THINKER SYSTEM",
+    verifier_system="VERIFIER SYSTEM",
+    temperature=0.1,
+    max_tokens=64,
+)
+ITEM = TaskItem(suite="toy", item_id="q1", prompt="What is 2+2?", reference="4")
+
+
+class Grader:
+    def __init__(self, fail: bool = False):
+        self.calls: list[str] = []
+        self.fail = fail
+
+    async def __call__(self, item: TaskItem, answer: str) -> float:
+        self.calls.append(answer)
+        if self.fail:
+            raise RuntimeError("sandbox exploded")
+        return 1.0 if item.reference in answer else 0.0
+
+
+def run(choices, script, *, cfg=CFG, grader=None, repeat=0):
+    router = ScriptedRouter(choices)
+    pool = ScriptedPool(cfg, script)
+    grader = grader or Grader()
+    episode = EpisodeId(generation=0, candidate=3, item=ITEM.uid, repeat=repeat)
+    trace = asyncio.run(run_episode(ITEM, router, pool, AGENTS, cfg, episode, 123, grader))
+    assert trace.end_reason in END_REASONS
+    return trace, router, pool, grader
+
+
+# ---- parsing ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text, expected", [
+    ("<idea>carry the one</idea>", "carry the one"),
+    ("<IDEA>  Upper case  </Idea>", "Upper case"),
+    ("< idea >spaced</ idea >", "spaced"),
+    ("answer 4\n<idea>cut off by the token limit", "cut off by the token limit"),
+    ("echo: <idea>...</idea>\nreal: <idea>the real one</idea>", "the real one"),
+    ("<idea>   </idea>", None),
+    ("no tags at all", None),
+    ("", None),
+])
+def test_extract_idea(text, expected):
+    assert extract_tag(text, "idea") == expected
+
+
+def test_unclosed_tag_stops_at_next_protocol_tag():
+    text = "<suggestion>check the sign\n<suggested_role>verifier</suggested_role>"
+    assert extract_tag(text, "suggestion") == "check the sign"
+    assert extract_tag("<Suggested-Role> Worker </suggested-role>", "suggested_role") == "Worker"
+
+
+def test_worker_thought_is_idea_or_whole_reply():
+    assert worker_thought("The answer is 4.\n<idea>add</idea>") == "add"
+    assert worker_thought("  The answer is 4.  ") == "The answer is 4."
+    assert worker_thought("<think>maybe <idea>x</idea></think>The answer is 4.") == "The answer is 4."
+    assert worker_thought("<think>only reasoning, cut off") == "<think>only reasoning, cut off"
+
+
+def test_strip_reasoning():
+    assert strip_reasoning("<think>a</think>b") == "b"
+    assert strip_reasoning("hidden</think>shown") == "shown"
+    assert strip_reasoning("shown<think>cut") == "shown"
+
+
+@pytest.mark.parametrize("text, role", [
+    ("worker", "worker"), (" Verifier ", "verifier"), ("**Worker.**", "worker"), ("the verifier", "verifier"),
+    ("thinker", None), ("worker or verifier", None), ("", None), (None, None),
+])
+def test_normalize_role(text, role):
+    assert normalize_role(text) == role
+
+
+@pytest.mark.parametrize("reply, valid_role", [
+    ("<suggestion>check units</suggestion><suggested_role>verifier</suggested_role>", "verifier"),
+    ("<SUGGESTION> redo step 2 </SUGGESTION>\n<Suggested_Role> Worker </Suggested_Role>", "worker"),
+    ("<suggestion>cut off\n<suggested_role>worker", "worker"),
+    ("<suggestion>fine</suggestion>", None),                                   # role missing
+    ("<suggested_role>worker</suggested_role>", None),                         # suggestion missing
+    ("<suggestion>x</suggestion><suggested_role>thinker</suggested_role>", None),  # not worker|verifier
+    ("<suggestion></suggestion><suggested_role>worker</suggested_role>", None),    # empty suggestion
+    ("The answer is 4.", None),
+])
+def test_parse_thinker(reply, valid_role):
+    advice = parse_thinker(reply)
+    assert (advice.role if advice else None) == valid_role
+
+
+@pytest.mark.parametrize("reply, verdict", [
+    ("ACCEPT", ACCEPT),
+    ("accept", ACCEPT),
+    ("  \n Accept. The answer is right.", ACCEPT),
+    ("**ACCEPT**", ACCEPT),
+    ("# Accept", ACCEPT),
+    ("`ACCEPT`", ACCEPT),
+    ("Accept, though I nearly wanted to reject it", ACCEPT),   # starts with accept
+    ("Verdict: ACCEPT", ACCEPT),                               # accept appears, reject does not
+    ("I accept this answer.", ACCEPT),
+    ("REJECT", REJECT),
+    ("**REJECT** the sum is wrong", REJECT),
+    ("Verdict: REJECT. I cannot accept it.", REJECT),          # both appear: unclear
+    ("This is unacceptable.", REJECT),                         # no word starting with accept
+    ("Looks fine to me.", REJECT),                             # unclear
+    ("", REJECT),
+    ("<think>I would accept</think>REJECT", REJECT),           # reasoning ignored
+    ("<think>hmm, reject?</think>\nACCEPT", ACCEPT),
+])
+def test_parse_verdict(reply, verdict):
+    assert parse_verdict(reply) == verdict
+
+
+# ---- config ----------------------------------------------------------------------------------------
+
+def test_config_from_composed_hydra_config():
+    cfg = compose()
+    protocol = ProtocolConfig.from_cfg(cfg.protocol)
+    assert protocol.max_turns == cfg.protocol.max_turns
+    assert protocol.worker_system.startswith("You are the Worker")
+    assert ProtocolConfig.from_cfg(protocol) is protocol
+
+
+@pytest.mark.parametrize("override, key", [
+    ({"max_turns": 0}, "max_turns"),
+    ({"review_format": "Task: {query}"}, "review_format"),
+    ({"thinker_system": " "}, "thinker_system"),
+    ({"roles": ["worker", "thinker"]}, "roles"),
+])
+def test_config_errors_name_the_key(override, key):
+    values = {"worker_system": "w", "thinker_system": "t", "verifier_system": "v", **override}
+    with pytest.raises(ConfigError, match=key):
+        ProtocolConfig.from_cfg(values)
+
+
+def test_fill_leaves_other_braces_and_inserted_text_alone():
+    assert fill("{query} -> {answer} {json}", query="{answer}", answer="a") == "{answer} -> a {json}"
+
+
+# ---- termination paths -----------------------------------------------------------------------------
+
+def test_accept_scores_current_answer():
+    trace, _, pool, grader = run(
+        [(0, "worker"), (1, "verifier")],
+        {"worker": "It is 4.\n<idea>add</idea>", "verifier": "ACCEPT"},
+    )
+    assert trace.end_reason == "accept"
+    assert trace.final_answer == "It is 4.\n<idea>add</idea>"   # the FULL reply is the answer
+    assert trace.reward == 1.0 and trace.graded
+    assert [t.role for t in trace.turns] == ["worker", "verifier"]
+    assert [t.agent for t in trace.turns] == ["big", "small"]
+    assert trace.turns[1].verdict == ACCEPT
+    assert grader.calls == [trace.final_answer]
+    assert pool.count == 2
+
+
+def test_verifier_before_answer_ends_with_zero_and_no_call():
+    trace, _, pool, grader = run([(0, "thinker"), (1, "verifier")], {
+        "thinker": "no tags", "verifier": "ACCEPT",
+    })
+    assert trace.end_reason == "verifier_before_answer"
+    assert trace.reward == 0.0 and not trace.graded and trace.final_answer is None
+    assert trace.turns_used == 2 and trace.turns[1].called is False
+    assert pool.counts() == {("big", "thinker"): 1}
+    assert grader.calls == []
+
+
+def test_turn_limit_scores_current_answer_after_k_turns():
+    trace, _, _, _ = run(
+        [(0, "worker"), (1, "verifier"), (0, "thinker"), (1, "worker"), (0, "verifier")],
+        {"worker": ["first: 5", "second: 4"], "verifier": ["REJECT", "REJECT"], "thinker": "no tags"},
+    )
+    assert trace.end_reason == "turn_limit" and trace.turns_used == 5   # thinker + rejects count
+    assert trace.final_answer == "second: 4" and trace.reward == 1.0
+
+
+def test_turn_limit_without_answer_is_zero():
+    trace, _, _, grader = run([(0, "thinker")] * 5, {"thinker": "I refuse to use tags"})
+    assert trace.end_reason == "turn_limit" and trace.reward == 0.0 and trace.final_answer is None
+    assert grader.calls == []
+
+
+def test_failed_calls_count_as_turns_and_change_nothing():
+    trace, router, _, _ = run(
+        [(0, "worker"), (1, "worker"), (0, "verifier"), (1, "verifier"), (0, "verifier")],
+        {("big", "worker"): Fail(), ("small", "worker"): "4 <idea>i</idea>",
+         ("big", "verifier"): [Fail(), "ACCEPT"], ("small", "verifier"): "REJECT"},
+    )
+    assert [t.ok for t in trace.turns] == [False, True, False, True, True]
+    assert trace.turns[0].error == "http 500 after 3 retries"
+    assert "Reference thought 1" not in router.transcripts[1]   # the failed worker added nothing
+    assert trace.end_reason == "accept" and trace.turns_used == 5 and trace.reward == 1.0
+
+
+def test_pool_failure_when_no_answer_because_calls_failed():
+    trace, _, _, grader = run([(0, "worker"), (1, "thinker"), (0, "worker")], {"worker": Fail(), "thinker": Fail()},
+                              cfg=ProtocolConfig(**{**CFG.__dict__, "max_turns": 3}))
+    assert trace.end_reason == "pool_failure" and trace.reward == 0.0 and trace.turns_used == 3
+    assert all(not t.ok for t in trace.turns) and grader.calls == []
+
+
+def test_budget_exhausted_ends_episode_ungraded():
+    trace, _, pool, grader = run(
+        [(0, "worker"), (1, "worker"), (0, "verifier")],
+        {"worker": ["4 <idea>i</idea>", Fail("budget: max_calls", budget_exhausted=True)], "verifier": "ACCEPT"},
+    )
+    assert trace.end_reason == "budget" and trace.turns_used == 2
+    assert trace.reward == 0.0 and not trace.graded and grader.calls == []
+    assert trace.final_answer == "4 <idea>i</idea>"
+    assert trace.turns[1].error == "budget: max_calls"
+    assert pool.count == 2
+
+
+def test_grader_crash_is_recorded_not_raised():
+    trace, _, _, _ = run([(0, "worker"), (0, "verifier")], {"worker": "4", "verifier": "ACCEPT"},
+                         grader=Grader(fail=True))
+    assert trace.end_reason == "accept" and trace.reward == 0.0 and not trace.graded
+    assert trace.error == "grader: RuntimeError: sandbox exploded"
+
+
+def test_router_bug_raises():
+    with pytest.raises(ValueError, match="agent index 7"):
+        run([(7, "worker")], {"worker": "4"})
+    with pytest.raises(ValueError, match="role 'boss'"):
+        run([(0, "boss")], {"worker": "4"})
+
+
+# ---- Thinker ---------------------------------------------------------------------------------------
+
+def test_thinker_role_overrides_next_turn_but_not_agent():
+    trace, _, pool, _ = run(
+        [(0, "worker"), (0, "thinker"), (1, "worker")],
+        {"worker": "4", "thinker": "<suggestion>check it</suggestion><suggested_role>verifier</suggested_role>",
+         "verifier": "ACCEPT"},
+    )
+    last = trace.turns[2]
+    assert (last.role, last.router_role, last.role_from_thinker, last.agent) == ("verifier", "worker", True, "small")
+    assert trace.turns[1].suggested_role == "verifier"
+    assert trace.end_reason == "accept"
+    assert pool.calls[-1].role == "verifier"
+
+
+def test_thinker_suggestion_reaches_only_the_next_worker():
+    trace, router, pool, _ = run(
+        [(0, "worker"), (1, "thinker"), (0, "verifier"), (1, "worker"), (0, "thinker")],
+        {"worker": ["5", "4 <idea>fixed</idea>", "4"],
+         "thinker": ["<suggestion>recount the apples</suggestion><suggested_role>worker</suggested_role>", "none"]},
+    )
+    assert [t.role for t in trace.turns] == ["worker", "thinker", "worker", "worker", "thinker"]
+    assert [t.role_from_thinker for t in trace.turns] == [False, False, True, False, False]
+    workers = [c for c in pool.calls if c.role == "worker"]
+    assert "recount the apples" in workers[1].messages[1]["content"]
+    assert "Suggestion from a Thinker" in workers[1].messages[1]["content"]
+    assert "recount the apples" not in workers[2].messages[1]["content"]
+    assert all("recount" not in t for t in router.transcripts)   # thinker output never joins the transcript
+
+
+def test_invalid_thinker_reply_is_discarded():
+    trace, _, pool, _ = run(
+        [(0, "worker"), (0, "thinker"), (1, "worker")] + [(0, "worker")] * 2,
+        {"worker": "4", "thinker": "<suggestion>check</suggestion> I think a verifier should look"},
+    )
+    assert trace.turns[1].suggested_role is None
+    assert trace.turns[2].role == "worker" and not trace.turns[2].role_from_thinker
+    assert "check" not in pool.calls[2].messages[1]["content"]
+
+
+def test_thinker_and_verifier_see_query_and_current_answer():
+    _, _, pool, _ = run(
+        [(0, "thinker"), (0, "worker"), (1, "verifier")],
+        {"thinker": "nothing", "worker": "It is 4.", "verifier": "REJECT"},
+        cfg=ProtocolConfig(**{**CFG.__dict__, "max_turns": 3}),
+    )
+    thinker, _, verifier = pool.calls
+    assert thinker.messages == [
+        {"role": "system", "content": "THINKER SYSTEM"},
+        {"role": "user", "content": "Task:\nWhat is 2+2?\n\nCurrent answer:\n(no answer yet)"},
+    ]
+    assert verifier.messages[1]["content"] == "Task:\nWhat is 2+2?\n\nCurrent answer:\nIt is 4."
+    assert "Work together." not in verifier.messages[1]["content"]
+
+
+# ---- shared message, pool calls --------------------------------------------------------------------
+
+def test_shared_message_grows_with_numbered_thoughts():
+    trace, router, pool, _ = run(
+        [(0, "worker"), (1, "worker"), (0, "thinker"), (1, "worker"), (0, "worker")],
+        {"worker": ["Try 5.\n<Idea>count fingers</Idea>", "No idea tag here, answer 4", "<idea>", "4 <idea>sum"],
+         "thinker": "no tags"},
+    )
+    base = "What is 2+2?\n\nWork together."
+    t1 = base + "\n\nReference thought 1:\ncount fingers"
+    t2 = t1 + "\n\nReference thought 2:\nNo idea tag here, answer 4"
+    t4 = t2 + "\n\nReference thought 3:\n<idea>"   # an empty idea counts as missing: whole reply
+    assert router.transcripts == [base, t1, t2, t2, t4]
+    workers = [c for c in pool.calls if c.role == "worker"]
+    assert [w.messages[1]["content"] for w in workers] == [base, t1, t2, t4]
+    assert all(w.messages[0] == {"role": "system", "content": "WORKER SYSTEM"} for w in workers)
+    assert trace.final_answer == "4 <idea>sum"
+
+
+def test_pool_calls_carry_sampling_settings_and_accounting():
+    trace, _, pool, _ = run([(0, "worker"), (1, "verifier")], {"worker": "four 4", "verifier": "ACCEPT"})
+    assert {(c.max_tokens, c.temperature) for c in pool.calls} == {(64, 0.1)}
+    assert trace.completion_tokens == 3 and trace.prompt_tokens > 0 and trace.cost_usd > 0
+    assert trace.turns[0].reply is None   # record_replies is off
+
+
+def test_sample_index_from_item_repeat_turn_only():
+    trace, _, pool, _ = run([(0, "worker"), (1, "worker"), (0, "verifier")],
+                            {"worker": "4", "verifier": "ACCEPT"}, repeat=2)
+    expected = [sample_index_for(ITEM.uid, 2, turn) for turn in range(3)]
+    assert [c.sample_index for c in pool.calls] == expected == [t.sample_index for t in trace.turns]
+    assert len(set(expected)) == 3 and all(0 <= s < SAMPLE_INDEX_RANGE for s in expected)
+    assert sample_index_for(ITEM.uid, 0, 0) != sample_index_for(ITEM.uid, 1, 0)
+    assert sample_index_for(ITEM.uid, 0, 0) == sample_index_for(ITEM.uid, 0, 0)
+
+
+def test_record_replies_keeps_text():
+    cfg = ProtocolConfig(**{**CFG.__dict__, "record_replies": True})
+    trace, _, _, _ = run([(0, "worker"), (1, "verifier")], {"worker": "4", "verifier": "ACCEPT"}, cfg=cfg)
+    assert [t.reply for t in trace.turns] == ["4", "ACCEPT"]
+    assert trace.to_dict()["turns"][1]["verdict"] == ACCEPT
