@@ -18,6 +18,12 @@ class CallResult:
     retries: int = 0
     cached: bool = False
     budget_exhausted: bool = False  # the call was refused because a run budget is spent
+    # Added by the pool client (issue 3); defaults keep hand-built results (test doubles) valid.
+    error_kind: str | None = None   # typed error class name (trinity.pool.errors), e.g. "RateLimitError"
+    finish_reason: str | None = None  # "stop", "length" (hit max_tokens), ... as the server reported it
+    price_usd: float = 0.0          # what the reply costs at the model's prices even when it was not paid
+    #                                 (cache hit: cost_usd 0, price_usd > 0), so cost-aware fitness does
+    #                                 not favour whichever candidate happened to call second
 
     def to_dict(self) -> dict:
         return asdict(self)

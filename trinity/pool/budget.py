@@ -1,0 +1,106 @@
+"""The run budget and the running totals of a pool client.
+
+A Budget is shared by every call of a run (and may be shared by several clients). `max_calls` is
+reserved before a call is sent, so concurrent calls never exceed it; cost and tokens are only known after
+a reply, so they stop NEW calls once spent (calls already in flight finish and are saved). Cache hits are
+free: they spend no budget and count as `cache_hits`, not `real_calls`.
+Both classes are thread-safe: one client may serve several event loops (one per worker thread).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+
+@dataclass
+class Budget:
+    max_cost_usd: float | None = None
+    max_tokens: int | None = None
+    max_calls: int | None = None
+    # spent so far (real calls only); explicit so a run can save and restore it
+    calls: int = 0
+    tokens: int = 0
+    cost_usd: float = 0.0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    @classmethod
+    def from_config(cls, budget_cfg: Mapping[str, Any] | None) -> "Budget":
+        """From `cfg.evolve.budget` (keys max_cost_usd, max_tokens, max_calls; null = unlimited)."""
+        cfg = budget_cfg or {}
+        return cls(max_cost_usd=cfg.get("max_cost_usd"), max_tokens=cfg.get("max_tokens"),
+                   max_calls=cfg.get("max_calls"))
+
+    @property
+    def reason(self) -> str | None:
+        """Why no new call may start, or None while budget is left."""
+        if self.max_calls is not None and self.calls >= self.max_calls:
+            return f"budget: max_calls={self.max_calls} reached ({self.calls} calls)"
+        if self.max_tokens is not None and self.tokens >= self.max_tokens:
+            return f"budget: max_tokens={self.max_tokens} reached ({self.tokens} tokens)"
+        if self.max_cost_usd is not None and self.cost_usd >= self.max_cost_usd:
+            return f"budget: max_cost_usd={self.max_cost_usd} reached (${self.cost_usd:.6f} spent)"
+        return None
+
+    @property
+    def exhausted(self) -> bool:
+        return self.reason is not None
+
+    def try_reserve_call(self) -> str | None:
+        """Count one real call if budget is left. Returns None when reserved, else the refusal reason."""
+        with self._lock:
+            reason = self.reason
+            if reason is None:
+                self.calls += 1
+            return reason
+
+    def spend(self, tokens: int, cost_usd: float) -> None:
+        with self._lock:
+            self.tokens += tokens
+            self.cost_usd += cost_usd
+
+    def to_dict(self) -> dict:
+        return {"max_cost_usd": self.max_cost_usd, "max_tokens": self.max_tokens, "max_calls": self.max_calls,
+                "calls": self.calls, "tokens": self.tokens, "cost_usd": self.cost_usd,
+                "exhausted": self.exhausted, "reason": self.reason}
+
+
+COUNTERS = ("calls", "real_calls", "cache_hits", "failures", "budget_refusals", "retries",
+            "prompt_tokens", "completion_tokens", "cost_usd", "latency_s")
+
+
+class RunTotals:
+    """Running totals per pool model. `calls` counts every chat() call; tokens and cost count real calls
+    only (a cache hit is free); `latency_s` sums the wall time of real calls."""
+
+    def __init__(self, model_names: list[str]):
+        self._lock = threading.Lock()
+        self._per_model = {name: dict.fromkeys(COUNTERS, 0) for name in model_names}
+
+    def record(self, result: Any, *, real: bool) -> None:
+        """Add one CallResult; `real`: the call went to the network (not a cache hit, not a shared reply,
+        not a replay miss). A budget refusal is never real."""
+        real = real and not result.budget_exhausted
+        with self._lock:
+            t = self._per_model[result.model]
+            t["calls"] += 1
+            t["real_calls"] += int(real)
+            t["cache_hits"] += int(result.cached)
+            t["failures"] += int(not result.ok)
+            t["budget_refusals"] += int(result.budget_exhausted)
+            t["retries"] += result.retries
+            if real:
+                t["prompt_tokens"] += result.prompt_tokens
+                t["completion_tokens"] += result.completion_tokens
+                t["cost_usd"] += result.cost_usd
+                t["latency_s"] += result.latency_s
+
+    def snapshot(self) -> dict:
+        with self._lock:
+            per_model = {name: dict(t) for name, t in self._per_model.items()}
+        overall = dict.fromkeys(COUNTERS, 0)
+        for t in per_model.values():
+            for key in COUNTERS:
+                overall[key] += t[key]
+        return {"overall": overall, "per_model": per_model}

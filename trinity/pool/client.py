@@ -1,0 +1,398 @@
+"""PoolClient: one async client for every pool model (OpenAI chat-completions protocol over httpx).
+
+Per call: response cache (with in-process sharing of identical requests in flight), budget, per-model
+concurrency and requests-per-minute limits, and exactly one retry loop (`_call_network`). `chat` never
+raises for pool, HTTP, cache-miss or budget failures: it returns `CallResult(ok=False)` so a failing model
+costs an episode a turn, never a generation.
+
+Cache hits (and requests that shared another call's reply while it was in flight) are free: cost_usd 0,
+cached=True, no budget spent; `price_usd` still says what the reply would have cost.
+
+Event loops: the httpx connection pool, the concurrency semaphores and the in-flight table belong to one
+event loop, so the client keeps one such state per loop and can be used from several threads or
+successive `asyncio.run` calls. Concurrency limits therefore apply per loop (one loop per process is the
+intended use); the requests-per-minute limit, budget, totals and cache are shared by all loops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import logging
+import random
+import threading
+import time
+import weakref
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import httpx
+
+from trinity.pool.budget import Budget, RunTotals
+from trinity.pool.cache import CACHE_MODES, CachedReply, ResponseCache, cache_key
+from trinity.pool.errors import (BudgetExhaustedError, CacheMissError, CallFailure, MalformedResponseError,
+                                 PoolConfigError, PoolConnectionError, PoolTimeoutError, UnknownModelError,
+                                 status_error)
+from trinity.pool.providers import ModelEndpoint, resolve_endpoint
+from trinity.pool.types import CallResult
+
+log = logging.getLogger(__name__)
+
+# Connections for a model without max_concurrency; the httpx pool must hold at least as many keep-alive
+# connections as calls run at once, or each wave of calls pays a new TCP handshake.
+DEFAULT_CONNECTIONS_PER_MODEL = 64
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    max_retries: int = 4
+    backoff_base_s: float = 0.5      # first retry waits about this long, doubling each time
+    backoff_max_s: float = 30.0
+    jitter: float = 0.25             # each wait is shortened by a random fraction up to this
+    retry_after_max_s: float = 120.0  # a server asking for longer than this is waited for this long
+
+    @classmethod
+    def from_config(cls, cfg: Mapping[str, Any] | None) -> "RetryPolicy":
+        cfg = cfg or {}
+        return cls(**{k: cfg[k] for k in cls.__dataclass_fields__ if cfg.get(k) is not None})
+
+    def delay_s(self, retries_done: int, retry_after_s: float | None, rng: random.Random) -> float:
+        if retry_after_s is not None:
+            return min(max(retry_after_s, 0.0), self.retry_after_max_s)
+        base = min(self.backoff_max_s, self.backoff_base_s * 2.0 ** retries_done)
+        return base * (1.0 - self.jitter * rng.random())
+
+
+def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
+    """Seconds to wait from `retry-after-ms`, or `Retry-After` as seconds or an HTTP date; None if absent."""
+    ms = headers.get("retry-after-ms")
+    if ms is not None:
+        try:
+            return max(float(ms) / 1000.0, 0.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(float(value), 0.0)
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(when.timestamp() - (time.time() if now is None else now), 0.0)
+
+
+class RequestRateLimiter:
+    """Spaces requests evenly at `per_minute`. Thread-safe, so every event loop shares one limit."""
+
+    def __init__(self, per_minute: float):
+        self.interval_s = 60.0 / float(per_minute)
+        self._next = 0.0
+        self._lock = threading.Lock()
+
+    async def wait(self) -> None:
+        with self._lock:
+            now = time.monotonic()
+            slot = max(now, self._next)
+            self._next = slot + self.interval_s
+        if slot > now:
+            await asyncio.sleep(slot - now)
+
+
+class _LoopState:
+    """What must live on one event loop: the connection pool, semaphores, requests in flight."""
+
+    def __init__(self, endpoints: Mapping[str, ModelEndpoint], transport: httpx.AsyncBaseTransport | None):
+        connections = sum(ep.max_concurrency or DEFAULT_CONNECTIONS_PER_MODEL for ep in endpoints.values())
+        self.http = httpx.AsyncClient(
+            transport=transport,
+            limits=httpx.Limits(max_connections=connections, max_keepalive_connections=connections,
+                                keepalive_expiry=30.0),
+            timeout=httpx.Timeout(None),  # per-request timeouts come from each endpoint
+        )
+        self.semaphores = {name: asyncio.Semaphore(ep.max_concurrency)
+                           for name, ep in endpoints.items() if ep.max_concurrency}
+        self.in_flight: dict[str, asyncio.Future] = {}
+
+
+@dataclass(frozen=True)
+class _Reply:
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    finish_reason: str | None
+
+
+class PoolClient:
+    def __init__(self, endpoints: Sequence[ModelEndpoint], *, cache: ResponseCache | None = None,
+                 cache_mode: str = "read_write", budget: Budget | None = None,
+                 retry: RetryPolicy | None = None, transport: httpx.AsyncBaseTransport | None = None):
+        if cache_mode not in CACHE_MODES:
+            raise PoolConfigError(f"cache_mode must be one of {'|'.join(CACHE_MODES)}, got {cache_mode!r}")
+        if cache_mode == "replay_only" and cache is None:
+            raise PoolConfigError("cache_mode replay_only needs a response cache file (cache_path)")
+        self._endpoints = {ep.name: ep for ep in endpoints}
+        if not self._endpoints:
+            raise PoolConfigError("the pool has no models")
+        self.model_names: list[str] = list(self._endpoints)
+        self.cache = cache if cache_mode != "off" else None
+        self.cache_mode = cache_mode if cache is not None else "off"
+        self.budget = budget
+        self.retry = retry or RetryPolicy()
+        self._transport = transport
+        self._limiters = {name: RequestRateLimiter(ep.requests_per_minute)
+                          for name, ep in self._endpoints.items() if ep.requests_per_minute}
+        self._timeouts = {name: httpx.Timeout(ep.timeout_s, connect=min(ep.timeout_s, 30.0))
+                          for name, ep in self._endpoints.items()}
+        self._totals = RunTotals(self.model_names)
+        self._states: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState]" = \
+            weakref.WeakKeyDictionary()
+        self._rng = random.Random()  # backoff jitter only: it changes timing, never results
+
+    @classmethod
+    def from_config(cls, pool_cfg: Any, *, cache_path: str | Path | None = None, cache_mode: str = "read_write",
+                    budget: Budget | None = None, retry: RetryPolicy | None = None,
+                    transport: httpx.AsyncBaseTransport | None = None) -> "PoolClient":
+        """From `cfg.pool`. Raises MissingApiKeyError (naming the variable) when a model needs a key that
+        is not set, and CacheError when the cache file is not usable, before any call is made.
+        Retry settings come from `retry` or else the optional `pool.retry` mapping."""
+        models = pool_cfg.get("models")
+        if not models:
+            raise PoolConfigError("config key 'pool.models' must map at least one model name to its settings")
+        endpoints = [resolve_endpoint(str(name), models[name], pool_cfg) for name in models]
+        cache = None
+        if cache_path is not None and cache_mode != "off":
+            cache = ResponseCache(cache_path)
+            len(cache)  # open now: a broken file fails here, not in the middle of a run
+        return cls(endpoints, cache=cache, cache_mode=cache_mode, budget=budget,
+                   retry=retry or RetryPolicy.from_config(pool_cfg.get("retry")), transport=transport)
+
+    # --- public API -------------------------------------------------------------------------------
+
+    def endpoint(self, model: str) -> ModelEndpoint:
+        try:
+            return self._endpoints[model]
+        except KeyError:
+            raise UnknownModelError(f"unknown pool model '{model}'; pool: {', '.join(self.model_names)}") from None
+
+    async def chat(self, model: str, messages: list[dict], *, sample_index: int = 0,
+                   max_tokens: int | None = None, temperature: float | None = None) -> CallResult:
+        ep = self.endpoint(model)
+        started = time.perf_counter()
+        try:
+            result, real = await self._chat(ep, messages, sample_index, max_tokens, temperature, started)
+        except (asyncio.CancelledError, KeyboardInterrupt, SystemExit):
+            raise
+        except Exception as e:  # a bug must not crash a generation of evolution; it is logged loudly
+            log.exception("pool call to %s failed unexpectedly", model)
+            result, real = self._failure(ep, e, 0, started), False
+        self._totals.record(result, real=real)
+        return result
+
+    def totals(self) -> dict:
+        """{"overall": {...}, "per_model": {name: {...}}, "budget": {...} | None}; counters: calls,
+        real_calls, cache_hits, failures, budget_refusals, retries, prompt_tokens, completion_tokens,
+        cost_usd (real calls only), latency_s (summed over real calls)."""
+        snapshot = self._totals.snapshot()
+        snapshot["budget"] = self.budget.to_dict() if self.budget is not None else None
+        return snapshot
+
+    async def aclose(self) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        states, self._states = self._states, weakref.WeakKeyDictionary()
+        for state_loop, state in list(states.items()):
+            if state_loop is loop:
+                await state.http.aclose()
+            # a state of another (finished) loop cannot be awaited from here; its sockets die with it
+        if self.cache is not None:
+            self.cache.close()
+
+    async def __aenter__(self) -> "PoolClient":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()
+
+    # --- one call ---------------------------------------------------------------------------------
+
+    def _state(self) -> _LoopState:
+        loop = asyncio.get_running_loop()
+        state = self._states.get(loop)
+        if state is None:
+            state = self._states[loop] = _LoopState(self._endpoints, self._transport)
+        return state
+
+    async def _chat(self, ep: ModelEndpoint, messages: list[dict], sample_index: int, max_tokens: int | None,
+                    temperature: float | None, started: float) -> tuple[CallResult, bool]:
+        """Returns (result, whether it was a real network call for the totals)."""
+        temperature = ep.temperature if temperature is None else float(temperature)
+        max_tokens = ep.max_tokens if max_tokens is None else int(max_tokens)
+        body = {"model": ep.model_id, "messages": messages, "temperature": temperature}
+        if max_tokens is not None:
+            body[ep.provider.max_tokens_param] = max_tokens
+        if ep.provider.sends_seed:
+            body["seed"] = int(sample_index)
+        body.update(ep.extra_body)
+        if self.cache is None:
+            return await self._call_network(ep, body, started), True
+
+        sampling = {"temperature": temperature, "max_tokens": max_tokens, **ep.extra_body}
+        key = cache_key(ep.model_id, messages, sampling, sample_index)
+        in_flight = self._state().in_flight
+        while (pending := in_flight.get(key)) is not None:
+            try:
+                leader = await asyncio.shield(pending)
+            except asyncio.CancelledError:
+                if asyncio.current_task().cancelling():  # we were cancelled ourselves
+                    raise
+                continue  # the leader was cancelled: take over
+            return self._shared(leader, started), False
+
+        future = asyncio.get_running_loop().create_future()
+        in_flight[key] = future
+        try:
+            result, real = await self._cached_or_network(ep, key, body, started)
+        except BaseException:
+            future.cancel()
+            raise
+        else:
+            future.set_result(result)
+        finally:
+            del in_flight[key]
+        return result, real
+
+    async def _cached_or_network(self, ep: ModelEndpoint, key: str, body: dict,
+                                 started: float) -> tuple[CallResult, bool]:
+        hit = await asyncio.to_thread(self.cache.get, key)  # off the loop: another process may hold the lock
+        if hit is not None:
+            return self._from_cache(ep, hit, started), False
+        if self.cache_mode == "replay_only":
+            miss = CacheMissError(f"replay_only: no cached response for model '{ep.name}' "
+                                  f"({ep.model_id}), key {key[:16]}")
+            return self._failure(ep, miss, 0, started), False
+        result = await self._call_network(ep, body, started)
+        if result.ok:
+            reply = CachedReply(result.text, result.prompt_tokens, result.completion_tokens, result.finish_reason)
+            try:
+                await asyncio.to_thread(self.cache.put, key, ep.model_id, reply)
+            except Exception as e:  # a full disk loses the cache entry, not the reply
+                log.warning("response cache %s: could not store a reply: %s", self.cache.path, e)
+        return result, True
+
+    async def _call_network(self, ep: ModelEndpoint, body: dict, started: float) -> CallResult:
+        """The one retry loop of the project."""
+        if self.budget is not None:
+            refusal = self.budget.try_reserve_call()
+            if refusal is not None:
+                return self._failure(ep, BudgetExhaustedError(refusal), 0, started)
+        content = json.dumps(body, ensure_ascii=False).encode("utf-8")
+        retries = 0
+        while True:
+            try:
+                reply = await self._send_once(ep, content)
+                break
+            except CallFailure as e:
+                if not e.retryable or retries >= self.retry.max_retries:
+                    return self._failure(ep, e, retries, started)
+                delay = self.retry.delay_s(retries, getattr(e, "retry_after_s", None), self._rng)
+                log.info("pool %s: %s; retry %d/%d in %.2fs", ep.name, e, retries + 1, self.retry.max_retries,
+                         delay)
+                retries += 1
+                await asyncio.sleep(delay)
+        cost = ep.cost_usd(reply.prompt_tokens, reply.completion_tokens)
+        if self.budget is not None:
+            self.budget.spend(reply.prompt_tokens + reply.completion_tokens, cost)
+        return CallResult(model=ep.name, text=reply.text, ok=True, prompt_tokens=reply.prompt_tokens,
+                          completion_tokens=reply.completion_tokens, latency_s=time.perf_counter() - started,
+                          cost_usd=cost, price_usd=cost, retries=retries, finish_reason=reply.finish_reason)
+
+    async def _send_once(self, ep: ModelEndpoint, content: bytes) -> _Reply:
+        """One HTTP attempt; every failure becomes a typed CallFailure."""
+        semaphore = self._state().semaphores.get(ep.name)
+        if semaphore is not None:
+            async with semaphore:
+                return await self._post(ep, content)
+        return await self._post(ep, content)
+
+    async def _post(self, ep: ModelEndpoint, content: bytes) -> _Reply:
+        limiter = self._limiters.get(ep.name)
+        if limiter is not None:
+            await limiter.wait()
+        headers = ep.headers()
+        headers["content-type"] = "application/json"
+        try:
+            # asyncio.timeout bounds the whole attempt; httpx's timeout only bounds each read
+            async with asyncio.timeout(ep.timeout_s):
+                response = await self._state().http.post(ep.url, content=content, headers=headers,
+                                                          timeout=self._timeouts[ep.name])
+        except (TimeoutError, httpx.TimeoutException):
+            raise PoolTimeoutError(f"timeout: no complete reply within {ep.timeout_s:g}s") from None
+        except httpx.RequestError as e:
+            raise PoolConnectionError(f"connection error: {type(e).__name__}: {e}") from None
+        if not 200 <= response.status_code < 300:
+            raise status_error(response.status_code, _error_message(response),
+                               retry_after_s=parse_retry_after(response.headers))
+        return _parse_completion(response.content)
+
+    # --- results ----------------------------------------------------------------------------------
+
+    def _failure(self, ep: ModelEndpoint, error: BaseException, retries: int, started: float) -> CallResult:
+        message = str(error) or type(error).__name__
+        if retries:
+            message = f"{message} (after {retries} retries)"
+        return CallResult(model=ep.name, text="", ok=False, error=message, error_kind=type(error).__name__,
+                          latency_s=time.perf_counter() - started, retries=retries,
+                          budget_exhausted=isinstance(error, BudgetExhaustedError))
+
+    def _from_cache(self, ep: ModelEndpoint, hit: CachedReply, started: float) -> CallResult:
+        return CallResult(model=ep.name, text=hit.text, ok=True, prompt_tokens=hit.prompt_tokens,
+                          completion_tokens=hit.completion_tokens, latency_s=time.perf_counter() - started,
+                          cost_usd=0.0, price_usd=ep.cost_usd(hit.prompt_tokens, hit.completion_tokens),
+                          cached=True, finish_reason=hit.finish_reason)
+
+    def _shared(self, leader: CallResult, started: float) -> CallResult:
+        """The result for a caller that waited on an identical request in flight."""
+        latency = time.perf_counter() - started
+        if leader.ok:
+            return replace(leader, cost_usd=0.0, retries=0, cached=True, latency_s=latency)
+        return replace(leader, retries=0, latency_s=latency)
+
+
+def _error_message(response: httpx.Response) -> str:
+    """A short reason from an error body (OpenAI style {"error": {"message": ...}} or plain text)."""
+    try:
+        data = response.json()
+        error = data.get("error", data) if isinstance(data, dict) else data
+        message = error.get("message", error) if isinstance(error, dict) else error
+        text = str(message)
+    except (ValueError, AttributeError):
+        text = response.text
+    text = " ".join(text.split())
+    return text[:200] or response.reason_phrase
+
+
+def _parse_completion(content: bytes) -> _Reply:
+    try:
+        data = json.loads(content)
+    except ValueError:
+        preview = content[:60].decode("utf-8", "replace")
+        raise MalformedResponseError(f"malformed response: not JSON ({len(content)} bytes: {preview!r})") from None
+    try:
+        choice = data["choices"][0]
+        text = choice["message"].get("content") or ""
+        usage = data.get("usage") or {}
+        return _Reply(text=str(text), prompt_tokens=int(usage.get("prompt_tokens") or 0),
+                      completion_tokens=int(usage.get("completion_tokens") or 0),
+                      finish_reason=choice.get("finish_reason"))
+    except (KeyError, IndexError, TypeError, AttributeError, ValueError):
+        raise MalformedResponseError(
+            f"malformed response: not a chat completion (keys: {sorted(data)[:8] if isinstance(data, dict) else type(data).__name__})"
+        ) from None

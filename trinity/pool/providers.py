@@ -1,0 +1,145 @@
+"""Provider registry and the resolution of one pool model's config into an endpoint.
+
+Every provider speaks OpenAI chat completions; what differs (default base URL, auth header, the name of
+the output-cap parameter, whether a key is needed, whether a `seed` is accepted) is data in `PROVIDERS`,
+so adding a provider is one entry, never a new branch in the client.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from trinity.pool.errors import MissingApiKeyError, PoolConfigError
+
+
+@dataclass(frozen=True)
+class Provider:
+    name: str
+    default_base_url: str | None          # None: the model config must give base_url (or port)
+    api_key_env: str | None = None        # default variable holding the key; None: no key needed
+    key_required: bool = False            # hosted APIs refuse calls without a key: fail at config time
+    auth_header: str = "Authorization"
+    auth_prefix: str = "Bearer "
+    max_tokens_param: str = "max_tokens"  # OpenAI's own API wants max_completion_tokens for newer models
+    sends_seed: bool = False              # seed = sample_index makes local sampling reproducible
+    extra_headers: Mapping[str, str] = field(default_factory=dict)
+
+    def auth_headers(self, api_key: str | None) -> dict[str, str]:
+        headers = dict(self.extra_headers)
+        if api_key:
+            headers[self.auth_header] = f"{self.auth_prefix}{api_key}"
+        return headers
+
+
+PROVIDERS: dict[str, Provider] = {
+    p.name: p
+    for p in (
+        Provider("openai", "https://api.openai.com/v1", "OPENAI_API_KEY", key_required=True,
+                 max_tokens_param="max_completion_tokens", sends_seed=True),
+        Provider("openrouter", "https://openrouter.ai/api/v1", "OPENROUTER_API_KEY", key_required=True),
+        Provider("together", "https://api.together.xyz/v1", "TOGETHER_API_KEY", key_required=True),
+        # Anthropic's and Google's OpenAI-compatibility layers; both take the key as a Bearer token.
+        Provider("anthropic", "https://api.anthropic.com/v1", "ANTHROPIC_API_KEY", key_required=True),
+        Provider("gemini", "https://generativelanguage.googleapis.com/v1beta/openai", "GEMINI_API_KEY",
+                 key_required=True),
+        # Local servers: no key unless the model config names one (e.g. vllm --api-key).
+        Provider("llamacpp", None, sends_seed=True),
+        Provider("vllm", "http://127.0.0.1:8000/v1", sends_seed=True),
+        Provider("ollama", "http://127.0.0.1:11434/v1", sends_seed=True),
+    )
+}
+
+
+def get_provider(name: str) -> Provider:
+    try:
+        return PROVIDERS[name]
+    except KeyError:
+        raise PoolConfigError(f"unknown pool provider '{name}'; known: {', '.join(sorted(PROVIDERS))}") from None
+
+
+@dataclass(frozen=True)
+class ModelEndpoint:
+    """Everything the client needs to call one pool model. Holds the key in memory only (repr hides it)."""
+
+    name: str                      # pool model name (config key)
+    model_id: str                  # the provider's model id; part of the cache key
+    provider: Provider
+    base_url: str                  # no trailing slash
+    price_in_per_mtok: float = 0.0
+    price_out_per_mtok: float = 0.0
+    temperature: float = 0.1
+    max_tokens: int | None = None
+    timeout_s: float = 300.0
+    max_concurrency: int | None = None
+    requests_per_minute: float | None = None
+    extra_body: Mapping[str, Any] = field(default_factory=dict)
+    api_key: str | None = field(default=None, repr=False)
+
+    @property
+    def url(self) -> str:
+        return f"{self.base_url}/chat/completions"
+
+    def headers(self) -> dict[str, str]:
+        return self.provider.auth_headers(self.api_key)
+
+    def cost_usd(self, prompt_tokens: int, completion_tokens: int) -> float:
+        return (prompt_tokens * self.price_in_per_mtok + completion_tokens * self.price_out_per_mtok) / 1e6
+
+
+def _opt(cfg: Mapping[str, Any], key: str, default: Any = None) -> Any:
+    value = cfg.get(key, default) if cfg is not None else default
+    return default if value is None else value
+
+
+def _plain(value: Any) -> dict:
+    """A config mapping as plain JSON-able dicts (OmegaConf nodes are not JSON-serialisable)."""
+    try:
+        from omegaconf import DictConfig, OmegaConf
+        if isinstance(value, DictConfig):
+            return OmegaConf.to_container(value, resolve=True)  # type: ignore[return-value]
+    except ImportError:  # pragma: no cover - omegaconf is a dependency; plain dicts need nothing
+        pass
+    return dict(value)
+
+
+def resolve_endpoint(name: str, model_cfg: Mapping[str, Any], pool_cfg: Mapping[str, Any]) -> ModelEndpoint:
+    """One `pool.models.<name>` entry -> ModelEndpoint. Reads the API key from the environment now, so a
+    missing key stops the run before any work (MissingApiKeyError names the variable)."""
+    sampling = _opt(pool_cfg, "sampling", {})
+    provider = get_provider(str(_opt(model_cfg, "provider", _opt(pool_cfg, "provider", "openai"))))
+    model_id = _opt(model_cfg, "model_id")
+    if not model_id:
+        raise PoolConfigError(f"config key 'pool.models.{name}.model_id' is missing")
+
+    base_url = _opt(model_cfg, "base_url")
+    if base_url is None and _opt(model_cfg, "port") is not None:
+        base_url = f"http://{_opt(pool_cfg, 'host', '127.0.0.1')}:{int(model_cfg['port'])}/v1"
+    base_url = base_url or provider.default_base_url
+    if not base_url:
+        raise PoolConfigError(
+            f"pool model '{name}' (provider {provider.name}) needs 'base_url' or 'port' in pool.models.{name}")
+
+    key_env = _opt(model_cfg, "api_key_env", provider.api_key_env)
+    api_key = os.environ.get(key_env) if key_env else None
+    # A key named explicitly in the model config is always required; a provider default only for hosted APIs.
+    if key_env and not api_key and (provider.key_required or _opt(model_cfg, "api_key_env")):
+        raise MissingApiKeyError(name, key_env)
+
+    max_tokens = _opt(model_cfg, "max_tokens", _opt(sampling, "max_tokens"))
+    return ModelEndpoint(
+        name=name,
+        model_id=str(model_id),
+        provider=provider,
+        base_url=str(base_url).rstrip("/"),
+        price_in_per_mtok=float(_opt(model_cfg, "price_in_per_mtok", 0.0)),
+        price_out_per_mtok=float(_opt(model_cfg, "price_out_per_mtok", 0.0)),
+        temperature=float(_opt(model_cfg, "temperature", _opt(sampling, "temperature", 0.1))),
+        max_tokens=int(max_tokens) if max_tokens is not None else None,
+        timeout_s=float(_opt(model_cfg, "timeout_s", _opt(sampling, "timeout_s", 300.0))),
+        max_concurrency=_opt(model_cfg, "max_concurrency"),
+        requests_per_minute=_opt(model_cfg, "requests_per_minute"),
+        extra_body=_plain(_opt(model_cfg, "extra_body", {})),
+        api_key=api_key,
+    )
