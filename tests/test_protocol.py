@@ -182,7 +182,7 @@ def test_verifier_before_answer_ends_with_zero_and_no_call():
     })
     assert trace.end_reason == "verifier_before_answer"
     assert trace.reward == 0.0 and not trace.graded and trace.final_answer is None
-    assert trace.turns_used == 2 and trace.turns[1].called is False
+    assert trace.turns_used == 2 and trace.turns[1].called is False and trace.pool_calls == 1
     assert pool.counts() == {("big", "thinker"): 1}
     assert grader.calls == []
 
@@ -343,3 +343,20 @@ def test_record_replies_keeps_text():
     trace, _, _, _ = run([(0, "worker"), (1, "verifier")], {"worker": "4", "verifier": "ACCEPT"}, cfg=cfg)
     assert [t.reply for t in trace.turns] == ["4", "ACCEPT"]
     assert trace.to_dict()["turns"][1]["verdict"] == ACCEPT
+
+
+def test_empty_worker_reply_is_an_answer_but_not_a_thought():
+    trace, router, _, _ = run([(0, "worker"), (1, "worker"), (0, "verifier")],
+                              {"worker": ["  ", "4"], "verifier": "REJECT"},
+                              cfg=ProtocolConfig(**{**CFG.__dict__, "max_turns": 3}))
+    assert router.transcripts[1] == "What is 2+2?\n\nWork together."
+    assert "Reference thought 1:\n4" in router.transcripts[2]
+
+
+def test_composed_config_drives_an_episode():
+    protocol = compose().protocol
+    router = ScriptedRouter([(0, "worker"), (0, "verifier")] + [(0, "worker")] * 10)
+    pool = ScriptedPool(protocol, {"worker": "4", "verifier": "**ACCEPT**"})
+    trace = asyncio.run(run_episode(ITEM, router, pool, AGENTS, protocol, EpisodeId(-1, -1, ITEM.uid), 0, Grader()))
+    assert trace.end_reason == "accept" and trace.reward == 1.0
+    assert pool.calls[0].messages[0]["content"] == protocol.worker_system

@@ -12,6 +12,8 @@ Decisions where the spec is silent (all recorded in the Trace):
 - An episode that reaches K turns with no answer ends "pool_failure" if any of its calls failed (the
   failures are why there is no answer), else "turn_limit"; both reward 0 and are ungraded.
 - A Verifier chosen before any answer makes no pool call (Turn.called False) and ends the episode.
+- A successful Worker call with an empty reply still sets the current answer (""), so a later
+  Verifier judges it instead of ending "verifier_before_answer"; an empty thought is not appended.
 - The Thinker's suggestion reaches only the next turn, and only if that turn is a Worker.
 - A grader exception leaves the turns and end_reason as they were, sets reward 0 and Trace.error.
 """

@@ -72,6 +72,11 @@ class Trace:
         return len(self.turns)
 
     @property
+    def pool_calls(self) -> int:
+        """Calls actually sent (`calls` also counts a verifier-before-answer turn, which sends none)."""
+        return sum(1 for t in self.turns if t.called)
+
+    @property
     def cache_hits(self) -> int:
         return sum(1 for t in self.turns if t.cached)
 
