@@ -1,0 +1,138 @@
+"""Deterministic synthetic evaluations for the evolution tests, and a script the kill test runs.
+
+The toy problem: each task item has a random feature vector; a linear head (the evolved params, one
+row per agent) picks the agent with the largest logit; the reward is 1 when it picks the item's right
+agent (the argmax of a hidden teacher head). Episodes are real Trace objects: one Worker turn, plus a
+Verifier turn when the pick was wrong, with deterministic tokens, cost and cache hits.
+
+    python tests/evolve_fixture.py OUT_DIR [--marker-dir DIR] [--sleep S]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from omegaconf import DictConfig, OmegaConf
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from trinity.episodes.trace import EpisodeId, Trace, Turn  # noqa: E402
+from trinity.seeding import derive_seed, rng  # noqa: E402
+
+AGENTS = ("alpha", "beta", "gamma")
+
+
+def toy_cfg(*, strategy: str = "sep_cma", generations: int = 6, popsize: int | None = 6, every: int | None = 2,
+            patience: int | None = None, sigma0: float = 0.5, episodes: int = 8, seed: int = 3,
+            tmp: Path | None = None) -> DictConfig:
+    paths = {"metrics": str(tmp / "metrics"), "reports": str(tmp / "reports")} if tmp else {}
+    return OmegaConf.create({
+        "seed": seed,
+        "paths": paths,
+        "protocol": {"max_turns": 3},
+        "pool": {"models": {a: {} for a in AGENTS}},
+        "coordinator": {"head": "linear"},
+        "tasks": {"train": ["toy"]},
+        "evolve": {
+            "strategy": strategy, "sigma0": sigma0, "popsize": popsize, "generations": generations,
+            "episodes_per_candidate": episodes,
+            "fitness": {"entropy_weight": 0.15, "turn_weight": 0.10, "cost_weight": 0.0, "cost_unit": "usd"},
+            "validation": {"every": every, "items": 16}, "early_stop_patience": patience, "resume": True,
+            "budget": {"max_cost_usd": None, "max_tokens": None, "max_calls": None},
+        },
+    })
+
+
+class ToyProblem:
+    def __init__(self, cfg: DictConfig, *, n_features: int = 6, n_items: int = 64, sleep: float = 0.0,
+                 marker_dir: Path | None = None) -> None:
+        self.seed = int(cfg.seed)
+        self.episodes = int(cfg.evolve.episodes_per_candidate)
+        self.val_items = int(cfg.evolve.validation["items"])
+        self.sleep, self.marker_dir = sleep, marker_dir
+        r = rng(self.seed, "toy-problem")
+        self.features = r.standard_normal((n_items, n_features))
+        teacher = r.standard_normal((len(AGENTS), n_features))
+        self.targets = np.argmax(self.features @ teacher.T, axis=1)
+        self.train_items = np.arange(n_items - self.val_items)
+        self.valid_items = np.arange(n_items - self.val_items, n_items)
+        self.n_features = n_features
+        self.n_params = len(AGENTS) * n_features
+
+    def pick(self, params: np.ndarray, item: int) -> int:
+        return int(np.argmax(params.reshape(len(AGENTS), self.n_features) @ self.features[item]))
+
+    def accuracy(self, params: np.ndarray, items: np.ndarray | None = None) -> float:
+        items = self.train_items if items is None else items
+        return float(np.mean([self.pick(params, i) == self.targets[i] for i in items]))
+
+    def trace(self, params: np.ndarray, item: int, generation: int, candidate: int) -> Trace:
+        agent = self.pick(params, item)
+        right = agent == int(self.targets[item])
+        turns = [Turn(0, AGENTS[agent], agent, "worker", False, prompt_tokens=100 + item, completion_tokens=20 + agent,
+                      latency_s=0.5, cost_usd=1e-6 * (120 + item), cached=(item + agent) % 3 == 0)]
+        if not right:
+            other = (agent + 1) % len(AGENTS)
+            turns.append(Turn(1, AGENTS[other], other, "verifier", False, prompt_tokens=150, completion_tokens=5,
+                              latency_s=0.25, cost_usd=2e-6, cached=item % 2 == 0, verdict="REJECT"))
+        ep = EpisodeId(generation, candidate, f"toy/{item}", 0)
+        return Trace(ep, derive_seed(self.seed, "episode", item), turns, final_answer=AGENTS[agent],
+                     reward=1.0 if right else 0.0, end_reason="accept" if right else "turn_limit")
+
+    def items_for(self, generation: int) -> np.ndarray:
+        # Common random numbers: the items depend on the generation only, never on the candidate.
+        return rng(self.seed, "items", generation).choice(self.train_items, self.episodes, replace=False)
+
+    def evaluate_population(self, generation: int, candidates: list[np.ndarray]) -> list[list[Trace]]:
+        items = self.items_for(generation)
+        out = []
+        for c, params in enumerate(candidates):
+            if self.marker_dir is not None:
+                (self.marker_dir / f"g{generation}_c{c}").touch()
+            if self.sleep:
+                time.sleep(self.sleep)
+            out.append([self.trace(params, int(i), generation, c) for i in items])
+        return out
+
+    def evaluate_mean(self, generation: int, params: np.ndarray) -> list[Trace]:
+        return [self.trace(params, int(i), -1, -1) for i in self.valid_items]
+
+
+def save_coordinator(path: Path, params: np.ndarray, meta: dict[str, Any]) -> None:
+    path.mkdir(parents=True, exist_ok=True)
+    np.save(path / "params.npy", params)
+    (path / "meta.json").write_text(json.dumps(meta, sort_keys=True))
+
+
+def run(out_dir: Path, cfg: DictConfig, *, sleep: float = 0.0, marker_dir: Path | None = None, **kw: Any):
+    from trinity.evolve.loop import run_evolution
+
+    problem = ToyProblem(cfg, sleep=sleep, marker_dir=marker_dir)
+    return run_evolution(cfg, n_params=problem.n_params, evaluate_population=problem.evaluate_population,
+                         evaluate_mean=problem.evaluate_mean, save_coordinator=save_coordinator,
+                         out_dir=out_dir, **kw)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("out_dir", type=Path)
+    p.add_argument("--marker-dir", type=Path)
+    p.add_argument("--sleep", type=float, default=0.0)
+    p.add_argument("--generations", type=int, default=6)
+    args = p.parse_args(argv)
+    cfg = toy_cfg(generations=args.generations, tmp=args.out_dir.parent)
+    result = run(args.out_dir, cfg, sleep=args.sleep, marker_dir=args.marker_dir)
+    print(json.dumps({"stop_reason": result.stop_reason, "generations": result.generations_completed}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

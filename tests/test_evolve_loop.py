@@ -1,0 +1,130 @@
+"""The evolution loop end to end on the synthetic problem: outputs, validation, budgets, plateau."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import numpy as np
+import polars as pl
+import pytest
+
+from evolve_fixture import AGENTS, ToyProblem, run, save_coordinator, toy_cfg
+from trinity.evolve.errors import BudgetExhausted
+from trinity.evolve.loop import run_evolution
+from trinity.evolve.tables import EPISODES_SCHEMA, GENERATIONS_SCHEMA
+
+
+def _tables(out):
+    return pl.read_parquet(out / "episodes.parquet"), pl.read_parquet(out / "generations.parquet")
+
+
+def test_outputs_tables_metrics_plot_and_progress(tmp_path, caplog):
+    reports = []
+    with caplog.at_level(logging.INFO, logger="trinity.evolve"):
+        result = run(tmp_path / "run", toy_cfg(generations=4, every=2, tmp=tmp_path), progress=reports.append)
+    assert result.stop_reason == "completed" and result.generations_completed == 4
+    episodes, generations = _tables(tmp_path / "run")
+    assert episodes.schema == EPISODES_SCHEMA and generations.schema == GENERATIONS_SCHEMA
+    train = episodes.filter(pl.col("phase") == "train")
+    assert train.height == 4 * 6 * 8  # generations x popsize x episodes per candidate
+    assert episodes.filter(pl.col("phase") == "validation").height == 2 * 16  # generations 1 and 3
+    assert set(train["agents"].explode().to_list()) <= set(AGENTS)
+    assert generations["validation_reward"].is_null().to_list() == [True, False, True, False]
+    assert (generations["fitness_min"] <= generations["fitness_mean"]).all()
+    assert generations["calls"].sum() == episodes["calls"].sum()
+
+    # the kept coordinator is the best mean by validation reward, saved with its metadata
+    meta = json.loads((tmp_path / "run" / "coordinator" / "meta.json").read_text())
+    assert meta["validation_reward"] == result.best_validation_reward == generations["validation_reward"].max()
+    assert meta["generation"] == result.best_generation
+    assert np.array_equal(np.load(tmp_path / "run" / "coordinator" / "params.npy"), result.params)
+
+    metrics = json.loads((tmp_path / "metrics" / "evolve.json").read_text())
+    assert metrics["best_validation_reward"] == result.best_validation_reward and metrics["stop_reason"] == "completed"
+    csv = pl.read_csv(tmp_path / "metrics" / "generations.csv")
+    assert csv.height == 4 and "fitness_max" in csv.columns
+    assert (tmp_path / "reports" / "evolution.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    assert [r["generation"] for r in reports] == [1, 2, 3, 4]
+    assert reports[-1]["episodes_done"] == episodes.height and reports[-1]["eta_s"] == 0
+    assert "evolve gen 4/4" in reports[-1]["line"] and "cache" in reports[-1]["line"]
+    assert any("evolve gen 2/4" in r.getMessage() for r in caplog.records)
+
+
+def test_composed_config_runs(tmp_path):
+    from trinity.config import compose
+
+    cfg = compose(["evolve.generations=2", "evolve.sigma0=0.5", f"paths.metrics={tmp_path}/m",
+                   f"paths.reports={tmp_path}/r"])
+    problem = ToyProblem(toy_cfg())
+    result = run_evolution(cfg, n_params=problem.n_params, evaluate_population=problem.evaluate_population,
+                           evaluate_mean=problem.evaluate_mean, save_coordinator=save_coordinator,
+                           out_dir=tmp_path / "run")
+    assert result.generations_completed == 2 and (tmp_path / "m" / "evolve.json").exists()
+
+
+class _Budget:
+    """Wraps the toy evaluation; spends the budget on entering generation `at` (raise or 'budget' traces)."""
+
+    def __init__(self, problem, at, how):
+        self.problem, self.at, self.how = problem, at, how
+
+    def evaluate_population(self, g, xs):
+        out = self.problem.evaluate_population(g, xs)
+        if g >= self.at:
+            if self.how == "raise":
+                raise BudgetExhausted("max_calls")
+            out[-1][-1].end_reason = "budget"
+        return out
+
+
+@pytest.mark.parametrize("how", ["raise", "trace"])
+def test_budget_stops_at_generation_boundary_and_resume_continues(tmp_path, how):
+    cfg = toy_cfg(generations=5, every=2, tmp=tmp_path)
+    reference = run(tmp_path / "ref", cfg)
+
+    problem = ToyProblem(cfg)
+    budget = _Budget(problem, 3, how)
+    stopped = run_evolution(cfg, n_params=problem.n_params, evaluate_population=budget.evaluate_population,
+                            evaluate_mean=problem.evaluate_mean, save_coordinator=save_coordinator,
+                            out_dir=tmp_path / "run")
+    assert stopped.stop_reason == "budget" and stopped.generations_completed == 3 and stopped.stop_detail
+    episodes, generations = _tables(tmp_path / "run")
+    assert generations["generation"].to_list() == [0, 1, 2] and episodes["generation"].max() == 2
+    assert json.loads((tmp_path / "metrics" / "evolve.json").read_text())["stop_reason"] == "budget"
+    assert (tmp_path / "run" / "coordinator" / "params.npy").exists()
+
+    resumed = run(tmp_path / "run", cfg)  # budget raised: continue where it stopped
+    assert resumed.resumed and resumed.stop_reason == "completed"
+    assert np.array_equal(resumed.params, reference.params)
+    assert _tables(tmp_path / "run")[0].equals(_tables(tmp_path / "ref")[0])
+
+
+def test_budget_before_any_validation_still_saves_a_coordinator(tmp_path):
+    cfg = toy_cfg(generations=5, every=3, tmp=tmp_path)
+    problem = ToyProblem(cfg)
+    budget = _Budget(problem, 1, "raise")
+    result = run_evolution(cfg, n_params=problem.n_params, evaluate_population=budget.evaluate_population,
+                           evaluate_mean=problem.evaluate_mean, save_coordinator=save_coordinator,
+                           out_dir=tmp_path / "run")
+    assert result.stop_reason == "budget" and result.best_validation_reward is None
+    meta = json.loads((tmp_path / "run" / "coordinator" / "meta.json").read_text())
+    assert meta["validation_reward"] is None and meta["generation"] == 0
+
+
+def test_early_stop_on_plateau(tmp_path):
+    cfg = toy_cfg(generations=10, every=1, patience=2, tmp=tmp_path)
+    problem = ToyProblem(cfg)
+
+    def flat_validation(g, params):
+        traces = problem.evaluate_mean(g, params)
+        for t in traces:
+            t.reward = 0.5
+        return traces
+
+    result = run_evolution(cfg, n_params=problem.n_params, evaluate_population=problem.evaluate_population,
+                           evaluate_mean=flat_validation, save_coordinator=save_coordinator,
+                           out_dir=tmp_path / "run")
+    assert result.stop_reason == "plateau" and result.generations_completed == 3
+    assert result.best_generation == 0  # ties do not replace the first best
