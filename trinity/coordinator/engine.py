@@ -1,0 +1,319 @@
+"""Coordinator features: the final hidden state (after the final norm) at a token position of the
+chat-formatted prompt, computed as cheaply as the cache allows.
+
+One call of `FeatureEngine.features(requests)` serves many requests at once:
+1. content cache: prompts (and SVF offsets) seen before cost nothing (feature_cache.py);
+2. base pass: the remaining prompts run through the plain backbone in padded batches; each reuses the KV
+   cache of the stored prompt with which it shares the longest token prefix (prefix_store.py), so a turn
+   costs only its new tokens. Batch layout per row: [left pad | reused past | new tokens | right pad],
+   with a 2-D attention mask over past + new and explicit position ids, so padding changes nothing;
+3. SVF pass: a candidate's offsets change only the layers from the first adapted one onward, so the
+   base pass also records the activations entering that layer, and each candidate reruns only the
+   remaining layers (many candidates per batch, one row each, svf.py). When the embeddings are adapted
+   the whole decoder reruns per candidate.
+
+Equality with a plain single-prompt forward holds up to float rounding (different matmul shapes sum in
+a different order): tests check max |difference| <= 1e-4 relative to the feature's max magnitude in
+float32. `reference_feature` is that plain forward.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+from transformers import DynamicCache
+
+from trinity.coordinator.feature_cache import FeatureCache
+from trinity.coordinator.prefix_store import PrefixEntry, PrefixStore
+from trinity.coordinator.prompt import PromptRenderer
+from trinity.coordinator.svf import SVFAdapter
+from trinity.errors import TrinityError
+
+log = logging.getLogger(__name__)
+
+
+class FeatureError(TrinityError):
+    """A prompt cannot give a feature (e.g. shorter than the configured token position)."""
+
+
+@dataclass
+class FeatureRequest:
+    transcript: str
+    svf_deltas: np.ndarray | None = None  # the SVF part of a candidate's parameters; None = plain backbone
+
+
+@dataclass
+class _Job:
+    tokens: np.ndarray
+    deltas: np.ndarray | None
+    key: str | None
+    feature: np.ndarray | None = None
+    entering: torch.Tensor | None = None
+
+
+class FeatureEngine:
+    def __init__(
+        self,
+        backbone: Any,
+        renderer: PromptRenderer,
+        *,
+        token_position: int = -2,
+        svf: SVFAdapter | None = None,
+        cache: FeatureCache | None = None,
+        prefix_tokens: int = 32768,
+        max_batch: int = 16,
+    ):
+        self.backbone = backbone
+        self.renderer = renderer
+        self.token_position = int(token_position)
+        self.svf = svf if svf is not None and svf.affects_features else None
+        self.cache = cache
+        self.max_batch = max(1, int(max_batch))
+        reuse = prefix_tokens > 0 and not backbone.uses_sliding_window()
+        self.prefix_store = PrefixStore(prefix_tokens) if reuse else None
+        self.pad_id = _pad_id(backbone.tokenizer)
+        self._lock = threading.Lock()
+        self.stats = {"requests": 0, "computed_tokens": 0, "reused_tokens": 0, "forward_passes": 0, "svf_rows": 0}
+        self._partial_svf = self.svf is not None and self.svf.reuses_activations
+        if self._partial_svf and not self._partial_svf_matches_full():
+            log.warning("SVF from cached activations does not match the full forward for this backbone; recomputing all layers")
+            self._partial_svf = False
+
+    # ------------------------------------------------------------------ public API
+    @property
+    def hidden_size(self) -> int:
+        return self.backbone.hidden_size
+
+    def tokens(self, transcript: str) -> np.ndarray:
+        ids = np.asarray(self.renderer.token_ids(transcript), dtype=np.int64)
+        if self._feature_index(len(ids)) is None:
+            raise FeatureError(f"the coordinator prompt has {len(ids)} tokens, too few for token position {self.token_position}")
+        return ids
+
+    def features(self, requests: Sequence[FeatureRequest | str]) -> np.ndarray:
+        """Features of many requests, (n, d) float32, in request order."""
+        with self._lock, torch.inference_mode():
+            return self._features([r if isinstance(r, FeatureRequest) else FeatureRequest(r) for r in requests])
+
+    def reference_feature(self, transcript: str, svf_deltas: np.ndarray | None = None) -> np.ndarray:
+        """The plain forward of one prompt: no cache, no prefix reuse, no batching (the ground truth)."""
+        with self._lock, torch.inference_mode():
+            ids = self.tokens(transcript)
+            deltas = self._effective_deltas(svf_deltas)
+            if deltas is not None:
+                self.svf.set_rows([deltas])
+            try:
+                out = self.backbone.decoder(input_ids=torch.as_tensor(ids, device=self.backbone.device)[None], use_cache=False)
+            finally:
+                if self.svf is not None:
+                    self.svf.clear()
+            return _to_numpy(out.last_hidden_state[0, self._feature_index(len(ids))])
+
+    # ------------------------------------------------------------------ orchestration
+    def _features(self, requests: list[FeatureRequest]) -> np.ndarray:
+        self.stats["requests"] += len(requests)
+        jobs = []
+        for r in requests:
+            tokens = self.tokens(r.transcript)
+            deltas = self._effective_deltas(r.svf_deltas)
+            jobs.append(_Job(tokens, deltas, self.cache.key(tokens, deltas) if self.cache else None))
+        unique: dict[tuple, _Job] = {}
+        sources: list[_Job] = []  # request i is served by sources[i] (identical requests computed once)
+        for job in jobs:
+            ident = (job.tokens.tobytes(), None if job.deltas is None else job.deltas.tobytes())
+            if ident not in unique:
+                if self.cache is not None:
+                    job.feature = self.cache.get(job.key)
+                unique[ident] = job
+            sources.append(unique[ident])
+        todo = [j for j in unique.values() if j.feature is None]
+        plain = [j for j in todo if j.deltas is None]
+        adapted = [j for j in todo if j.deltas is not None]
+        if self._partial_svf:
+            # Candidates need the activations entering the first adapted layer for every token.
+            by_tokens: dict[bytes, _Job] = {}
+            for job in adapted:
+                by_tokens.setdefault(job.tokens.tobytes(), _Job(job.tokens, None, None))
+            base = plain + [b for k, b in by_tokens.items() if not any(p.tokens.tobytes() == k for p in plain)]
+            self._run_base(base, want_entering=True)
+            entering = {b.tokens.tobytes(): b.entering for b in base}
+            for job in adapted:
+                job.entering = entering[job.tokens.tobytes()]
+        else:
+            self._run_base(plain, want_entering=False)
+        self._run_svf(adapted)
+        if self.cache is not None:
+            self.cache.put_many([(j.key, j.feature) for j in todo])
+        out = np.empty((len(jobs), self.hidden_size), dtype=np.float32)
+        for i, source in enumerate(sources):
+            out[i] = source.feature
+        return out
+
+    def _effective_deltas(self, deltas: np.ndarray | None) -> np.ndarray | None:
+        if self.svf is None or deltas is None:
+            return None
+        deltas = np.asarray(deltas, dtype=np.float64).ravel()
+        if deltas.size != self.svf.size:
+            raise FeatureError(f"SVF offsets have {deltas.size} numbers, the configured matrices need {self.svf.size}")
+        return None if self.svf.is_identity(deltas) else deltas
+
+    def _feature_index(self, length: int) -> int | None:
+        index = length + self.token_position if self.token_position < 0 else self.token_position
+        return index if 0 <= index < length else None
+
+    # ------------------------------------------------------------------ base pass (plain backbone)
+    def _run_base(self, jobs: list[_Job], *, want_entering: bool) -> None:
+        if not jobs:
+            return
+        order = sorted(jobs, key=lambda j: len(j.tokens))  # similar lengths share a batch: less padding
+        for start in range(0, len(order), self.max_batch):
+            self._base_batch(order[start : start + self.max_batch], want_entering)
+
+    def _base_batch(self, jobs: list[_Job], want_entering: bool) -> None:
+        device = self.backbone.device
+        pasts: list[tuple[PrefixEntry | None, int]] = []
+        for job in jobs:
+            entry, common = self.prefix_store.lookup(job.tokens) if self.prefix_store is not None else (None, 0)
+            # The feature token itself must be recomputed: its final hidden state is not in a KV cache.
+            reuse = min(common, self._feature_index(len(job.tokens)))
+            if entry is None or reuse <= 0 or (want_entering and entry.entering is None):
+                entry, reuse = None, 0
+            pasts.append((entry, reuse))
+        past_len = max(p for _, p in pasts)
+        new_lens = [len(j.tokens) - p for j, (_, p) in zip(jobs, pasts)]
+        width = max(new_lens)
+        batch = len(jobs)
+        input_ids = torch.full((batch, width), self.pad_id, dtype=torch.long)
+        position_ids = torch.zeros((batch, width), dtype=torch.long)
+        mask = torch.zeros((batch, past_len + width), dtype=torch.long)
+        for i, (job, (_, p)) in enumerate(zip(jobs, pasts)):
+            n = new_lens[i]
+            input_ids[i, :n] = torch.as_tensor(job.tokens[p:])
+            position_ids[i] = torch.arange(p, p + width)
+            mask[i, past_len - p : past_len + n] = 1
+        cache = self._padded_cache(pasts, past_len)
+        padded = batch > 1 and (len(set(new_lens)) > 1 or len({p for _, p in pasts}) > 1)
+        captured: list[torch.Tensor] = []
+        hook = None
+        if want_entering:
+            layer = self.backbone.layers[self.svf.first_adapted_layer]
+            hook = layer.register_forward_pre_hook(
+                lambda _m, args, kwargs: captured.append(args[0] if args else kwargs["hidden_states"]), with_kwargs=True
+            )
+        try:
+            out = self.backbone.decoder(
+                input_ids=input_ids.to(device),
+                attention_mask=mask.to(device) if padded else None,
+                position_ids=position_ids.to(device),
+                past_key_values=cache,
+                use_cache=True,
+            )
+        finally:
+            if hook is not None:
+                hook.remove()
+        self.stats["forward_passes"] += 1
+        self.stats["computed_tokens"] += sum(new_lens)
+        self.stats["reused_tokens"] += sum(p for _, p in pasts)
+        hidden = out.last_hidden_state
+        kv = [(layer.keys, layer.values) for layer in out.past_key_values.layers]
+        for i, (job, (entry, p)) in enumerate(zip(jobs, pasts)):
+            n = new_lens[i]
+            job.feature = _to_numpy(hidden[i, self._feature_index(len(job.tokens)) - p])
+            if want_entering:
+                rows = captured[0][i, :n]
+                job.entering = rows if entry is None else torch.cat([entry.entering[:p], rows])
+            if self.prefix_store is not None:
+                own = slice(past_len - p, past_len + n)
+                self.prefix_store.add(
+                    PrefixEntry(job.tokens, [(k[i, :, own].clone(), v[i, :, own].clone()) for k, v in kv], job.entering)
+                )
+
+    def _padded_cache(self, pasts: list[tuple[PrefixEntry | None, int]], past_len: int) -> DynamicCache:
+        if past_len == 0:
+            return DynamicCache(config=self.backbone.model.config)
+        layers = []
+        reference = next(e for e, p in pasts if p == past_len)
+        for layer_index, (k_ref, v_ref) in enumerate(reference.kv):
+            keys = k_ref.new_zeros((len(pasts), k_ref.shape[0], past_len, k_ref.shape[2]))
+            values = v_ref.new_zeros((len(pasts), v_ref.shape[0], past_len, v_ref.shape[2]))
+            for i, (entry, p) in enumerate(pasts):
+                if p:
+                    keys[i, :, past_len - p :] = entry.kv[layer_index][0][:, :p]
+                    values[i, :, past_len - p :] = entry.kv[layer_index][1][:, :p]
+            layers.append((keys, values))
+        return DynamicCache(layers)
+
+    # ------------------------------------------------------------------ SVF pass (one row per candidate)
+    def _run_svf(self, jobs: list[_Job]) -> None:
+        order = sorted(jobs, key=lambda j: len(j.tokens))
+        for start in range(0, len(order), self.max_batch):
+            self._svf_batch(order[start : start + self.max_batch])
+
+    def _svf_batch(self, jobs: list[_Job]) -> None:
+        device = self.backbone.device
+        lengths = [len(j.tokens) for j in jobs]
+        width = max(lengths)
+        mask = torch.zeros((len(jobs), width), dtype=torch.long)
+        for i, n in enumerate(lengths):
+            mask[i, :n] = 1
+        position_ids = torch.arange(width)[None].expand(len(jobs), width)
+        kwargs: dict[str, Any] = {"attention_mask": mask.to(device) if len(set(lengths)) > 1 else None}
+        if self._partial_svf:
+            embeds = jobs[0].entering.new_zeros((len(jobs), width, self.hidden_size))
+            for i, job in enumerate(jobs):
+                embeds[i, : lengths[i]] = job.entering
+            kwargs["inputs_embeds"] = embeds
+        else:
+            ids = torch.full((len(jobs), width), self.pad_id, dtype=torch.long)
+            for i, job in enumerate(jobs):
+                ids[i, : lengths[i]] = torch.as_tensor(job.tokens)
+            kwargs["input_ids"] = ids.to(device)
+        decoder = self.backbone.decoder
+        all_layers = decoder.layers
+        self.svf.set_rows([j.deltas for j in jobs])
+        try:
+            if self._partial_svf:
+                decoder.layers = torch.nn.ModuleList(list(all_layers)[self.svf.first_adapted_layer :])
+            out = decoder(position_ids=position_ids.to(device), use_cache=False, **kwargs)
+        finally:
+            decoder.layers = all_layers
+            self.svf.clear()
+        self.stats["forward_passes"] += 1
+        self.stats["svf_rows"] += len(jobs)
+        for i, job in enumerate(jobs):
+            job.feature = _to_numpy(out.last_hidden_state[i, self._feature_index(lengths[i])])
+
+    def _partial_svf_matches_full(self) -> bool:
+        """Self-check: layers rerun from cached activations give the same feature as the full forward."""
+        rng = np.random.default_rng(0)
+        deltas = rng.normal(0.0, 0.05, self.svf.size)
+        text = "Check the partial SVF path."
+        with torch.inference_mode():
+            job = _Job(self.tokens(text), deltas, None)
+            base = _Job(job.tokens, None, None)
+            store, self.prefix_store = self.prefix_store, None
+            try:
+                self._base_batch([base], want_entering=True)
+                job.entering = base.entering
+                self._svf_batch([job])
+            finally:
+                self.prefix_store = store
+        self.stats = {k: 0 for k in self.stats}
+        full = self.reference_feature(text, deltas)
+        return bool(np.max(np.abs(job.feature - full)) <= 1e-4 * max(1.0, float(np.max(np.abs(full)))))
+
+
+def _pad_id(tokenizer: Any) -> int:
+    for candidate in (tokenizer.pad_token_id, tokenizer.eos_token_id):
+        if candidate is not None:
+            return int(candidate[0] if isinstance(candidate, (list, tuple)) else candidate)
+    return 0
+
+
+def _to_numpy(t: torch.Tensor) -> np.ndarray:
+    return t.detach().to(torch.float32).cpu().numpy().copy()

@@ -1,0 +1,55 @@
+"""The cache_states stage: first-turn features of every prepared question, in one safetensors file.
+
+`<out>.safetensors` holds `features` (n, d) float32 in item order; `<out>.json` (next to it) holds the
+uids in the same order, the content-cache keys and the backbone identity, so a later run can preload
+the features into its cache (`preload_state_cache`) instead of recomputing them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
+
+from trinity.coordinator.coordinator import Coordinator
+from trinity.coordinator.saved import check_metadata
+
+
+def write_state_cache(coord: Coordinator, items: Sequence[tuple[str, str]], out_path: str | os.PathLike) -> Path:
+    """Features of (uid, first-turn transcript) pairs into `out_path` (+ a JSON index); returns the path."""
+    out_path = Path(out_path)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    uids = [uid for uid, _ in items]
+    if len(set(uids)) != len(uids):
+        raise ValueError("write_state_cache: uids must be unique")
+    features = coord.precompute([text for _, text in items])
+    keys = [coord.cache.key(coord.engine.tokens(text), None) for _, text in items]
+    meta = {k: coord.metadata()[k] for k in ("backbone_id", "backbone_revision", "hidden_size", "token_position")}
+    tmp = out_path.with_name(out_path.name + f".partial-{os.getpid()}")
+    save_file({"features": torch.as_tensor(features)}, str(tmp), metadata={"trinity": json.dumps(meta)})
+    os.replace(tmp, out_path)
+    index = {**meta, "count": len(uids), "uids": uids, "cache_keys": keys}
+    out_path.with_suffix(".json").write_text(json.dumps(index, indent=1) + "\n")
+    return out_path
+
+
+def read_state_cache(path: str | os.PathLike) -> tuple[list[str], np.ndarray, dict]:
+    path = Path(path)
+    index = json.loads(path.with_suffix(".json").read_text())
+    with safe_open(str(path), framework="pt") as f:
+        features = f.get_tensor("features").numpy()
+    return index["uids"], features, index
+
+
+def preload_state_cache(coord: Coordinator, path: str | os.PathLike) -> int:
+    """Put a state cache's features into the coordinator's feature cache; returns how many."""
+    uids, features, index = read_state_cache(path)
+    check_metadata(index, {k: coord.metadata()[k] for k in ("backbone_id", "backbone_revision", "hidden_size", "token_position")}, path)
+    coord.cache.put_many(list(zip(index["cache_keys"], features)))
+    return len(uids)
