@@ -1,0 +1,174 @@
+"""The TaskSuite interface and the suite registry (name -> class)."""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, ClassVar, Iterable, Mapping
+
+from trinity.errors import ConfigError
+from trinity.tasks.sources import read_local_file
+from trinity.tasks.types import MalformedRow, TaskItem
+
+KINDS = ("code", "math", "mc", "judge")
+
+
+class FilteredRow(MalformedRow):
+    """A well-formed row that this configuration leaves out (prepare counts it as filtered, not malformed)."""
+
+
+@dataclass(frozen=True)
+class Grade:
+    score: float                 # reward in [0, 1]
+    extracted: str = ""          # what the extractor took from the reply
+    error: str | None = None     # why grading could not run normally (judge failure, sandbox timeout...)
+
+
+class TaskSuite(ABC):
+    """A loader of raw rows, a prompt format, an answer extractor and a grader.
+
+    `options` is the suite's config: `tasks.suite_options.<name>` merged with a few global keys
+    (`local_file`, `judge_model`, `seed`). A local file, when given, replaces the suite's own source.
+    """
+
+    name: ClassVar[str]
+    kind: ClassVar[str]
+    source: ClassVar[str]                  # where the rows come from (package, hub dataset)
+    online: ClassVar[bool] = False         # needs the hub unless a local file is given
+
+    def __init__(self, options: Mapping[str, Any] | None = None):
+        self.options = dict(options or {})
+
+    # -- data
+    def load_rows(self) -> list[dict[str, Any]]:
+        local = self.options.get("local_file")
+        if local:
+            return read_local_file(local)
+        return self.load_source_rows()
+
+    @abstractmethod
+    def load_source_rows(self) -> list[dict[str, Any]]:
+        """Raw rows from the suite's own source (package files or hub)."""
+
+    @property
+    def version(self) -> str:
+        return "local-file" if self.options.get("local_file") else self.source_version()
+
+    def source_version(self) -> str:
+        return "unknown"
+
+    @property
+    def source_name(self) -> str:
+        local = self.options.get("local_file")
+        return f"local:{local}" if local else self.source
+
+    def default_split(self, row: Mapping[str, Any]) -> str | None:
+        """A split the source itself fixes (e.g. LiveCodeBench release versions); None: seeded split."""
+        split = row.get("split") if isinstance(row, Mapping) else None
+        return split if split in ("train", "validation", "test") else None
+
+    @abstractmethod
+    def to_item(self, row: Mapping[str, Any]) -> TaskItem:
+        """Raise MalformedRow when the row cannot become an item."""
+
+    @abstractmethod
+    def format_prompt(self, row: Mapping[str, Any]) -> str:
+        """The prompt shown to pool models; it states the answer format."""
+
+    # -- grading
+    @abstractmethod
+    def extract(self, reply: str) -> str:
+        """The final answer (or program) a reply commits to."""
+
+    @abstractmethod
+    async def grade_detail(self, item: TaskItem, reply: str, *, judge=None) -> Grade:
+        """Score and diagnostics."""
+
+    async def grade(self, item: TaskItem, reply: str, *, judge=None) -> float:
+        """Reward in [0, 1] for `reply` as the final answer to `item`."""
+        if not reply:
+            return 0.0
+        return float((await self.grade_detail(item, reply, judge=judge)).score)
+
+    # -- helpers for subclasses
+    def item(self, item_id: Any, prompt: str, reference: Any, **meta: Any) -> TaskItem:
+        if item_id is None or str(item_id).strip() == "":
+            raise MalformedRow(f"{self.name}: row has no id")
+        if not prompt or not prompt.strip():
+            raise MalformedRow(f"{self.name}/{item_id}: empty prompt")
+        return TaskItem(suite=self.name, item_id=str(item_id), prompt=prompt, reference=reference, meta=meta)
+
+
+def require(row: Mapping[str, Any], *keys: str, suite: str = "") -> list[Any]:
+    """The values of `keys`, raising MalformedRow when one is missing or empty."""
+    if not isinstance(row, Mapping) or "_malformed" in row:
+        raise MalformedRow(f"{suite}: unreadable row {row.get('_malformed') if isinstance(row, Mapping) else row!r}")
+    values = []
+    for key in keys:
+        value = row.get(key)
+        if value is None or (isinstance(value, str) and not value.strip()):
+            raise MalformedRow(f"{suite}: row lacks '{key}'")
+        values.append(value)
+    return values
+
+
+def as_json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+# ---------------------------------------------------------------- registry
+SUITES: dict[str, type[TaskSuite]] = {}
+
+
+def register(cls: type[TaskSuite]) -> type[TaskSuite]:
+    if cls.kind not in KINDS:
+        raise ValueError(f"suite {cls.name}: kind must be one of {KINDS}")
+    SUITES[cls.name] = cls
+    return cls
+
+
+def suite_names() -> list[str]:
+    _load_builtin_suites()
+    return sorted(SUITES)
+
+
+def suite_class(name: str) -> type[TaskSuite]:
+    _load_builtin_suites()
+    if name not in SUITES:
+        raise ConfigError(f"unknown task suite '{name}'; known: {', '.join(sorted(SUITES))}")
+    return SUITES[name]
+
+
+def suite_options(cfg: Any, name: str) -> dict[str, Any]:
+    """Options for suite `name` from a composed config (tasks.suite_options, local_files, judge_model)."""
+    from omegaconf import OmegaConf
+
+    if cfg is None:
+        return {}
+    tasks = cfg.get("tasks", {}) if hasattr(cfg, "get") else {}
+    per_suite = tasks.get("suite_options", {}) or {}
+    opts = per_suite.get(name, {}) or {}
+    options = OmegaConf.to_container(opts, resolve=True) if not isinstance(opts, dict) else dict(opts)
+    local = (tasks.get("local_files", {}) or {}).get(name)
+    if local:
+        options["local_file"] = str(local)
+    judge = tasks.get("judge_model")
+    if not judge and cfg.get("pool") is not None and cfg.pool.get("models"):
+        judge = next(iter(cfg.pool.models.keys()))
+    if judge:
+        options.setdefault("judge_model", str(judge))
+    options.setdefault("seed", int(cfg.get("seed", 0) or 0))
+    return options
+
+
+def get_suite(name: str, cfg: Any = None, **overrides: Any) -> TaskSuite:
+    """An instance of suite `name`, configured from `cfg` (optional) and keyword overrides."""
+    options = suite_options(cfg, name)
+    options.update(overrides)
+    return suite_class(name)(options)
+
+
+def _load_builtin_suites() -> None:
+    # importing the modules registers their suites; done lazily, nothing happens at import time
+    from trinity.tasks import suites_code, suites_judge, suites_math, suites_mc, suites_online  # noqa: F401
