@@ -77,3 +77,13 @@ bench: setup ## run the benchmark scripts (each prints one JSON line)
 
 clean: ## remove pipeline outputs (keeps .venv, the model cache and the response cache)
 	rm -rf data/prepared data/states data/evolve data/eval metrics reports params.yaml.tmp
+
+CRON ?=
+PREFECT_PORT ?= 4200
+
+prefect-server: setup ## start a local Prefect server (UI at http://127.0.0.1:4200)
+	$(BIN)/prefect server start --host 127.0.0.1 --port $(PREFECT_PORT)
+
+deploy: setup ## serve all flows as deployments (trigger from the UI); CRON="0 3 * * 1" schedules retraining
+	PREFECT_API_URL=$${PREFECT_API_URL:-http://127.0.0.1:$(PREFECT_PORT)/api} \
+	  $(BIN)/python -m flows.deploy $(if $(CRON),--cron "$(CRON)") experiment=$(EXPERIMENT)

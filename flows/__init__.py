@@ -1,0 +1,1 @@
+"""Thin Prefect flows, one per DVC stage. All logic lives in `trinity/`."""

@@ -1,0 +1,27 @@
+"""Stage `cache_states`: first-turn coordinator features of every prepared question (GPU when present)."""
+
+from __future__ import annotations
+
+from prefect import flow, task
+from prefect.cache_policies import NO_CACHE
+
+from flows._common import cli, load_cfg, prefect_logger
+
+
+@task(name="cache-states", cache_policy=NO_CACHE)
+def cache_states_task(cfg) -> dict:
+    from trinity.pipeline.cache_states_stage import run
+
+    return run(cfg)
+
+
+@flow(name="cache_states", log_prints=True)
+def cache_states_flow(params: str | None = "params.yaml", overrides: list[str] | None = None) -> dict:
+    cfg = load_cfg(params, overrides)
+    out = cache_states_task(cfg)
+    prefect_logger().info("cached %s first-turn states into %s", out.get("count"), out.get("path"))
+    return out
+
+
+if __name__ == "__main__":
+    cli(cache_states_flow, __doc__)

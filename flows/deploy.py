@@ -1,0 +1,47 @@
+"""Serve every flow as a deployment, so any stage can be triggered from the Prefect UI with
+parameters (Hydra overrides), and optionally schedule recurring retraining (`schedule.cron`).
+
+    make prefect-server      # UI at http://127.0.0.1:4200
+    make deploy              # in another terminal; PREFECT_API_URL must point at that server
+    make deploy CRON="0 3 * * 1"   # also retrain every Monday at 03:00
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from prefect import serve
+
+from flows.cache_states import cache_states_flow
+from flows.evaluate import evaluate_flow
+from flows.evolve import evolve_flow
+from flows.pipeline import pipeline_flow
+from flows.prepare import prepare_flow
+from trinity import config
+
+
+def deployments(cron: str | None, overrides: list[str]):
+    default = {"params": None, "overrides": overrides}
+    out = [
+        f.to_deployment(name=f"trinity-{f.name}", parameters=default, tags=["trinity"],
+                        description=(f.description or "").strip().splitlines()[0] if f.description else None)
+        for f in (prepare_flow, cache_states_flow, evolve_flow, evaluate_flow)
+    ]
+    out.append(pipeline_flow.to_deployment(
+        name="trinity-retrain", parameters=default, cron=cron, tags=["trinity", "retrain"],
+        description="The whole pipeline; scheduled when schedule.cron is set."))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--cron", default=None, help="cron schedule for trinity-retrain (default: schedule.cron)")
+    ap.add_argument("overrides", nargs="*", help="Hydra overrides used by every deployment's default parameters")
+    args = ap.parse_args()
+    cfg = config.compose(args.overrides)
+    cron = args.cron or cfg.schedule.cron
+    serve(*deployments(cron, list(args.overrides) or list(cfg.schedule.overrides)))
+
+
+if __name__ == "__main__":
+    main()

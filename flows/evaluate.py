@@ -1,0 +1,33 @@
+"""Stage `evaluate`: the trained coordinator and the baselines on validation, test and transfer items;
+writes data/eval, metrics/eval.json and reports/report.md with charts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from prefect import flow
+from prefect.artifacts import create_markdown_artifact
+
+from flows._common import cli, load_cfg, local_pool, prefect_logger
+
+
+@flow(name="evaluate", log_prints=True)
+def evaluate_flow(params: str | None = "params.yaml", overrides: list[str] | None = None,
+                  coordinator: str | None = None) -> str:
+    from trinity.pipeline import evaluate_stage
+    from trinity.pipeline.rollouts import RolloutContext
+
+    cfg = load_cfg(params, overrides)
+    logger = prefect_logger()
+    try:
+        with local_pool(cfg):
+            out = evaluate_stage.run(cfg, coordinator_path=Path(coordinator) if coordinator else None,
+                                     progress=logger.info)
+    finally:
+        RolloutContext.close_all()
+    create_markdown_artifact(key="evaluation-report", markdown=Path(out["report"]).read_text())
+    return out["report"]
+
+
+if __name__ == "__main__":
+    cli(evaluate_flow, __doc__)

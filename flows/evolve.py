@@ -1,0 +1,61 @@
+"""Stage `evolve`: sep-CMA-ES generations; each candidate's rollouts are a task on the flow's task
+runner (threads by default, or Dask), and each generation publishes a progress and a table artifact."""
+
+from __future__ import annotations
+
+from prefect import flow, task
+from prefect.artifacts import create_progress_artifact, create_table_artifact, update_progress_artifact
+from prefect.cache_policies import NO_CACHE
+
+from flows._common import cli, load_cfg, local_pool, prefect_logger, task_runner
+
+
+@task(name="rollout-candidate", cache_policy=NO_CACHE)
+def rollout_candidate_task(cfg_yaml, generation, candidate, params, item_uids, repeats):
+    from trinity.pipeline.evolve_stage import rollout_candidate
+
+    return rollout_candidate(cfg_yaml, generation, candidate, params, item_uids, repeats)
+
+
+def _submit(fn, *args):
+    # Every candidate's rollout becomes one Prefect task run, concurrent on the task runner.
+    return rollout_candidate_task.submit(*args)
+
+
+@flow(name="evolve", log_prints=True)
+def evolve_flow(params: str | None = "params.yaml", overrides: list[str] | None = None) -> dict:
+    from trinity.pipeline import evolve_stage
+    from trinity.pipeline.rollouts import RolloutContext
+
+    cfg = load_cfg(params, overrides)
+    logger = prefect_logger()
+    total = int(cfg.evolve.generations)
+    progress_id = create_progress_artifact(progress=0.0, key="evolve-progress", description="generations done (%)")
+
+    def on_progress(info: dict) -> None:
+        logger.info("%s", info.get("line") or info)
+        gen = info.get("generation")
+        if gen is not None and info.get("event", "generation") == "generation":
+            update_progress_artifact(progress_id, progress=100.0 * (int(gen) + 1) / total)
+            row = {k: v for k, v in info.items() if isinstance(v, (int, float, str)) and k != "line"}
+            create_table_artifact(key="evolve-generation", table=[row], description=f"generation {gen}")
+
+    try:
+        with local_pool(cfg):
+            out = evolve_stage.run(cfg, submit=_submit, progress=on_progress)
+    finally:
+        RolloutContext.close_all()
+    return {"run_dir": out["run_dir"]}
+
+
+def main() -> None:
+    cli(_run_with_configured_runner, __doc__)
+
+
+def _run_with_configured_runner(params=None, overrides=None):
+    cfg = load_cfg(params, overrides)
+    return evolve_flow.with_options(task_runner=task_runner(cfg))(params=params, overrides=overrides)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,37 @@
+"""Baseline routers: the ways of using the pool that the evolved coordinator must beat."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from trinity.routing import ROLES
+
+
+class SingleWorkerRouter:
+    """One pool model as the only Worker (run with max_turns=1: one answer, no review)."""
+
+    def __init__(self, agent_index: int) -> None:
+        self.agent_index = agent_index
+
+    async def choose(self, transcript: str, turn: int, rng: np.random.Generator) -> tuple[int, str]:
+        return self.agent_index, "worker"
+
+
+class RandomRouter:
+    """Uniformly random agent and role at every turn."""
+
+    def __init__(self, n_agents: int) -> None:
+        self.n_agents = n_agents
+
+    async def choose(self, transcript: str, turn: int, rng: np.random.Generator) -> tuple[int, str]:
+        return int(rng.integers(self.n_agents)), ROLES[int(rng.integers(len(ROLES)))]
+
+
+class WorkerVerifierLoopRouter:
+    """A fixed loop with one model: Worker, Verifier, Worker, Verifier, ..."""
+
+    def __init__(self, agent_index: int) -> None:
+        self.agent_index = agent_index
+
+    async def choose(self, transcript: str, turn: int, rng: np.random.Generator) -> tuple[int, str]:
+        return self.agent_index, ("worker" if turn % 2 == 0 else "verifier")

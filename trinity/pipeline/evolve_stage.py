@@ -1,0 +1,109 @@
+"""The evolve stage: sep-CMA-ES over the coordinator's flat parameters, rollouts on the pool.
+
+`run(cfg, submit=...)` is plain Python; the Prefect flow passes a `submit` that turns each
+candidate's rollout into a task on its task runner (threads or Dask).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import shutil
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+from omegaconf import DictConfig, OmegaConf
+
+from trinity.episodes.trace import Trace
+from trinity.pipeline import items as item_sel
+from trinity.pipeline.rollouts import RolloutContext, config_key
+
+log = logging.getLogger("trinity.evolve")
+
+# submit(fn, *args) -> an object with .result(); the default runs inline.
+Submit = Callable[..., Any]
+
+
+class _Done:
+    def __init__(self, value: Any) -> None:
+        self._value = value
+
+    def result(self) -> Any:
+        return self._value
+
+
+def inline_submit(fn, *args, **kwargs):
+    return _Done(fn(*args, **kwargs))
+
+
+def rollout_candidate(cfg_yaml: str, generation: int, candidate: int, params: list[float],
+                      item_uids: list[str], repeats: int) -> list[Trace]:
+    """One candidate's episodes; picklable arguments only, so it also runs on a Dask worker."""
+    cfg = OmegaConf.create(cfg_yaml)
+    ctx = RolloutContext.get(cfg)
+    wanted = set(item_uids)
+    pool = item_sel.load_split(cfg, list(cfg.tasks.train), "train") + item_sel.load_split(
+        cfg, list(cfg.tasks.train), "validation")
+    by_uid = {it.uid: it for it in pool if it.uid in wanted}
+    chosen = [by_uid[u] for u in item_uids]
+    return ctx.run_candidate(np.asarray(params), chosen, generation=generation, candidate=candidate, repeats=repeats)
+
+
+def run_dir(cfg: DictConfig) -> Path:
+    """Checkpoints live outside DVC's outs (DVC deletes outs before a stage runs), keyed by the config,
+    so a killed `dvc repro` resumes where it stopped and a changed config starts fresh."""
+    return Path(cfg.paths.cache) / "runs" / config_key(cfg)
+
+
+def run(cfg: DictConfig, *, submit: Submit = inline_submit, progress: Callable[[dict], None] | None = None) -> dict:
+    from trinity.evolve.loop import run_evolution
+
+    cfg_yaml = OmegaConf.to_yaml(cfg, resolve=True)
+    train = item_sel.load_split(cfg, list(cfg.tasks.train), "train")
+    if not train:
+        raise RuntimeError(f"no training items in {cfg.paths.prepared}; run the prepare stage first")
+    val = item_sel.validation_items(cfg)
+    repeats = int(cfg.evolve.get("repeats", 1))
+    ctx = RolloutContext.get(cfg)
+    coord = ctx.coordinator
+    log.info("coordinator: %d parameters; pool: %s; %d train items, %d validation items",
+             coord.num_params, ", ".join(ctx.agents), len(train), len(val))
+
+    def evaluate_population(generation: int, candidates: list[np.ndarray]) -> list[list[Trace]]:
+        chosen = item_sel.generation_items(cfg, train, generation)
+        uids = [it.uid for it in chosen]
+        futures = [
+            submit(rollout_candidate, cfg_yaml, generation, c, np.asarray(x).tolist(), uids, repeats)
+            for c, x in enumerate(candidates)
+        ]
+        return [f.result() for f in futures]
+
+    def evaluate_mean(generation: int, mean: np.ndarray) -> list[Trace]:
+        return ctx.run_candidate(np.asarray(mean), val, generation=generation, candidate=-1)
+
+    def save_coordinator(path: Path, params: np.ndarray, meta: dict) -> None:
+        coord.save(Path(path), np.asarray(params), meta)
+
+    out = run_dir(cfg)
+    out.mkdir(parents=True, exist_ok=True)
+    result = run_evolution(
+        cfg, n_params=coord.num_params, evaluate_population=evaluate_population, evaluate_mean=evaluate_mean,
+        save_coordinator=save_coordinator, out_dir=out, progress=progress,
+    )
+    publish(out, Path(cfg.paths.runs))
+    (Path(cfg.paths.runs) / "pool_totals.json").write_text(json.dumps(ctx.totals(), indent=2, default=str))
+    return {"run_dir": str(out), "result": result}
+
+
+def publish(run_out: Path, dest: Path) -> None:
+    """Copy the run's tables and trained coordinator into the DVC out (data/evolve)."""
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    for name in ("episodes.parquet", "generations.parquet"):
+        if (run_out / name).exists():
+            shutil.copy2(run_out / name, dest / name)
+    if (run_out / "coordinator").exists():
+        shutil.copytree(run_out / "coordinator", dest / "coordinator")

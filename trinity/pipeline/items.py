@@ -1,0 +1,54 @@
+"""Which task items each part of the pipeline sees, chosen reproducibly from the root seed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+from omegaconf import DictConfig
+
+from trinity.seeding import rng
+from trinity.tasks.types import TaskItem
+
+
+def load_split(cfg: DictConfig, suites: Sequence[str], split: str) -> list[TaskItem]:
+    from trinity.tasks.prepare import load_items
+
+    out: list[TaskItem] = []
+    for suite in suites:
+        out.extend(load_items(Path(cfg.paths.prepared), suite, split))
+    return out
+
+
+def sample(items: Sequence[TaskItem], n: int | None, seed: int, *names: object) -> list[TaskItem]:
+    """A seeded sample without replacement (all items, shuffled, when n is None or >= len)."""
+    items = list(items)
+    order = rng(seed, "sample", *names).permutation(len(items))
+    chosen = [items[i] for i in order]
+    return chosen if n is None else chosen[: int(n)]
+
+
+def balanced_sample(items: Sequence[TaskItem], n: int, seed: int, *names: object) -> list[TaskItem]:
+    """A seeded sample of n items spread evenly over suites (round-robin), so a small per-generation
+    batch still covers the whole training mixture."""
+    by_suite: dict[str, list[TaskItem]] = {}
+    for it in items:
+        by_suite.setdefault(it.suite, []).append(it)
+    queues = {s: sample(v, None, seed, *names, s) for s, v in sorted(by_suite.items())}
+    order = sample([TaskItem(s, s, "", None) for s in queues], None, seed, *names, "suite-order")
+    out: list[TaskItem] = []
+    while len(out) < n and any(queues.values()):
+        for s in (o.suite for o in order):
+            if queues[s] and len(out) < n:
+                out.append(queues[s].pop(0))
+    return out
+
+
+def generation_items(cfg: DictConfig, train_items: Sequence[TaskItem], generation: int) -> list[TaskItem]:
+    """Every candidate of a generation sees these items (common random numbers)."""
+    return balanced_sample(train_items, int(cfg.evolve.episodes_per_candidate), int(cfg.seed), "generation", generation)
+
+
+def validation_items(cfg: DictConfig) -> list[TaskItem]:
+    items = load_split(cfg, list(cfg.tasks.train), "validation")
+    return balanced_sample(items, int(cfg.evolve.validation.items), int(cfg.seed), "validation")

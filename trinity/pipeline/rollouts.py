@@ -1,0 +1,142 @@
+"""Rollouts: run one candidate's (or one baseline's) episodes over the pool, from synchronous code.
+
+A `RolloutContext` owns, per process, one event loop in a background thread, the PoolClient and the
+Coordinator. Synchronous callers (the evolution loop, Prefect tasks on a thread pool) submit work to
+that loop, so concurrently running candidates share one pool client (limits, budget, response
+cache) and one feature-batching service (features of different episodes go through one forward
+pass). On a Dask worker, each worker process builds its own context from the config.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import threading
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any, Awaitable, Callable, Sequence
+
+import numpy as np
+from omegaconf import DictConfig, OmegaConf
+
+from trinity.episodes.runner import EpisodeSpec, run_episodes
+from trinity.episodes.trace import Trace
+from trinity.routing import Router
+from trinity.tasks.types import TaskItem
+
+
+def config_key(cfg: DictConfig) -> str:
+    return hashlib.sha256(OmegaConf.to_yaml(cfg, resolve=True).encode()).hexdigest()[:16]
+
+
+class LoopThread:
+    """An asyncio event loop running forever in a daemon thread."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name="trinity-rollouts", daemon=True)
+        self._thread.start()
+
+    def submit(self, coro: Awaitable) -> Future:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    def run(self, coro: Awaitable) -> Any:
+        return self.submit(coro).result()
+
+    def stop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(timeout=10)
+
+
+def make_grader(cfg: DictConfig, judge=None) -> Callable[[TaskItem, str], Awaitable[float]]:
+    from trinity.tasks.registry import get_suite
+
+    async def grade(item: TaskItem, answer: str) -> float:
+        suite = get_suite(item.suite)
+        return float(await suite.grade(item, answer, judge=judge))
+
+    return grade
+
+
+class RolloutContext:
+    """Per-process pool client + coordinator + loop. Build with `RolloutContext.get(cfg)`."""
+
+    _instances: dict[str, "RolloutContext"] = {}
+    _lock = threading.Lock()
+
+    def __init__(self, cfg: DictConfig, *, with_coordinator: bool = True) -> None:
+        from trinity.pool.budget import Budget
+        from trinity.pool.client import PoolClient
+
+        self.cfg = cfg
+        self.agents = list(cfg.pool.models)
+        self.loop = LoopThread()
+        b = cfg.evolve.budget
+        self.budget = Budget(max_cost_usd=b.max_cost_usd, max_tokens=b.max_tokens, max_calls=b.max_calls)
+        cache_path = Path(cfg.paths.cache) / "responses.sqlite"
+
+        async def build():
+            return PoolClient.from_config(
+                cfg.pool, cache_path=cache_path, cache_mode=cfg.evolve.response_cache, budget=self.budget
+            )
+
+        self.pool = self.loop.run(build())
+        self.grader = make_grader(cfg, judge=self.pool)
+        self.coordinator = None
+        if with_coordinator:
+            from trinity.coordinator.coordinator import Coordinator
+
+            self.coordinator = Coordinator.from_config(cfg)
+
+    @classmethod
+    def get(cls, cfg: DictConfig, *, with_coordinator: bool = True) -> "RolloutContext":
+        key = config_key(cfg) + str(with_coordinator)
+        with cls._lock:
+            ctx = cls._instances.get(key)
+            if ctx is None:
+                ctx = cls._instances[key] = cls(cfg, with_coordinator=with_coordinator)
+            return ctx
+
+    @classmethod
+    def close_all(cls) -> None:
+        with cls._lock:
+            for ctx in cls._instances.values():
+                ctx.close()
+            cls._instances.clear()
+
+    def close(self) -> None:
+        try:
+            self.loop.run(self.pool.aclose())
+        finally:
+            self.loop.stop()
+
+    # -- running episodes ----------------------------------------------------------------------
+    def run_specs(self, specs: Sequence[EpisodeSpec], *, protocol_cfg=None, progress=None) -> list[Trace]:
+        protocol_cfg = protocol_cfg if protocol_cfg is not None else self.cfg.protocol
+        coro = run_episodes(
+            list(specs), self.pool, self.agents, protocol_cfg, self.grader,
+            max_concurrency=int(self.cfg.evolve.max_concurrent_episodes), progress=progress,
+        )
+        return self.loop.run(coro)
+
+    def router_for(self, params: np.ndarray, mode: str | None = None) -> Router:
+        assert self.coordinator is not None, "this context was built without a coordinator"
+        return self.coordinator.router_for(np.asarray(params, dtype=np.float64), mode=mode or self.cfg.coordinator.routing)
+
+    def run_router(self, router: Router, items: Sequence[TaskItem], *, generation: int, candidate: int,
+                   repeats: int = 1, protocol_cfg=None, progress=None) -> list[Trace]:
+        specs = [
+            EpisodeSpec.create(int(self.cfg.seed), item, router, generation=generation, candidate=candidate,
+                               repeat=r, shared_across_candidates=True)
+            for item in items
+            for r in range(repeats)
+        ]
+        return self.run_specs(specs, protocol_cfg=protocol_cfg, progress=progress)
+
+    def run_candidate(self, params: np.ndarray, items: Sequence[TaskItem], *, generation: int, candidate: int,
+                      repeats: int = 1, progress=None) -> list[Trace]:
+        return self.run_router(self.router_for(params), items, generation=generation, candidate=candidate,
+                               repeats=repeats, progress=progress)
+
+    def totals(self) -> dict:
+        return self.pool.totals()
