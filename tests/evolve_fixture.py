@@ -76,9 +76,11 @@ class ToyProblem:
 
     def trace(self, params: np.ndarray, item: int, generation: int, candidate: int) -> Trace:
         agent = self.pick(params, item)
+        # drawn from numpy's GLOBAL RNG on purpose: a resumed run matches only if its state was checkpointed
+        latency = 0.5 + round(float(np.random.random()), 6)
         right = agent == int(self.targets[item])
         turns = [Turn(0, AGENTS[agent], agent, "worker", False, prompt_tokens=100 + item, completion_tokens=20 + agent,
-                      latency_s=0.5, cost_usd=1e-6 * (120 + item), cached=(item + agent) % 3 == 0)]
+                      latency_s=latency, cost_usd=1e-6 * (120 + item), cached=(item + agent) % 3 == 0)]
         if not right:
             other = (agent + 1) % len(AGENTS)
             turns.append(Turn(1, AGENTS[other], other, "verifier", False, prompt_tokens=150, completion_tokens=5,

@@ -1,0 +1,79 @@
+"""SIGKILL a real evolution run mid-generation (twice), resume, and match an uninterrupted run exactly."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from evolve_fixture import REPO, run, toy_cfg
+from trinity.evolve.checkpoint import config_fingerprint, load_checkpoint
+
+FIXTURE = Path(__file__).with_name("evolve_fixture.py")
+GENERATIONS = 6
+
+
+def _start(out_dir: Path, markers: Path) -> subprocess.Popen:
+    markers.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.Popen([sys.executable, str(FIXTURE), str(out_dir), "--marker-dir", str(markers),
+                             "--sleep", "0.05", "--generations", str(GENERATIONS)],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def _kill_when(proc: subprocess.Popen, marker: Path, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not marker.exists():
+        assert proc.poll() is None, f"run ended before {marker.name}: {proc.stderr.read().decode()[-2000:]}"
+        assert time.monotonic() < deadline, f"no {marker.name} after {timeout}s"
+        time.sleep(0.005)
+    assert proc.poll() is None
+    os.kill(proc.pid, signal.SIGKILL)  # the marker is written before a candidate's evaluation: mid-generation
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+
+
+def _next_generation(out_dir: Path) -> int:
+    cfg = toy_cfg(generations=GENERATIONS)
+    return load_checkpoint(out_dir / "checkpoint.pkl", config_fingerprint(cfg, 18))["next_generation"]
+
+
+def test_sigkill_mid_generation_and_resume_matches_uninterrupted_run(tmp_path):
+    ref = run(tmp_path / "ref" / "run", toy_cfg(generations=GENERATIONS, tmp=tmp_path / "ref"))
+
+    out = tmp_path / "killed" / "run"
+    _kill_when(_start(out, tmp_path / "m1"), tmp_path / "m1" / "g3_c2")
+    assert _next_generation(out) == 3  # generations 0-2 committed, generation 3 was in progress
+    _kill_when(_start(out, tmp_path / "m2"), tmp_path / "m2" / "g4_c4")  # kill the resumed process too
+    assert _next_generation(out) == 4
+    assert not (tmp_path / "m2" / "g2_c0").exists()  # it resumed, it did not start over
+
+    resumed = run(out, toy_cfg(generations=GENERATIONS, tmp=tmp_path / "killed"))
+    assert resumed.resumed and resumed.stop_reason == ref.stop_reason == "completed"
+
+    a, b = tmp_path / "ref" / "run", out
+    assert (a / "coordinator" / "params.npy").read_bytes() == (b / "coordinator" / "params.npy").read_bytes()
+    assert (a / "coordinator" / "meta.json").read_text() == (b / "coordinator" / "meta.json").read_text()
+    assert resumed.params.tobytes() == ref.params.tobytes()
+    assert resumed.final_mean.tobytes() == ref.final_mean.tobytes()
+
+    episodes_a, episodes_b = pl.read_parquet(a / "episodes.parquet"), pl.read_parquet(b / "episodes.parquet")
+    assert episodes_b.height == GENERATIONS * 6 * 8 + 3 * 16  # no duplicate rows after two resumes
+    assert episodes_a.equals(episodes_b)
+    timing = ["wall_s"]  # measured time is the only column allowed to differ
+    gens_a = pl.read_parquet(a / "generations.parquet").drop(timing)
+    gens_b = pl.read_parquet(b / "generations.parquet").drop(timing)
+    assert gens_a.equals(gens_b)
+
+    metrics_a = json.loads((tmp_path / "ref" / "metrics" / "evolve.json").read_text())
+    metrics_b = json.loads((tmp_path / "killed" / "metrics" / "evolve.json").read_text())
+    metrics_a.pop("wall_s"), metrics_b.pop("wall_s")
+    assert metrics_a == metrics_b
+    assert np.array_equal(np.load(b / "coordinator" / "params.npy"), ref.params)
