@@ -147,9 +147,10 @@ def suite_options(cfg: Any, name: str) -> dict[str, Any]:
     if cfg is None:
         return {}
     tasks = cfg.get("tasks", {}) if hasattr(cfg, "get") else {}
-    per_suite = tasks.get("suite_options", {}) or {}
-    opts = per_suite.get(name, {}) or {}
-    options = OmegaConf.to_container(opts, resolve=True) if not isinstance(opts, dict) else dict(opts)
+    options: dict[str, Any] = {}
+    for group in ("online", "suite_options"):   # tasks.online.<suite> kept for the hub suites' settings
+        opts = (tasks.get(group, {}) or {}).get(name, {}) or {}
+        options.update(OmegaConf.to_container(opts, resolve=True) if not isinstance(opts, dict) else dict(opts))
     local = (tasks.get("local_files", {}) or {}).get(name)
     if local:
         options["local_file"] = str(local)
