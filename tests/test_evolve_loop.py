@@ -46,7 +46,8 @@ def test_outputs_tables_metrics_plot_and_progress(tmp_path, caplog):
     assert csv.height == 4 and "fitness_max" in csv.columns
     assert (tmp_path / "reports" / "evolution.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
-    assert [r["generation"] for r in reports] == [1, 2, 3, 4]
+    assert [r["generation"] for r in reports] == [0, 1, 2, 3]
+    assert [r["generations_done"] for r in reports] == [1, 2, 3, 4]
     assert reports[-1]["episodes_done"] == episodes.height and reports[-1]["eta_s"] == 0
     assert "evolve gen 4/4" in reports[-1]["line"] and "cache" in reports[-1]["line"]
     assert any("evolve gen 2/4" in r.getMessage() for r in caplog.records)

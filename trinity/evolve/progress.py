@@ -15,7 +15,9 @@ def _duration(seconds: float | None) -> str:
 
 
 def progress_report(run: dict[str, Any], generations: int, walls: Sequence[float], elapsed_s: float) -> dict[str, Any]:
-    """`walls` are the wall times of the generations run in this process (the ETA ignores earlier ones)."""
+    """`generation` is the 0-based index just finished (as in the tables), `generations_done` the count.
+
+    `walls` are the wall times of the generations run in this process (the ETA ignores earlier ones)."""
     rows = run["episode_rows"]
     gen = run["generation_rows"][-1]
     done = run["next_generation"]
@@ -26,7 +28,8 @@ def progress_report(run: dict[str, Any], generations: int, walls: Sequence[float
     eta = (sum(walls) / len(walls)) * remaining if walls else None
     best = run["best"] or {}
     report = {
-        "generation": done, "generations": generations, "episodes_done": len(rows), "calls": calls,
+        "event": "generation", "generation": gen["generation"], "generations_done": done,
+        "generations": generations, "episodes_done": len(rows), "calls": calls,
         "cache_hits": hits, "cache_hit_share": hits / calls if calls else 0.0, "cost_usd": cost,
         "tokens": sum(r["tokens"] for r in rows), "fitness_mean": gen["fitness_mean"],
         "fitness_max": gen["fitness_max"], "validation_reward": gen["validation_reward"],
