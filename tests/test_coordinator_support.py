@@ -1,0 +1,47 @@
+"""Support for the coordinator tests (no tests here): a tiny random Llama backbone with a byte-level chat tokenizer."""
+
+from __future__ import annotations
+
+import torch
+from tokenizers import Tokenizer, decoders, models
+from tokenizers.pre_tokenizers import ByteLevel
+from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+from trinity.coordinator.backbone import Backbone
+
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+def tiny_tokenizer() -> PreTrainedTokenizerFast:
+    vocab = {c: i for i, c in enumerate(sorted(ByteLevel.alphabet()))}
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    tok.pre_tokenizer = ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok)
+    fast.add_special_tokens({"eos_token": "<|im_end|>", "additional_special_tokens": ["<|im_start|>"]})
+    fast.chat_template = CHAT_TEMPLATE
+    return fast
+
+
+def tiny_backbone(seed: int = 0, name: str = "tiny-llama") -> Backbone:
+    tokenizer = tiny_tokenizer()
+    torch.manual_seed(seed)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=4,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096, tie_word_embeddings=True,
+    )
+    model = LlamaForCausalLM(config).eval().requires_grad_(False)
+    return Backbone(model, tokenizer, name, "test", torch.device("cpu"), torch.float32)
+
+
+def transcripts(turns: int = 5) -> list[str]:
+    """A growing shared message: task, instructions, then one numbered reference thought per turn."""
+    text = "Task: what is 17 * 23? Give the number.\n\nSeveral agents collaborate on this task."
+    out = [text]
+    for t in range(1, turns):
+        text += f"\n\n{t}. Reference thought {t}: multiply step by step, " + "carry the tens. " * t
+        out.append(text)
+    return out
