@@ -15,7 +15,7 @@ def extract_choice(reply: str, n_choices: int = 4) -> str:
     patterns = [
         rf"answer\s*(?:is|:|=)?\s*(?:option|choice)?\s*[:\-]?\s*[\(\[]?({cls})(?![A-Za-z])",
         rf"\\boxed\{{\s*(?:\\text\{{)?\(?({cls})\)?",
-        rf"(?:option|choice)\s*[\(\[]?({cls})(?![A-Za-z])",
+        rf"(?i:option|choice)\s*[\(\[]?({cls})(?![A-Za-z])",
         rf"^\s*[\(\[]?({cls})[\)\].:]?\s*$",
         rf"^\s*[\(\[]?({cls})[\)\].:]\s",
         rf"[\(\[]({cls})[\)\]]",
