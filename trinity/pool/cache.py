@@ -72,18 +72,21 @@ class CachedReply:
 
 
 class ResponseCache:
-    """Thread-safe, process-safe key -> CachedReply store. Opens lazily and reopens after a fork, because
-    an SQLite connection must never cross a fork."""
+    """Thread-safe, process-safe key -> CachedReply store.
+
+    Two connections: reads never wait for another process's write (WAL), so an event loop may call
+    `get` directly; `put` can wait on the write lock and belongs in a worker thread. Connections open
+    lazily and reopen after a fork, because an SQLite connection must never cross a fork."""
 
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
-        self._lock = threading.Lock()
-        self._conn: sqlite3.Connection | None = None
+        self._read_lock = threading.Lock()
+        self._write_lock = threading.Lock()
+        self._reader: sqlite3.Connection | None = None
+        self._writer: sqlite3.Connection | None = None
         self._pid: int | None = None
 
-    def _connection(self) -> sqlite3.Connection:
-        if self._conn is not None and self._pid == os.getpid():
-            return self._conn
+    def _open(self) -> sqlite3.Connection:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             # autocommit (isolation_level=None): every statement is its own atomic transaction
@@ -99,12 +102,23 @@ class ResponseCache:
             conn.execute(_SCHEMA)
         except sqlite3.DatabaseError as e:
             raise CacheError(f"response cache {self.path} cannot be opened: {e}") from None
-        self._conn, self._pid = conn, os.getpid()
         return conn
 
+    def _connection(self, writer: bool) -> sqlite3.Connection:
+        if self._pid != os.getpid():  # first use, or a forked child: never reuse the parent's handles
+            self._reader = self._writer = None
+            self._pid = os.getpid()
+        if writer:
+            if self._writer is None:
+                self._writer = self._open()
+            return self._writer
+        if self._reader is None:
+            self._reader = self._open()
+        return self._reader
+
     def get(self, key: str) -> CachedReply | None:
-        with self._lock:
-            row = self._connection().execute("SELECT reply FROM responses WHERE key = ?", (key,)).fetchone()
+        with self._read_lock:
+            row = self._connection(False).execute("SELECT reply FROM responses WHERE key = ?", (key,)).fetchone()
         if row is None:
             return None
         try:
@@ -117,21 +131,23 @@ class ResponseCache:
     def put(self, key: str, model_id: str, reply: CachedReply) -> None:
         """Store a reply. The first writer of a key wins (INSERT OR IGNORE): concurrent writers of the same
         request store equivalent replies, and keeping the first keeps replays stable."""
-        with self._lock:
-            self._connection().execute(
+        with self._write_lock:
+            self._connection(True).execute(
                 "INSERT OR IGNORE INTO responses (key, model_id, reply, created_at) VALUES (?, ?, ?, ?)",
                 (key, model_id, reply.to_json(), time.time()))
 
     def __len__(self) -> int:
-        with self._lock:
-            return self._connection().execute("SELECT COUNT(*) FROM responses").fetchone()[0]
+        with self._read_lock:
+            return self._connection(False).execute("SELECT COUNT(*) FROM responses").fetchone()[0]
 
     def integrity_ok(self) -> bool:
-        with self._lock:
-            return self._connection().execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        with self._read_lock:
+            return self._connection(False).execute("PRAGMA integrity_check").fetchone()[0] == "ok"
 
     def close(self) -> None:
-        with self._lock:
-            if self._conn is not None and self._pid == os.getpid():
-                self._conn.close()
-            self._conn = self._pid = None
+        with self._read_lock, self._write_lock:
+            if self._pid == os.getpid():
+                for conn in (self._reader, self._writer):
+                    if conn is not None:
+                        conn.close()
+            self._reader = self._writer = self._pid = None
