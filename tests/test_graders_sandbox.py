@@ -73,3 +73,19 @@ def test_own_directory_removed_afterwards():
 
 def test_isolation_mode_reported():
     assert isolation_mode() in ("namespaces", "rlimits+audit")
+
+
+def test_fallback_without_namespaces_still_contains(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRINITY_SANDBOX_NO_NAMESPACES", "1")
+    isolation_mode.cache_clear()
+    try:
+        assert isolation_mode() == "rlimits+audit"
+        target = tmp_path / "w.txt"
+        assert not run_python(f"open({str(target)!r}, 'w').write('x')", limits=FAST).ok
+        assert not target.exists()
+        assert not run_python("import os\nwhile True:\n    os.fork()", limits=FAST).ok
+        assert not run_python("while True:\n    pass", limits=FAST).ok
+        assert run_python("print(sum(range(10)))", limits=FAST).ok
+    finally:
+        monkeypatch.delenv("TRINITY_SANDBOX_NO_NAMESPACES")
+        isolation_mode.cache_clear()

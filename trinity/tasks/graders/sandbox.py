@@ -13,8 +13,9 @@ Layers, strongest first (what is available is probed once and reported by `isola
 Always: its own temporary directory as cwd (and HOME/TMPDIR), a clean environment (no inherited
 variables, so no secrets and no proxies), a new session/process group that is SIGKILLed as a whole
 when the run ends, a wall-clock timeout, stdin from /dev/null, output captured to capped files.
-Residual risk without namespaces (layer 1 unavailable): native code (ctypes, C extensions) can bypass
-the audit hook; the rlimits and process-group kill still hold.
+Without namespaces (layer 1 unavailable, or TRINITY_SANDBOX_NO_NAMESPACES=1): native code (ctypes, C
+extensions) can bypass the audit hook; the rlimits and process-group kill still hold; when running as
+root (which ignores RLIMIT_NPROC) the hook also refuses fork/exec/subprocess.
 """
 
 from __future__ import annotations
@@ -81,6 +82,9 @@ def _boot():
     path_events = {"os.remove": (0,), "os.rmdir": (0,), "os.mkdir": (0,), "os.chmod": (0,),
                    "os.chown": (0,), "os.truncate": (0,), "os.utime": (0,), "shutil.rmtree": (0,),
                    "os.rename": (0, 1), "os.replace": (0, 1), "os.symlink": (1,), "os.link": (1,)}
+    block_spawn = cfg["block_spawn"]
+    spawn_events = {"os.fork", "os.forkpty", "os.posix_spawn", "os.spawn", "os.system", "os.exec",
+                    "subprocess.Popen", "_posixsubprocess.fork_exec", "pty.spawn"}
     def hook(event, args):
         if event == "open":
             p = norm(args[0])
@@ -98,6 +102,8 @@ def _boot():
                     raise PermissionError(f"sandbox: {event} on {p} denied")
         elif event.startswith("socket.") and event != "socket.__new__":
             raise PermissionError("sandbox: network access denied")
+        elif block_spawn and event in spawn_events:
+            raise PermissionError(f"sandbox: {event} denied (process limit not enforceable)")
     sys.addaudithook(hook)
     sys.argv = [path]
     with open(path, encoding="utf-8") as f:
@@ -182,6 +188,8 @@ def run_python(program: str, *, limits: SandboxLimits = SandboxLimits(), stdin: 
                         "RLIMIT_NPROC": int(limits.nproc), "RLIMIT_FSIZE": int(limits.fsize_mb) * mb,
                         "RLIMIT_NOFILE": int(limits.nofile), "RLIMIT_CORE": 0},
             "read_roots": _read_roots(), "read_files": _READ_FILES,
+            # root outside a user namespace ignores RLIMIT_NPROC: refuse to start processes at all
+            "block_spawn": mode != "namespaces" and os.geteuid() == 0,
         }
         argv = [sys.executable, "-I", "-B", "-c", _BOOT, json.dumps(cfg), prog]
         if mode == "namespaces":
