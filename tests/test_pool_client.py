@@ -396,9 +396,13 @@ def test_models_are_separate_and_totals_are_per_model():
 
 
 def test_one_client_serves_successive_event_loops():
+    async def call_then_close(client, sample_index):
+        result = await client.chat("stub", USER, sample_index=sample_index)
+        await client.aclose()  # closes this loop's connections; the client stays usable
+        return result
+
     with StubServer() as server:
         client = client_for(server)
-        first = asyncio.run(client.chat("stub", USER))
-        second = asyncio.run(client.chat("stub", USER, sample_index=1))
-        asyncio.run(client.aclose())
+        first = asyncio.run(call_then_close(client, 0))
+        second = asyncio.run(call_then_close(client, 1))
     assert first.ok and second.ok and server.count == 2

@@ -8,8 +8,8 @@ costs an episode a turn, never a generation.
 Cache hits (and requests that shared another call's reply while it was in flight) are free: cost_usd 0,
 cached=True, no budget spent; `price_usd` still says what the reply would have cost.
 
-Event loops: the httpx connection pool, the concurrency semaphores and the in-flight table belong to one
-event loop, so the client keeps one such state per loop and can be used from several threads or
+Event loops: the httpx connections (the per-model "lanes" that also enforce max_concurrency) and the
+in-flight table belong to one event loop, so the client keeps one such state per loop and can be used from several threads or
 successive `asyncio.run` calls. Concurrency limits therefore apply per loop (one loop per process is the
 intended use); the requests-per-minute limit, budget, totals and cache are shared by all loops.
 """

@@ -1,0 +1,157 @@
+"""ResponseCache: stable keys, first writer wins, many processes writing at once, and a file left behind by
+a process killed in the middle of writing (no corrupt or partial entries)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from trinity.pool.cache import CachedReply, ResponseCache, cache_key
+from trinity.pool.errors import CacheError
+
+REPO = Path(__file__).resolve().parents[1]
+MESSAGES = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
+SAMPLING = {"temperature": 0.1, "max_tokens": 64}
+
+# A writer process: writes entries `writer:i` whose text is its key repeated, so a reader can tell a
+# complete entry from a partial one. argv: path, writer id, count (-1: forever), text repeats.
+WRITER = r"""
+import sys
+from trinity.pool.cache import CachedReply, ResponseCache
+path, writer, count, size = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+cache = ResponseCache(path)
+i = 0
+while count < 0 or i < count:
+    key = f"{writer}:{i % 50}" if writer.startswith("shared") else f"{writer}:{i}"
+    cache.put(key, "m", CachedReply(text=key * size, prompt_tokens=len(key), completion_tokens=size))
+    i += 1
+    if i == 1:
+        print("started", flush=True)
+"""
+
+
+def spawn_writer(path: Path, writer: str, count: int, size: int) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", WRITER, str(path), writer, str(count), str(size)],
+                            cwd=REPO, stdout=subprocess.PIPE, text=True)
+
+
+def finish(process: subprocess.Popen, timeout: float = 60) -> int:
+    code = process.wait(timeout)
+    process.stdout.close()
+    return code
+
+
+def assert_all_entries_complete(path: Path) -> int:
+    cache = ResponseCache(path)
+    assert cache.integrity_ok()
+    conn = sqlite3.connect(path)
+    rows = conn.execute("SELECT key, reply FROM responses").fetchall()
+    conn.close()
+    for key, _ in rows:
+        reply = cache.get(key)
+        assert reply is not None, key
+        assert reply.text == key * reply.completion_tokens and reply.prompt_tokens == len(key)
+    cache.close()
+    return len(rows)
+
+
+def test_key_is_stable_and_covers_every_part():
+    base = cache_key("model", MESSAGES, SAMPLING, 0)
+    assert base == cache_key("model", [dict(reversed(list(m.items()))) for m in MESSAGES],
+                             dict(reversed(list(SAMPLING.items()))), 0)
+    variants = [cache_key("other", MESSAGES, SAMPLING, 0),
+                cache_key("model", MESSAGES[1:], SAMPLING, 0),
+                cache_key("model", MESSAGES, {**SAMPLING, "temperature": 0.2}, 0),
+                cache_key("model", MESSAGES, {**SAMPLING, "max_tokens": 65}, 0),
+                cache_key("model", MESSAGES, SAMPLING, 1)]
+    assert len({base, *variants}) == 6 and all(len(k) == 64 for k in variants)
+
+
+def test_roundtrip_first_writer_wins_and_wal_mode(tmp_path):
+    cache = ResponseCache(tmp_path / "sub" / "c.sqlite")
+    assert cache.get("k") is None
+    cache.put("k", "m", CachedReply("first", 3, 4, "stop"))
+    cache.put("k", "m", CachedReply("second", 1, 1, "length"))
+    assert cache.get("k") == CachedReply("first", 3, 4, "stop") and len(cache) == 1
+    cache.close()
+    conn = sqlite3.connect(tmp_path / "sub" / "c.sqlite")
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    conn.close()
+
+
+def test_unreadable_row_is_a_miss_not_a_crash(tmp_path):
+    cache = ResponseCache(tmp_path / "c.sqlite")
+    cache.put("ok", "m", CachedReply("fine", 1, 1))
+    with sqlite3.connect(tmp_path / "c.sqlite") as conn:
+        conn.execute("INSERT INTO responses VALUES ('bad', 'm', '{not json', 0)")
+    assert cache.get("bad") is None and cache.get("ok").text == "fine"
+    cache.close()
+
+
+def test_a_file_that_is_not_a_database_is_a_clear_error(tmp_path):
+    path = tmp_path / "c.sqlite"
+    path.write_bytes(b"this is not an sqlite file" * 100)
+    cache = ResponseCache(path)
+    with pytest.raises(CacheError, match="cannot be opened"):
+        len(cache)
+
+
+def test_concurrent_writer_processes(tmp_path):
+    path = tmp_path / "c.sqlite"
+    # distinct keys from 3 processes plus 2 processes fighting over the same 50 keys
+    writers = [spawn_writer(path, f"w{n}", 150, 20) for n in range(3)]
+    writers += [spawn_writer(path, "shared", 150, 20) for _ in range(2)]
+    for p in writers:
+        assert finish(p) == 0
+    assert assert_all_entries_complete(path) == 3 * 150 + 50
+
+
+def test_cache_file_left_by_a_killed_writer_is_intact(tmp_path):
+    path = tmp_path / "c.sqlite"
+    # large entries (~80 KB, many pages each) so the kill very likely lands inside a transaction
+    victim = spawn_writer(path, "victim", -1, 8000)
+    bystander = spawn_writer(path, "bystander", 100, 8000)
+    assert victim.stdout.readline().strip() == "started"
+    watcher, deadline = ResponseCache(path), time.monotonic() + 20
+    while time.monotonic() < deadline and len(watcher) < 40:
+        time.sleep(0.02)
+    watcher.close()
+    os.kill(victim.pid, signal.SIGKILL)
+    finish(victim, 10)
+    assert finish(bystander) == 0
+    assert victim.returncode == -signal.SIGKILL
+    written = assert_all_entries_complete(path)
+    conn = sqlite3.connect(path)
+    victims = conn.execute("SELECT COUNT(*) FROM responses WHERE key LIKE 'victim:%'").fetchone()[0]
+    conn.close()
+    # every entry the victim committed survives (it printed "started" after its first), and all 100 of
+    # the bystander's, which kept writing while the victim died
+    assert victims >= 1 and written - victims == 100 and written >= 40
+    # and the file keeps working for the next run
+    cache = ResponseCache(path)
+    cache.put("after", "m", CachedReply("after", 0, 0))
+    assert cache.get("after").text == "after" and len(cache) == written + 1
+    cache.close()
+
+
+def test_reopens_in_a_forked_child(tmp_path):
+    cache = ResponseCache(tmp_path / "c.sqlite")
+    cache.put("parent", "m", CachedReply("p", 0, 0))
+    pid = os.fork()
+    if pid == 0:  # child: must not reuse the parent's connection
+        try:
+            cache.put("child", "m", CachedReply("c", 0, 0))
+            os._exit(0 if cache.get("parent").text == "p" else 1)
+        except BaseException:
+            os._exit(2)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert cache.get("child").text == "c"
+    cache.close()
