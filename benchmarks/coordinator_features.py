@@ -1,0 +1,177 @@
+"""Coordinator feature cost on the configured backbone (default: SmolLM2-135M-Instruct on CPU).
+
+Measures, on a 5-turn transcript of realistic length:
+- per-turn feature time with prefix KV reuse vs full recompute (goal: turn 5 with reuse <= 1/3 of full);
+- throughput of 8 prompts in one batched call vs one by one (goal: >= 3x), for fresh first-turn prompts
+  and for next turns of 8 concurrent episodes (prefix reuse on);
+- the same for the SVF per-candidate path (SVF on the 7 projections of the second-to-last layer):
+  one candidate from cached activations vs a full SVF forward; 8 candidates batched vs one by one.
+Prints ONE JSON line. Times are medians of `--repeats` runs, in seconds.
+
+    python benchmarks/coordinator_features.py [--threads 2] [--repeats 3] [--device cpu]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+
+import numpy as np
+import torch
+
+TASK = (
+    "Answer the following multiple-choice question about college physics. A uniform solid cylinder of mass M "
+    "and radius R rolls without slipping down an incline of angle theta, starting from rest at height h. "
+    "Ignore air resistance and rolling friction. Which expression gives the speed of its centre of mass at the "
+    "bottom of the incline?\n(A) sqrt(2gh)\n(B) sqrt(4gh/3)\n(C) sqrt(gh)\n(D) sqrt(10gh/7)\n"
+    "Think about energy conservation, the moment of inertia of a solid cylinder about its axis, and the rolling "
+    "constraint v = omega R. End with 'The answer is (X)'."
+)
+INSTRUCTIONS = (
+    "Several agents collaborate on this task over multiple turns. Each contribution is added below as a "
+    "numbered reference thought. Build on the useful ones and fix their mistakes."
+)
+THOUGHT = (
+    "Energy conservation gives M g h = (1/2) M v^2 + (1/2) I omega^2. For a solid cylinder I = (1/2) M R^2 and "
+    "rolling without slipping means omega = v / R, so the rotational term is (1/4) M v^2. Adding the two kinetic "
+    "terms gives (3/4) M v^2 = M g h, hence v^2 = 4 g h / 3 and v = sqrt(4gh/3). Checking the options, (B) "
+    "matches; (D) would be a solid sphere with I = (2/5) M R^2, and (A) ignores rotation entirely. "
+)
+
+
+def episode(turns: int = 5, task: str = TASK) -> list[str]:
+    text = f"{task}\n\n{INSTRUCTIONS}"
+    out = [text]
+    for t in range(1, turns):
+        text += f"\n\n{t}. " + THOUGHT * 2 + f"(checked again in round {t})"
+        out.append(text)
+    return out
+
+
+def median_time(fn, repeats: int, setup=None) -> float:
+    times = []
+    for _ in range(repeats):
+        if setup:
+            setup()
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--overrides", nargs="*", default=[])
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+
+    from trinity import config
+    from trinity.coordinator.coordinator import Coordinator
+    from trinity.coordinator.engine import FeatureRequest
+
+    layer = "model.layers.{}"
+    cfg = config.compose([f"paths.cache={tempfile.mkdtemp()}", f"coordinator.backbone.device={args.device}", *args.overrides])
+    # SVF on the 7 projections of the second-to-last layer, as the paper (its embeddings/LM head left out).
+    from trinity.coordinator.backbone import load_backbone
+
+    backbone = load_backbone(cfg.coordinator.backbone, cfg.paths.model_cache)
+    adapted = layer.format(backbone.num_layers - 2)
+    cfg.coordinator.svf.enabled = True
+    cfg.coordinator.svf.matrices = [f"{adapted}.self_attn.*_proj", f"{adapted}.mlp.*_proj"]
+    cfg.coordinator.feature_cache.disk = False
+    coord = Coordinator.from_config(cfg, backbone=backbone)
+    eng, R = coord.engine, args.repeats
+    store = eng.prefix_store
+
+    def fresh():
+        coord.cache.clear_memory()
+        store.clear()
+
+    turns = episode()
+    tokens = [len(eng.tokens(t)) for t in turns]
+    coord.precompute(["warm-up"])
+
+    # 1. per-turn cost: prefix reuse vs full recompute
+    full = [median_time(lambda t=t: eng.reference_feature(t), R) for t in turns]
+
+    def run_episode():
+        times = []
+        for t in turns:
+            coord.cache.clear_memory()  # no content hits: only the prefix KV is reused
+            start = time.perf_counter()
+            coord.precompute([t])
+            times.append(time.perf_counter() - start)
+        return times
+
+    reuse_runs = []
+    for _ in range(R):
+        fresh()
+        reuse_runs.append(run_episode())
+    reuse = [statistics.median(col) for col in zip(*reuse_runs)]
+
+    # 2. batching: 8 distinct first-turn prompts, and the next turn of 8 concurrent episodes
+    tasks = [TASK.replace("college physics", f"college physics (variant {i})") for i in range(8)]
+    first = [episode(1, task)[0] for task in tasks]
+    eng.prefix_store = None  # distinct prompts share the system prompt: keep reuse out of this comparison
+    one_first = median_time(lambda: [coord.precompute([p]) for p in first], R, coord.cache.clear_memory)
+    batch_first = median_time(lambda: coord.precompute(first), R, coord.cache.clear_memory)
+    eng.prefix_store = store
+    episodes = [episode(3, task) for task in tasks]
+
+    def prime():
+        fresh()
+        coord.precompute([e[1] for e in episodes])
+        coord.cache.clear_memory()
+
+    one_next = median_time(lambda: [coord.precompute([e[2]]) for e in episodes], R, prime)
+    batch_next = median_time(lambda: coord.precompute([e[2] for e in episodes]), R, prime)
+
+    # 3. SVF per candidate on the turn-5 transcript
+    rng = np.random.default_rng(0)
+    candidates = [rng.normal(0, 0.03, coord.layout.svf_size) for _ in range(8)]
+    last = turns[-1]
+    svf_full = median_time(lambda: eng.reference_feature(last, candidates[0]), R)
+    coord.precompute([last])  # activations entering the adapted layer are now stored with the prefix
+    svf_one = median_time(lambda: coord.precompute([last], candidates[0]), R, coord.cache.clear_memory)
+    svf_one_by_one = median_time(lambda: [coord.precompute([last], c) for c in candidates], R, coord.cache.clear_memory)
+    svf_batch = median_time(lambda: eng.features([FeatureRequest(last, c) for c in candidates]), R, coord.cache.clear_memory)
+
+    r = lambda x: round(x, 4)
+    result = {
+        "benchmark": "coordinator_features",
+        "backbone": coord.backbone.name,
+        "device": str(coord.backbone.device),
+        "threads": args.threads,
+        "repeats": R,
+        "prompt_tokens_per_turn": tokens,
+        "full_recompute_s": [r(x) for x in full],
+        "prefix_reuse_s": [r(x) for x in reuse],
+        "turn5_reuse_over_full": r(reuse[-1] / full[-1]),
+        "goal_turn5_reuse_le_third": reuse[-1] <= full[-1] / 3,
+        "first_turn_8_one_by_one_s": r(one_first),
+        "first_turn_8_batched_s": r(batch_first),
+        "first_turn_batch_speedup": r(one_first / batch_first),
+        "next_turn_8_one_by_one_s": r(one_next),
+        "next_turn_8_batched_s": r(batch_next),
+        "next_turn_batch_speedup": r(one_next / batch_next),
+        "goal_batch_speedup_ge_3": max(one_first / batch_first, one_next / batch_next) >= 3,
+        "svf_matrices": [n for n, _ in coord.layout.svf_matrices],
+        "svf_params": coord.layout.svf_size,
+        "svf_turn5_full_s": r(svf_full),
+        "svf_turn5_from_cached_activations_s": r(svf_one),
+        "svf_cached_over_full": r(svf_one / svf_full),
+        "svf_8_candidates_one_by_one_s": r(svf_one_by_one),
+        "svf_8_candidates_batched_s": r(svf_batch),
+        "svf_batch_speedup": r(svf_one_by_one / svf_batch),
+    }
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
