@@ -406,3 +406,27 @@ def test_one_client_serves_successive_event_loops():
         first = asyncio.run(call_then_close(client, 0))
         second = asyncio.run(call_then_close(client, 1))
     assert first.ok and second.ok and server.count == 2
+
+
+def test_cancelled_leader_hands_over_to_a_waiting_identical_request(tmp_path):
+    with StubServer(lambda body: completion("r", delay_s=0.2)) as server:
+        client = client_for(server, cache_path=tmp_path / "c.sqlite")
+
+        async def go():
+            async with client:
+                leader = asyncio.create_task(client.chat("stub", USER))
+                await asyncio.sleep(0.05)
+                follower = asyncio.create_task(client.chat("stub", USER))
+                await asyncio.sleep(0.05)
+                leader.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await leader
+                return await follower
+        result = asyncio.run(go())
+    assert result.ok and not result.cached and server.count == 2
+
+
+def test_an_unexpected_error_is_a_failed_result_not_a_crash():
+    with StubServer() as server:
+        result = chat_once(client_for(server), messages=[{"role": "user", "content": object()}])
+    assert not result.ok and result.error_kind == "TypeError" and server.count == 0

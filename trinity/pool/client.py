@@ -230,15 +230,14 @@ class PoolClient:
         return snapshot
 
     async def aclose(self) -> None:
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            loop = None
-        states, self._states = self._states, weakref.WeakKeyDictionary()
-        for state_loop, state in list(states.items()):
-            if state_loop is loop:
-                await state.aclose()
-            # a state of another (finished) loop cannot be awaited from here; its sockets die with it
+        """Close this event loop's connections (and forget those of loops already closed) and the cache
+        handles. The client stays usable: a later call reopens what it needs. Loops still running in other
+        threads keep their connections; each should call aclose when done."""
+        state = self._states.pop(asyncio.get_running_loop(), None)
+        for loop in [loop for loop in list(self._states) if loop.is_closed()]:
+            self._states.pop(loop, None)  # cannot be awaited any more; their sockets die with them
+        if state is not None:
+            await state.aclose()
         if self.cache is not None:
             self.cache.close()
 
@@ -329,11 +328,11 @@ class PoolClient:
 
     async def _call_network(self, ep: ModelEndpoint, body: dict, started: float) -> CallResult:
         """The one retry loop of the project."""
+        content = json.dumps(body, ensure_ascii=False).encode("utf-8")
         if self.budget is not None:
             refusal = self.budget.try_reserve_call()
             if refusal is not None:
                 return self._failure(ep, BudgetExhaustedError(refusal), 0, started)
-        content = json.dumps(body, ensure_ascii=False).encode("utf-8")
         retries = 0
         while True:
             try:
