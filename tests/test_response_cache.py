@@ -8,6 +8,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -39,13 +40,14 @@ while count < 0 or i < count:
 
 def spawn_writer(path: Path, writer: str, count: int, size: int) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-c", WRITER, str(path), writer, str(count), str(size)],
-                            cwd=REPO, stdout=subprocess.PIPE, text=True)
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def finish(process: subprocess.Popen, timeout: float = 60) -> int:
-    code = process.wait(timeout)
-    process.stdout.close()
-    return code
+    """Wait for a writer; a failed writer fails the test with its traceback."""
+    _, err = process.communicate(timeout=timeout)
+    assert process.returncode in (0, -signal.SIGKILL), err
+    return process.returncode
 
 
 def assert_all_entries_complete(path: Path) -> int:
@@ -84,6 +86,25 @@ def test_roundtrip_first_writer_wins_and_wal_mode(tmp_path):
     conn = sqlite3.connect(tmp_path / "sub" / "c.sqlite")
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     conn.close()
+
+
+def test_reads_and_try_put_never_wait_for_another_writer_and_put_does(tmp_path):
+    path = tmp_path / "c.sqlite"
+    cache = ResponseCache(path)
+    cache.put("before", "m", CachedReply("b", 0, 0))
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN IMMEDIATE")  # another process's write transaction, held
+    started = time.perf_counter()
+    assert cache.get("before").text == "b"
+    assert cache.try_put("k", "m", CachedReply("x", 0, 0)) is False
+    assert time.perf_counter() - started < 0.5
+    release = threading.Timer(0.3, holder.execute, ("COMMIT",))
+    release.start()
+    cache.put("k", "m", CachedReply("x", 0, 0))  # waits for the commit, then writes
+    assert time.perf_counter() - started >= 0.25 and cache.get("k").text == "x"
+    release.join()
+    holder.close()
+    cache.close()
 
 
 def test_unreadable_row_is_a_miss_not_a_crash(tmp_path):

@@ -74,9 +74,11 @@ class CachedReply:
 class ResponseCache:
     """Thread-safe, process-safe key -> CachedReply store.
 
-    Two connections: reads never wait for another process's write (WAL), so an event loop may call
-    `get` directly; `put` can wait on the write lock and belongs in a worker thread. Connections open
-    lazily and reopen after a fork, because an SQLite connection must never cross a fork."""
+    Two connections. Reads never wait for another process's write (WAL), so an event loop may call
+    `get` directly. Writes take SQLite's one write lock: `try_put` never waits for it (an event loop calls
+    it directly: ~20 us), and `put` waits up to BUSY_TIMEOUT_MS (call it from a worker thread when
+    `try_put` says the lock is busy). Connections open lazily and reopen after a fork, because an SQLite
+    connection must never cross a fork."""
 
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
@@ -86,13 +88,28 @@ class ResponseCache:
         self._writer: sqlite3.Connection | None = None
         self._pid: int | None = None
 
-    def _open(self) -> sqlite3.Connection:
+    def _open(self, busy_timeout_ms: int) -> sqlite3.Connection:
+        # While other processes create or recover the same file, SQLite can answer "database is locked"
+        # at once, without its busy handler; those moments pass, so opening retries until the timeout.
+        deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+        pause = 0.005
+        while True:
+            try:
+                return self._open_once(busy_timeout_ms)
+            except sqlite3.OperationalError as e:
+                if not _is_busy(e) or time.monotonic() > deadline:
+                    raise CacheError(f"response cache {self.path} cannot be opened: {e}") from None
+            time.sleep(pause)
+            pause = min(pause * 2, 0.1)
+
+    def _open_once(self, busy_timeout_ms: int) -> sqlite3.Connection:
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = None
         try:
-            # autocommit (isolation_level=None): every statement is its own atomic transaction
+            # autocommit (isolation_level=None): every statement is its own atomic transaction;
+            # setting up (WAL switch, schema) may wait for other processes, whatever the later timeout
             conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
                                    check_same_thread=False)
-            conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
             mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
             if str(mode).lower() != "wal":
                 log.warning("response cache %s: journal_mode is %s, not wal (network filesystem?)", self.path, mode)
@@ -100,9 +117,14 @@ class ResponseCache:
             # a process kill loses nothing that was committed.
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute(_SCHEMA)
+            conn.execute(f"PRAGMA busy_timeout={busy_timeout_ms}")
+            return conn
         except sqlite3.DatabaseError as e:
+            if conn is not None:
+                conn.close()
+            if isinstance(e, sqlite3.OperationalError) and _is_busy(e):
+                raise
             raise CacheError(f"response cache {self.path} cannot be opened: {e}") from None
-        return conn
 
     def _connection(self, writer: bool) -> sqlite3.Connection:
         if self._pid != os.getpid():  # first use, or a forked child: never reuse the parent's handles
@@ -110,15 +132,23 @@ class ResponseCache:
             self._pid = os.getpid()
         if writer:
             if self._writer is None:
-                self._writer = self._open()
+                self._writer = self._open(0)  # waiting is done in put(), never inside SQLite
             return self._writer
         if self._reader is None:
-            self._reader = self._open()
+            self._reader = self._open(BUSY_TIMEOUT_MS)
         return self._reader
 
     def get(self, key: str) -> CachedReply | None:
-        with self._read_lock:
-            row = self._connection(False).execute("SELECT reply FROM responses WHERE key = ?", (key,)).fetchone()
+        try:
+            with self._read_lock:
+                row = self._connection(False).execute("SELECT reply FROM responses WHERE key = ?",
+                                                      (key,)).fetchone()
+        except sqlite3.OperationalError as e:
+            if not _is_busy(e):
+                raise
+            # rare in WAL (another process recovering the file): a miss costs one call, waiting costs more
+            log.warning("response cache %s: busy on read, treated as a miss", self.path)
+            return None
         if row is None:
             return None
         try:
@@ -128,13 +158,42 @@ class ResponseCache:
             log.warning("response cache %s: unreadable entry %s ignored", self.path, key[:12])
             return None
 
+    def try_put(self, key: str, model_id: str, reply: CachedReply) -> bool:
+        """Store a reply without waiting: False (nothing written) when the write lock is busy.
+        The first writer of a key wins (INSERT OR IGNORE): concurrent writers of the same request store
+        equivalent replies, and keeping the first keeps replays stable."""
+        if not self._write_lock.acquire(blocking=False):
+            return False
+        try:
+            if self._writer is None or self._pid != os.getpid():
+                return False  # opening may wait for other processes: leave that to put()
+            return self._insert(key, model_id, reply)
+        finally:
+            self._write_lock.release()
+
     def put(self, key: str, model_id: str, reply: CachedReply) -> None:
-        """Store a reply. The first writer of a key wins (INSERT OR IGNORE): concurrent writers of the same
-        request store equivalent replies, and keeping the first keeps replays stable."""
-        with self._write_lock:
+        """Store a reply, waiting up to BUSY_TIMEOUT_MS for the write lock (blocks: not on an event loop)."""
+        deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+        pause = 0.001
+        while True:
+            with self._write_lock:
+                if self._insert(key, model_id, reply):
+                    return
+            if time.monotonic() > deadline:
+                raise CacheError(f"response cache {self.path}: write lock busy for {BUSY_TIMEOUT_MS / 1000:g}s")
+            time.sleep(pause)
+            pause = min(pause * 2, 0.05)
+
+    def _insert(self, key: str, model_id: str, reply: CachedReply) -> bool:
+        try:
             self._connection(True).execute(
                 "INSERT OR IGNORE INTO responses (key, model_id, reply, created_at) VALUES (?, ?, ?, ?)",
                 (key, model_id, reply.to_json(), time.time()))
+            return True
+        except sqlite3.OperationalError as e:
+            if _is_busy(e):
+                return False
+            raise
 
     def __len__(self) -> int:
         with self._read_lock:
@@ -151,3 +210,9 @@ class ResponseCache:
                     if conn is not None:
                         conn.close()
             self._reader = self._writer = self._pid = None
+
+
+def _is_busy(error: sqlite3.OperationalError) -> bool:
+    """SQLITE_BUSY / SQLITE_LOCKED: another connection holds a lock for now."""
+    text = str(error).lower()
+    return "locked" in text or "busy" in text

@@ -308,8 +308,7 @@ class PoolClient:
 
     async def _cached_or_network(self, ep: ModelEndpoint, key: str, body: dict,
                                  started: float) -> tuple[CallResult, bool]:
-        # A WAL reader never waits for writers, so the lookup runs on the loop; writes can wait on
-        # another process's lock and go to a thread.
+        # a WAL reader never waits for writers, so the lookup runs on the loop
         hit = self.cache.get(key)
         if hit is not None:
             return self._from_cache(ep, hit, started), False
@@ -321,7 +320,10 @@ class PoolClient:
         if result.ok:
             reply = CachedReply(result.text, result.prompt_tokens, result.completion_tokens, result.finish_reason)
             try:
-                await asyncio.to_thread(self.cache.put, key, ep.model_id, reply)
+                # the usual write takes ~20 us on the loop; only a write lock held by another process
+                # sends it to a thread, where it may wait
+                if not self.cache.try_put(key, ep.model_id, reply):
+                    await asyncio.to_thread(self.cache.put, key, ep.model_id, reply)
             except Exception as e:  # a full disk loses the cache entry, not the reply
                 log.warning("response cache %s: could not store a reply: %s", self.cache.path, e)
         return result, True
