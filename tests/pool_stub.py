@@ -9,7 +9,9 @@ A handler gets the request's JSON body (a dict: model, messages, temperature, ..
   - a `Reply`: full control (status, headers such as Retry-After, delay, hang, malformed or truncated
     body, dropped connection). `completion(...)` and `error(...)` build common replies.
 `scripted(r1, r2, ...)` replies in order and repeats the last one (e.g. two 500s, then success).
-An exception in a handler becomes a 500 whose body names it.
+An exception in a handler becomes a 500 whose body names it. Handlers run on the server's loop: to make
+a reply slow, return `Reply(delay_s=...)` (or `completion(..., delay_s=...)`) rather than sleeping.
+`stub_pool_cfg(server.base_url, models=[...])` builds a `cfg.pool` for PoolClient.from_config.
 
 The server runs its own asyncio loop in a background thread, so it works under sync tests, under
 `asyncio.run` and from other processes (`python tests/pool_stub.py --delay 0.1` prints its base URL).

@@ -9,9 +9,16 @@ Cache hits (and requests that shared another call's reply while it was in flight
 cached=True, no budget spent; `price_usd` still says what the reply would have cost.
 
 Event loops: the httpx connections (the per-model "lanes" that also enforce max_concurrency) and the
-in-flight table belong to one event loop, so the client keeps one such state per loop and can be used from several threads or
-successive `asyncio.run` calls. Concurrency limits therefore apply per loop (one loop per process is the
-intended use); the requests-per-minute limit, budget, totals and cache are shared by all loops.
+in-flight table belong to one event loop, so the client keeps one such state per loop and can be used
+from several threads or successive `asyncio.run` calls. Concurrency limits therefore apply per loop (one
+loop per process is the intended use); the requests-per-minute limit, budget, totals and cache are shared
+by all loops.
+
+Config (cfg.pool): `sampling` {temperature, max_tokens, timeout_s}; optional `retry` {max_retries,
+backoff_base_s, backoff_max_s, jitter, retry_after_max_s}; `models` (ordered) name -> {model_id, base_url
+or port, provider, api_key_env, price_in_per_mtok, price_out_per_mtok, max_concurrency (default 64),
+requests_per_minute, temperature, max_tokens, timeout_s, extra_body}. Other keys (asset, n_ctx, ...) belong
+to the local servers and are ignored here.
 """
 
 from __future__ import annotations
@@ -428,6 +435,5 @@ def _parse_completion(content: bytes) -> _Reply:
                       completion_tokens=int(usage.get("completion_tokens") or 0),
                       finish_reason=choice.get("finish_reason"))
     except (KeyError, IndexError, TypeError, AttributeError, ValueError):
-        raise MalformedResponseError(
-            f"malformed response: not a chat completion (keys: {sorted(data)[:8] if isinstance(data, dict) else type(data).__name__})"
-        ) from None
+        shape = f"keys {sorted(data)[:8]}" if isinstance(data, dict) else type(data).__name__
+        raise MalformedResponseError(f"malformed response: not a chat completion ({shape})") from None
