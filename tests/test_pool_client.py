@@ -430,3 +430,16 @@ def test_an_unexpected_error_is_a_failed_result_not_a_crash():
     with StubServer() as server:
         result = chat_once(client_for(server), messages=[{"role": "user", "content": object()}])
     assert not result.ok and result.error_kind == "TypeError" and server.count == 0
+
+
+def test_budget_state_is_explicit_picklable_and_restorable():
+    import pickle
+
+    budget = Budget(max_calls=3, max_cost_usd=1.0)
+    assert budget.try_reserve_call() is None
+    budget.spend(tokens=15, cost_usd=0.25)
+    restored = Budget.from_dict(budget.to_dict())
+    assert restored == budget == pickle.loads(pickle.dumps(budget))
+    assert (restored.calls, restored.tokens, restored.cost_usd) == (1, 15, 0.25)
+    restored.try_reserve_call(), restored.try_reserve_call()
+    assert restored.try_reserve_call() == "budget: max_calls=3 reached (3 calls)" and restored.exhausted

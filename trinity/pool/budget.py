@@ -23,7 +23,20 @@ class Budget:
     calls: int = 0
     tokens: int = 0
     cost_usd: float = 0.0
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
+
+    def __getstate__(self) -> dict:  # picklable (process pools, checkpoints): the lock is not state
+        return {k: v for k, v in self.__dict__.items() if k != "_lock"}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Budget":
+        """Inverse of to_dict: limits and amounts spent, e.g. to resume a run."""
+        keys = ("max_cost_usd", "max_tokens", "max_calls", "calls", "tokens", "cost_usd")
+        return cls(**{k: d[k] for k in keys if k in d})
 
     @classmethod
     def from_config(cls, budget_cfg: Mapping[str, Any] | None) -> "Budget":
