@@ -33,6 +33,7 @@ import threading
 import time
 import weakref
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable, Mapping, Sequence
 
@@ -144,8 +145,9 @@ class _Lanes:
 class _LoopState:
     """What must live on one event loop: the connection lanes and the requests in flight."""
 
-    def __init__(self, endpoints: Mapping[str, ModelEndpoint], make_client: Callable[[], httpx.AsyncClient]):
-        self.lanes = {name: _Lanes(int(ep.max_concurrency or DEFAULT_CONCURRENCY), make_client)
+    def __init__(self, endpoints: Mapping[str, ModelEndpoint],
+                 make_client: Callable[[ModelEndpoint], httpx.AsyncClient]):
+        self.lanes = {name: _Lanes(int(ep.max_concurrency or DEFAULT_CONCURRENCY), partial(make_client, ep))
                       for name, ep in endpoints.items()}
         self.in_flight: dict[str, asyncio.Future] = {}
 
@@ -180,8 +182,6 @@ class PoolClient:
         self._transport = transport
         self._limiters = {name: RequestRateLimiter(ep.requests_per_minute)
                           for name, ep in self._endpoints.items() if ep.requests_per_minute}
-        self._timeouts = {name: httpx.Timeout(ep.timeout_s, connect=min(ep.timeout_s, 30.0))
-                          for name, ep in self._endpoints.items()}
         self._totals = RunTotals(self.model_names)
         self._states: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState]" = \
             weakref.WeakKeyDictionary()
@@ -263,15 +263,17 @@ class PoolClient:
             state = self._states[loop] = _LoopState(self._endpoints, self._make_http_client)
         return state
 
-    def _make_http_client(self) -> httpx.AsyncClient:
+    def _make_http_client(self, ep: ModelEndpoint) -> httpx.AsyncClient:
+        """One lane's client: bound to its model, so auth header and timeouts are set once, not per call."""
+        headers = {**ep.headers(), "content-type": "application/json"}
+        timeout = httpx.Timeout(ep.timeout_s, connect=min(ep.timeout_s, 30.0))
         if self._transport is not None:  # tests and embedders: one shared transport
-            return httpx.AsyncClient(transport=self._transport, timeout=httpx.Timeout(None))
+            return httpx.AsyncClient(transport=self._transport, headers=headers, timeout=timeout)
         if self._ssl_context is None:  # building one per lane would cost ~20 ms each
             self._ssl_context = httpx.create_ssl_context()
         return httpx.AsyncClient(
-            verify=self._ssl_context,
+            verify=self._ssl_context, headers=headers, timeout=timeout,
             limits=httpx.Limits(max_connections=1, max_keepalive_connections=1, keepalive_expiry=30.0),
-            timeout=httpx.Timeout(None),  # per-request timeouts come from each endpoint
         )
 
     async def _chat(self, ep: ModelEndpoint, messages: list[dict], sample_index: int, max_tokens: int | None,
@@ -368,13 +370,10 @@ class PoolClient:
             limiter = self._limiters.get(ep.name)
             if limiter is not None:  # inside the lease, so a granted slot is used at once
                 await limiter.wait()
-            headers = ep.headers()
-            headers["content-type"] = "application/json"
             try:
                 # asyncio.timeout bounds the whole attempt; httpx's timeout only bounds each read
                 async with asyncio.timeout(ep.timeout_s):
-                    response = await http.post(ep.url, content=content, headers=headers,
-                                               timeout=self._timeouts[ep.name])
+                    response = await http.post(ep.url, content=content)
             except (TimeoutError, httpx.TimeoutException):
                 raise PoolTimeoutError(f"timeout: no complete reply within {ep.timeout_s:g}s") from None
             except httpx.RequestError as e:
