@@ -443,3 +443,18 @@ def test_budget_state_is_explicit_picklable_and_restorable():
     assert (restored.calls, restored.tokens, restored.cost_usd) == (1, 15, 0.25)
     restored.try_reserve_call(), restored.try_reserve_call()
     assert restored.try_reserve_call() == "budget: max_calls=3 reached (3 calls)" and restored.exhausted
+
+
+def test_hosted_example_config_resolves_with_keys_from_env(monkeypatch):
+    pool_cfg = OmegaConf.load(REPO / "conf" / "pool" / "openai_example.yaml")
+    for model in pool_cfg.models.values():
+        monkeypatch.setenv(model.api_key_env, f"key-for-{model.api_key_env}")
+    client = PoolClient.from_config(pool_cfg)
+    assert client.model_names == list(pool_cfg.models)
+    for name, model in pool_cfg.models.items():
+        ep = client.endpoint(name)
+        assert ep.base_url == model.base_url.rstrip("/") and ep.provider.name == model.provider
+        assert ep.headers()["Authorization"] == f"Bearer key-for-{model.api_key_env}"
+    monkeypatch.delenv(next(iter(pool_cfg.models.values())).api_key_env)
+    with pytest.raises(MissingApiKeyError):
+        PoolClient.from_config(pool_cfg)
