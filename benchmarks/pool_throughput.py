@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -66,6 +67,8 @@ async def measure(base_url: str, args: argparse.Namespace, cache_path: str | Non
         "wall_s": round(wall, 3), "ideal_s": round(ideal, 3), "ratio": round(wall / ideal, 4),
         "calls_per_s": round(args.calls / wall, 1),
         "client_cpu_ms_per_call": round(1000 * cpu / args.calls, 4),
+        # the ratio needs a free core for the client: on a busy machine it measures the neighbours too
+        "cpus": os.cpu_count(), "loadavg_1m": round(os.getloadavg()[0], 2),
     }
 
 
