@@ -11,6 +11,8 @@ PYTEST_ARGS ?=
 export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS ?= 120
 export PREFECT_HOME ?= $(CURDIR)/.trinity/prefect
 export TOKENIZERS_PARALLELISM ?= false
+export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
+export DO_NOT_TRACK ?= 1
 
 STAMP_DEPS   := $(VENV)/.deps-installed
 STAMP_ASSETS := $(VENV)/.assets-installed

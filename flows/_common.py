@@ -16,6 +16,9 @@ from trinity.errors import TrinityError
 
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# No telemetry from an offline tool (its heartbeat also races table creation on a fresh database).
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+os.environ.setdefault("DO_NOT_TRACK", "1")
 
 
 def load_cfg(params: str | None, overrides: list[str] | None) -> DictConfig:

@@ -69,7 +69,8 @@ class Trace:
 
     @property
     def calls(self) -> int:
-        return len(self.turns)
+        """Pool calls sent (a verifier-before-answer turn sends none)."""
+        return sum(1 for t in self.turns if t.called)
 
     @property
     def pool_calls(self) -> int:

@@ -26,7 +26,7 @@ def first_turn_transcript(protocol: ProtocolConfig, prompt: str) -> str:
 
 def run(cfg: DictConfig) -> dict:
     from trinity.coordinator.coordinator import Coordinator
-    from trinity.coordinator.state_cache import write_state_cache
+    from trinity.coordinator.states import write_state_cache
 
     protocol = ProtocolConfig.from_cfg(cfg.protocol)
     coord = Coordinator.from_config(cfg)

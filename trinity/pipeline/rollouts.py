@@ -49,10 +49,14 @@ class LoopThread:
 
 
 def make_grader(cfg: DictConfig, judge=None) -> Callable[[TaskItem, str], Awaitable[float]]:
-    from trinity.tasks.registry import get_suite
+    from trinity.tasks.base import get_suite
+
+    suites: dict[str, object] = {}
 
     async def grade(item: TaskItem, answer: str) -> float:
-        suite = get_suite(item.suite)
+        suite = suites.get(item.suite)
+        if suite is None:
+            suite = suites[item.suite] = get_suite(item.suite, cfg)
         return float(await suite.grade(item, answer, judge=judge))
 
     return grade
@@ -87,6 +91,14 @@ class RolloutContext:
             from trinity.coordinator.coordinator import Coordinator
 
             self.coordinator = Coordinator.from_config(cfg)
+            self._preload_states()
+
+    def _preload_states(self) -> None:
+        """First-turn features from the cache_states stage, so no episode recomputes them."""
+        from trinity.coordinator.states import preload_state_cache
+
+        for path in sorted(Path(self.cfg.paths.states).glob("*.safetensors")):
+            preload_state_cache(self.coordinator, path)
 
     @classmethod
     def get(cls, cfg: DictConfig, *, with_coordinator: bool = True) -> "RolloutContext":

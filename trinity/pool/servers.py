@@ -133,12 +133,13 @@ def _tail(path: str | Path, lines: int = 20) -> str:
 class LocalPool:
     """Start, stop and inspect the local pool's servers."""
 
-    def __init__(self, pool_cfg, *, model_cache: str | None = None):
+    def __init__(self, pool_cfg, *, model_cache: str | None = None, progress=print):
         self.specs = server_specs(pool_cfg)
         self.state_dir = Path(pool_cfg.get("state_dir", ".trinity/pool"))
         self.startup_timeout_s = float(pool_cfg.get("startup_timeout_s", 180))
         self.model_cache = model_cache
         self._started: list[str] = []
+        self.progress = progress
 
     # -- state files -------------------------------------------------------------------------
     def _state_path(self, name: str) -> Path:
@@ -171,8 +172,9 @@ class LocalPool:
                 out.append(ServerStatus(spec.name, st.port, state, st.pid, st.log))
         return out
 
-    def up(self, *, progress=print) -> list[ServerStatus]:
+    def up(self, *, progress=None) -> list[ServerStatus]:
         """Start every server that is not already healthy; wait for all; report failures by name."""
+        progress = progress or self.progress
         launched: list[tuple[ServerSpec, subprocess.Popen, Path]] = []
         for spec in self.specs:
             st = self._read_state(spec.name)
@@ -228,8 +230,9 @@ class LocalPool:
             raise PoolServerError("pool model server(s) did not come up:\n" + "\n".join(failures))
         return self.status()
 
-    def down(self, *, only: list[str] | None = None, quiet: bool = False, grace_s: float = 10.0, progress=print) -> None:
+    def down(self, *, only: list[str] | None = None, quiet: bool = False, grace_s: float = 10.0, progress=None) -> None:
         """SIGTERM each server (then SIGKILL after `grace_s`) and remove its state file."""
+        progress = progress or self.progress
         for spec in self.specs:
             if only is not None and spec.name not in only:
                 continue
