@@ -20,9 +20,19 @@ from trinity.eval import methods as method_registry
 from trinity.eval import report as report_mod
 from trinity.eval.tables import results_frame, summarize, trace_rows
 from trinity.pipeline import items as item_sel
+from trinity.pipeline.evolve_stage import coordinator_file
 from trinity.pipeline.rollouts import RolloutContext, config_key
 
 log = logging.getLogger("trinity.evaluate")
+
+
+def load_checked_params(coord, path: Path):
+    """The saved parameters, refusing a coordinator saved for another pool, backbone or layout."""
+    from trinity.coordinator.saved import check_metadata, load_params
+
+    params, meta = load_params(path)
+    check_metadata(meta, coord.metadata(), path)
+    return params
 
 
 def eval_sets(cfg: DictConfig) -> dict[str, dict[str, list]]:
@@ -43,8 +53,8 @@ def run(cfg: DictConfig, *, coordinator_path: Path | None = None, progress: Call
     ctx = RolloutContext.get(cfg)
     coordinator_path = Path(coordinator_path or Path(cfg.paths.runs) / "coordinator")
     params = None
-    if coordinator_path.exists():
-        _, params = ctx.coordinator.load(coordinator_path, cfg)
+    if coordinator_file(coordinator_path).exists():
+        params = load_checked_params(ctx.coordinator, coordinator_file(coordinator_path))
     mctx = method_registry.MethodContext(
         agents=ctx.agents, strongest=0,
         coordinator_router=(lambda: ctx.router_for(params)) if params is not None else None,

@@ -51,6 +51,12 @@ def rollout_candidate(cfg_yaml: str, generation: int, candidate: int, params: li
     return ctx.run_candidate(np.asarray(params), chosen, generation=generation, candidate=candidate, repeats=repeats)
 
 
+def coordinator_file(path: Path) -> Path:
+    """A trained coordinator is a folder holding coordinator.safetensors (+ .json metadata); a file path is used as is."""
+    path = Path(path)
+    return path / "coordinator.safetensors" if path.suffix != ".safetensors" else path
+
+
 def run_dir(cfg: DictConfig) -> Path:
     """Checkpoints live outside DVC's outs (DVC deletes outs before a stage runs), keyed by the config,
     so a killed `dvc repro` resumes where it stopped and a changed config starts fresh."""
@@ -84,7 +90,9 @@ def run(cfg: DictConfig, *, submit: Submit = inline_submit, progress: Callable[[
         return ctx.run_candidate(np.asarray(mean), val, generation=generation, candidate=-1)
 
     def save_coordinator(path: Path, params: np.ndarray, meta: dict) -> None:
-        coord.save(Path(path), np.asarray(params), meta)
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        coord.save(coordinator_file(path), np.asarray(params), meta)
 
     out = run_dir(cfg)
     out.mkdir(parents=True, exist_ok=True)

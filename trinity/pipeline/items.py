@@ -51,4 +51,4 @@ def generation_items(cfg: DictConfig, train_items: Sequence[TaskItem], generatio
 
 def validation_items(cfg: DictConfig) -> list[TaskItem]:
     items = load_split(cfg, list(cfg.tasks.train), "validation")
-    return balanced_sample(items, int(cfg.evolve.validation.items), int(cfg.seed), "validation")
+    return balanced_sample(items, int(cfg.evolve.validation.n_items), int(cfg.seed), "validation")

@@ -1,0 +1,121 @@
+"""The pipeline end to end on a scripted pool served over real loopback HTTP and the real offline
+coordinator backbone: prepare -> cache_states -> evolve -> evaluate, plus the Prefect flow wrapper."""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+import pytest
+from omegaconf import OmegaConf
+
+from pool_stub import StubServer, stub_pool_cfg
+from trinity import config
+from trinity.pipeline.rollouts import RolloutContext
+from trinity.tasks.prepare import load_items
+
+pytestmark = pytest.mark.slow
+
+
+def _answer_for(item) -> str:
+    ref = item.reference
+    if isinstance(ref, str):
+        try:
+            ref = json.loads(ref)
+        except ValueError:
+            pass
+    if item.suite == "gsm8k":
+        value = ref["answer"] if isinstance(ref, dict) else ref
+        return f"Working it out. The answer is {value}. <idea>computed it</idea>"
+    letter = ref["answer"] if isinstance(ref, dict) else ref
+    return f"The answer is ({letter}). <idea>recalled it</idea>"
+
+
+def _wrong_for(item) -> str:
+    return "I am not sure. The answer is 987654321 (Z). <idea>a guess</idea>"
+
+
+@pytest.fixture(scope="module")
+def run_cfg(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("pipe")
+    cfg = config.compose([
+        "tasks.train=[mmlu,gsm8k]", "tasks.transfer=[gpqa_diamond]", "tasks.max_items_per_suite=20",
+        "evolve.popsize=4", "evolve.generations=2", "evolve.episodes_per_candidate=4",
+        "evolve.validation.every=1", "evolve.validation.n_items=4", "protocol.max_turns=3",
+        "eval.items_per_suite=3", "eval.methods=[trinity,single_worker,random,loop]",
+        "eval.bootstrap_samples=200",
+        f"paths.data={tmp}/data", f"paths.prepared={tmp}/data/prepared", f"paths.states={tmp}/data/states",
+        f"paths.runs={tmp}/data/evolve", f"paths.eval={tmp}/data/eval", f"paths.metrics={tmp}/metrics",
+        f"paths.reports={tmp}/reports", f"paths.cache={tmp}/cache",
+    ])
+    return cfg
+
+
+def test_prepare_cache_states_evolve_evaluate_on_a_scripted_pool(run_cfg):
+    from trinity.pipeline import cache_states_stage, evaluate_stage, evolve_stage
+    from trinity.tasks.prepare import prepare_suites
+
+    cfg = run_cfg
+    prepare_suites(cfg, cfg.paths.prepared)
+    items = {}
+    for suite in ("mmlu", "gsm8k", "gpqa_diamond"):
+        for it in load_items(cfg.paths.prepared, suite):
+            items[it.prompt.strip()[:200]] = it
+
+    def handler(body):
+        system = body["messages"][0]["content"]
+        user = body["messages"][-1]["content"]
+        if "Verifier" in system:
+            return "ACCEPT"
+        if "Thinker" in system:
+            return "<suggestion>check the arithmetic</suggestion><suggested_role>verifier</suggested_role>"
+        item = next((it for key, it in items.items() if user.startswith(key)), None)
+        if item is None:
+            return "no idea"
+        return _answer_for(item) if body["model"] == "oracle-id" else _wrong_for(item)
+
+    with StubServer(handler) as server:
+        pool = stub_pool_cfg(server.base_url, models=["oracle", "guesser", "other"])
+        OmegaConf.set_struct(cfg, False)
+        cfg.pool = OmegaConf.merge(pool, {"host": "127.0.0.1"})
+        try:
+            states = cache_states_stage.run(cfg)
+            assert states["count"] == sum(len(load_items(cfg.paths.prepared, s)) for s in ("mmlu", "gsm8k", "gpqa_diamond"))
+
+            out = evolve_stage.run(cfg)
+            gens = pl.read_parquet(f"{cfg.paths.runs}/generations.parquet")
+            eps = pl.read_parquet(f"{cfg.paths.runs}/episodes.parquet")
+            assert gens.height == 2
+            assert eps.filter(pl.col("candidate") >= 0).height == 2 * 4 * 4
+            assert (tmp := out["result"]).generations_completed == 2
+            assert (cfg.paths.runs + "/coordinator") and json.loads(open(f"{cfg.paths.metrics}/evolve.json").read())
+
+            ev = evaluate_stage.run(cfg)
+            summary = ev["summary"]
+            val = summary.filter((pl.col("set") == "validation") & (pl.col("suite") == "all"))
+            rewards = dict(zip(val["method"], val["mean_reward"]))
+            assert rewards["single:oracle"] == 1.0
+            assert rewards["single:guesser"] == 0.0 and rewards["single:other"] == 0.0
+            assert {"trinity", "random", "loop:oracle"} <= set(rewards)
+            report = open(ev["report"]).read()
+            assert "single:oracle" in report and "TRINITY" in report
+            metrics = json.loads(open(f"{cfg.paths.metrics}/eval.json").read())
+            assert metrics["validation/all/single:oracle"] == 1.0
+        finally:
+            RolloutContext.close_all()
+
+
+def test_prepare_flow_runs_under_prefect(run_cfg, tmp_path):
+    from prefect.testing.utilities import prefect_test_harness
+
+    from flows.prepare import prepare_flow
+
+    params = tmp_path / "params.yaml"
+    cfg = run_cfg.copy()
+    OmegaConf.set_struct(cfg, False)
+    cfg.paths.prepared = str(tmp_path / "prepared")
+    params.write_text(config.to_yaml(cfg))
+    with prefect_test_harness(server_startup_timeout=120):
+        manifest = prepare_flow(params=str(params))
+    assert set(manifest["suites"]) == {"mmlu", "gsm8k", "gpqa_diamond"}
+    assert (tmp_path / "prepared" / "mmlu.parquet").exists()
