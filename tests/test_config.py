@@ -72,3 +72,10 @@ def test_cli_reports_config_errors_without_traceback(capsys):
     assert main(["config", "evolve.generations=-1"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "evolve.generations" in err and "Traceback" not in err
+
+
+def test_committed_params_yaml_is_the_composed_default():
+    """DVC stages read params.yaml; it must be exactly conf/ composed with the default experiment
+    (`make params` rewrites it), so `dvc repro` from a clone runs what conf/ says."""
+    committed = (config.REPO_ROOT / "params.yaml").read_text()
+    assert committed == config.to_yaml(config.compose(["experiment=local_small"]))

@@ -119,3 +119,47 @@ def test_prepare_flow_runs_under_prefect(run_cfg, tmp_path):
         manifest = prepare_flow(params=str(params))
     assert set(manifest["suites"]) == {"mmlu", "gsm8k", "gpqa_diamond"}
     assert (tmp_path / "prepared" / "mmlu.parquet").exists()
+
+
+def test_rollouts_on_a_local_dask_cluster_match_the_inline_run(run_cfg):
+    """runner.kind=dask: candidate rollouts run as Prefect tasks on a local Dask cluster (worker
+    processes build their own pool client and coordinator) and give the same traces as inline."""
+    import numpy as np
+    from prefect import flow
+    from prefect.testing.utilities import prefect_test_harness
+
+    from flows._common import task_runner
+    from flows.evolve import rollout_candidate_task
+    from trinity.pipeline.evolve_stage import rollout_candidate
+    from trinity.tasks.prepare import prepare_suites
+
+    cfg = run_cfg.copy()
+    OmegaConf.set_struct(cfg, False)
+    if not list(__import__("pathlib").Path(cfg.paths.prepared).glob("*.parquet")):
+        prepare_suites(cfg, cfg.paths.prepared)
+    uids = [it.uid for it in load_items(cfg.paths.prepared, "mmlu", "train")[:2]]
+
+    with StubServer(lambda body: "The answer is (B). <idea>b</idea>" if "Worker" in body["messages"][0]["content"]
+                    else "ACCEPT") as server:
+        cfg.pool = OmegaConf.merge(stub_pool_cfg(server.base_url, models=["a", "b"]), {"host": "127.0.0.1"})
+        cfg.runner.kind = "dask"
+        cfg.runner.dask_workers = 2
+        cfg_yaml = OmegaConf.to_yaml(cfg, resolve=True)
+        rng = np.random.default_rng(0)
+        cands = [(rng.normal(size=RolloutContext.get(cfg).coordinator.num_params) * 0.5).tolist() for _ in range(2)]
+
+        @flow(task_runner=task_runner(cfg))
+        def rollouts():
+            futures = [rollout_candidate_task.submit(cfg_yaml, 0, c, x, uids, 1) for c, x in enumerate(cands)]
+            return [f.result() for f in futures]
+
+        try:
+            with prefect_test_harness(server_startup_timeout=120):
+                on_dask = rollouts()
+            inline = [rollout_candidate(cfg_yaml, 0, c, x, uids, 1) for c, x in enumerate(cands)]
+        finally:
+            RolloutContext.close_all()
+    assert len(on_dask) == 2 and all(len(t) == 2 for t in on_dask)
+    for a, b in zip(on_dask, inline):
+        assert [(x.episode, [(t.agent, t.role) for t in x.turns], x.reward) for x in a] == \
+               [(x.episode, [(t.agent, t.role) for t in x.turns], x.reward) for x in b]

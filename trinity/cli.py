@@ -3,6 +3,7 @@
   trinity setup                       assemble and verify the local model files (idempotent)
   trinity config [overrides]          print the composed config (`make params` writes params.yaml with it)
   trinity pool up|down|status         start / stop / inspect the local pool's llama.cpp servers
+  trinity eval --coordinator PATH --suite NAME   evaluate a trained coordinator and the baselines
 """
 
 from __future__ import annotations
@@ -66,6 +67,35 @@ def _cmd_pool(args) -> int:
     return 0
 
 
+def _cmd_eval(args) -> int:
+    from pathlib import Path
+
+    from trinity import config
+    from trinity.pipeline import evaluate_stage
+    from trinity.pipeline.rollouts import RolloutContext
+    from trinity.pool.servers import LocalPool, server_specs
+
+    overrides = list(args.overrides)
+    if args.suite:
+        overrides.append(f"eval.suites=[{','.join(args.suite)}]")
+    if args.output:
+        out = Path(args.output)
+        overrides += [f"paths.eval={out / 'data'}", f"paths.reports={out / 'reports'}", f"paths.metrics={out / 'metrics'}"]
+    cfg = config.compose(overrides)
+    config.check_api_keys(cfg)
+    pool = LocalPool(cfg.pool, model_cache=cfg.paths.model_cache) if server_specs(cfg.pool) else None
+    try:
+        if pool is not None:
+            pool.__enter__()
+        out = evaluate_stage.run(cfg, coordinator_path=Path(args.coordinator), progress=print)
+    finally:
+        RolloutContext.close_all()
+        if pool is not None:
+            pool.__exit__(None, None, None)
+    print(f"report: {out['report']}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="trinity", description="TRINITY: an evolved LLM coordinator.")
     sub = ap.add_subparsers(dest="command", required=True)
@@ -84,6 +114,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("action", choices=["up", "down", "status"])
     p.add_argument("overrides", nargs="*")
     p.set_defaults(func=_cmd_pool)
+
+    p = sub.add_parser("eval", help="evaluate a trained coordinator and the baselines (outside the pipeline)")
+    p.add_argument("--coordinator", required=True, help="a trained coordinator folder or .safetensors file")
+    p.add_argument("--suite", action="append", help="a task suite (repeatable); default: eval.suites or all")
+    p.add_argument("--output", help="folder for tables, metrics and the report (default: the config's paths)")
+    p.add_argument("overrides", nargs="*")
+    p.set_defaults(func=_cmd_eval)
     return ap
 
 
