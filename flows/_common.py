@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import logging
 import os
+import signal
 import sys
 from typing import Callable, Iterator
 
@@ -62,15 +63,25 @@ def prefect_logger() -> logging.Logger:
         return logging.getLogger("trinity")
 
 
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def cli(flow_fn: Callable, description: str) -> None:
     """`python -m flows.<stage> [--params params.yaml] [override ...]`."""
     ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--params", default="params.yaml", help="composed config (DVC stages); ignored when overrides are given")
     ap.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. evolve.generations=5")
     args = ap.parse_args()
+    # SIGTERM (a killed `dvc repro`, a stopped worker) unwinds like Ctrl-C: the pool servers this
+    # process started are stopped and finished work stays saved.
+    signal.signal(signal.SIGTERM, _raise_interrupt)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     try:
         flow_fn(params=None if args.overrides else args.params, overrides=args.overrides)
     except TrinityError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
+    except KeyboardInterrupt:
+        print("interrupted: stopped; finished work is saved and the next run resumes", file=sys.stderr)
+        sys.exit(130)

@@ -68,28 +68,37 @@ def run(cfg: DictConfig, *, coordinator_path: Path | None = None, progress: Call
     chunks = Path(cfg.paths.cache) / "eval" / config_key(cfg)
     chunks.mkdir(parents=True, exist_ok=True)
     sets = eval_sets(cfg)
-    total = sum(len(v) for s in sets.values() for v in s.values()) * len(methods)
-    done = 0
-    frames = []
+    by_key: dict[tuple, pl.DataFrame] = {}
+    pending: list[tuple[tuple, Path, list, object]] = []
     for set_name, by_suite in sets.items():
         for suite, items in by_suite.items():
             for m in methods:
+                key = (set_name, suite, m.name)
                 path = chunks / f"{set_name}__{m.name.replace(':', '_')}__{suite}.parquet"
-                if path.exists():
-                    frames.append(pl.read_parquet(path))
-                else:
-                    protocol = cfg.protocol
-                    if m.max_turns is not None:
-                        protocol = OmegaConf.merge(cfg.protocol, {"max_turns": m.max_turns})
-                    traces = ctx.run_router(m.build(mctx), items, generation=-1, candidate=-1,
-                                            repeats=int(cfg.eval.repeats), protocol_cfg=protocol)
-                    frame = results_frame(trace_rows(set_name, m.name, traces))
-                    frame.write_parquet(path.with_suffix(".tmp"))
-                    path.with_suffix(".tmp").replace(path)
-                    frames.append(frame)
-                done += len(items)
-                r = frames[-1]["reward"].mean()
-                say(f"eval {done}/{total} episodes: {set_name}/{suite} {m.name} mean reward {r:.3f}")
+                if path.exists():  # finished in an earlier, interrupted run
+                    by_key[key] = pl.read_parquet(path)
+                    continue
+                protocol = cfg.protocol
+                if m.max_turns is not None:
+                    protocol = OmegaConf.merge(cfg.protocol, {"max_turns": m.max_turns})
+                specs = ctx.specs_for(m.build(mctx), items, generation=-1, candidate=-1, repeats=int(cfg.eval.repeats))
+                pending.append((key, path, specs, protocol))
+    total = sum(len(p[2]) for p in pending)
+    say(f"evaluate: {len(methods)} methods, {len(by_key)} chunks already done, {len(pending)} to run ({total} episodes)")
+    done = 0
+
+    def save(i: int, traces) -> None:
+        nonlocal done
+        (set_name, suite, method), path, specs, _ = pending[i]
+        frame = results_frame(trace_rows(set_name, method, traces))
+        frame.write_parquet(path.with_suffix(".tmp"))
+        path.with_suffix(".tmp").replace(path)
+        by_key[pending[i][0]] = frame
+        done += len(specs)
+        say(f"eval {done}/{total} episodes: {set_name}/{suite} {method} mean reward {frame['reward'].mean():.3f}")
+
+    ctx.run_chunks([(p[2], p[3]) for p in pending], on_chunk_done=save)
+    frames = [by_key[k] for k in sorted(by_key)]
     results = pl.concat(frames) if frames else results_frame([])
     summary = summarize(results, samples=int(cfg.eval.bootstrap_samples), seed=int(cfg.seed))
 

@@ -13,6 +13,7 @@ import asyncio
 import hashlib
 import threading
 from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Sequence
 
@@ -41,7 +42,18 @@ class LoopThread:
         return asyncio.run_coroutine_threadsafe(coro, self.loop)
 
     def run(self, coro: Awaitable) -> Any:
-        return self.submit(coro).result()
+        """Wait for `coro` in short slices, so Ctrl-C / SIGTERM in the calling thread is handled at once
+        (the coroutine is then cancelled, and context managers up the stack stop the pool)."""
+        future = self.submit(coro)
+        try:
+            while True:
+                try:
+                    return future.result(timeout=0.25)
+                except FutureTimeout:
+                    continue
+        except BaseException:
+            future.cancel()
+            raise
 
     def stop(self) -> None:
         self.loop.call_soon_threadsafe(self.loop.stop)
@@ -131,18 +143,41 @@ class RolloutContext:
         )
         return self.loop.run(coro)
 
+    def run_chunks(self, chunks: Sequence[tuple[Sequence[EpisodeSpec], Any]],
+                   on_chunk_done: Callable[[int, list[Trace]], None] | None = None) -> list[list[Trace]]:
+        """Run several groups of episodes (e.g. every method x suite of an evaluation) at once, so the
+        pool's slots stay busy; `on_chunk_done(i, traces)` runs as each group finishes (to save it)."""
+        limit = int(self.cfg.evolve.max_concurrent_episodes)
+
+        async def one(i: int, specs, protocol_cfg) -> list[Trace]:
+            traces = await run_episodes(list(specs), self.pool, self.agents,
+                                        protocol_cfg if protocol_cfg is not None else self.cfg.protocol,
+                                        self.grader, max_concurrency=limit)
+            if on_chunk_done is not None:
+                on_chunk_done(i, traces)
+            return traces
+
+        async def all_chunks() -> list[list[Trace]]:
+            return list(await asyncio.gather(*(one(i, s, p) for i, (s, p) in enumerate(chunks))))
+
+        return self.loop.run(all_chunks())
+
+    def specs_for(self, router: Router, items: Sequence[TaskItem], *, generation: int, candidate: int,
+                  repeats: int = 1) -> list[EpisodeSpec]:
+        return [
+            EpisodeSpec.create(int(self.cfg.seed), item, router, generation=generation, candidate=candidate,
+                               repeat=r, shared_across_candidates=True)
+            for item in items
+            for r in range(repeats)
+        ]
+
     def router_for(self, params: np.ndarray, mode: str | None = None) -> Router:
         assert self.coordinator is not None, "this context was built without a coordinator"
         return self.coordinator.router_for(np.asarray(params, dtype=np.float64), mode=mode or self.cfg.coordinator.routing)
 
     def run_router(self, router: Router, items: Sequence[TaskItem], *, generation: int, candidate: int,
                    repeats: int = 1, protocol_cfg=None, progress=None) -> list[Trace]:
-        specs = [
-            EpisodeSpec.create(int(self.cfg.seed), item, router, generation=generation, candidate=candidate,
-                               repeat=r, shared_across_candidates=True)
-            for item in items
-            for r in range(repeats)
-        ]
+        specs = self.specs_for(router, items, generation=generation, candidate=candidate, repeats=repeats)
         return self.run_specs(specs, protocol_cfg=protocol_cfg, progress=progress)
 
     def run_candidate(self, params: np.ndarray, items: Sequence[TaskItem], *, generation: int, candidate: int,
