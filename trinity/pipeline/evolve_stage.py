@@ -6,7 +6,6 @@ candidate's rollout into a task on its task runner (threads or Dask).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import shutil

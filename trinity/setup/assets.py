@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 

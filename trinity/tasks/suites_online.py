@@ -19,8 +19,7 @@ import re
 import zlib
 from typing import Any, Mapping
 
-from trinity.tasks.base import Grade, TaskSuite, register, require
-from trinity.tasks.graders.code import extract_code, grade_program
+from trinity.tasks.base import Grade, register, require
 from trinity.tasks.graders.math_answer import answers_equivalent, extract_math_answer, normalize
 from trinity.tasks.graders.sandbox import SandboxLimits
 from trinity.tasks.suites_code import CODE_INSTRUCTION, CodeSuite
