@@ -51,7 +51,7 @@ def test_method_registry_expands_and_rejects_clearly():
         methods.expand(["magic"], ctx)
     with pytest.raises(ConfigError, match="unknown pool model 'huge'"):
         methods.expand(["single:huge"], ctx)
-    with pytest.raises(ConfigError, match="needs a trained coordinator"):
+    with pytest.raises(ConfigError, match="needs the trained coordinator"):
         methods.expand(["trinity"], ctx)
 
 

@@ -1,24 +1,50 @@
-"""The registry of evaluation methods: name -> how to build its router (and its turn limit).
+"""The registry of evaluation methods: name -> how to build its router (or its own episode function).
 
-`single:<model>` and `loop:<model>` expand per pool model; `trinity` is the trained coordinator.
-Users add their own with `register_method`.
+Names in `eval.methods` are `<method>` or `<method>:<argument>`:
+- `trinity`: the trained coordinator; `ablation:<name>`: a coordinator trained by the ablation stage;
+- `single:<model>`: that model as the only Worker, one turn;
+- `roles:<model>`: that model as the only agent, the trained coordinator picks only the role;
+- `random`: uniformly random agent and role; `loop[:<model>]`: a fixed Worker -> Verifier loop;
+- `moa[:<aggregator>]`: Mixture-of-Agents, every model answers, one merges (trinity.eval.moa).
+Groups expand to several methods: `single_worker` and `role_select` to one per pool model, `ablations`
+to one per trained ablation. A method whose prerequisite is missing (no trained coordinator, no
+ablation folder) is skipped with its reason, never a crash. Users add their own with
+`register_method` / `register_group`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 from trinity.errors import ConfigError
-from trinity.eval.routers import RandomRouter, SingleWorkerRouter, WorkerVerifierLoopRouter
+from trinity.eval.episodes import EpisodeFn
+from trinity.eval.moa import MoAPrompts, moa_episode
+from trinity.eval.routers import RandomRouter, RoleOnlyRouter, SingleWorkerRouter, WorkerVerifierLoopRouter
 from trinity.routing import Router
+
+
+class MethodSkipped(ConfigError):
+    """A method cannot run with what exists (e.g. no trained coordinator); the evaluation goes on without it."""
 
 
 @dataclass(frozen=True)
 class Method:
     name: str
-    build: Callable[["MethodContext"], Router]
-    max_turns: int | None = None    # None: the protocol's K
+    build: Callable[["MethodContext"], Router | None]
+    max_turns: int | None = None        # None: the protocol's K
+    episode: EpisodeFn | None = None    # replaces the turn protocol (the router is then unused)
+    protocol: Any = None                # None: cfg.protocol (an ablation may bring its variant's)
+    fingerprint: str = ""               # what else decides its results (e.g. a digest of the trained
+    #                                     parameters), so saved chunks of another coordinator are not reused
+
+
+@dataclass(frozen=True)
+class Ablation:
+    """A trained ablation coordinator, ready to route: its router factory and the protocol it ran with."""
+    router: Callable[[], Router]
+    protocol: Any = None
+    fingerprint: str = ""
 
 
 @dataclass
@@ -26,28 +52,57 @@ class MethodContext:
     agents: list[str]
     strongest: int                  # index of the pool model assumed strongest (config order: first)
     coordinator_router: Callable[[], Router] | None = None
+    no_coordinator: str = "none was given"             # why coordinator_router is None
+    coordinator_fingerprint: str = ""                  # e.g. a digest of the trained parameters
+    moa: Any = None                 # cfg.eval.moa: the Mixture-of-Agents prompts
+    ablation_names: Callable[[], list[str]] | None = None    # trained ablations present (raises MethodSkipped)
+    load_ablation: Callable[[str], Ablation] | None = None   # name -> Ablation (raises MethodSkipped)
+
+
+@dataclass(frozen=True)
+class Skipped:
+    method: str
+    reason: str
 
 
 _FACTORIES: dict[str, Callable[[str | None, MethodContext], Method]] = {}
+_GROUPS: dict[str, Callable[[MethodContext], list[str]]] = {}
 
 
 def register_method(name: str, factory: Callable[[str | None, MethodContext], Method]) -> None:
     _FACTORIES[name] = factory
 
 
-def _trinity(arg, ctx: MethodContext) -> Method:
+def register_group(name: str, expand_names: Callable[[MethodContext], list[str]]) -> None:
+    """A name in eval.methods that stands for several methods (e.g. one per pool model)."""
+    _GROUPS[name] = expand_names
+
+
+def _coordinator(ctx: MethodContext, method: str) -> Callable[[], Router]:
     if ctx.coordinator_router is None:
-        raise ConfigError("method 'trinity' needs a trained coordinator")
-    return Method("trinity", lambda c: c.coordinator_router())
+        raise MethodSkipped(f"needs the trained coordinator ({ctx.no_coordinator})")
+    return ctx.coordinator_router
+
+
+def _trinity(arg, ctx: MethodContext) -> Method:
+    router = _coordinator(ctx, "trinity")
+    return Method("trinity", lambda c: router(), fingerprint=ctx.coordinator_fingerprint)
 
 
 def _single(arg, ctx: MethodContext) -> Method:
-    idx = _agent(arg, ctx)
+    idx = _agent(arg, ctx, "single")
     return Method(f"single:{ctx.agents[idx]}", lambda c: SingleWorkerRouter(idx), max_turns=1)
 
 
+def _roles(arg, ctx: MethodContext) -> Method:
+    idx = _agent(arg, ctx, "roles")
+    name = f"roles:{ctx.agents[idx]}"
+    router = _coordinator(ctx, name)
+    return Method(name, lambda c: RoleOnlyRouter(router(), idx), fingerprint=ctx.coordinator_fingerprint)
+
+
 def _loop(arg, ctx: MethodContext) -> Method:
-    idx = _agent(arg, ctx) if arg else ctx.strongest
+    idx = _agent(arg, ctx, "loop") if arg else ctx.strongest
     return Method(f"loop:{ctx.agents[idx]}", lambda c: WorkerVerifierLoopRouter(idx))
 
 
@@ -55,29 +110,78 @@ def _random(arg, ctx: MethodContext) -> Method:
     return Method("random", lambda c: RandomRouter(len(c.agents)))
 
 
-def _agent(arg: str | None, ctx: MethodContext) -> int:
+def _moa(arg, ctx: MethodContext) -> Method:
+    idx = _agent(arg, ctx, "moa") if arg else ctx.strongest
+    episode = moa_episode(idx, MoAPrompts.from_cfg(ctx.moa))
+    return Method(f"moa:{ctx.agents[idx]}", lambda c: None, episode=episode)
+
+
+def _ablation(arg, ctx: MethodContext) -> Method:
+    if not arg:
+        raise ConfigError("config key 'eval.methods': 'ablation' needs a name, e.g. ablation:no_thinker")
+    name = f"ablation:{arg}"
+    if ctx.load_ablation is None:
+        raise MethodSkipped("ablation coordinators cannot be loaded here")
+    ablation = ctx.load_ablation(arg)
+    return Method(name, lambda c: ablation.router(), protocol=ablation.protocol, fingerprint=ablation.fingerprint)
+
+
+def _agent(arg: str | None, ctx: MethodContext, method: str) -> int:
     if arg is None:
-        raise ConfigError("eval method needs a pool model, e.g. single:<model>")
+        raise ConfigError(f"config key 'eval.methods': '{method}' needs a pool model, e.g. {method}:<model>")
     if arg not in ctx.agents:
         raise ConfigError(f"config key 'eval.methods': unknown pool model '{arg}' (pool: {', '.join(ctx.agents)})")
     return ctx.agents.index(arg)
 
 
+def _ablation_group(ctx: MethodContext) -> list[str]:
+    if ctx.ablation_names is None:
+        raise MethodSkipped("ablation coordinators cannot be loaded here")
+    return [f"ablation:{n}" for n in ctx.ablation_names()]
+
+
 register_method("trinity", _trinity)
 register_method("single", _single)
+register_method("roles", _roles)
 register_method("loop", _loop)
 register_method("random", _random)
+register_method("moa", _moa)
+register_method("ablation", _ablation)
+register_group("single_worker", lambda ctx: [f"single:{a}" for a in ctx.agents])
+register_group("role_select", lambda ctx: [f"roles:{a}" for a in ctx.agents])
+register_group("ablations", _ablation_group)
+
+
+def expand_with_skips(names: list[str], ctx: MethodContext) -> tuple[list[Method], list[Skipped]]:
+    """The methods to run, in config order without duplicates, and those skipped with why.
+    A configuration mistake (unknown method or model) raises ConfigError."""
+    out: list[Method] = []
+    skipped: list[Skipped] = []
+    for raw in names:
+        group = _GROUPS.get(raw)
+        try:
+            members = group(ctx) if group is not None else [raw]
+        except MethodSkipped as e:
+            skipped.append(Skipped(raw, str(e)))
+            continue
+        for member in members:
+            name, _, arg = member.partition(":")
+            if name not in _FACTORIES:
+                known = ", ".join([*_FACTORIES, *_GROUPS])
+                raise ConfigError(f"config key 'eval.methods': unknown method '{member}' (known: {known})")
+            try:
+                method = _FACTORIES[name](arg or None, ctx)
+            except MethodSkipped as e:
+                skipped.append(Skipped(member, str(e)))
+                continue
+            if all(m.name != method.name for m in out):
+                out.append(method)
+    return out, skipped
 
 
 def expand(names: list[str], ctx: MethodContext) -> list[Method]:
-    """`single_worker` expands to one `single:<model>` per pool model."""
-    out: list[Method] = []
-    for raw in names:
-        if raw == "single_worker":
-            out.extend(_single(a, ctx) for a in ctx.agents)
-            continue
-        name, _, arg = raw.partition(":")
-        if name not in _FACTORIES:
-            raise ConfigError(f"config key 'eval.methods': unknown method '{raw}' (known: {', '.join(_FACTORIES)})")
-        out.append(_FACTORIES[name](arg or None, ctx))
-    return out
+    """Like expand_with_skips, but a method that cannot run raises MethodSkipped."""
+    methods, skipped = expand_with_skips(names, ctx)
+    if skipped:
+        raise MethodSkipped(f"method '{skipped[0].method}' {skipped[0].reason}")
+    return methods

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from trinity.routing import ROLES
+from trinity.routing import ROLES, Router
 
 
 class SingleWorkerRouter:
@@ -35,3 +35,19 @@ class WorkerVerifierLoopRouter:
 
     async def choose(self, transcript: str, turn: int, rng: np.random.Generator) -> tuple[int, str]:
         return self.agent_index, ("worker" if turn % 2 == 0 else "verifier")
+
+
+class RoleOnlyRouter:
+    """One fixed pool model; the wrapped coordinator router picks only the role.
+
+    The coordinator draws agent and role independently from its two softmaxes, so keeping its role and
+    discarding its agent samples exactly the role head's distribution (with the same rng draws as the
+    full coordinator, so role-only and full runs share their random numbers)."""
+
+    def __init__(self, coordinator: Router, agent_index: int) -> None:
+        self.coordinator = coordinator
+        self.agent_index = agent_index
+
+    async def choose(self, transcript: str, turn: int, rng: np.random.Generator) -> tuple[int, str]:
+        _, role = await self.coordinator.choose(transcript, turn, rng)
+        return self.agent_index, role

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Callable
+
 import polars as pl
 
 from trinity.episodes.trace import Trace
@@ -19,7 +21,8 @@ RESULTS_SCHEMA = {
     "roles": pl.List(pl.Utf8),
     "prompt_tokens": pl.Int64,
     "completion_tokens": pl.Int64,
-    "cost_usd": pl.Float64,
+    "cost_usd": pl.Float64,    # at the models' list prices, whether or not a cached reply made a call free
+    "paid_usd": pl.Float64,    # what this run actually paid (cache hits and shared calls cost 0)
     "calls": pl.Int64,
     "cache_hits": pl.Int64,
     "end_reason": pl.Utf8,
@@ -40,16 +43,22 @@ SUMMARY_SCHEMA = {
 }
 
 
-def trace_rows(set_name: str, method: str, traces: list[Trace]) -> list[dict]:
+def trace_rows(set_name: str, method: str, traces: list[Trace],
+               price: Callable[[str, int, int], float] | None = None) -> list[dict]:
+    """`price(model, prompt_tokens, completion_tokens)` gives each turn's list-price cost, so methods that
+    share calls through the response cache (e.g. Mixture-of-Agents proposals and single models) are
+    compared on what their calls cost, not on which one happened to call first."""
     rows = []
     for t in traces:
+        cost = t.cost_usd if price is None else sum(
+            price(x.agent, x.prompt_tokens, x.completion_tokens) for x in t.turns if x.called)
         suite = t.episode.item.split("/", 1)[0]
         rows.append({
             "set": set_name, "method": method, "suite": suite, "item": t.episode.item,
             "repeat": t.episode.repeat, "reward": float(t.reward), "turns": t.turns_used,
             "agents": [x.agent for x in t.turns], "roles": [x.role for x in t.turns],
             "prompt_tokens": t.prompt_tokens, "completion_tokens": t.completion_tokens,
-            "cost_usd": float(t.cost_usd), "calls": t.calls, "cache_hits": t.cache_hits,
+            "cost_usd": float(cost), "paid_usd": float(t.cost_usd), "calls": t.calls, "cache_hits": t.cache_hits,
             "end_reason": t.end_reason,
         })
     return rows

@@ -1,5 +1,7 @@
 """The evaluate stage: the trained coordinator and the baselines on the same items.
 
+Methods come from the registry in trinity.eval.methods (`eval.methods`); a method that cannot run
+(no trained coordinator, no trained ablations) is skipped and listed in the report with the reason.
 Two item sets: the validation items evolution used (so the report compares the evolved
 coordinator's validation reward with every single pool model and random routing on exactly those
 items) and the test split of the training suites plus the zero-shot transfer suites. Each
@@ -8,17 +10,23 @@ items) and the test split of the training suites plus the zero-shot transfer sui
 
 from __future__ import annotations
 
+import asyncio
+import copy
+import hashlib
 import json
 import logging
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
 import polars as pl
 from omegaconf import DictConfig, OmegaConf
 
+from trinity.errors import TrinityError
 from trinity.eval import methods as method_registry
 from trinity.eval import report as report_mod
-from trinity.eval.tables import results_frame, summarize, trace_rows
+from trinity.eval.episodes import run_episode_fn_chunks
+from trinity.eval.tables import RESULTS_SCHEMA, results_frame, summarize, trace_rows
 from trinity.pipeline import items as item_sel
 from trinity.pipeline.evolve_stage import coordinator_file
 from trinity.pipeline.rollouts import RolloutContext, config_key
@@ -48,6 +56,76 @@ def eval_sets(cfg: DictConfig) -> dict[str, dict[str, list]]:
     return sets
 
 
+def ablations_root(cfg: DictConfig) -> Path:
+    return Path(cfg.paths.get("ablations") or "data/ablations")
+
+
+def ablation_names(cfg: DictConfig) -> list[str]:
+    """The ablation stage's sub-folders (one per variant); a missing root skips the `ablations` group."""
+    root = ablations_root(cfg)
+    if not root.is_dir():
+        raise method_registry.MethodSkipped(f"no trained ablations: {root} does not exist (the ablation stage has not run)")
+    names = sorted(d.name for d in root.iterdir() if d.is_dir())
+    if not names:
+        raise method_registry.MethodSkipped(f"no trained ablations: {root} has no variant folders")
+    return names
+
+
+def variant_config(cfg: DictConfig, overrides: dict) -> DictConfig:
+    """`cfg` with an ablation variant's overrides (dotted key -> value) applied; new keys are allowed."""
+    out = copy.deepcopy(cfg)
+    OmegaConf.set_readonly(out, False)
+    OmegaConf.set_struct(out, False)
+    for key, value in (overrides or {}).items():
+        OmegaConf.update(out, str(key), value, merge=False, force_add=True)
+    return out
+
+
+def _same_router_config(a: DictConfig, b: DictConfig) -> bool:
+    """The coordinator of `b` would route exactly like that of `a` (same backbone, head, prompt)."""
+    def part(c: DictConfig) -> tuple:
+        return (OmegaConf.to_container(c.coordinator, resolve=True), str(c.protocol.coordinator_system),
+                list(c.pool.models))
+    return part(a) == part(b)
+
+
+def load_ablation(cfg: DictConfig, ctx: RolloutContext, name: str) -> method_registry.Ablation:
+    """The coordinator the ablation stage saved in `<paths.ablations>/<name>/`, routed with its variant's
+    config (`variant.yaml`: dotted key -> value). A variant that changes the coordinator gets its own
+    RolloutContext (its own backbone copy, e.g. for SVF or another token position); its router still
+    runs on this context's loop and pool. Anything missing or mismatched skips it with the reason."""
+    folder = ablations_root(cfg) / name
+    path = folder / "coordinator.safetensors"
+    if not path.is_file():
+        raise method_registry.MethodSkipped(f"no {path} (its training has not finished)")
+    overrides = {}
+    if (folder / "variant.yaml").is_file():
+        overrides = OmegaConf.to_container(OmegaConf.load(folder / "variant.yaml"), resolve=True) or {}
+        if not isinstance(overrides, dict):
+            raise method_registry.MethodSkipped(f"{folder / 'variant.yaml'} is not a mapping of config keys to values")
+    variant = variant_config(cfg, overrides)
+    own_context = not _same_router_config(cfg, variant)
+    same_features = (variant.coordinator.backbone == cfg.coordinator.backbone
+                     and variant.coordinator.get("token_position", -2) == cfg.coordinator.get("token_position", -2))
+    if own_context and not same_features:  # cache_states computed features for the main token position
+        variant.paths.states = str(folder / "states")
+    try:
+        vctx = RolloutContext.get(variant) if own_context else ctx
+        params = load_checked_params(vctx.coordinator, path)
+    except TrinityError as e:
+        raise method_registry.MethodSkipped(str(e)) from None
+    protocol = variant.protocol if OmegaConf.to_container(variant.protocol) != OmegaConf.to_container(cfg.protocol) else None
+    return method_registry.Ablation(router=lambda: vctx.router_for(params), protocol=protocol,
+                                    fingerprint=fingerprint(params, overrides))
+
+
+def fingerprint(params, extra=None) -> str:
+    """A short digest of trained parameters (and a variant's overrides) for chunk file names."""
+    h = hashlib.sha256(np.ascontiguousarray(params, dtype=np.float64).tobytes())
+    h.update(json.dumps(extra or {}, sort_keys=True, default=str).encode())
+    return h.hexdigest()[:12]
+
+
 def run(cfg: DictConfig, *, coordinator_path: Path | None = None, progress: Callable[[str], None] | None = None) -> dict:
     say = progress or log.info
     ctx = RolloutContext.get(cfg)
@@ -58,46 +136,58 @@ def run(cfg: DictConfig, *, coordinator_path: Path | None = None, progress: Call
     mctx = method_registry.MethodContext(
         agents=ctx.agents, strongest=0,
         coordinator_router=(lambda: ctx.router_for(params)) if params is not None else None,
+        no_coordinator=f"none at {coordinator_file(coordinator_path)}",
+        coordinator_fingerprint=fingerprint(params) if params is not None else "",
+        moa=cfg.eval.get("moa"),
+        ablation_names=lambda: ablation_names(cfg),
+        load_ablation=lambda name: load_ablation(cfg, ctx, name),
     )
-    names = list(cfg.eval.methods)
-    if params is None and "trinity" in names:
-        say(f"no trained coordinator at {coordinator_path}: evaluating the baselines only")
-        names.remove("trinity")
-    methods = method_registry.expand(names, mctx)
+    methods, skipped = method_registry.expand_with_skips(list(cfg.eval.methods), mctx)
+    for s in skipped:
+        say(f"evaluate: skipping {s.method}: {s.reason}")
 
     chunks = Path(cfg.paths.cache) / "eval" / config_key(cfg)
     chunks.mkdir(parents=True, exist_ok=True)
     sets = eval_sets(cfg)
     by_key: dict[tuple, pl.DataFrame] = {}
-    pending: list[tuple[tuple, Path, list, object]] = []
+    pending: list[tuple[tuple, Path, list, object, object]] = []   # key, path, specs, protocol, episode fn
     for set_name, by_suite in sets.items():
         for suite, items in by_suite.items():
             for m in methods:
                 key = (set_name, suite, m.name)
-                path = chunks / f"{set_name}__{m.name.replace(':', '_')}__{suite}.parquet"
+                tag = f"__{m.fingerprint}" if m.fingerprint else ""
+                path = chunks / f"{set_name}__{m.name.replace(':', '_')}__{suite}{tag}.parquet"
                 if path.exists():  # finished in an earlier, interrupted run
-                    by_key[key] = pl.read_parquet(path)
-                    continue
-                protocol = cfg.protocol
+                    frame = pl.read_parquet(path)
+                    if frame.schema == pl.Schema(RESULTS_SCHEMA):  # else written by older code: run it again
+                        by_key[key] = frame
+                        continue
+                protocol = m.protocol if m.protocol is not None else cfg.protocol
                 if m.max_turns is not None:
-                    protocol = OmegaConf.merge(cfg.protocol, {"max_turns": m.max_turns})
-                specs = ctx.specs_for(m.build(mctx), items, generation=-1, candidate=-1, repeats=int(cfg.eval.repeats))
-                pending.append((key, path, specs, protocol))
+                    protocol = OmegaConf.merge(protocol, {"max_turns": m.max_turns})
+                router = m.build(mctx) if m.episode is None else None
+                specs = ctx.specs_for(router, items, generation=-1, candidate=-1, repeats=int(cfg.eval.repeats))
+                pending.append((key, path, specs, protocol, m.episode))
     total = sum(len(p[2]) for p in pending)
     say(f"evaluate: {len(methods)} methods, {len(by_key)} chunks already done, {len(pending)} to run ({total} episodes)")
     done = 0
 
+    def list_price(model: str, prompt_tokens: int, completion_tokens: int) -> float:
+        return ctx.pool.endpoint(model).cost_usd(prompt_tokens, completion_tokens)
+
+    price = list_price if hasattr(ctx.pool, "endpoint") else None  # test doubles: what the trace paid
+
     def save(i: int, traces) -> None:
         nonlocal done
-        (set_name, suite, method), path, specs, _ = pending[i]
-        frame = results_frame(trace_rows(set_name, method, traces))
+        (set_name, suite, method), path, specs, _, _ = pending[i]
+        frame = results_frame(trace_rows(set_name, method, traces, price=price))
         frame.write_parquet(path.with_suffix(".tmp"))
         path.with_suffix(".tmp").replace(path)
         by_key[pending[i][0]] = frame
         done += len(specs)
         say(f"eval {done}/{total} episodes: {set_name}/{suite} {method} mean reward {frame['reward'].mean():.3f}")
 
-    ctx.run_chunks([(p[2], p[3]) for p in pending], on_chunk_done=save)
+    run_all(ctx, pending, save)
     frames = [by_key[k] for k in sorted(by_key)]
     results = pl.concat(frames) if frames else results_frame([])
     summary = summarize(results, samples=int(cfg.eval.bootstrap_samples), seed=int(cfg.seed))
@@ -112,13 +202,27 @@ def run(cfg: DictConfig, *, coordinator_path: Path | None = None, progress: Call
     pngs = [str(p.relative_to(reports)) for p in report_mod.charts(summary, reports / "eval")]
     if (reports / "evolution.png").exists():
         pngs.insert(0, "evolution.png")
+    train = set(cfg.tasks.train)
+    kinds = {s: ("in-distribution" if s in train else "zero-shot transfer") for s in sets["test"]}
     context = [
         f"Pool: {', '.join(ctx.agents)}. Backbone: {cfg.coordinator.backbone.id}. "
         f"K = {cfg.protocol.max_turns} turns. Methods: {', '.join(m.name for m in methods)}.",
+        "",
         f"Every method ran on the same items with the same seeds; intervals are percentile bootstrap "
-        f"({cfg.eval.bootstrap_samples} resamples). `single:<model>` is that model as the only Worker (one turn).",
+        f"({cfg.eval.bootstrap_samples} resamples). Cost is at the models' list prices (a reply shared "
+        f"through the response cache is counted for every method that used it).",
+        "",
+        "Methods: `trinity` is the evolved coordinator (agent and role each turn); `single:<model>` that model "
+        "as the only Worker (one turn); `roles:<model>` that model as the only agent with the coordinator "
+        "choosing only the role; `random` uniformly random agent and role; `loop:<model>` a fixed "
+        "Worker -> Verifier loop; `moa:<model>` Mixture-of-Agents (every pool model answers, that model "
+        "merges the answers: L + 1 calls); `ablation:<name>` a coordinator trained by the ablation stage.",
+        "",
+        "Test suites: " + ", ".join(f"{s} ({k})" for s, k in kinds.items()) + "." if kinds else "",
     ]
-    (reports / "report.md").write_text(report_mod.markdown(summary, title="TRINITY evaluation", context=context, charts=pngs))
+    (reports / "report.md").write_text(report_mod.markdown(
+        summary, title="TRINITY evaluation", context=context, charts=pngs,
+        skipped=[(s.method, s.reason) for s in skipped], suite_kinds=kinds))
     metrics = {
         f"{r['set']}/{r['suite']}/{r['method']}": round(r["mean_reward"], 4)
         for r in summary.filter(pl.col("suite") == "all").iter_rows(named=True)
@@ -126,4 +230,32 @@ def run(cfg: DictConfig, *, coordinator_path: Path | None = None, progress: Call
     mdir = Path(cfg.paths.metrics)
     mdir.mkdir(parents=True, exist_ok=True)
     (mdir / "eval.json").write_text(json.dumps(metrics, indent=2, sort_keys=True))
-    return {"summary": summary, "report": str(reports / "report.md")}
+    return {"summary": summary, "report": str(reports / "report.md"), "skipped": skipped}
+
+
+def run_all(ctx: RolloutContext, pending: list, on_chunk_done: Callable[[int, list], None]) -> None:
+    """Every pending chunk at once on the context's loop: router chunks through ctx.run_chunks, chunks
+    of methods with their own episode function (e.g. Mixture-of-Agents) alongside them on the same
+    loop and pool, so the pool's slots stay busy across all of them."""
+    routed = [i for i, p in enumerate(pending) if p[4] is None]
+    own = [i for i, p in enumerate(pending) if p[4] is not None]
+    side = None
+    if own:
+        coro = run_episode_fn_chunks(
+            [(pending[i][4], pending[i][2], pending[i][3]) for i in own], ctx.pool, ctx.agents, ctx.grader,
+            max_concurrency=int(ctx.cfg.evolve.max_concurrent_episodes),
+            on_chunk_done=lambda j, traces: on_chunk_done(own[j], traces))
+        side = ctx.loop.submit(coro)
+    try:
+        ctx.run_chunks([(pending[i][2], pending[i][3]) for i in routed],
+                       on_chunk_done=lambda j, traces: on_chunk_done(routed[j], traces))
+        if side is not None:
+            ctx.loop.run(_join(side))
+    except BaseException:
+        if side is not None:
+            side.cancel()
+        raise
+
+
+async def _join(future) -> object:
+    return await asyncio.wrap_future(future)

@@ -1,0 +1,159 @@
+"""The evaluate stage end to end on scripted pool replies, with a stand-in coordinator (no backbone):
+every method of the default list, ablations loaded from their folders with their variant config,
+skips with reasons, list-price costs, the computed report, and resuming from finished chunks."""
+
+from __future__ import annotations
+
+import json
+import types
+
+import numpy as np
+import polars as pl
+import pytest
+from omegaconf import OmegaConf
+
+from test_eval_methods import AGENTS, D, GOOD, FixedFeatures, Pool, grade, head_weights, script
+from trinity.config import compose
+from trinity.coordinator.head import RoutingHead
+from trinity.coordinator.router import CoordinatorRouter
+from trinity.coordinator.saved import save_params
+from trinity.pipeline import evaluate_stage
+from trinity.pipeline.rollouts import LoopThread, RolloutContext
+from trinity.routing import ROLES
+from trinity.tasks.types import TaskItem
+
+L = len(AGENTS)
+
+
+class StandInCoordinator:
+    """What the stage uses of a Coordinator: metadata() for the saved-file check, router_for()."""
+
+    def __init__(self, token_position: int = -2):
+        self.token_position = token_position
+        self.service = FixedFeatures()
+
+    def metadata(self) -> dict:
+        return {"backbone_id": "stand-in", "backbone_revision": None, "hidden_size": D, "pool_models": AGENTS,
+                "roles": list(ROLES), "token_position": self.token_position, "svf_matrices": [],
+                "num_params": (L + 3) * D}
+
+    def router_for(self, params, mode=None):
+        head = RoutingHead(np.asarray(params).reshape(L + 3, D), L)
+        return CoordinatorRouter(head, self.service, None, mode or "sample")
+
+
+class PricedPool(Pool):
+    def endpoint(self, model):
+        return types.SimpleNamespace(cost_usd=lambda p, c: (p + c) * 2e-6)
+
+
+def stand_in_context(cfg, pool) -> RolloutContext:
+    ctx = object.__new__(RolloutContext)   # RolloutContext's own chunk running, without a backbone
+    ctx.cfg, ctx.agents, ctx.loop, ctx.pool, ctx.grader = cfg, list(cfg.pool.models), LoopThread(), pool, grade
+    ctx.coordinator = StandInCoordinator(int(cfg.coordinator.token_position))
+    return ctx
+
+
+def items(suite: str, n: int) -> list[TaskItem]:
+    return [TaskItem(suite=suite, item_id=str(i), prompt=f"{suite} {i}: repeat the word w{i}.", reference=f"w{i}")
+            for i in range(n)]
+
+
+def save(path, agent: int, role: int, token_position: int = -2, pool=AGENTS):
+    meta = {**StandInCoordinator(token_position).metadata(), "pool_models": list(pool)}
+    save_params(path, head_weights(agent, role).ravel(), meta)
+
+
+@pytest.fixture
+def stage(tmp_path, monkeypatch):
+    cfg = compose([f"paths.{k}={tmp_path}/{k}" for k in ("cache", "eval", "reports", "metrics", "runs", "ablations", "states")]
+                  + ["eval.bootstrap_samples=200"])
+    pool = PricedPool(script(), delay_s=0.001)
+    contexts: dict[str, RolloutContext] = {}
+
+    def get(c, **kw):
+        key = OmegaConf.to_yaml(c)
+        if key not in contexts:
+            contexts[key] = stand_in_context(c, pool)
+        return contexts[key]
+
+    monkeypatch.setattr(evaluate_stage.RolloutContext, "get", staticmethod(get))
+    monkeypatch.setattr(evaluate_stage, "eval_sets", lambda c: {
+        "validation": {"gsm8k": items("gsm8k", 2)},
+        "test": {"gsm8k": items("gsm8k", 3), "gpqa_diamond": items("gpqa_diamond", 3)}})
+    yield cfg, pool, contexts
+    for ctx in contexts.values():
+        ctx.loop.stop()
+
+
+def test_every_method_ablations_skips_report_and_resume(stage, tmp_path):
+    cfg, pool, contexts = stage
+    save(tmp_path / "runs/coordinator/coordinator.safetensors", GOOD, 0)
+    ab = tmp_path / "ablations"
+    save(ab / "last_token/coordinator.safetensors", GOOD, 0, token_position=-1)
+    (ab / "last_token/variant.yaml").write_text("coordinator.token_position: -1\n")
+    save(ab / "random_search/coordinator.safetensors", 0, 0)
+    (ab / "random_search/variant.yaml").write_text("evolve.popsize: 8\n")
+    (ab / "unfinished").mkdir()
+    save(ab / "other_pool/coordinator.safetensors", 0, 0, pool=["x", "y", "z"])
+
+    out = evaluate_stage.run(cfg)
+    summary = out["summary"]
+    ran = set(summary["method"])
+    good, first = AGENTS[GOOD], AGENTS[0]
+    assert ran == {"trinity", *(f"single:{a}" for a in AGENTS), *(f"roles:{a}" for a in AGENTS), "random",
+                   f"loop:{first}", f"moa:{first}", "ablation:last_token", "ablation:random_search"}
+    assert {s.method for s in out["skipped"]} == {"ablation:unfinished", "ablation:other_pool"}
+
+    # the last-token variant got its own context (its config, fresh first-turn states); the optimiser
+    # variant routes with the main coordinator
+    variants = [c.cfg for c in contexts.values() if c.cfg.coordinator.token_position == -1]
+    assert len(contexts) == 2 and len(variants) == 1
+    assert variants[0].paths.states == str(ab / "last_token" / "states")
+
+    def get(method, suite="all", set_name="test"):
+        return summary.filter((pl.col("method") == method) & (pl.col("suite") == suite)
+                              & (pl.col("set") == set_name)).row(0, named=True)
+    assert get("trinity")["mean_reward"] == 1.0 and get(f"single:{first}")["mean_reward"] == 0.0
+    assert get("ablation:last_token")["mean_reward"] == 1.0 and get("ablation:random_search")["mean_reward"] == 0.0
+    assert get(f"moa:{first}")["calls_per_query"] == L + 1 and get(f"moa:{first}")["mean_reward"] == 1.0
+    assert get(f"single:{good}")["calls_per_query"] == 1
+    assert get(f"single:{good}")["cost_per_query_usd"] == pytest.approx(get(f"single:{good}")["tokens_per_query"] * 2e-6)
+
+    text = open(out["report"]).read()
+    assert "## Where the evolved coordinator wins and where it does not" in text
+    assert "gpqa_diamond (zero-shot transfer)" in text and "gsm8k (in-distribution)" in text
+    assert "## Methods not evaluated" in text and "`ablation:unfinished`: no " in text
+    assert "`ablation:other_pool`:" in text and "pool" in text.split("`ablation:other_pool`:")[1].split("\n")[0]
+    for m in ran:
+        assert f"| {m} |" in text
+    assert (tmp_path / "reports/eval/test_bars.png").exists() and (tmp_path / "reports/eval/cost_vs_reward.png").exists()
+    metrics = json.loads((tmp_path / "metrics/eval.json").read_text())
+    assert metrics[f"test/all/moa:{first}"] == 1.0
+    results = pl.read_parquet(tmp_path / "eval/results.parquet")
+    assert results.height == len(ran) * (2 + 3 + 3)
+
+    # a second run resumes from the saved chunks: no pool call at all
+    calls = pool.count
+    again = evaluate_stage.run(cfg)
+    assert pool.count == calls and again["summary"].equals(summary)
+
+    # another coordinator under the same config: its methods run again, the baselines are reused
+    save(tmp_path / "runs/coordinator/coordinator.safetensors", 0, 0)
+    rerun = evaluate_stage.run(cfg)["summary"]
+    new_calls = pool.calls[calls:]
+    assert new_calls and {c.model for c in new_calls} <= set(AGENTS)
+    assert rerun.filter((pl.col("method") == "trinity") & (pl.col("suite") == "all"))["mean_reward"].to_list() == [0.0, 0.0]
+    unchanged = lambda f: f.filter(~pl.col("method").str.starts_with("trinity") & ~pl.col("method").str.starts_with("roles:"))
+    assert unchanged(rerun).equals(unchanged(summary))
+
+
+def test_without_a_coordinator_or_ablations_the_baselines_still_run(stage, tmp_path):
+    cfg, pool, _ = stage
+    out = evaluate_stage.run(cfg)
+    reasons = {s.method: s.reason for s in out["skipped"]}
+    assert set(reasons) == {"trinity", *(f"roles:{a}" for a in AGENTS), "ablations"}
+    assert "none at" in reasons["trinity"] and "does not exist" in reasons["ablations"]
+    assert "trinity" not in set(out["summary"]["method"]) and f"moa:{AGENTS[0]}" in set(out["summary"]["method"])
+    text = open(out["report"]).read()
+    assert "No comparison: `trinity` was not evaluated" in text and "`ablations`: no trained ablations" in text
