@@ -17,7 +17,7 @@ export DO_NOT_TRACK ?= 1
 STAMP_DEPS   := $(VENV)/.deps-installed
 STAMP_ASSETS := $(VENV)/.assets-installed
 
-.PHONY: help setup run test test-fast params pool-up pool-down pool-status bench prefect-server deploy clean setup-gemma
+.PHONY: help setup run test test-fast params pool-up pool-down pool-status bench serve prefect-server deploy clean setup-gemma
 
 help: ## list every target
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  make %-16s %s\n", $$1, $$2}'
@@ -74,6 +74,11 @@ pool-down: ## stop the local pool's servers
 
 pool-status: ## show the local pool's servers
 	$(BIN)/trinity pool status
+
+COORDINATOR ?= data/evolve/coordinator
+
+serve: setup ## serve the trained coordinator (COORDINATOR=path) as an OpenAI-compatible API on 127.0.0.1:8700
+	$(BIN)/trinity serve --coordinator $(COORDINATOR) experiment=$(EXPERIMENT)
 
 bench: setup ## run the benchmark scripts (each prints one JSON line)
 	@for b in benchmarks/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done

@@ -4,6 +4,7 @@
   trinity config [overrides]          print the composed config (`make params` writes params.yaml with it)
   trinity pool up|down|status         start / stop / inspect the local pool's llama.cpp servers
   trinity eval --coordinator PATH --suite NAME   evaluate a trained coordinator and the baselines
+  trinity serve --coordinator PATH    an OpenAI-compatible endpoint running one episode per request
 """
 
 from __future__ import annotations
@@ -96,6 +97,33 @@ def _cmd_eval(args) -> int:
     return 0
 
 
+def _cmd_serve(args) -> int:
+    import contextlib
+    from pathlib import Path
+
+    from trinity import config
+    from trinity.pipeline.evolve_stage import coordinator_file
+    from trinity.pool.servers import LocalPool, server_specs
+    from trinity.serve.server import serve
+    from trinity.serve.settings import ServeSettings
+
+    overrides = list(args.overrides)
+    if args.host:
+        overrides.append(f"serve.host={args.host}")
+    if args.port is not None:
+        overrides.append(f"serve.port={args.port}")
+    cfg = config.compose(overrides)
+    config.check_api_keys(cfg)
+    ServeSettings.from_cfg(cfg).check_exposure()  # before any server starts
+    if not coordinator_file(Path(args.coordinator)).is_file():
+        print(f"error: no saved coordinator at {coordinator_file(Path(args.coordinator))}", file=sys.stderr)
+        return 2
+    pool = LocalPool(cfg.pool, model_cache=cfg.paths.model_cache) if server_specs(cfg.pool) else None
+    with pool if pool is not None else contextlib.nullcontext():  # stops only the servers it started
+        serve(cfg, args.coordinator)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="trinity", description="TRINITY: an evolved LLM coordinator.")
     sub = ap.add_subparsers(dest="command", required=True)
@@ -121,6 +149,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", help="folder for tables, metrics and the report (default: the config's paths)")
     p.add_argument("overrides", nargs="*")
     p.set_defaults(func=_cmd_eval)
+
+    p = sub.add_parser("serve", help="serve the trained coordinator as an OpenAI-compatible endpoint")
+    p.add_argument("--coordinator", required=True, help="a trained coordinator folder or .safetensors file")
+    p.add_argument("--host", help="listen address (default serve.host, loopback); others need a token")
+    p.add_argument("--port", type=int, help="listen port (default serve.port)")
+    p.add_argument("overrides", nargs="*")
+    p.set_defaults(func=_cmd_serve)
     return ap
 
 

@@ -1,0 +1,230 @@
+"""The HTTP API (FastAPI): POST /v1/chat/completions, GET /v1/models, GET /health, GET /metrics.
+
+Order of checks on a completion: bearer token (401), body size (413), JSON (400), fields and overrides
+(400; an unknown model 404), free episode slot (429 + Retry-After), then the episode. A pool that fails
+with no answer is a 502 carrying the partial trace; an unexpected error a 500 with it; the server keeps
+serving either way. Streaming sends the trace as extra `chat.completion.chunk` events with `choices: []`
+and a `trinity` field (one per pool call, then one at the end), so clients that ignore them still work.
+Logs carry request ids, statuses, turn counts and timings; prompts only with serve.log_prompts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+import uuid
+from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator, Callable
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from trinity.serve import schema
+from trinity.serve.episode import EpisodeResult, EpisodeRunner
+from trinity.serve.limits import Gate, check_bearer, read_body
+from trinity.serve.metrics import Metrics
+from trinity.serve.schema import RequestError
+from trinity.serve.settings import ServeSettings
+
+log = logging.getLogger("trinity.serve")
+PATHS = ("/v1/chat/completions", "/v1/models", "/health", "/metrics")
+_DONE = object()
+
+
+class MetricsMiddleware:
+    """Counts every HTTP request by path and status, and times it to its last byte (pure ASGI, so
+    streaming responses pass through untouched)."""
+
+    def __init__(self, app: Any, metrics: Metrics):
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        started = time.perf_counter()
+        status = 500
+
+        async def send_status(message: dict) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_status)
+        finally:
+            path = scope.get("path", "")
+            path = path if path in PATHS else ("/v1/models/{id}" if path.startswith("/v1/models/") else "other")
+            self.metrics.request(path, status, time.perf_counter() - started)
+
+
+class SlotStreamingResponse(StreamingResponse):
+    """Releases the episode slot when the response ends, however it ends (even a client that goes
+    away before the first byte, when the body generator never starts)."""
+
+    def __init__(self, content: AsyncIterator[str], release: Callable[[], None], **kwargs: Any):
+        super().__init__(content, **kwargs)
+        self._release = release
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self._release()
+
+
+def _error_response(e: RequestError) -> JSONResponse:
+    return JSONResponse(e.body(), status_code=e.status, headers=e.headers)
+
+
+def _failure(result: EpisodeResult) -> RequestError | None:
+    if result.error is not None:
+        return RequestError(500, f"the episode failed: {result.error}", type="server_error", code="episode_error",
+                            extra={"trinity": result.trace})
+    if result.failed:
+        errors = [t["error"] for t in result.trace["turns"] if t.get("error")]
+        return RequestError(502, "the pool failed before any answer" + (f": {errors[-1]}" if errors else ""),
+                            type="server_error", code="pool_failure", extra={"trinity": result.trace})
+    return None
+
+
+def _sse(data: Any) -> str:
+    return f"data: {json.dumps(data, separators=(',', ':'))}\n\n"
+
+
+def create_app(settings: ServeSettings, runner: EpisodeRunner, *, metrics: Metrics | None = None,
+               on_shutdown: Callable[[], Any] | None = None) -> FastAPI:
+    gate = Gate(settings.max_concurrency, settings.retry_after_s)
+    metrics = metrics or Metrics()
+    metrics.in_flight = lambda: gate.in_flight
+    runner.metrics = metrics
+    token = settings.token()
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI):
+        yield
+        if on_shutdown is not None:
+            result = on_shutdown()
+            if asyncio.iscoroutine(result):
+                await result
+
+    app = FastAPI(title="TRINITY", version="1", lifespan=lifespan, docs_url=None, redoc_url=None,
+                  openapi_url=None)
+    app.state.gate = gate
+    app.state.metrics = metrics
+    app.add_middleware(MetricsMiddleware, metrics=metrics)
+
+    @app.exception_handler(RequestError)
+    async def _request_error(_request: Request, e: RequestError) -> JSONResponse:
+        return _error_response(e)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(_request: Request, e: StarletteHTTPException) -> JSONResponse:
+        code = {404: "not_found", 405: "method_not_allowed"}.get(e.status_code)
+        return _error_response(RequestError(e.status_code, str(e.detail), code=code,
+                                            headers=dict(e.headers or {})))
+
+    @app.exception_handler(Exception)
+    async def _unexpected(_request: Request, e: Exception) -> JSONResponse:
+        log.exception("unexpected error")
+        return _error_response(RequestError(500, f"internal error: {type(e).__name__}", type="server_error",
+                                            code="internal_error"))
+
+    @app.get("/health")
+    async def health() -> dict:
+        return {"status": "ok", "in_flight": gate.in_flight, "max_concurrency": gate.limit}
+
+    def models_entry() -> dict:
+        return {"id": settings.model_name, "object": "model", "created": 0, "owned_by": "trinity",
+                "trinity": {"pool": runner.agents, "routing": settings.routing,
+                            "roles": settings.policy.to_dict(), "max_turns": settings.max_turns}}
+
+    @app.get("/v1/models")
+    async def models(request: Request) -> dict:
+        check_bearer(request.headers, token)
+        return {"object": "list", "data": [models_entry()]}
+
+    @app.get("/v1/models/{model_id}")
+    async def model(model_id: str, request: Request) -> dict:
+        check_bearer(request.headers, token)
+        if model_id != settings.model_name:
+            raise RequestError(404, f"the model '{model_id}' does not exist", param="model", code="model_not_found")
+        return models_entry()
+
+    @app.get("/metrics")
+    async def prometheus(request: Request) -> PlainTextResponse:
+        check_bearer(request.headers, token)
+        return PlainTextResponse(metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(request: Request):
+        check_bearer(request.headers, token)
+        raw = await read_body(request.headers, request.stream(), settings.max_request_bytes)
+        try:
+            body = json.loads(raw)
+        except ValueError as e:
+            raise RequestError(400, f"the request body is not valid JSON: {e.msg}", code="invalid_json") from None
+        chat = schema.parse_chat_request(body, settings)
+        gate.enter()
+        request_id = f"chatcmpl-{uuid.uuid4().hex}"
+        if settings.log_prompts:
+            log.info("%s prompt: %s", request_id, chat.prompt)
+        if chat.stream:
+            return SlotStreamingResponse(_stream(chat, request_id), gate.leave, media_type="text/event-stream",
+                                         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        try:
+            result = await runner.run(chat, request_id)
+        finally:
+            gate.leave()
+        _log(result)
+        failure = _failure(result)
+        if failure is not None:
+            return _error_response(failure)
+        return JSONResponse(schema.completion(request_id, settings.model_name, result.answer or "", result.trace))
+
+    async def _stream(chat: schema.ChatRequest, request_id: str) -> AsyncIterator[str]:
+        created = int(time.time())
+        queue: asyncio.Queue = asyncio.Queue()
+        task = asyncio.create_task(runner.run(chat, request_id, on_event=queue.put_nowait))
+        task.add_done_callback(lambda _t: queue.put_nowait(_DONE))
+        name = settings.model_name
+        try:
+            yield _sse(schema.chunk(request_id, name, created, delta={"role": "assistant", "content": ""}))
+            while True:
+                try:
+                    event = await asyncio.wait_for(queue.get(), timeout=settings.keepalive_s)
+                except asyncio.TimeoutError:
+                    yield ": keep-alive\n\n"
+                    continue
+                if event is _DONE:
+                    break
+                yield _sse(schema.chunk(request_id, name, created, trinity=event))
+            result = task.result()
+            _log(result)
+            failure = _failure(result)
+            if failure is not None:
+                yield _sse(failure.body())
+            else:
+                yield _sse(schema.chunk(request_id, name, created, delta={"content": result.answer or ""}))
+                yield _sse(schema.chunk(request_id, name, created, delta={}, finish_reason="stop"))
+                yield _sse(schema.chunk(request_id, name, created, trinity={"event": "end", "trace": result.trace}))
+                if chat.include_usage:
+                    yield _sse(schema.chunk(request_id, name, created, usage_=schema.usage(result.trace)))
+            yield "data: [DONE]\n\n"
+        finally:
+            if not task.done():  # the client went away: stop spending pool calls on it
+                task.cancel()
+                log.info("%s cancelled: the client disconnected", request_id)
+
+    return app
+
+
+def _log(result: EpisodeResult) -> None:
+    t = result.trace
+    log.info("%s end=%s turns=%d tokens=%d cost=%.6f latency=%.2fs%s", result.request_id, t["end_reason"],
+             t["turns_used"], t["prompt_tokens"] + t["completion_tokens"], t["cost_usd"], t["latency_s"],
+             f" error={result.error}" if result.error else "")

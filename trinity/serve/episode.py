@@ -1,0 +1,166 @@
+"""One request = one TRINITY episode (trinity.episodes.protocol.run_episode) over the shared pool client.
+
+`EpisodeRunner.run` builds the request's own pool view (RequestPool: per-request cost cap, the role
+policy enforced once more at the call, a live event per pool call) and router (MaskedRouter), runs the
+protocol unchanged, and returns the answer with the trace as a plain dict. Nothing here logs prompts.
+Serving grades nothing: there is no reference answer, so the trace carries no reward.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable
+
+from trinity.episodes.parsing import parse_thinker, parse_verdict
+from trinity.episodes.protocol import ChatPool, run_episode
+from trinity.episodes.protocol_config import ProtocolConfig
+from trinity.episodes.trace import EpisodeId, Trace
+from trinity.pool.types import CallResult
+from trinity.routing import ROLES
+from trinity.seeding import derive_seed
+from trinity.serve.masked import MaskedRouter
+from trinity.serve.schema import ChatRequest
+from trinity.tasks.types import TaskItem
+
+OnEvent = Callable[[dict[str, Any]], Awaitable[None] | None]
+TURN_FIELDS = ("index", "role", "agent", "router_role", "role_from_thinker", "called", "ok", "error", "verdict",
+               "suggested_role", "prompt_tokens", "completion_tokens", "latency_s", "cost_usd", "cached")
+
+
+class RequestPool:
+    """The pool as one request sees it (a ChatPool). Also tells the router which role a Thinker has
+    forced on the next turn, by reading the Thinker's reply with the protocol's own parser."""
+
+    def __init__(self, pool: ChatPool, protocol: ProtocolConfig, agents: list[str], policy, *,
+                 max_cost_usd: float | None, on_call: Callable[[str, CallResult], Awaitable[None]] | None = None):
+        self.pool = pool
+        self.agents = agents
+        self.policy = policy
+        self.max_cost_usd = max_cost_usd
+        self.on_call = on_call
+        self.cost_usd = 0.0
+        self.next_role: str | None = None
+        self._role_of_system = {protocol.system_prompt(r): r for r in ROLES}
+
+    def forced_role(self) -> str | None:
+        return self.next_role
+
+    async def chat(self, model: str, messages: list[dict[str, str]], *, sample_index: int = 0,
+                   max_tokens: int | None = None, temperature: float | None = None) -> CallResult:
+        role = self._role_of_system.get(messages[0]["content"] if messages else "", "worker")
+        self.next_role = None
+        if not self.policy.allows(self.agents.index(model), role):  # MaskedRouter prevents this
+            result = CallResult(model=model, text="", ok=False, error=f"policy: {model} may not be the {role}")
+        elif self.max_cost_usd is not None and self.cost_usd >= self.max_cost_usd:
+            result = CallResult(model=model, text="", ok=False, budget_exhausted=True,
+                                error=f"budget: request max_cost_usd={self.max_cost_usd} reached")
+        else:
+            result = await self.pool.chat(model, messages, sample_index=sample_index, max_tokens=max_tokens,
+                                          temperature=temperature)
+            self.cost_usd += result.cost_usd
+            if role == "thinker" and result.ok:
+                advice = parse_thinker(result.text)
+                self.next_role = advice.role if advice is not None else None
+        if self.on_call is not None:
+            await self.on_call(role, result)
+        return result
+
+
+@dataclass
+class EpisodeResult:
+    request_id: str
+    answer: str | None
+    trace: dict[str, Any]
+    failed: bool            # the pool failed and there is no answer: 502
+    error: str | None       # an unexpected exception (router, coordinator): 500
+
+
+def turn_event(index: int, role: str, result: CallResult) -> dict[str, Any]:
+    return {"index": index, "role": role, "agent": result.model, "ok": result.ok, "error": result.error,
+            "verdict": parse_verdict(result.text) if role == "verifier" and result.ok else None,
+            "prompt_tokens": result.prompt_tokens, "completion_tokens": result.completion_tokens,
+            "latency_s": round(result.latency_s, 4), "cost_usd": result.cost_usd, "cached": result.cached}
+
+
+def trace_dict(trace: Trace, *, request_id: str, routing: str, policy, wall_s: float) -> dict[str, Any]:
+    turns = [{k: getattr(t, k) for k in TURN_FIELDS} for t in trace.turns]
+    for t in turns:
+        t["latency_s"] = round(t["latency_s"], 4)
+    return {"request_id": request_id, "routing": routing, "seed": trace.seed, "allowed": policy.to_dict(),
+            "turns": turns, "turns_used": trace.turns_used, "end_reason": trace.end_reason,
+            "prompt_tokens": trace.prompt_tokens, "completion_tokens": trace.completion_tokens,
+            "cost_usd": trace.cost_usd, "pool_calls": _pool_calls(trace), "error": trace.error,
+            "latency_s": round(wall_s, 4)}
+
+
+def _pool_calls(trace: Trace) -> int:
+    """Calls that reached the pool: not the verifier-before-answer turn, not a call refused by a budget."""
+    return sum(1 for t in trace.turns if t.called and not (t.error or "").startswith("budget"))
+
+
+async def _no_grade(item: TaskItem, answer: str) -> float:
+    return 0.0
+
+
+class EpisodeRunner:
+    """Everything requests share: pool client, protocol settings, the trained head and feature service."""
+
+    def __init__(self, pool: ChatPool, agents: list[str], protocol: Any, base_router: Any, *, root_seed: int,
+                 metrics: Any = None):
+        self.pool = pool
+        self.agents = list(agents)
+        self.protocol = dataclasses.replace(ProtocolConfig.from_cfg(protocol), record_replies=False)
+        self.base_router = base_router   # a CoordinatorRouter: head, service, svf_deltas
+        self.root_seed = int(root_seed)
+        self.metrics = metrics
+
+    def _seed(self, request: ChatRequest, request_id: str) -> int:
+        if request.seed is not None:
+            return derive_seed(self.root_seed, "serve", "seed", request.seed)
+        return derive_seed(self.root_seed, "serve", request_id)
+
+    async def run(self, request: ChatRequest, request_id: str, on_event: OnEvent | None = None) -> EpisodeResult:
+        started = time.perf_counter()
+        protocol = dataclasses.replace(self.protocol, max_turns=request.max_turns,
+                                       max_tokens=request.max_tokens or self.protocol.max_tokens,
+                                       temperature=request.temperature if request.temperature is not None
+                                       else self.protocol.temperature)
+        events: list[dict[str, Any]] = []
+
+        async def on_call(role: str, result: CallResult) -> None:
+            event = turn_event(len(events), role, result)
+            events.append(event)
+            if self.metrics is not None:
+                self.metrics.pool_call(role, result)
+            if on_event is not None:
+                maybe = on_event({"event": "turn", "turn": event})
+                if maybe is not None:
+                    await maybe
+
+        rpool = RequestPool(self.pool, protocol, self.agents, request.policy, max_cost_usd=request.max_cost_usd,
+                            on_call=on_call)
+        b = self.base_router
+        router = MaskedRouter(b.head, b.service, b.svf_deltas, mode=request.routing, policy=request.policy,
+                              forced_role=rpool.forced_role)
+        item = TaskItem(suite="serve", item_id=request_id, prompt=request.prompt, reference=None, split="serve")
+        seed = self._seed(request, request_id)
+        episode_id = EpisodeId(generation=-1, candidate=-1, item=item.uid)
+        try:
+            trace = await run_episode(item, router, rpool, self.agents, protocol, episode_id, seed, _no_grade)
+        except Exception as e:  # a router or coordinator bug: report what ran, keep serving
+            partial = {"request_id": request_id, "routing": request.routing, "seed": seed,
+                       "allowed": request.policy.to_dict(), "turns": events, "turns_used": len(events),
+                       "end_reason": "error",
+                       "prompt_tokens": sum(t["prompt_tokens"] for t in events),
+                       "completion_tokens": sum(t["completion_tokens"] for t in events),
+                       "cost_usd": sum(t["cost_usd"] for t in events), "pool_calls": len(events),
+                       "error": f"{type(e).__name__}: {e}", "latency_s": round(time.perf_counter() - started, 4)}
+            return EpisodeResult(request_id, None, partial, failed=False, error=partial["error"])
+        out = trace_dict(trace, request_id=request_id, routing=request.routing, policy=request.policy,
+                         wall_s=time.perf_counter() - started)
+        if self.metrics is not None:
+            self.metrics.episode(out)
+        return EpisodeResult(request_id, trace.final_answer, out, failed=trace.end_reason == "pool_failure",
+                             error=None)

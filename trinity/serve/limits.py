@@ -1,0 +1,59 @@
+"""Who may call, how big a request may be, and how many episodes run at once."""
+
+from __future__ import annotations
+
+import hmac
+from typing import AsyncIterator, Mapping
+
+from trinity.serve.schema import RequestError
+
+
+def check_bearer(headers: Mapping[str, str], token: str | None) -> None:
+    """Raise 401 unless `Authorization: Bearer <token>` matches (no token configured: everyone may call)."""
+    if token is None:
+        return
+    scheme, _, given = (headers.get("authorization") or "").partition(" ")
+    if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), token.encode()):
+        raise RequestError(401, "missing or invalid bearer token (Authorization: Bearer <token>)",
+                           code="invalid_api_key", type="authentication_error",
+                           headers={"WWW-Authenticate": "Bearer"})
+
+
+async def read_body(headers: Mapping[str, str], chunks: AsyncIterator[bytes], max_bytes: int) -> bytes:
+    """The request body, refusing (413) more than `max_bytes`: by Content-Length before reading, and by
+    counting for chunked uploads that announce no length."""
+    too_big = RequestError(413, f"request body larger than {max_bytes} bytes", code="request_too_large")
+    length = headers.get("content-length")
+    if length is not None:
+        try:
+            if int(length) > max_bytes:
+                raise too_big
+        except ValueError:
+            raise RequestError(400, "invalid Content-Length", code="invalid_value") from None
+    body = bytearray()
+    async for part in chunks:
+        body += part
+        if len(body) > max_bytes:
+            raise too_big
+    return bytes(body)
+
+
+class Gate:
+    """At most `limit` episodes at once; a request beyond it is refused at once (429 + Retry-After)
+    rather than queued, so a saturated server answers fast and clients back off. Used on one event
+    loop only, so a plain counter is enough."""
+
+    def __init__(self, limit: int, retry_after_s: int):
+        self.limit = int(limit)
+        self.retry_after_s = int(retry_after_s)
+        self.in_flight = 0
+
+    def enter(self) -> None:
+        if self.in_flight >= self.limit:
+            raise RequestError(429, f"the server is running {self.limit} episodes; retry after "
+                               f"{self.retry_after_s} s", code="rate_limit_exceeded", type="rate_limit_error",
+                               headers={"Retry-After": str(self.retry_after_s)})
+        self.in_flight += 1
+
+    def leave(self) -> None:
+        self.in_flight -= 1

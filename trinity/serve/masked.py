@@ -1,0 +1,70 @@
+"""The serving router: the trained head's probabilities, masked by the per-role model policy.
+
+The head draws agent and role independently; here the role is taken first (as the head would), then
+the agent from the head's agent distribution restricted to the models allowed for the role the turn
+will really have. That role is the router's own unless the previous turn was a Thinker with a valid
+suggestion, which overrides it (TRINITY_SPEC); `forced_role()` says so (RequestPool predicts it from
+the Thinker's reply with the protocol's own parser), so a denied model never gets the forced role.
+Sampling draws two uniforms from the episode rng, agent first, like RoutingHead.choose.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from trinity.coordinator.head import MODES, RoutingHead
+from trinity.coordinator.service import FeatureService
+from trinity.routing import ROLES
+from trinity.serve.settings import RolePolicy
+
+
+def choose_masked(p_agent: np.ndarray, p_role: np.ndarray, policy: RolePolicy, forced_role: str | None,
+                  rng: np.random.Generator | None, mode: str) -> tuple[int, str]:
+    """(agent index, router role) with the agent allowed for `forced_role or router role`."""
+    if mode not in MODES:
+        raise ValueError(f"routing mode must be one of {MODES}, got {mode!r}")
+    if mode == "sample":
+        if rng is None:
+            raise ValueError("sampling needs the episode's seeded rng")
+        u_agent, u_role = rng.random(), rng.random()
+        role = ROLES[_draw(p_role, u_role)]
+    else:
+        role = ROLES[int(np.argmax(p_role))]
+    allowed = np.zeros(len(p_agent), dtype=bool)
+    allowed[sorted(policy.allowed[forced_role or role])] = True
+    p = np.where(allowed, np.asarray(p_agent, dtype=np.float64), 0.0)
+    if p.sum() <= 0.0:  # every allowed model's probability underflowed: fall back to uniform over them
+        p = allowed.astype(np.float64)
+    if mode == "sample":
+        return _draw(p, u_agent), role
+    return int(np.argmax(p)), role
+
+
+def _draw(p: np.ndarray, u: float) -> int:
+    p = np.asarray(p, dtype=np.float64)
+    index = int(min(np.searchsorted(np.cumsum(p), u * p.sum(), side="right"), len(p) - 1))
+    while p[index] <= 0.0 and index > 0:  # rounding at the top end never lands on a masked model
+        index -= 1
+    return index
+
+
+class MaskedRouter:
+    """Implements trinity.routing.Router for one request (policy and forced role are per request)."""
+
+    def __init__(self, head: RoutingHead, service: FeatureService, svf_deltas: np.ndarray | None, *,
+                 mode: str, policy: RolePolicy, forced_role: Callable[[], str | None] = lambda: None):
+        if mode not in MODES:
+            raise ValueError(f"routing mode must be one of {MODES}, got {mode!r}")
+        self.head = head
+        self.service = service
+        self.svf_deltas = svf_deltas
+        self.mode = mode
+        self.policy = policy
+        self.forced_role = forced_role
+
+    async def choose(self, transcript: str, turn: int, rng: np.random.Generator) -> tuple[int, str]:
+        feature = await self.service.features(transcript, self.svf_deltas)
+        p_agent, p_role = self.head.probabilities(feature)
+        return choose_masked(p_agent, p_role, self.policy, self.forced_role(), rng, self.mode)

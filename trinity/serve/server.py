@@ -1,0 +1,105 @@
+"""Build the serving app from the composed config and a saved coordinator; run it with uvicorn.
+
+    app = build_app(cfg, coordinator_path)            # loads and checks the coordinator, opens the pool
+    serve(cfg, coordinator_path)                      # blocking (the CLI)
+    with ServerThread(app) as server: server.base_url # in a background thread (tests, benchmarks)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig
+
+from trinity.serve.app import create_app
+from trinity.serve.episode import EpisodeRunner
+from trinity.serve.settings import ServeSettings
+
+
+def build_app(cfg: DictConfig, coordinator_path: str | os.PathLike, *, backbone: Any = None, pool: Any = None):
+    """The FastAPI app for `cfg` with the coordinator saved at `coordinator_path` (a folder holding
+    coordinator.safetensors, or the file). A coordinator saved for another pool or backbone is refused
+    (CoordinatorMismatchError). `backbone` and `pool` replace the configured ones (tests)."""
+    from trinity.coordinator.coordinator import Coordinator
+    from trinity.pipeline.evolve_stage import coordinator_file
+    from trinity.pool.client import PoolClient
+
+    settings = ServeSettings.from_cfg(cfg)
+    settings.check_exposure()
+    coordinator, params = Coordinator.load(coordinator_file(Path(coordinator_path)), cfg, backbone=backbone)
+    own_pool = pool is None
+    if own_pool:
+        cache_path = Path(cfg.paths.cache) / "responses.sqlite" if settings.response_cache != "off" else None
+        pool = PoolClient.from_config(cfg.pool, cache_path=cache_path, cache_mode=settings.response_cache)
+    runner = EpisodeRunner(pool, [str(m) for m in cfg.pool.models], cfg.protocol,
+                           coordinator.router_for(params, mode=settings.routing), root_seed=int(cfg.seed))
+
+    async def close() -> None:
+        if own_pool:
+            await pool.aclose()
+        coordinator.service.close()
+
+    return create_app(settings, runner, on_shutdown=close)
+
+
+def serve(cfg: DictConfig, coordinator_path: str | os.PathLike) -> None:
+    import uvicorn
+
+    settings = ServeSettings.from_cfg(cfg)
+    settings.check_exposure()
+    app = build_app(cfg, coordinator_path)
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level="info", access_log=True,
+                timeout_graceful_shutdown=10)
+
+
+class ServerThread:
+    """uvicorn on loopback in a daemon thread; port 0 picks a free port."""
+
+    def __init__(self, app: Any, *, host: str = "127.0.0.1", port: int = 0, log_level: str = "warning"):
+        import uvicorn
+
+        config = uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False,
+                                timeout_graceful_shutdown=5, limit_concurrency=None)
+        self.server = uvicorn.Server(config)
+        self.host = host
+        self._thread = threading.Thread(target=self._run, name="trinity-serve", daemon=True)
+        self.error: BaseException | None = None
+
+    def _run(self) -> None:
+        try:
+            asyncio.run(self.server.serve())
+        except BaseException as e:  # surfaced by start()
+            self.error = e
+
+    @property
+    def port(self) -> int:
+        return self.server.servers[0].sockets[0].getsockname()[1]
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}/v1"
+
+    def start(self, timeout_s: float = 60) -> "ServerThread":
+        self._thread.start()
+        deadline = threading.Event()
+        for _ in range(int(timeout_s * 20)):
+            if self.server.started or self.error is not None or not self._thread.is_alive():
+                break
+            deadline.wait(0.05)
+        if not self.server.started:
+            raise RuntimeError(f"the server did not start: {self.error!r}")
+        return self
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self._thread.join(15)
+
+    def __enter__(self) -> "ServerThread":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
