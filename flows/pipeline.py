@@ -1,4 +1,4 @@
-"""The whole pipeline as one flow (prepare -> cache_states -> evolve -> evaluate), for the Prefect UI
+"""The whole pipeline as one flow (prepare -> cache_states -> evolve -> ablate -> evaluate), for the Prefect UI
 and for scheduled retraining. `dvc repro` runs the same stages one by one with caching."""
 
 from __future__ import annotations
@@ -6,6 +6,7 @@ from __future__ import annotations
 from prefect import flow
 
 from flows._common import cli, load_cfg, task_runner
+from flows.ablate import ablate_flow
 from flows.cache_states import cache_states_flow
 from flows.evaluate import evaluate_flow
 from flows.evolve import evolve_flow
@@ -18,6 +19,7 @@ def pipeline_flow(params: str | None = None, overrides: list[str] | None = None)
     prepare_flow(params=params, overrides=overrides)
     cache_states_flow(params=params, overrides=overrides)
     evolve_flow.with_options(task_runner=task_runner(cfg))(params=params, overrides=overrides)
+    ablate_flow.with_options(task_runner=task_runner(cfg))(params=params, overrides=overrides)
     return evaluate_flow(params=params, overrides=overrides)
 
 

@@ -232,3 +232,69 @@ def test_state_cache_file_and_preload(tiny_cfg, tmp_path):
     assert preload_state_cache(fresh, out) == 2
     fresh.precompute(["Question A?"])
     assert fresh.engine.stats["forward_passes"] == 0
+
+
+# ---------------------------------------------------------------------- role restriction (ablations)
+@pytest.mark.parametrize("roles", [("worker", "verifier"), ("worker",)])
+def test_disallowed_roles_get_probability_zero_and_the_rest_renormalise(roles):
+    weights = np.random.default_rng(3).normal(size=(6, 8))
+    weights[3 + ROLES.index("thinker")] *= 50  # thinker would win by far if allowed
+    feature = np.random.default_rng(4).normal(size=8)
+    full, limited = RoutingHead(weights, 3), RoutingHead(weights, 3, allowed_roles=roles)
+    p_agent, p_role = limited.probabilities(feature)
+    assert np.array_equal(p_agent, full.probabilities(feature)[0])  # agents untouched
+    allowed = [ROLES.index(r) for r in roles]
+    logits = limited.logits(feature)[1][allowed]
+    assert np.allclose(p_role[allowed], np.exp(logits - logits.max()) / np.exp(logits - logits.max()).sum())
+    assert all(p_role[i] == 0.0 for i in range(3) if i not in allowed) and np.isclose(p_role.sum(), 1.0)
+    assert limited.choose(feature, None, "argmax")[1] in roles
+    picks = [limited.choose(feature, rng) for rng in [np.random.default_rng(5)] for _ in range(500)]
+    assert {role for _, role in picks} <= set(roles)
+
+
+def test_role_restriction_keeps_the_draw_count_and_the_agent_stream():
+    weights = np.random.default_rng(6).normal(size=(6, 8))
+    features = np.random.default_rng(7).normal(size=(40, 8))
+    for roles in (None, ("worker", "verifier"), ("worker",)):
+        rng = np.random.default_rng(11)
+        agents = [RoutingHead(weights, 3, allowed_roles=roles).choose(f, rng)[0] for f in features]
+        reference = np.random.default_rng(11)
+        reference.random(2 * len(features))  # exactly two uniforms per turn, whatever the roles
+        assert rng.bit_generator.state == reference.bit_generator.state
+        assert agents == [RoutingHead(weights, 3).choose(f, r)[0] for r in [np.random.default_rng(11)] for f in features]
+
+
+def test_allowed_roles_are_checked():
+    for bad in (["thinker"], ["worker", "worker"], ["worker", "critic"], []):
+        with pytest.raises(ValueError):
+            RoutingHead(np.zeros((6, 2)), 3, allowed_roles=bad)
+    assert RoutingHead(np.zeros((6, 2)), 3, allowed_roles=["verifier", "worker"]).allowed_roles == ("worker", "verifier")
+
+
+def test_roles_are_saved_and_checked_on_load(tmp_path):
+    base = [f"paths.cache={tmp_path}", "coordinator.backbone.id=tiny-llama"]
+    no_thinker = config.compose(base + ["coordinator.roles=[worker,verifier]"])
+    coord = Coordinator.from_config(no_thinker, backbone=tiny_backbone())
+    assert coord.roles == ("worker", "verifier") and coord.num_params == (3 + 3) * coord.hidden_size  # same layout
+    params = np.random.default_rng(0).normal(size=coord.num_params)
+    path = coord.save(tmp_path / "coordinator.safetensors", params)
+    assert '"verifier"' in (tmp_path / "coordinator.json").read_text()
+    loaded, _ = Coordinator.load(path, no_thinker, backbone=tiny_backbone())
+    assert loaded.head_for(params).allowed_roles == ("worker", "verifier")
+    with pytest.raises(CoordinatorMismatchError, match="roles"):
+        Coordinator.load(path, config.compose(base), backbone=tiny_backbone())
+    with pytest.raises(TrinityError, match="coordinator.roles"):
+        config.compose(base + ["coordinator.roles=[verifier]"])
+
+
+def test_recording_router_keeps_each_decision_with_its_feature(tiny_cfg):
+    coord = Coordinator.from_config(tiny_cfg, backbone=tiny_backbone())
+    params = np.random.default_rng(0).normal(0, 1.0, coord.num_params)
+    router, plain = coord.router_for(params, record=True), coord.router_for(params)
+    assert plain.decisions is None
+    texts = transcripts(3)
+    picks = [asyncio.run(router.choose(t, i, rng)) for rng in [np.random.default_rng(2)] for i, t in enumerate(texts)]
+    assert picks == [asyncio.run(plain.choose(t, i, rng)) for rng in [np.random.default_rng(2)] for i, t in enumerate(texts)]
+    assert [(d.agent, ROLES[d.role]) for d in router.decisions] == picks
+    assert all(d.role_mask == (True, True, True) for d in router.decisions)
+    assert close(router.decisions[1].feature, coord.engine.reference_feature(texts[1]))

@@ -9,11 +9,26 @@ import pytest
 
 from evolve_fixture import ToyProblem, toy_cfg
 from trinity.errors import ConfigError
-from trinity.evolve.strategies import STRATEGIES, default_popsize, make_strategy
+from trinity.coordinator.head import Decision
+from trinity.evolve.strategies import STRATEGIES, EpisodeRecord, default_popsize, make_strategy
+
+BLACK_BOX = sorted(n for n, cls in STRATEGIES.items() if not cls.on_policy)
+
+
+def _episodes(strategy, xs):
+    """On-policy strategies also learn from episodes: synthetic ones (feature size 2, so 12 parameters
+    are a head of 3 agents + 3 roles), deterministic in the candidates."""
+    if not strategy.on_policy:
+        return None
+    out = []
+    for c, x in enumerate(xs):
+        out.append([EpisodeRecord(float((c + e) % 2), [Decision(np.array([1.0, -0.5 * e]), (c + e) % 3, e % 3,
+                                                                (True, True, True))]) for e in range(3)])
+    return out
 
 
 def test_registry_and_popsize_rule():
-    assert {"sep_cma", "random_search"} <= set(STRATEGIES)
+    assert {"sep_cma", "random_search", "reinforce"} <= set(STRATEGIES)
     assert default_popsize(15_000) == 33  # ceil(4 + 3 ln 15000) = ceil(32.85)
     assert default_popsize(24) == 14
     assert make_strategy("sep_cma", 24, sigma0=0.03, popsize=None, seed=1).popsize == 14
@@ -21,7 +36,7 @@ def test_registry_and_popsize_rule():
         make_strategy("nope", 4, sigma0=0.1, popsize=None, seed=1)
 
 
-@pytest.mark.parametrize("name", sorted(STRATEGIES))
+@pytest.mark.parametrize("name", BLACK_BOX)  # reinforce learns from episodes: tests/test_reinforce.py
 def test_strategy_improves_on_toy_routing_problem(name):
     problem = ToyProblem(toy_cfg())
     strategy = make_strategy(name, problem.n_params, sigma0=0.5, popsize=10, seed=11)
@@ -46,10 +61,12 @@ def test_state_is_explicit_and_ask_tell_are_idempotent(name):
     same_state, again = strategy.ask(state)  # pending candidates come back unchanged
     assert same_state is state and all(np.array_equal(a, b) for a, b in zip(xs, again))
     fitness = [-float(np.sum(x ** 2)) for x in xs]
-    told = strategy.tell(state, fitness)
-    assert strategy.tell(told, fitness) is told  # a repeated tell of the same generation is harmless
-    twice = strategy.tell(state, fitness)  # and telling the same asked state again gives the same result
+    episodes = _episodes(strategy, xs)
+    told = strategy.tell(state, fitness, episodes)
+    assert strategy.tell(told, fitness, episodes) is told  # a repeated tell of the same generation is harmless
+    twice = strategy.tell(state, fitness, episodes)  # and telling the same asked state again gives the same result
     assert np.array_equal(strategy.mean(told), strategy.mean(twice))
+    assert not np.array_equal(strategy.mean(told), strategy.mean(state)) or name == "random_search"
 
     # the state alone (round-tripped through pickle, in a "new process") continues identically
     restored = pickle.loads(pickle.dumps(told))

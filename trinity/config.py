@@ -8,6 +8,7 @@ DVC stages read the composed `params.yaml`; flows triggered from the Prefect UI 
 
 from __future__ import annotations
 
+import copy
 import os
 from pathlib import Path
 from typing import Any, Iterable
@@ -128,6 +129,77 @@ def validate(cfg: DictConfig) -> None:
     kind = _get(cfg, "runner.kind")
     if kind not in ("threads", "dask"):
         raise ConfigError(f"config key 'runner.kind' must be threads|dask, got {kind!r}")
+    _validate_training(cfg)
+    _validate_ablations(cfg)
+
+
+def _validate_training(cfg: DictConfig) -> None:
+    from trinity.evolve.strategies import STRATEGIES
+    from trinity.routing import ROLES
+
+    roles = _get(cfg, "coordinator.roles")
+    if roles is not None:
+        roles = [str(r) for r in roles]
+        if not roles or any(r not in ROLES for r in roles) or len(set(roles)) != len(roles) or "worker" not in roles:
+            raise ConfigError(f"config key 'coordinator.roles' must list distinct roles from {list(ROLES)} including "
+                              f"worker (only a Worker answers), got {roles}")
+    strategy = _get(cfg, "evolve.strategy")
+    if strategy is not None and strategy not in STRATEGIES:
+        raise ConfigError(f"config key 'evolve.strategy': unknown strategy {strategy!r}; known: {sorted(STRATEGIES)}")
+    if strategy is not None and getattr(STRATEGIES[strategy], "on_policy", False) and _get(cfg, "coordinator.svf.enabled"):
+        raise ConfigError(f"config key 'coordinator.svf.enabled' must be false with evolve.strategy={strategy} "
+                          "(policy gradient trains the routing head only)")
+
+
+def apply_overrides(cfg: DictConfig, overrides: Any, *, where: str) -> DictConfig:
+    """A copy of `cfg` with dotted overrides ({"evolve.strategy": "reinforce", ...}) applied. Every key
+    must already exist in `cfg`, so a typo is a ConfigError naming `<where>.<key>`, never a silent no-op."""
+    out = copy.deepcopy(cfg)
+    OmegaConf.set_struct(out, False)
+    items = overrides.items() if overrides is not None else []
+    for key, value in items:
+        key = str(key)
+        parent, _, leaf = key.rpartition(".")
+        node = OmegaConf.select(out, parent) if parent else out
+        if not isinstance(node, DictConfig) or leaf not in node:
+            raise ConfigError(f"config key '{where}.{key}': no key '{key}' in the composed config to override")
+        OmegaConf.update(out, key, value, merge=False)
+    return out
+
+
+def ablation_variants(cfg: DictConfig) -> dict[str, DictConfig]:
+    """The selected ablation variants (`ablations.variants`, in that order) as full configs: the
+    composed config with the variant's overrides applied and the `ablations` section removed."""
+    ab = _get(cfg, "ablations")
+    if ab is None or not ab.get("enabled", False):
+        return {}
+    definitions = _require(cfg, "ablations.definitions")
+    if not isinstance(definitions, DictConfig):
+        raise ConfigError("config key 'ablations.definitions' must map variant names to dotted overrides")
+    names = ab.get("variants")
+    names = list(definitions) if names is None else [str(n) for n in names]
+    out: dict[str, DictConfig] = {}
+    for name in names:
+        if name not in definitions:
+            raise ConfigError(f"config key 'ablations.variants': unknown variant {name!r}; defined: {list(definitions)}")
+        if name in out:
+            raise ConfigError(f"config key 'ablations.variants': {name!r} is listed twice")
+        overrides = definitions[name]
+        if overrides is not None and not isinstance(overrides, DictConfig):
+            raise ConfigError(f"config key 'ablations.definitions.{name}' must map dotted keys to values")
+        variant = apply_overrides(cfg, overrides, where=f"ablations.definitions.{name}")
+        del variant["ablations"]
+        out[name] = variant
+    return out
+
+
+def _validate_ablations(cfg: DictConfig) -> None:
+    for name, variant in ablation_variants(cfg).items():
+        try:
+            validate(variant)
+        except ConfigError as e:
+            raise ConfigError(f"ablation variant {name!r} (ablations.definitions.{name}): {e}; fix the definition, "
+                              "leave the variant out of ablations.variants, or set ablations.enabled=false") from None
 
 
 def check_api_keys(cfg: DictConfig) -> None:

@@ -19,14 +19,23 @@ import numpy as np
 from trinity.coordinator.backbone import Backbone, load_backbone
 from trinity.coordinator.engine import FeatureEngine
 from trinity.coordinator.feature_cache import FeatureCache
-from trinity.coordinator.head import RoutingHead
+from trinity.coordinator.head import RoutingHead, check_roles
 from trinity.coordinator.layout import ParamLayout
 from trinity.coordinator.prompt import PromptRenderer
 from trinity.coordinator.router import CoordinatorRouter
 from trinity.coordinator.saved import check_metadata, load_params, save_params
 from trinity.coordinator.service import FeatureService
 from trinity.coordinator.svf import SVFAdapter
-from trinity.routing import ROLES
+from trinity.errors import ConfigError
+
+
+def configured_roles(cfg: Any) -> tuple[str, ...]:
+    """`coordinator.roles` (default: all of ROLES) in ROLES order."""
+    roles = cfg.coordinator.get("roles")
+    try:
+        return check_roles(None if roles is None else list(roles))
+    except ValueError as e:
+        raise ConfigError(f"config key 'coordinator.roles': {e}") from None
 
 
 class Coordinator:
@@ -37,6 +46,7 @@ class Coordinator:
         system_template: str,
         *,
         token_position: int = -2,
+        roles: Sequence[str] | None = None,
         svf_matrices: Sequence[str] = (),
         routing: str = "sample",
         memory_items: int = 4096,
@@ -48,6 +58,7 @@ class Coordinator:
         self.backbone = backbone
         self.pool_models = tuple(pool_models)
         self.token_position = int(token_position)
+        self.roles = check_roles(roles)  # the roles the head may pick (ablations: no Thinker, no roles)
         self.routing = routing
         self.svf = SVFAdapter(backbone, list(svf_matrices)) if svf_matrices else None
         self.layout = ParamLayout(self.svf.matrices if self.svf else (), len(self.pool_models), backbone.hidden_size)
@@ -76,6 +87,7 @@ class Coordinator:
             [str(name) for name in cfg.pool.models],
             str(cfg.protocol.coordinator_system),
             token_position=int(c.get("token_position", -2)),
+            roles=configured_roles(cfg),
             svf_matrices=list(svf.get("matrices", []) or []) if svf.get("enabled", False) else (),
             routing=str(c.get("routing", "sample")),
             memory_items=int(fc.get("memory_items", 4096)),
@@ -95,10 +107,12 @@ class Coordinator:
         return self.backbone.hidden_size
 
     def head_for(self, params: np.ndarray) -> RoutingHead:
-        return RoutingHead(self.layout.head_weights(params), len(self.pool_models))
+        return RoutingHead(self.layout.head_weights(params), len(self.pool_models), self.roles)
 
-    def router_for(self, params: np.ndarray, mode: str | None = None) -> CoordinatorRouter:
-        return CoordinatorRouter(self.head_for(params), self.service, self.layout.svf_deltas(params), mode or self.routing)
+    def router_for(self, params: np.ndarray, mode: str | None = None, *, record: bool = False) -> CoordinatorRouter:
+        """A router for one candidate; `record=True` keeps its decisions (build one per episode then)."""
+        return CoordinatorRouter(self.head_for(params), self.service, self.layout.svf_deltas(params),
+                                 mode or self.routing, record=record)
 
     def precompute(self, transcripts: Sequence[str], svf_deltas: np.ndarray | None = None) -> np.ndarray:
         from trinity.coordinator.engine import FeatureRequest
@@ -114,7 +128,7 @@ class Coordinator:
             "backbone_revision": self.backbone.revision,
             "hidden_size": self.hidden_size,
             "pool_models": list(self.pool_models),
-            "roles": list(ROLES),
+            "roles": list(self.roles),
             "token_position": self.token_position,
             "svf_matrices": [[name, rank] for name, rank in self.layout.svf_matrices],
             "num_params": self.num_params,
@@ -136,7 +150,7 @@ class Coordinator:
             "pool_models": [str(n) for n in cfg.pool.models],
             "backbone_id": str(cfg.coordinator.backbone.id),
             "token_position": int(cfg.coordinator.get("token_position", -2)),
-            "roles": list(ROLES),
+            "roles": list(configured_roles(cfg)),
         }
         if not svf.get("enabled", False):
             early["svf_matrices"] = []

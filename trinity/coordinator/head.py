@@ -3,9 +3,17 @@
 Rows 0..L-1 are the agent logits in pool order; rows L..L+2 the role logits in trinity.routing.ROLES
 order. Agent and role are drawn independently from their two softmaxes (training and default
 serving), or taken by argmax for deterministic serving.
+
+Role restriction (the paper's "no Thinker" / "no roles" ablations): `allowed_roles` lists the roles the
+head may pick. The layout keeps all three role rows; a disallowed role gets probability 0 and the
+allowed ones are renormalised (a softmax over the allowed logits), in sampling and argmax alike.
+Sampling still draws exactly two uniforms per turn, so episode random streams line up across variants.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 
@@ -14,19 +22,48 @@ from trinity.routing import ROLES
 MODES = ("sample", "argmax")
 
 
-def softmax(logits: np.ndarray) -> np.ndarray:
+def softmax(logits: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+    """Softmax; entries where `mask` is False get probability exactly 0 (the rest renormalised)."""
     z = np.asarray(logits, dtype=np.float64)
+    if mask is not None:
+        z = np.where(mask, z, -np.inf)
     z = np.exp(z - z.max())
     return z / z.sum()
 
 
+def check_roles(roles: Sequence[str] | None) -> tuple[str, ...]:
+    """The allowed roles in ROLES order; None means all. Worker must stay: only a Worker answers."""
+    if roles is None:
+        return ROLES
+    roles = [str(r) for r in roles]
+    unknown = [r for r in roles if r not in ROLES]
+    if unknown or len(set(roles)) != len(roles) or "worker" not in roles:
+        raise ValueError(f"allowed roles must be distinct names from {ROLES} including 'worker', got {roles}")
+    return tuple(r for r in ROLES if r in roles)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One routing decision as the head made it: the feature it read and the (agent, role) it drew.
+
+    `role` indexes ROLES; `role_mask` marks the roles the head was allowed to pick. Policy-gradient
+    training (the `reinforce` strategy) needs exactly this per turn."""
+
+    feature: np.ndarray
+    agent: int
+    role: int
+    role_mask: tuple[bool, ...]
+
+
 class RoutingHead:
-    def __init__(self, weights: np.ndarray, n_agents: int):
+    def __init__(self, weights: np.ndarray, n_agents: int, allowed_roles: Sequence[str] | None = None):
         weights = np.asarray(weights, dtype=np.float64)
         if weights.ndim != 2 or weights.shape[0] != n_agents + len(ROLES):
             raise ValueError(f"head weights must have shape ({n_agents + len(ROLES)}, d), got {weights.shape}")
         self.weights = weights
         self.n_agents = n_agents
+        self.allowed_roles = check_roles(allowed_roles)
+        self.role_mask = np.array([r in self.allowed_roles for r in ROLES])
 
     @staticmethod
     def num_params(n_agents: int, hidden_size: int) -> int:
@@ -42,7 +79,7 @@ class RoutingHead:
 
     def probabilities(self, feature: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         agent_logits, role_logits = self.logits(feature)
-        return softmax(agent_logits), softmax(role_logits)
+        return softmax(agent_logits), softmax(role_logits, self.role_mask)
 
     def choose(self, feature: np.ndarray, rng: np.random.Generator | None, mode: str = "sample") -> tuple[int, str]:
         """(agent index, role). Sampling draws exactly two uniforms from `rng`: agent first, then role."""
@@ -55,7 +92,26 @@ class RoutingHead:
             raise ValueError("sampling needs an explicit numpy Generator (the episode's seeded rng)")
         return _draw(p_agent, rng.random()), ROLES[_draw(p_role, rng.random())]
 
+    def log_prob_grad(self, feature: np.ndarray, agent: int, role: int | str) -> np.ndarray:
+        """d log pi(agent, role | feature) / dW, shape of W: outer(onehot - softmax, feature) per block.
+
+        Disallowed role rows get zero gradient (their probability is 0 whatever their logits)."""
+        role = ROLES.index(role) if isinstance(role, str) else int(role)
+        f = np.asarray(feature, dtype=np.float64)
+        p_agent, p_role = self.probabilities(f)
+        d_agent, d_role = -p_agent, -p_role
+        d_agent[agent] += 1.0
+        d_role[role] += 1.0
+        return np.outer(np.concatenate([d_agent, d_role]), f)
+
+    def log_prob(self, feature: np.ndarray, agent: int, role: int | str) -> float:
+        role = ROLES.index(role) if isinstance(role, str) else int(role)
+        p_agent, p_role = self.probabilities(feature)
+        return float(np.log(p_agent[agent]) + np.log(p_role[role]))
+
 
 def _draw(p: np.ndarray, u: float) -> int:
-    """Inverse-CDF draw: reproducible from the uniform alone, immune to rounding at the top end."""
-    return int(min(np.searchsorted(np.cumsum(p), u * p.sum(), side="right"), len(p) - 1))
+    """Inverse-CDF draw: reproducible from the uniform alone, immune to rounding at the top end
+    (never returns an index of probability 0)."""
+    last = int(np.flatnonzero(p > 0)[-1])
+    return int(min(np.searchsorted(np.cumsum(p), u * p.sum(), side="right"), last))

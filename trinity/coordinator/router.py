@@ -4,21 +4,32 @@ from __future__ import annotations
 
 import numpy as np
 
-from trinity.coordinator.head import MODES, RoutingHead
+from trinity.coordinator.head import MODES, Decision, RoutingHead
 from trinity.coordinator.service import FeatureService
+from trinity.routing import ROLES
 
 
 class CoordinatorRouter:
-    """Implements trinity.routing.Router: feature of the transcript -> head -> (agent index, role)."""
+    """Implements trinity.routing.Router: feature of the transcript -> head -> (agent index, role).
 
-    def __init__(self, head: RoutingHead, service: FeatureService, svf_deltas: np.ndarray | None = None, mode: str = "sample"):
+    With `record=True` the router keeps every decision (feature, agent, role) in `decisions`, in call
+    order; build one recording router per episode so the list is that episode's turns (policy-gradient
+    training reads them)."""
+
+    def __init__(self, head: RoutingHead, service: FeatureService, svf_deltas: np.ndarray | None = None, mode: str = "sample",
+                 *, record: bool = False):
         if mode not in MODES:
             raise ValueError(f"routing mode must be one of {MODES}, got {mode!r}")
         self.head = head
         self.service = service
         self.svf_deltas = svf_deltas
         self.mode = mode
+        self.decisions: list[Decision] | None = [] if record else None
 
     async def choose(self, transcript: str, turn: int, rng: np.random.Generator) -> tuple[int, str]:
         feature = await self.service.features(transcript, self.svf_deltas)
-        return self.head.choose(feature, rng, self.mode)
+        agent, role = self.head.choose(feature, rng, self.mode)
+        if self.decisions is not None:
+            mask = tuple(bool(m) for m in self.head.role_mask)
+            self.decisions.append(Decision(np.asarray(feature, dtype=np.float32).copy(), agent, ROLES.index(role), mask))
+        return agent, role

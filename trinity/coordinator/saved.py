@@ -1,8 +1,9 @@
 """Saved coordinators: the flat parameter vector in safetensors, with metadata that loading checks.
 
 The metadata (JSON, stored in the safetensors header and copied next to the file for people) names the
-backbone (id, revision), hidden size, pool model names in head order, roles, token position, SVF
-matrices and parameter count. A coordinator saved for another pool or backbone is refused with a
+backbone (id, revision), hidden size, pool model names in head order, the roles the head may pick
+(`coordinator.roles`; the head always has the three role rows of ROLES), token position, SVF matrices
+and parameter count. A coordinator saved for another pool or backbone is refused with a
 CoordinatorMismatchError, never used to route silently to the wrong models.
 """
 

@@ -13,6 +13,7 @@ _EXPORTS = {
     "CheckpointError": "trinity.evolve.errors",
     "STRATEGIES": "trinity.evolve.strategies",
     "Strategy": "trinity.evolve.strategies",
+    "EpisodeRecord": "trinity.evolve.strategies",
     "register_strategy": "trinity.evolve.strategies",
     "make_strategy": "trinity.evolve.strategies",
     "default_popsize": "trinity.evolve.strategies",

@@ -2,7 +2,10 @@
 
 It knows nothing of the pool, the coordinator or the episode runner: the caller passes callbacks.
 - `evaluate_population(generation, candidates) -> traces per candidate`: the caller gives every candidate
-  of a generation the same items and sampling seeds (common random numbers).
+  of a generation the same items and sampling seeds (common random numbers). For an on-policy strategy
+  (REINFORCE) the loop calls `evaluate_population(generation, candidates, record_decisions=True)`, which
+  returns `(traces per candidate, {episode key: routing decisions in turn order})`; the episodes of
+  different candidates should then use different random streams (they are all the same policy).
 - `evaluate_mean(generation, params) -> traces` on the validation items.
 - `save_coordinator(path, params, meta)` whenever the validated mean improves.
 
@@ -32,7 +35,7 @@ from trinity.evolve.errors import BudgetExhausted
 from trinity.evolve.fitness import FitnessWeights, shaped_fitness
 from trinity.evolve.outputs import RunPaths, write_outputs
 from trinity.evolve.progress import progress_report
-from trinity.evolve.strategies import Strategy, make_strategy
+from trinity.evolve.strategies import EpisodeRecord, Strategy, make_strategy
 from trinity.evolve.tables import episode_row
 from trinity.seeding import derive_seed
 
@@ -54,14 +57,19 @@ class EvolveSettings:
     resume: bool
     max_turns: int
     weights: FitnessWeights
+    options: dict          # evolve.<strategy>: strategy-specific settings (e.g. evolve.reinforce.learning_rate)
 
     @classmethod
     def from_cfg(cls, cfg: DictConfig) -> "EvolveSettings":
         ev = cfg.evolve
         val = ev.get("validation") or {}
-        return cls(str(ev.get("strategy", "sep_cma")), float(ev.sigma0), ev.get("popsize"), int(ev.generations),
+        strategy = str(ev.get("strategy", "sep_cma"))
+        options = ev.get(strategy)
+        options = OmegaConf.to_container(options, resolve=True) if isinstance(options, DictConfig) else dict(options or {})
+        return cls(strategy, float(ev.sigma0), ev.get("popsize"), int(ev.generations),
                    val.get("every") or None, ev.get("early_stop_patience") or None, bool(ev.get("resume", True)),
-                   int(OmegaConf.select(cfg, "protocol.max_turns")), FitnessWeights.from_cfg(ev.get("fitness") or {}))
+                   int(OmegaConf.select(cfg, "protocol.max_turns")), FitnessWeights.from_cfg(ev.get("fitness") or {}),
+                   options)
 
 
 @dataclass(frozen=True)
@@ -97,7 +105,7 @@ def run_evolution(
     paths.out_dir.mkdir(parents=True, exist_ok=True)
     fingerprint = config_fingerprint(cfg, n_params)
     strategy = make_strategy(s.strategy, n_params, sigma0=s.sigma0, popsize=s.popsize,
-                             seed=derive_seed(cfg.seed, "evolve", s.strategy))
+                             seed=derive_seed(cfg.seed, "evolve", s.strategy), options=s.options)
     if fresh or not s.resume:
         paths.clear()
     resumed = paths.checkpoint.exists()
@@ -154,14 +162,22 @@ def _generation(run: dict[str, Any], g: int, strategy: Strategy, s: EvolveSettin
                 save_coordinator: SaveCoordinator, paths: RunPaths) -> dict[str, Any]:
     t0 = time.perf_counter()
     state, candidates = strategy.ask(run["state"])
-    population = evaluate_population(g, candidates)
+    decisions: dict[str, Any] = {}
+    if strategy.on_policy:
+        population, decisions = evaluate_population(g, candidates, record_decisions=True)
+    else:
+        population = evaluate_population(g, candidates)
     if len(population) != len(candidates):
         raise TrinityError(f"evaluate_population returned {len(population)} trace lists for {len(candidates)} candidates")
     for traces in population:
         _check_budget(traces, "training")
     parts = [shaped_fitness(traces, max_turns=s.max_turns, weights=s.weights) for traces in population]
     fitness = np.array([p.fitness for p in parts])
-    state = strategy.tell(state, fitness)
+    if strategy.on_policy:
+        episodes = [[EpisodeRecord(t.reward, decisions.get(t.episode.key(), ())) for t in traces] for traces in population]
+        state = strategy.tell(state, fitness, episodes)
+    else:
+        state = strategy.tell(state, fitness)
     rows = [episode_row(t, phase="train", generation=g, candidate=c, candidate_fitness=parts[c].fitness)
             for c, traces in enumerate(population) for t in traces]
 

@@ -1,4 +1,5 @@
-"""The evolve stage: sep-CMA-ES over the coordinator's flat parameters, rollouts on the pool.
+"""The evolve stage: sep-CMA-ES (or another registered strategy) over the coordinator's flat
+parameters, rollouts on the pool.
 
 `run(cfg, submit=...)` is plain Python; the Prefect flow passes a `submit` that turns each
 candidate's rollout into a task on its task runner (threads or Dask).
@@ -63,6 +64,17 @@ def run_dir(cfg: DictConfig) -> Path:
 
 
 def run(cfg: DictConfig, *, submit: Submit = inline_submit, progress: Callable[[dict], None] | None = None) -> dict:
+    out = evolve(cfg, out_dir=run_dir(cfg), submit=submit, progress=progress)
+    publish(out["run_dir"], Path(cfg.paths.runs))
+    (Path(cfg.paths.runs) / "pool_totals.json").write_text(json.dumps(out["pool_totals"], indent=2, default=str))
+    return out
+
+
+def evolve(cfg: DictConfig, *, out_dir: Path, submit: Submit = inline_submit,
+           progress: Callable[[dict], None] | None = None, metrics_dir: Path | None = None,
+           reports_dir: Path | None = None) -> dict:
+    """One evolution run of `cfg` in `out_dir` (resumes from its checkpoint); the ablate stage reuses it
+    with its own folders per variant. Returns the run folder, the EvolutionResult and the pool totals."""
     from trinity.evolve.loop import run_evolution
 
     cfg_yaml = OmegaConf.to_yaml(cfg, resolve=True)
@@ -76,8 +88,10 @@ def run(cfg: DictConfig, *, submit: Submit = inline_submit, progress: Callable[[
     log.info("coordinator: %d parameters; pool: %s; %d train items, %d validation items",
              coord.num_params, ", ".join(ctx.agents), len(train), len(val))
 
-    def evaluate_population(generation: int, candidates: list[np.ndarray]) -> list[list[Trace]]:
+    def evaluate_population(generation: int, candidates: list[np.ndarray], record_decisions: bool = False):
         chosen = item_sel.generation_items(cfg, train, generation)
+        if record_decisions:  # on-policy strategies: one batch in this process, decisions recorded
+            return ctx.run_recorded(candidates, chosen, generation=generation, repeats=repeats)
         uids = [it.uid for it in chosen]
         futures = [
             submit(rollout_candidate, cfg_yaml, generation, c, np.asarray(x).tolist(), uids, repeats)
@@ -93,19 +107,19 @@ def run(cfg: DictConfig, *, submit: Submit = inline_submit, progress: Callable[[
         path.mkdir(parents=True, exist_ok=True)
         coord.save(coordinator_file(path), np.asarray(params), meta)
 
-    out = run_dir(cfg)
+    out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     result = run_evolution(
         cfg, n_params=coord.num_params, evaluate_population=evaluate_population, evaluate_mean=evaluate_mean,
-        save_coordinator=save_coordinator, out_dir=out, progress=progress,
+        save_coordinator=save_coordinator, out_dir=out, progress=progress, metrics_dir=metrics_dir,
+        reports_dir=reports_dir,
     )
-    publish(out, Path(cfg.paths.runs))
-    (Path(cfg.paths.runs) / "pool_totals.json").write_text(json.dumps(ctx.totals(), indent=2, default=str))
-    return {"run_dir": str(out), "result": result}
+    return {"run_dir": str(out), "result": result, "pool_totals": ctx.totals()}
 
 
-def publish(run_out: Path, dest: Path) -> None:
+def publish(run_out: Path | str, dest: Path) -> None:
     """Copy the run's tables and trained coordinator into the DVC out (data/evolve)."""
+    run_out = Path(run_out)
     if dest.exists():
         shutil.rmtree(dest)
     dest.mkdir(parents=True)

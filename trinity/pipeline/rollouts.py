@@ -106,10 +106,19 @@ class RolloutContext:
             self._preload_states()
 
     def _preload_states(self) -> None:
-        """First-turn features from the cache_states stage, so no episode recomputes them."""
+        """First-turn features from the cache_states stage, so no episode recomputes them. They are
+        computed at the configured token position without SVF: a variant that reads another position
+        (last-token ablation) or adapts the backbone (SVF) skips them and computes its own."""
+        import json
+
         from trinity.coordinator.states import preload_state_cache
 
+        if self.coordinator.svf is not None:
+            return
         for path in sorted(Path(self.cfg.paths.states).glob("*.safetensors")):
+            index = path.with_suffix(".json")
+            if index.exists() and json.loads(index.read_text()).get("token_position") != self.coordinator.token_position:
+                continue
             preload_state_cache(self.coordinator, path)
 
     @classmethod
@@ -184,6 +193,27 @@ class RolloutContext:
                       repeats: int = 1, progress=None) -> list[Trace]:
         return self.run_router(self.router_for(params), items, generation=generation, candidate=candidate,
                                repeats=repeats, progress=progress)
+
+    def run_recorded(self, candidates: Sequence[np.ndarray], items: Sequence[TaskItem], *, generation: int,
+                     repeats: int = 1) -> tuple[list[list[Trace]], dict[str, list]]:
+        """On-policy rollouts (REINFORCE): every candidate's episodes at once, one recording router per
+        episode and an independent random stream per candidate (they are copies of one policy, so shared
+        streams would repeat the same episodes). Returns traces per candidate and, per episode key, the
+        routing decisions (feature, agent, role) in turn order."""
+        assert self.coordinator is not None, "this context was built without a coordinator"
+        mode = "sample"  # the policy gradient is for the sampled actions, whatever coordinator.routing says
+        specs, routers = [], []
+        for c, params in enumerate(candidates):
+            for item in items:
+                for r in range(repeats):
+                    router = self.coordinator.router_for(np.asarray(params, dtype=np.float64), mode=mode, record=True)
+                    specs.append(EpisodeSpec.create(int(self.cfg.seed), item, router, generation=generation,
+                                                    candidate=c, repeat=r, shared_across_candidates=False))
+                    routers.append(router)
+        traces = self.run_specs(specs)
+        decisions = {spec.episode_id.key(): list(router.decisions) for spec, router in zip(specs, routers)}
+        per = len(items) * repeats
+        return [traces[c * per:(c + 1) * per] for c in range(len(candidates))], decisions
 
     def totals(self) -> dict:
         return self.pool.totals()

@@ -1,0 +1,216 @@
+"""The ablate stage: variant configs and their validation, and the stage end to end on a scripted pool with
+a tiny random backbone (real rollouts, real evolution loop, real coordinator save/load), including a
+resume after an interruption."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+from omegaconf import OmegaConf
+
+from scripted_pool import ScriptedPool
+from test_coordinator_support import tiny_backbone
+from trinity import config
+from trinity.errors import ConfigError
+
+DEFAULT_VARIANTS = ["random_search", "reinforce", "no_thinker", "no_roles", "last_token", "svf"]
+
+
+# ---------------------------------------------------------------------- configuration
+def test_default_variants_are_the_papers_ablations_at_the_main_budget():
+    cfg = config.compose()
+    assert cfg.ablations.enabled and list(cfg.ablations.variants) == DEFAULT_VARIANTS
+    variants = config.ablation_variants(cfg)
+    assert list(variants) == DEFAULT_VARIANTS
+    assert variants["random_search"].evolve.strategy == "random_search"
+    assert variants["reinforce"].evolve.strategy == "reinforce"
+    assert list(variants["no_thinker"].coordinator.roles) == ["worker", "verifier"]
+    assert list(variants["no_roles"].coordinator.roles) == ["worker"]
+    assert variants["last_token"].coordinator.token_position == -1
+    svf = variants["svf"].coordinator.svf
+    assert svf.enabled and len(svf.matrices) == 7 and all(".layers.28." in m for m in svf.matrices)
+    for v in variants.values():  # same budget as the main run; the section itself is dropped
+        assert "ablations" not in v
+        for key in ("popsize", "generations", "episodes_per_candidate", "validation"):
+            assert v.evolve[key] == cfg.evolve[key]
+    assert list(cfg.coordinator.roles) == ["worker", "thinker", "verifier"]  # the main config is untouched
+
+
+def _with_definition(cfg, name, overrides):
+    cfg = cfg.copy()
+    OmegaConf.set_struct(cfg, False)
+    cfg.ablations.definitions[name] = overrides
+    cfg.ablations.variants = [name]
+    return cfg
+
+
+def test_unknown_override_key_unknown_variant_and_invalid_variant_are_named():
+    cfg = config.compose()
+    with pytest.raises(ConfigError, match=r"ablations\.definitions\.typo\.evolve\.sigam0"):
+        config.validate(_with_definition(cfg, "typo", {"evolve.sigam0": 0.1}))
+    with pytest.raises(ConfigError, match=r"ablations\.definitions\.deep\.coordinator\.svf\.nope"):
+        config.validate(_with_definition(cfg, "deep", {"coordinator.svf.nope": True}))
+    with pytest.raises(ConfigError, match=r"ablations\.variants.*'nope'"):
+        config.compose(["ablations.variants=[nope]"])
+    with pytest.raises(ConfigError, match=r"ablation variant 'both'.*coordinator\.svf\.enabled"):
+        config.validate(_with_definition(cfg, "both", {"evolve.strategy": "reinforce", "coordinator.svf.enabled": True,
+                                                       "coordinator.svf.matrices": ["lm_head"]}))
+    with pytest.raises(ConfigError, match=r"ablation variant 'roles'.*coordinator\.roles"):
+        config.validate(_with_definition(cfg, "roles", {"coordinator.roles": ["thinker"]}))
+    assert config.ablation_variants(config.compose(["ablations.enabled=false"])) == {}
+
+
+# ---------------------------------------------------------------------- the stage on a scripted pool
+class _Pool(ScriptedPool):
+    async def aclose(self) -> None:
+        pass
+
+    def totals(self) -> dict:
+        return {"calls": self.count}
+
+
+@pytest.fixture()
+def scripted(tmp_path, monkeypatch):
+    """Composed config in tmp_path with prepared MMLU items, states for the default token position, a
+    tiny backbone, and a scripted pool where one model always answers right."""
+    from trinity.coordinator import coordinator as coordinator_module
+    from trinity.pipeline.cache_states_stage import run as cache_states
+    from trinity.pipeline.rollouts import RolloutContext
+    from trinity.pool.client import PoolClient
+    from trinity.tasks.prepare import load_items, prepare_suites
+
+    cfg = config.compose([
+        "tasks.train=[mmlu]", "tasks.transfer=[]", "tasks.max_items_per_suite=24",
+        "evolve.popsize=4", "evolve.generations=2", "evolve.episodes_per_candidate=2", "evolve.validation.every=1",
+        "evolve.validation.n_items=2", "evolve.max_concurrent_episodes=8", "protocol.max_turns=2",
+        "coordinator.backbone.id=tiny-llama", "ablations.variants=[reinforce,no_roles,last_token,svf]",
+        f"paths.data={tmp_path}/data", f"paths.prepared={tmp_path}/data/prepared", f"paths.states={tmp_path}/data/states",
+        f"paths.runs={tmp_path}/data/evolve", f"paths.metrics={tmp_path}/metrics", f"paths.reports={tmp_path}/reports",
+        f"paths.cache={tmp_path}/cache",
+    ])
+    OmegaConf.set_struct(cfg, False)
+    cfg.paths.ablations = f"{tmp_path}/data/ablations"
+    cfg.ablations.definitions.svf = {"coordinator.svf.enabled": True,  # the tiny backbone has 4 layers
+                                     "coordinator.svf.matrices": ["model.layers.2.self_attn.*_proj", "model.layers.2.mlp.*_proj"]}
+    config.validate(cfg)
+    monkeypatch.setattr(coordinator_module, "load_backbone", lambda *a, **k: tiny_backbone())
+    prepare_suites(cfg, cfg.paths.prepared)
+    items = {it.prompt.strip()[:200]: it for it in load_items(cfg.paths.prepared, "mmlu")}
+    oracle = list(cfg.pool.models)[1]
+
+    def worker(right: bool):
+        def reply(messages, sample_index):
+            user = messages[-1]["content"]
+            item = next(it for key, it in items.items() if user.startswith(key))
+            letter = item.reference["answer"] if isinstance(item.reference, dict) else item.reference
+            return f"The answer is ({letter if right else 'Z'}). <idea>checked</idea>"
+        return reply
+
+    pools: list[_Pool] = []
+
+    def make_pool(*args, **kwargs):
+        script = {(m, "worker"): worker(m == oracle) for m in cfg.pool.models}
+        script.update({"verifier": "ACCEPT", "thinker": "<suggestion>check</suggestion><suggested_role>worker</suggested_role>"})
+        pools.append(_Pool(cfg.protocol, script))
+        return pools[-1]
+
+    monkeypatch.setattr(PoolClient, "from_config", staticmethod(make_pool))
+    cache_states(cfg)  # first-turn features at the default token position (a last-token variant must skip them)
+    yield cfg, pools
+    RolloutContext.close_all()
+
+
+def test_ablate_stage_end_to_end_and_resume(scripted):
+    from trinity.coordinator.coordinator import Coordinator
+    from trinity.coordinator.saved import CoordinatorMismatchError
+    from trinity.pipeline import ablate_stage, evolve_stage
+
+    cfg, pools = scripted
+    lines: list[str] = []
+
+    def interrupt(info):
+        lines.append(info["line"])
+        if info["variant"] == "last_token" and info["generation"] == 0:
+            raise KeyboardInterrupt  # killed after last_token's first generation was committed
+
+    with pytest.raises(KeyboardInterrupt):
+        ablate_stage.run(cfg, progress=interrupt)
+    assert any(line.startswith("ablation 1/4 reinforce: ") for line in lines)
+    assert any(line.startswith("ablation 3/4 last_token: ") for line in lines)
+    first_run_pools = len(pools)
+
+    out = ablate_stage.run(cfg, progress=lambda info: lines.append(info["line"]))
+    metrics = json.loads((Path(cfg.paths.metrics) / "ablations.json").read_text())
+    assert out["metrics"] == json.loads(json.dumps(metrics))
+    assert list(metrics["variants"]) == ["reinforce", "no_roles", "last_token", "svf"]
+    assert metrics["budget"]["train_episodes_per_generation"] == 4 * 2 and metrics["budget"]["generations"] == 2
+    # finished variants come back from their checkpoints without a single pool call
+    rerun = dict(zip(["reinforce", "no_roles", "last_token", "svf"], pools[first_run_pools:]))
+    assert rerun["reinforce"].count == 0 and rerun["no_roles"].count == 0
+    assert metrics["variants"]["reinforce"]["resumed"] and metrics["variants"]["last_token"]["resumed"]
+    assert not metrics["variants"]["svf"]["resumed"]
+
+    root = Path(cfg.paths.ablations)
+    variants = ablate_stage.variants(cfg)
+    run_dirs = {evolve_stage.run_dir(v) for _, v in variants.values()}
+    assert len(run_dirs) == 4  # each variant has its own checkpoint folder
+    for name, (overrides, variant_cfg) in variants.items():
+        folder = root / name
+        assert {"coordinator.safetensors", "coordinator.json", "variant.yaml", "generations.parquet",
+                "summary.json"} <= {p.name for p in folder.iterdir()}
+        assert ablate_stage.load_overrides(folder) == overrides
+        gens = pl.read_parquet(folder / "generations.parquet")
+        assert gens.height == 2
+        row = metrics["variants"][name]
+        assert row["final_validation_reward"] == gens["validation_reward"].drop_nulls()[-1]
+        assert row["generations_completed"] == 2 and row["episodes"] >= 2 * 4 * 2
+        loaded, params = Coordinator.load(folder / "coordinator.safetensors",
+                                          config.apply_overrides(cfg, overrides, where=f"variant {name}"))
+        assert params.size == loaded.num_params
+    assert metrics["variants"]["reinforce"]["strategy"] == "reinforce"
+    reinforce = pl.read_parquet(root / "reinforce" / "generations.parquet")
+    assert (reinforce["sigma"] == 0.001).all()  # REINFORCE reports its learning rate as the step size
+
+    # no roles: every turn a Worker turn; the saved head refuses the default roles
+    episodes = pl.read_parquet(root / "no_roles" / "episodes.parquet")
+    assert set(episodes["roles"].explode().drop_nulls()) == {"worker"}
+    with pytest.raises(CoordinatorMismatchError, match="roles"):
+        Coordinator.load(root / "no_roles" / "coordinator.safetensors", cfg)
+    with pytest.raises(CoordinatorMismatchError, match="token_position"):
+        Coordinator.load(root / "last_token" / "coordinator.safetensors", cfg)
+    svf_meta = json.loads((root / "svf" / "coordinator.json").read_text())
+    assert len(svf_meta["svf_matrices"]) == 7 and svf_meta["num_params"] > (3 + 3) * 32
+
+
+def test_last_token_variant_never_reads_the_default_position_states(scripted):
+    from trinity.pipeline import ablate_stage
+    from trinity.pipeline.rollouts import RolloutContext
+
+    cfg, _ = scripted
+    variants = ablate_stage.variants(cfg)
+    main = RolloutContext.get(cfg).coordinator
+    preloaded = len(main.cache._memory)
+    assert preloaded > 0  # the default token position uses the precomputed first-turn states
+    for name in ("last_token", "svf"):
+        coord = RolloutContext.get(variants[name][1]).coordinator
+        assert len(coord.cache._memory) == 0, name
+        assert coord.cache.namespace != main.cache.namespace  # and their cache keys never collide
+    no_roles = RolloutContext.get(variants["no_roles"][1]).coordinator
+    assert len(no_roles.cache._memory) == preloaded and no_roles.cache.namespace == main.cache.namespace
+    feature = np.ones(main.hidden_size)
+    assert no_roles.head_for(np.ones(no_roles.num_params)).probabilities(feature)[1].tolist() == [1.0, 0.0, 0.0]
+
+
+def test_disabled_stage_writes_empty_outputs(tmp_path):
+    from trinity.pipeline import ablate_stage
+
+    cfg = config.compose(["ablations.enabled=false", f"paths.metrics={tmp_path}/m", f"paths.data={tmp_path}/d"])
+    OmegaConf.set_struct(cfg, False)
+    cfg.paths.ablations = f"{tmp_path}/d/ablations"
+    out = ablate_stage.run(cfg, evolve=lambda *a, **k: pytest.fail("nothing to train"))
+    assert out["metrics"] == {"enabled": False, "variants": {}}
+    assert (tmp_path / "d" / "ablations").is_dir() and (tmp_path / "m" / "ablations.json").exists()

@@ -1,0 +1,176 @@
+"""REINFORCE on the routing head: the score-function gradient, learning on a scripted environment, and
+the evolution loop's on-policy path (decisions recorded per episode, resumable like the ES path)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from evolve_fixture import save_coordinator, toy_cfg
+from trinity.coordinator.head import Decision, RoutingHead
+from trinity.episodes.trace import EpisodeId, Trace, Turn
+from trinity.errors import ConfigError
+from trinity.evolve.strategies import EpisodeRecord, make_strategy
+from trinity.routing import ROLES
+from trinity.seeding import rng as seeded_rng
+
+N_AGENTS, D = 3, 5
+ALL, NO_THINKER, NO_ROLES = ROLES, ("worker", "verifier"), ("worker",)
+
+
+def _numeric_grad(fn, w: np.ndarray, h: float = 1e-6) -> np.ndarray:
+    out = np.zeros_like(w)
+    for idx in np.ndindex(w.shape):
+        up, down = w.copy(), w.copy()
+        up[idx] += h
+        down[idx] -= h
+        out[idx] = (fn(up) - fn(down)) / (2 * h)
+    return out
+
+
+@pytest.mark.parametrize("roles", [ALL, NO_THINKER, NO_ROLES])
+def test_log_prob_gradient_matches_finite_differences(roles):
+    r = np.random.default_rng(0)
+    w = r.normal(size=(N_AGENTS + 3, D))
+    feature = r.normal(size=D)
+    for agent, role in [(0, "worker"), (2, roles[-1]), (1, roles[0])]:
+        analytic = RoutingHead(w, N_AGENTS, roles).log_prob_grad(feature, agent, role)
+        numeric = _numeric_grad(lambda x: RoutingHead(x, N_AGENTS, roles).log_prob(feature, agent, role), w)
+        assert np.allclose(analytic, numeric, atol=1e-6), (roles, agent, role)
+        for i, name in enumerate(ROLES):  # a role the head may not pick gets no gradient
+            if name not in roles:
+                assert not analytic[N_AGENTS + i].any()
+
+
+def test_strategy_gradient_is_the_baselined_score_function():
+    r = np.random.default_rng(1)
+    w = r.normal(size=(N_AGENTS + 3, D))
+    records = []
+    for e in range(6):
+        decisions = [Decision(r.normal(size=D), int(r.integers(N_AGENTS)), int(r.choice([0, 2])), (True, False, True))
+                     for _ in range(1 + e % 3)]
+        records.append(EpisodeRecord(float(e % 2), decisions))
+    strategy = make_strategy("reinforce", w.size, sigma0=0.03, popsize=2, seed=0)
+    grad, baseline = strategy.gradient(w.ravel(), records)
+    assert baseline == 0.5
+
+    def surrogate(x: np.ndarray) -> float:  # 1/N sum (R - b) sum_t log pi(a_t | f_t)
+        head = RoutingHead(x, N_AGENTS, NO_THINKER)
+        return sum((rec.reward - baseline) * sum(head.log_prob(d.feature, d.agent, d.role) for d in rec.decisions)
+                   for rec in records) / len(records)
+
+    assert np.allclose(grad.reshape(w.shape), _numeric_grad(surrogate, w), atol=1e-6)
+    assert not grad.reshape(w.shape)[N_AGENTS + 1].any()  # thinker row untouched under no-thinker
+
+
+def _scripted_episodes(params: np.ndarray, generation: int, candidates: int, episodes: int, roles=ALL):
+    """Agent 0 always earns reward 1, every other agent 0; one turn per episode; features vary."""
+    head = RoutingHead(params.reshape(N_AGENTS + 3, D), N_AGENTS, roles)
+    out = []
+    for c in range(candidates):
+        rows = []
+        for e in range(episodes):
+            r = seeded_rng(7, "scripted", generation, c, e)
+            feature = r.normal(size=D) + np.array([1.0, 0, 0, 0, 0])
+            agent, role = head.choose(feature, r)
+            rows.append((EpisodeRecord(1.0 if agent == 0 else 0.0,
+                                       [Decision(feature, agent, ROLES.index(role), tuple(head.role_mask))]), agent))
+        out.append(rows)
+    return out
+
+
+def _p_agent0(params: np.ndarray) -> float:
+    head = RoutingHead(params.reshape(N_AGENTS + 3, D), N_AGENTS)
+    feats = seeded_rng(7, "probe").normal(size=(200, D)) + np.array([1.0, 0, 0, 0, 0])
+    return float(np.mean([head.probabilities(f)[0][0] for f in feats]))
+
+
+@pytest.mark.parametrize("optimizer, lr", [("adam", 0.05), ("sgd", 0.5)])
+def test_reinforce_raises_the_probability_of_the_rewarded_agent(optimizer, lr):
+    n = (N_AGENTS + 3) * D
+    strategy = make_strategy("reinforce", n, sigma0=0.03, popsize=4, seed=0,
+                             options={"learning_rate": lr, "optimizer": optimizer})
+    state = strategy.init()
+    start = _p_agent0(strategy.mean(state))
+    for g in range(30):
+        state, xs = strategy.ask(state)
+        assert all(np.array_equal(x, strategy.mean(state)) for x in xs)  # every candidate is the current policy
+        eps = _scripted_episodes(xs[0], g, len(xs), 8)
+        fitness = [np.mean([rec.reward for rec, _ in rows]) for rows in eps]
+        state = strategy.tell(state, fitness, [[rec for rec, _ in rows] for rows in eps])
+    end = _p_agent0(strategy.mean(state))
+    assert abs(start - 1 / 3) < 1e-9 and end > 0.6, (start, end)
+    assert state["generation"] == 30 and strategy.sigma(state) == lr
+
+
+def test_options_are_checked_and_svf_is_refused():
+    with pytest.raises(ConfigError, match="evolve.reinforce.lr"):
+        make_strategy("reinforce", 12, sigma0=0.1, popsize=2, seed=0, options={"lr": 0.1})
+    with pytest.raises(ConfigError, match="evolve.reinforce.optimizer"):
+        make_strategy("reinforce", 12, sigma0=0.1, popsize=2, seed=0, options={"optimizer": "lbfgs"})
+    strategy = make_strategy("reinforce", 13, sigma0=0.1, popsize=2, seed=0)  # 13 is no (L + 3) x d head
+    state, xs = strategy.ask(strategy.init())
+    rec = EpisodeRecord(1.0, [Decision(np.ones(2), 0, 0, (True, True, True))])
+    with pytest.raises(ConfigError, match="head only"):
+        strategy.tell(state, [0.0, 1.0], [[rec], [EpisodeRecord(0.0, rec.decisions)]])
+    with pytest.raises(ValueError, match="learns from episodes"):
+        strategy.tell(state, [0.0, 1.0])
+
+
+# ------------------------------------------------------------------ the evolution loop's on-policy path
+class ScriptedOnPolicy:
+    """evaluate_population for the loop: real Trace objects plus the recorded decisions per episode key."""
+
+    def __init__(self, stop_at: int | None = None, episodes: int = 6):
+        self.episodes, self.stop_at = episodes, stop_at
+        self.record_calls = 0
+
+    def traces(self, params, generation, candidate_count):
+        eps = _scripted_episodes(np.asarray(params), generation, candidate_count, self.episodes)
+        population, decisions = [], {}
+        for c, rows in enumerate(eps):
+            traces = []
+            for e, (rec, agent) in enumerate(rows):
+                ep = EpisodeId(generation, c, f"toy/{e}", 0)
+                traces.append(Trace(ep, e, [Turn(0, f"m{agent}", agent, "worker", False)], final_answer="x",
+                                    reward=rec.reward, end_reason="turn_limit"))
+                decisions[ep.key()] = list(rec.decisions)
+            population.append(traces)
+        return population, decisions
+
+    def evaluate_population(self, generation, candidates, record_decisions=False):
+        assert record_decisions, "an on-policy strategy must ask for recorded decisions"
+        if generation == self.stop_at:
+            raise KeyboardInterrupt
+        self.record_calls += 1
+        return self.traces(candidates[0], generation, len(candidates))
+
+    def evaluate_mean(self, generation, params):
+        return self.traces(params, 1000 + generation, 1)[0][0]
+
+
+def _loop_cfg(tmp, generations: int):
+    cfg = toy_cfg(strategy="reinforce", generations=generations, popsize=3, every=2, episodes=6, tmp=tmp)
+    cfg.evolve.reinforce = {"learning_rate": 0.05}
+    return cfg
+
+
+def test_loop_runs_reinforce_on_recorded_decisions_and_resumes_identically(tmp_path):
+    from trinity.evolve.loop import run_evolution
+
+    n = (N_AGENTS + 3) * D
+
+    def go(out, stop_at=None):
+        env = ScriptedOnPolicy(stop_at)
+        result = run_evolution(_loop_cfg(tmp_path, 6), n_params=n, evaluate_population=env.evaluate_population,
+                               evaluate_mean=env.evaluate_mean, save_coordinator=save_coordinator, out_dir=out)
+        return result, env
+
+    straight, env = go(tmp_path / "straight")
+    assert env.record_calls == 6 and straight.generations_completed == 6
+    assert _p_agent0(straight.final_mean) > 0.4  # from 1/3 in six steps
+    with pytest.raises(KeyboardInterrupt):
+        go(tmp_path / "resumed", stop_at=3)  # interrupted inside generation 3 ...
+    resumed, env2 = go(tmp_path / "resumed")  # ... resumed at its start
+    assert env2.record_calls == 3 and resumed.resumed
+    assert np.array_equal(resumed.final_mean, straight.final_mean)
