@@ -4,11 +4,18 @@ Measures, on a 5-turn transcript of realistic length:
 - per-turn feature time with prefix KV reuse vs full recompute (goal: turn 5 with reuse <= 1/3 of full);
 - throughput of 8 prompts in one batched call vs one by one (goal: >= 3x), for fresh first-turn prompts
   and for next turns of 8 concurrent episodes (prefix reuse on);
+- the same next-turn comparison when each turn adds a short thought (one sentence, ~40 tokens: a
+  Verifier verdict or a terse idea), where per-call overhead rather than arithmetic dominates;
 - the same for the SVF per-candidate path (SVF on the 7 projections of the second-to-last layer):
-  one candidate from cached activations vs a full SVF forward; 8 candidates batched vs one by one.
+  one candidate from cached activations vs a full SVF forward; 8 candidates batched vs one by one;
+- what the `cache_states` stage does: `--states N` distinct first-turn prompts through
+  `Coordinator.precompute` in batches of `feature_cache.max_batch`, as prompts per second;
+- agreement: max |batched or reused feature - plain forward| / max |plain forward| (tests hold it <= 1e-4
+  in float32).
 Prints ONE JSON line. Times are medians of `--repeats` runs, in seconds.
 
-    python benchmarks/coordinator_features.py [--threads 2] [--repeats 3] [--device cpu]
+    python benchmarks/coordinator_features.py [--threads 2] [--repeats 3] [--device cpu] [--dtype float32]
+        [--states 32] [--overrides key=value ...]
 """
 
 from __future__ import annotations
@@ -42,13 +49,20 @@ THOUGHT = (
 )
 
 
-def episode(turns: int = 5, task: str = TASK) -> list[str]:
+SHORT_THOUGHT = "The rotational term adds a quarter of M v^2, so the answer is (B). "
+
+
+def episode(turns: int = 5, task: str = TASK, thought: str = THOUGHT * 2) -> list[str]:
     text = f"{task}\n\n{INSTRUCTIONS}"
     out = [text]
     for t in range(1, turns):
-        text += f"\n\n{t}. " + THOUGHT * 2 + f"(checked again in round {t})"
+        text += f"\n\n{t}. " + thought + f"(checked again in round {t})"
         out.append(text)
     return out
+
+
+def rel_diff(got: np.ndarray, want: np.ndarray) -> float:
+    return float(np.max(np.abs(np.asarray(got) - np.asarray(want))) / max(1e-12, float(np.max(np.abs(want)))))
 
 
 def median_time(fn, repeats: int, setup=None) -> float:
@@ -67,6 +81,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--dtype", default="float32", help="float32 | bfloat16 | float16")
+    parser.add_argument("--states", type=int, default=32, help="first-turn prompts for the cache_states figure")
     parser.add_argument("--overrides", nargs="*", default=[])
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -76,7 +92,8 @@ def main() -> None:
     from trinity.coordinator.engine import FeatureRequest
 
     layer = "model.layers.{}"
-    cfg = config.compose([f"paths.cache={tempfile.mkdtemp()}", f"coordinator.backbone.device={args.device}", *args.overrides])
+    cfg = config.compose([f"paths.cache={tempfile.mkdtemp()}", f"coordinator.backbone.device={args.device}",
+                          f"coordinator.backbone.dtype={args.dtype}", *args.overrides])
     # SVF on the 7 projections of the second-to-last layer, as the paper (its embeddings/LM head left out).
     from trinity.coordinator.backbone import load_backbone
 
@@ -131,6 +148,26 @@ def main() -> None:
 
     one_next = median_time(lambda: [coord.precompute([e[2]]) for e in episodes], R, prime)
     batch_next = median_time(lambda: coord.precompute([e[2] for e in episodes]), R, prime)
+    prime()
+    agree = rel_diff(coord.precompute([e[2] for e in episodes]), np.stack([eng.reference_feature(e[2]) for e in episodes]))
+    agree = max(agree, rel_diff(coord.precompute(first), np.stack([eng.reference_feature(p) for p in first])))
+
+    short = [episode(3, task, SHORT_THOUGHT) for task in tasks]
+
+    def prime_short():
+        fresh()
+        coord.precompute([e[1] for e in short])
+        coord.cache.clear_memory()
+
+    new_short = len(eng.tokens(short[0][2])) - len(eng.tokens(short[0][1]))
+    one_short = median_time(lambda: [coord.precompute([e[2]]) for e in short], R, prime_short)
+    batch_short = median_time(lambda: coord.precompute([e[2] for e in short]), R, prime_short)
+
+    # cache_states: distinct first-turn prompts, batched as the stage batches them
+    states = [episode(1, TASK.replace("college physics", f"college physics, set {i}"))[0] for i in range(args.states)]
+    eng.prefix_store = None
+    states_s = median_time(lambda: coord.precompute(states), 1, coord.cache.clear_memory)
+    eng.prefix_store = store
 
     # 3. SVF per candidate on the turn-5 transcript
     rng = np.random.default_rng(0)
@@ -141,12 +178,17 @@ def main() -> None:
     svf_one = median_time(lambda: coord.precompute([last], candidates[0]), R, coord.cache.clear_memory)
     svf_one_by_one = median_time(lambda: [coord.precompute([last], c) for c in candidates], R, coord.cache.clear_memory)
     svf_batch = median_time(lambda: eng.features([FeatureRequest(last, c) for c in candidates]), R, coord.cache.clear_memory)
+    coord.cache.clear_memory()
+    svf_agree = rel_diff(eng.features([FeatureRequest(last, c) for c in candidates[:2]]),
+                         np.stack([eng.reference_feature(last, c) for c in candidates[:2]]))
 
     r = lambda x: round(x, 4)
     result = {
         "benchmark": "coordinator_features",
         "backbone": coord.backbone.name,
         "device": str(coord.backbone.device),
+        "device_name": torch.cuda.get_device_name(0) if coord.backbone.device.type == "cuda" else "cpu",
+        "dtype": args.dtype,
         "threads": args.threads,
         "repeats": R,
         "prompt_tokens_per_turn": tokens,
@@ -161,6 +203,14 @@ def main() -> None:
         "next_turn_8_batched_s": r(batch_next),
         "next_turn_batch_speedup": r(one_next / batch_next),
         "goal_batch_speedup_ge_3": max(one_first / batch_first, one_next / batch_next) >= 3,
+        "short_thought_new_tokens": new_short,
+        "next_turn_short_8_one_by_one_s": r(one_short),
+        "next_turn_short_8_batched_s": r(batch_short),
+        "next_turn_short_batch_speedup": r(one_short / batch_short),
+        "states_prompts": args.states,
+        "states_max_batch": eng.max_batch,
+        "states_prompts_per_s": r(args.states / states_s),
+        "max_rel_diff_batched_vs_plain": float(f"{agree:.3g}"),
         "svf_matrices": [n for n, _ in coord.layout.svf_matrices],
         "svf_params": coord.layout.svf_size,
         "svf_turn5_full_s": r(svf_full),
@@ -169,6 +219,7 @@ def main() -> None:
         "svf_8_candidates_one_by_one_s": r(svf_one_by_one),
         "svf_8_candidates_batched_s": r(svf_batch),
         "svf_batch_speedup": r(svf_one_by_one / svf_batch),
+        "max_rel_diff_svf_batched_vs_plain": float(f"{svf_agree:.3g}"),
     }
     print(json.dumps(result))
 
