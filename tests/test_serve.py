@@ -318,6 +318,38 @@ def test_concurrent_requests_are_never_mixed(running, stub):
     assert len(ids) == 24 and app.state.gate.in_flight == 0
 
 
+def test_a_client_leaving_a_stream_frees_its_slot_and_stops_the_episode(running, stub):
+    stub.handler_box["fn"] = lambda body: echo_roles(body, delay_s=0.5)
+    server, app = running([("alpha", "worker")] * 2)  # never accepts: would run all 4 turns (2 s)
+    before = stub.count
+    with httpx.stream("POST", f"{server.base_url}/chat/completions", json={
+            "model": "trinity", "stream": True, "messages": [{"role": "user", "content": "REQ-leave"}]}) as r:
+        first = next(r.iter_lines())
+        assert first.startswith("data: ") and app.state.gate.in_flight == 1
+    deadline = time.monotonic() + 5
+    while app.state.gate.in_flight and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert app.state.gate.in_flight == 0
+    time.sleep(1.2)
+    assert stub.count - before <= 2  # cancelled: the remaining turns never reached the pool
+
+
+def test_sampled_routing_is_reproducible_from_the_request_seed(running, stub):
+    flat = steered([("alpha", "worker")])
+    flat.head.weights[:] = 0.0  # uniform over models and roles
+    server, _ = running(router=flat)
+    c = client(server)
+
+    def picks(seed):
+        t = trace_of(ask(c, "REQ-seed", seed=seed, max_tokens=77, extra_body={"trinity": {"routing": "sample"}}))
+        assert t["routing"] == "sample"
+        return [(x["agent"], x["role"]) for x in t["turns"]]
+
+    assert picks(11) == picks(11)
+    assert len({tuple(picks(s)) for s in range(6)}) > 1
+    assert stub.requests[-1].json["max_tokens"] == 77
+
+
 # ---------------------------------------------------------------------- pieces
 def test_masked_choice_respects_the_effective_role():
     policy = RolePolicy.everyone(AGENTS).narrowed({}, {"verifier": ["alpha"]}, where="serve.roles")
@@ -365,8 +397,12 @@ def test_build_app_loads_a_saved_coordinator_with_the_real_feature_path(stub, tm
         build_app(other, tmp_path / "coord", backbone=tiny_backbone())
 
 
-def test_cli_has_a_serve_command():
-    from trinity.cli import build_parser
+def test_cli_serve_command_refuses_an_exposed_host_without_a_token(capsys, tmp_path):
+    from trinity.cli import build_parser, main
 
     args = build_parser().parse_args(["serve", "--coordinator", "x", "--port", "9000", "serve.routing=sample"])
     assert args.coordinator == "x" and args.port == 9000 and args.overrides == ["serve.routing=sample"]
+    assert main(["serve", "--coordinator", str(tmp_path), "--host", "0.0.0.0", f"paths.cache={tmp_path}"]) == 2
+    assert "serve.host" in capsys.readouterr().err
+    assert main(["serve", "--coordinator", str(tmp_path / "none"), "--port", "0", f"paths.cache={tmp_path}"]) == 2
+    assert "no saved coordinator" in capsys.readouterr().err

@@ -47,11 +47,19 @@ def build_app(cfg: DictConfig, coordinator_path: str | os.PathLike, *, backbone:
 
 
 def serve(cfg: DictConfig, coordinator_path: str | os.PathLike) -> None:
+    import logging
+
     import uvicorn
 
     settings = ServeSettings.from_cfg(cfg)
     settings.check_exposure()
     app = build_app(cfg, coordinator_path)
+    log = logging.getLogger("trinity.serve")  # one line per episode: id, end reason, turns, tokens, cost
+    if not log.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(levelname)s:     %(name)s %(message)s"))
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)
     uvicorn.run(app, host=settings.host, port=settings.port, log_level="info", access_log=True,
                 timeout_graceful_shutdown=10)
 
