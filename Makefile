@@ -56,6 +56,7 @@ run: setup ## the main job: dvc repro of the full pipeline on the embedded defau
 	@echo "Results:"
 	@echo "  report:        reports/report.md (charts: reports/*.png)"
 	@echo "  coordinator:   data/evolve/coordinator/"
+	@echo "  ablations:     data/ablations/<variant>/ (metrics/ablations.json)"
 	@echo "  tables:        data/evolve/episodes.parquet, data/evolve/generations.parquet, data/eval/"
 	@echo "  metrics:       metrics/*.json  (dvc metrics show)"
 
@@ -84,7 +85,7 @@ bench: setup ## run the benchmark scripts (each prints one JSON line)
 	@for b in benchmarks/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 clean: ## remove pipeline outputs (keeps .venv, the model cache and the response cache)
-	rm -rf data/prepared data/states data/evolve data/eval metrics reports params.yaml.tmp
+	rm -rf data/prepared data/states data/evolve data/ablations data/eval metrics reports params.yaml.tmp
 
 CRON ?=
 PREFECT_PORT ?= 4200
