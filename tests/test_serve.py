@@ -406,3 +406,19 @@ def test_cli_serve_command_refuses_an_exposed_host_without_a_token(capsys, tmp_p
     assert "serve.host" in capsys.readouterr().err
     assert main(["serve", "--coordinator", str(tmp_path / "none"), "--port", "0", f"paths.cache={tmp_path}"]) == 2
     assert "no saved coordinator" in capsys.readouterr().err
+
+
+def test_answer_first_keeps_the_verifier_out_until_a_worker_has_answered(running):
+    plan = [("beta", "verifier"), ("gamma", "verifier")]   # the head would open with a Verifier
+    server, _ = running(plan)                               # serve.answer_first: true (the default)
+    reply = ask(client(server), "REQ-af")
+    trace = trace_of(reply)
+    assert [(t["agent"], t["role"]) for t in trace["turns"]] == [("beta", "worker"), ("gamma", "verifier")]
+    assert trace["end_reason"] == "accept"
+    assert reply.choices[0].message.content == "Answer for REQ-af: 42 <idea>idea of REQ-af</idea>"
+
+    exact, _ = running(plan, answer_first=False)            # the protocol exactly as trained
+    reply = ask(client(exact), "REQ-af2")
+    trace = trace_of(reply)
+    assert trace["end_reason"] == "verifier_before_answer" and trace["pool_calls"] == 0
+    assert reply.choices[0].message.content == ""

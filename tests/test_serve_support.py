@@ -115,5 +115,6 @@ def make_app(cfg, router: SteeredRouter, **settings_changes: Any):
 
     settings = dataclasses.replace(ServeSettings.from_cfg(cfg), **settings_changes)
     pool = PoolClient.from_config(cfg.pool, cache_mode="off")
-    runner = EpisodeRunner(pool, list(AGENTS), cfg.protocol, router, root_seed=int(cfg.seed))
+    runner = EpisodeRunner(pool, list(AGENTS), cfg.protocol, router, root_seed=int(cfg.seed),
+                           answer_first=settings.answer_first)
     return create_app(settings, runner, on_shutdown=pool.aclose)

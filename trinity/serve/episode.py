@@ -42,6 +42,7 @@ class RequestPool:
         self.on_call = on_call
         self.cost_usd = 0.0
         self.next_role: str | None = None
+        self.answered = False            # a Worker call has returned an answer
         self._role_of_system = {protocol.system_prompt(r): r for r in ROLES}
 
     def forced_role(self) -> str | None:
@@ -60,6 +61,7 @@ class RequestPool:
             result = await self.pool.chat(model, messages, sample_index=sample_index, max_tokens=max_tokens,
                                           temperature=temperature)
             self.cost_usd += result.cost_usd
+            self.answered = self.answered or (role == "worker" and result.ok)
             if role == "thinker" and result.ok:
                 advice = parse_thinker(result.text)
                 self.next_role = advice.role if advice is not None else None
@@ -108,13 +110,14 @@ class EpisodeRunner:
     """Everything requests share: pool client, protocol settings, the trained head and feature service."""
 
     def __init__(self, pool: ChatPool, agents: list[str], protocol: Any, base_router: Any, *, root_seed: int,
-                 metrics: Any = None):
+                 metrics: Any = None, answer_first: bool = False):
         self.pool = pool
         self.agents = list(agents)
         self.protocol = dataclasses.replace(ProtocolConfig.from_cfg(protocol), record_replies=False)
         self.base_router = base_router   # a CoordinatorRouter: head, service, svf_deltas
         self.root_seed = int(root_seed)
         self.metrics = metrics
+        self.answer_first = bool(answer_first)  # never the Verifier before a Worker has answered
 
     def _seed(self, request: ChatRequest, request_id: str) -> int:
         if request.seed is not None:
@@ -143,7 +146,8 @@ class EpisodeRunner:
                             on_call=on_call)
         b = self.base_router
         router = MaskedRouter(b.head, b.service, b.svf_deltas, mode=request.routing, policy=request.policy,
-                              forced_role=rpool.forced_role)
+                              forced_role=rpool.forced_role, answer_first=self.answer_first,
+                              answered=lambda: rpool.answered)
         item = TaskItem(suite="serve", item_id=request_id, prompt=request.prompt, reference=None, split="serve")
         seed = self._seed(request, request_id)
         episode_id = EpisodeId(generation=-1, candidate=-1, item=item.uid)

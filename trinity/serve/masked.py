@@ -21,10 +21,17 @@ from trinity.serve.settings import RolePolicy
 
 
 def choose_masked(p_agent: np.ndarray, p_role: np.ndarray, policy: RolePolicy, forced_role: str | None,
-                  rng: np.random.Generator | None, mode: str) -> tuple[int, str]:
-    """(agent index, router role) with the agent allowed for `forced_role or router role`."""
+                  rng: np.random.Generator | None, mode: str, *, no_verifier: bool = False) -> tuple[int, str]:
+    """(agent index, router role) with the agent allowed for `forced_role or router role`.
+    `no_verifier`: the Verifier's probability is set to 0 and the other roles renormalised (serving with
+    `serve.answer_first` before any Worker has answered)."""
     if mode not in MODES:
         raise ValueError(f"routing mode must be one of {MODES}, got {mode!r}")
+    if no_verifier:
+        p_role = np.asarray(p_role, dtype=np.float64).copy()
+        p_role[ROLES.index("verifier")] = 0.0
+        if p_role.sum() <= 0.0:
+            p_role[ROLES.index("worker")] = 1.0
     if mode == "sample":
         if rng is None:
             raise ValueError("sampling needs the episode's seeded rng")
@@ -54,7 +61,8 @@ class MaskedRouter:
     """Implements trinity.routing.Router for one request (policy and forced role are per request)."""
 
     def __init__(self, head: RoutingHead, service: FeatureService, svf_deltas: np.ndarray | None, *,
-                 mode: str, policy: RolePolicy, forced_role: Callable[[], str | None] = lambda: None):
+                 mode: str, policy: RolePolicy, forced_role: Callable[[], str | None] = lambda: None,
+                 answer_first: bool = False, answered: Callable[[], bool] = lambda: True):
         if mode not in MODES:
             raise ValueError(f"routing mode must be one of {MODES}, got {mode!r}")
         self.head = head
@@ -63,8 +71,11 @@ class MaskedRouter:
         self.mode = mode
         self.policy = policy
         self.forced_role = forced_role
+        self.answer_first = answer_first
+        self.answered = answered
 
     async def choose(self, transcript: str, turn: int, rng: np.random.Generator) -> tuple[int, str]:
         feature = await self.service.features(transcript, self.svf_deltas)
         p_agent, p_role = self.head.probabilities(feature)
-        return choose_masked(p_agent, p_role, self.policy, self.forced_role(), rng, self.mode)
+        return choose_masked(p_agent, p_role, self.policy, self.forced_role(), rng, self.mode,
+                             no_verifier=self.answer_first and not self.answered())

@@ -36,7 +36,8 @@ def build_app(cfg: DictConfig, coordinator_path: str | os.PathLike, *, backbone:
         cache_path = Path(cfg.paths.cache) / "responses.sqlite" if settings.response_cache != "off" else None
         pool = PoolClient.from_config(cfg.pool, cache_path=cache_path, cache_mode=settings.response_cache)
     runner = EpisodeRunner(pool, [str(m) for m in cfg.pool.models], cfg.protocol,
-                           coordinator.router_for(params, mode=settings.routing), root_seed=int(cfg.seed))
+                           coordinator.router_for(params, mode=settings.routing), root_seed=int(cfg.seed),
+                           answer_first=settings.answer_first)
 
     async def close() -> None:
         if own_pool:

@@ -85,6 +85,7 @@ class ServeSettings:
     response_cache: str
     keepalive_s: float
     log_prompts: bool
+    answer_first: bool           # never the Verifier before a Worker has answered
     max_turns: int               # bound of a request's max_turns (and the default K)
     max_tokens: int              # bound of a request's max_tokens
     max_cost_usd: float | None   # per-request cost cap (default and bound)
@@ -134,6 +135,7 @@ class ServeSettings:
             response_cache=cache,
             keepalive_s=float(s.get("keepalive_s", 15)),
             log_prompts=bool(s.get("log_prompts", False)),
+            answer_first=bool(s.get("answer_first", True)),
             max_turns=max_turns,
             max_tokens=_int(limits.get("max_tokens", 1024), "serve.limits.max_tokens"),
             max_cost_usd=float(cost) if cost is not None else None,
