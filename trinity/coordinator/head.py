@@ -90,7 +90,7 @@ class RoutingHead:
             raise ValueError(f"routing mode must be one of {MODES}, got {mode!r}")
         if rng is None:
             raise ValueError("sampling needs an explicit numpy Generator (the episode's seeded rng)")
-        return _draw(p_agent, rng.random()), ROLES[_draw(p_role, rng.random())]
+        return draw(p_agent, rng.random()), ROLES[draw(p_role, rng.random())]
 
     def log_prob_grad(self, feature: np.ndarray, agent: int, role: int | str) -> np.ndarray:
         """d log pi(agent, role | feature) / dW, shape of W: outer(onehot - softmax, feature) per block.
@@ -110,8 +110,9 @@ class RoutingHead:
         return float(np.log(p_agent[agent]) + np.log(p_role[role]))
 
 
-def _draw(p: np.ndarray, u: float) -> int:
+def draw(p: np.ndarray, u: float) -> int:
     """Inverse-CDF draw: reproducible from the uniform alone, immune to rounding at the top end
     (never returns an index of probability 0)."""
+    p = np.asarray(p, dtype=np.float64)
     last = int(np.flatnonzero(p > 0)[-1])
     return int(min(np.searchsorted(np.cumsum(p), u * p.sum(), side="right"), last))

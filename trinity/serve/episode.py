@@ -144,8 +144,7 @@ class EpisodeRunner:
 
         rpool = RequestPool(self.pool, protocol, self.agents, request.policy, max_cost_usd=request.max_cost_usd,
                             on_call=on_call)
-        b = self.base_router
-        router = MaskedRouter(b.head, b.service, b.svf_deltas, mode=request.routing, policy=request.policy,
+        router = MaskedRouter(self.base_router, mode=request.routing, policy=request.policy,
                               forced_role=rpool.forced_role, answer_first=self.answer_first,
                               answered=lambda: rpool.answered)
         item = TaskItem(suite="serve", item_id=request_id, prompt=request.prompt, reference=None, split="serve")

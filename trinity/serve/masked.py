@@ -10,12 +10,11 @@ Sampling draws two uniforms from the episode rng, agent first, like RoutingHead.
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
-from trinity.coordinator.head import MODES, RoutingHead
-from trinity.coordinator.service import FeatureService
+from trinity.coordinator.head import MODES, draw
 from trinity.routing import ROLES
 from trinity.serve.settings import RolePolicy
 
@@ -36,7 +35,7 @@ def choose_masked(p_agent: np.ndarray, p_role: np.ndarray, policy: RolePolicy, f
         if rng is None:
             raise ValueError("sampling needs the episode's seeded rng")
         u_agent, u_role = rng.random(), rng.random()
-        role = ROLES[_draw(p_role, u_role)]
+        role = ROLES[draw(p_role, u_role)]
     else:
         role = ROLES[int(np.argmax(p_role))]
     allowed = np.zeros(len(p_agent), dtype=bool)
@@ -45,29 +44,20 @@ def choose_masked(p_agent: np.ndarray, p_role: np.ndarray, policy: RolePolicy, f
     if p.sum() <= 0.0:  # every allowed model's probability underflowed: fall back to uniform over them
         p = allowed.astype(np.float64)
     if mode == "sample":
-        return _draw(p, u_agent), role
+        return draw(p, u_agent), role
     return int(np.argmax(p)), role
 
 
-def _draw(p: np.ndarray, u: float) -> int:
-    p = np.asarray(p, dtype=np.float64)
-    index = int(min(np.searchsorted(np.cumsum(p), u * p.sum(), side="right"), len(p) - 1))
-    while p[index] <= 0.0 and index > 0:  # rounding at the top end never lands on a masked model
-        index -= 1
-    return index
-
-
 class MaskedRouter:
-    """Implements trinity.routing.Router for one request (policy and forced role are per request)."""
+    """Implements trinity.routing.Router for one request (policy and forced role are per request).
+    `base` is the trained CoordinatorRouter: its head, feature service and SVF offsets are used as they are."""
 
-    def __init__(self, head: RoutingHead, service: FeatureService, svf_deltas: np.ndarray | None, *,
-                 mode: str, policy: RolePolicy, forced_role: Callable[[], str | None] = lambda: None,
+    def __init__(self, base: Any, *, mode: str, policy: RolePolicy,
+                 forced_role: Callable[[], str | None] = lambda: None,
                  answer_first: bool = False, answered: Callable[[], bool] = lambda: True):
         if mode not in MODES:
             raise ValueError(f"routing mode must be one of {MODES}, got {mode!r}")
-        self.head = head
-        self.service = service
-        self.svf_deltas = svf_deltas
+        self.base = base
         self.mode = mode
         self.policy = policy
         self.forced_role = forced_role
@@ -75,7 +65,7 @@ class MaskedRouter:
         self.answered = answered
 
     async def choose(self, transcript: str, turn: int, rng: np.random.Generator) -> tuple[int, str]:
-        feature = await self.service.features(transcript, self.svf_deltas)
-        p_agent, p_role = self.head.probabilities(feature)
+        feature = await self.base.service.features(transcript, self.base.svf_deltas)
+        p_agent, p_role = self.base.head.probabilities(feature)
         return choose_masked(p_agent, p_role, self.policy, self.forced_role(), rng, self.mode,
                              no_verifier=self.answer_first and not self.answered())
