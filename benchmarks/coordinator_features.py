@@ -10,6 +10,11 @@ Measures, on a 5-turn transcript of realistic length:
   one candidate from cached activations vs a full SVF forward; 8 candidates batched vs one by one;
 - what the `cache_states` stage does: `--states N` distinct first-turn prompts through
   `Coordinator.precompute` in batches of `feature_cache.max_batch`, as prompts per second;
+- padding: `--states N` first-turn prompts of mixed lengths (about 150 to 560 tokens, like the prepared
+  suites) batched with `feature_cache.max_padding` unbounded vs the configured bound, in one run;
+- the arithmetic ceiling of batching: the backbone's linear-layer GFLOP/s when prompts run one by one,
+  against a large square matmul's GFLOP/s on the same device and dtype. Batching can only fill idle
+  arithmetic, so peak / one-by-one bounds the speedup any batching can give to long prompts;
 - agreement: max |batched or reused feature - plain forward| / max |plain forward| (tests hold it <= 1e-4
   in float32).
 Prints ONE JSON line. Times are medians of `--repeats` runs, in seconds.
@@ -169,6 +174,34 @@ def main() -> None:
     states_s = median_time(lambda: coord.precompute(states), 1, coord.cache.clear_memory)
     eng.prefix_store = store
 
+    # padding: mixed-length first turns, padded batches unbounded vs bounded by max_padding
+    spread = np.random.default_rng(1).integers(0, 9, args.states)
+    mixed = [episode(1, TASK.replace("college physics", f"college physics, item {i}") + " Show each step." * int(6 * k))[0]
+             for i, k in enumerate(spread)]
+    mixed_tokens = [len(eng.tokens(p)) for p in mixed]
+    bound = eng.max_padding
+    eng.prefix_store = None
+    eng.max_padding = None
+    mixed_unbounded_s = median_time(lambda: coord.precompute(mixed), 1, coord.cache.clear_memory)
+    eng.max_padding = bound
+    mixed_bounded_s = median_time(lambda: coord.precompute(mixed), 1, coord.cache.clear_memory)
+    eng.prefix_store = store
+
+    # arithmetic ceiling: linear-layer FLOPs of the 8 first turns run one by one, against a big matmul
+    linear_params = sum(m.weight.numel() for m in coord.backbone.decoder.layers.modules() if isinstance(m, torch.nn.Linear))
+    first_tokens = sum(len(eng.tokens(p)) for p in first)
+    one_by_one_gflops = 2 * linear_params * first_tokens / one_first / 1e9
+    a = torch.randn(2048, 2048, dtype=coord.backbone.dtype, device=coord.backbone.device)
+
+    def matmuls():
+        for _ in range(5):
+            a @ a
+        if coord.backbone.device.type == "cuda":
+            torch.cuda.synchronize()
+
+    matmuls()
+    peak_gflops = 5 * 2 * 2048**3 / median_time(matmuls, R) / 1e9
+
     # 3. SVF per candidate on the turn-5 transcript
     rng = np.random.default_rng(0)
     candidates = [rng.normal(0, 0.03, coord.layout.svf_size) for _ in range(8)]
@@ -210,6 +243,14 @@ def main() -> None:
         "states_prompts": args.states,
         "states_max_batch": eng.max_batch,
         "states_prompts_per_s": r(args.states / states_s),
+        "mixed_prompts_tokens_min_max": [min(mixed_tokens), max(mixed_tokens)],
+        "mixed_unbounded_padding_prompts_per_s": r(args.states / mixed_unbounded_s),
+        "mixed_max_padding": bound,
+        "mixed_bounded_padding_prompts_per_s": r(args.states / mixed_bounded_s),
+        "padding_bound_speedup": r(mixed_unbounded_s / mixed_bounded_s),
+        "one_by_one_linear_gflops": round(one_by_one_gflops, 1),
+        "matmul_2048_gflops": round(peak_gflops, 1),
+        "batch_speedup_ceiling_long_prompts": r(peak_gflops / one_by_one_gflops),
         "max_rel_diff_batched_vs_plain": float(f"{agree:.3g}"),
         "svf_matrices": [n for n, _ in coord.layout.svf_matrices],
         "svf_params": coord.layout.svf_size,

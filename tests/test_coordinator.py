@@ -140,7 +140,7 @@ def test_prefix_reuse_equals_the_plain_forward_and_costs_only_new_tokens():
 
 
 def test_batched_features_with_mixed_prefixes_equal_the_plain_forward():
-    eng = engine(max_batch=8)
+    eng = engine(max_batch=8, max_padding=None)  # one padded batch, however uneven
     texts = transcripts(5)
     eng.features([texts[0], texts[2]])  # store two prefixes of different lengths
     batch = [texts[1], texts[4], "An unrelated task with no shared prefix at all.", texts[3]]
@@ -149,6 +149,21 @@ def test_batched_features_with_mixed_prefixes_equal_the_plain_forward():
     assert eng.stats["forward_passes"] == passes + 1
     for text, feature in zip(batch, features):
         assert close(feature, eng.reference_feature(text))
+
+
+def test_padding_bound_splits_uneven_prompts_and_features_still_match():
+    texts = [f"Question {i}: " + "add the numbers and explain the steps. " * (1 + 6 * (i % 3)) for i in range(9)]
+    bounded = engine(max_batch=16, max_padding=0.1)
+    lengths = [len(bounded.tokens(t)) for t in texts]
+    features = bounded.features(texts)
+    # three length groups -> three batches, none padded beyond 10 %; unbounded -> one batch
+    assert bounded.stats["forward_passes"] == 3
+    unbounded = engine(max_batch=16, max_padding=None)
+    unbounded.features(texts)
+    assert unbounded.stats["forward_passes"] == 1
+    for text, feature in zip(texts, features):
+        assert close(feature, bounded.reference_feature(text))
+    assert len(set(lengths)) >= 3
 
 
 def test_identical_prompts_are_computed_once_memory_and_disk(tmp_path):

@@ -18,6 +18,7 @@ import numpy as np
 
 from trinity.coordinator.backbone import Backbone, load_backbone
 from trinity.coordinator.engine import FeatureEngine
+from trinity.coordinator.batching import resolve_max_padding
 from trinity.coordinator.feature_cache import FeatureCache
 from trinity.coordinator.head import RoutingHead, check_roles
 from trinity.coordinator.layout import ParamLayout
@@ -53,6 +54,7 @@ class Coordinator:
         disk_cache: str | os.PathLike | None = None,
         prefix_tokens: int = 32768,
         max_batch: int = 16,
+        max_padding: object = "auto",
         max_wait_s: float = 0.002,
     ):
         self.backbone = backbone
@@ -69,6 +71,7 @@ class Coordinator:
         self.engine = FeatureEngine(
             backbone, self.renderer, token_position=self.token_position, svf=self.svf, cache=self.cache,
             prefix_tokens=prefix_tokens, max_batch=max_batch,
+            max_padding=resolve_max_padding(max_padding, backbone.device.type),
         )
         self.service = FeatureService(self.engine, max_batch=max_batch, max_wait_s=max_wait_s)
 
@@ -94,6 +97,7 @@ class Coordinator:
             disk_cache=disk,
             prefix_tokens=int(fc.get("prefix_tokens", 32768)),
             max_batch=int(fc.get("max_batch", 16)),
+            max_padding=fc.get("max_padding", "auto"),
             max_wait_s=float(fc.get("max_wait_ms", 2)) / 1000.0,
         )
 

@@ -5,7 +5,8 @@ One call of `FeatureEngine.features(requests)` serves many requests at once:
 1. content cache: prompts (and SVF offsets) seen before cost nothing (feature_cache.py);
 2. base pass: the remaining prompts run through the plain backbone in padded batches; each reuses the KV
    cache of the stored prompt with which it shares the longest token prefix (prefix_store.py), so a turn
-   costs only its new tokens. Batch layout per row: [left pad | reused past | new tokens | right pad],
+   costs only its new tokens. Prompts are grouped by the tokens they compute, with padding bounded by
+   `max_padding` (batching.py). Batch layout per row: [left pad | reused past | new tokens | right pad],
    with a 2-D attention mask over past + new and explicit position ids, so padding changes nothing;
 3. SVF pass: a candidate's offsets change only the layers from the first adapted one onward, so the
    base pass also records the activations entering that layer, and each candidate reruns only the
@@ -28,6 +29,7 @@ import numpy as np
 import torch
 from transformers import DynamicCache
 
+from trinity.coordinator.batching import length_batches
 from trinity.coordinator.feature_cache import FeatureCache
 from trinity.coordinator.prefix_store import PrefixEntry, PrefixStore
 from trinity.coordinator.prompt import PromptRenderer
@@ -67,6 +69,7 @@ class FeatureEngine:
         cache: FeatureCache | None = None,
         prefix_tokens: int = 32768,
         max_batch: int = 16,
+        max_padding: float | None = None,
     ):
         self.backbone = backbone
         self.renderer = renderer
@@ -74,6 +77,7 @@ class FeatureEngine:
         self.svf = svf if svf is not None and svf.affects_features else None
         self.cache = cache
         self.max_batch = max(1, int(max_batch))
+        self.max_padding = max_padding  # padding slots allowed per batch, as a fraction of real tokens (None: any)
         reuse = prefix_tokens > 0 and not backbone.uses_sliding_window()
         self.prefix_store = PrefixStore(prefix_tokens) if reuse else None
         self.pad_id = _pad_id(backbone.tokenizer)
@@ -170,20 +174,25 @@ class FeatureEngine:
     def _run_base(self, jobs: list[_Job], *, want_entering: bool) -> None:
         if not jobs:
             return
-        order = sorted(jobs, key=lambda j: len(j.tokens))  # similar lengths share a batch: less padding
-        for start in range(0, len(order), self.max_batch):
-            self._base_batch(order[start : start + self.max_batch], want_entering)
+        # Batch by the tokens each job will compute (its length minus the prefix it can reuse now), so
+        # similar widths share a batch. `_base_batch` looks the prefixes up again: a job may then also
+        # reuse a prompt computed by an earlier batch of this call.
+        new_tokens = [len(j.tokens) - self._reusable(j, want_entering)[1] for j in jobs]
+        for group in length_batches(new_tokens, self.max_batch, self.max_padding):
+            self._base_batch([jobs[i] for i in group], want_entering)
+
+    def _reusable(self, job: _Job, want_entering: bool) -> tuple[PrefixEntry | None, int]:
+        """The stored prompt whose KV this job can reuse, and how many of its tokens."""
+        entry, common = self.prefix_store.lookup(job.tokens) if self.prefix_store is not None else (None, 0)
+        # The feature token itself must be recomputed: its final hidden state is not in a KV cache.
+        reuse = min(common, self._feature_index(len(job.tokens)))
+        if entry is None or reuse <= 0 or (want_entering and entry.entering is None):
+            return None, 0
+        return entry, reuse
 
     def _base_batch(self, jobs: list[_Job], want_entering: bool) -> None:
         device = self.backbone.device
-        pasts: list[tuple[PrefixEntry | None, int]] = []
-        for job in jobs:
-            entry, common = self.prefix_store.lookup(job.tokens) if self.prefix_store is not None else (None, 0)
-            # The feature token itself must be recomputed: its final hidden state is not in a KV cache.
-            reuse = min(common, self._feature_index(len(job.tokens)))
-            if entry is None or reuse <= 0 or (want_entering and entry.entering is None):
-                entry, reuse = None, 0
-            pasts.append((entry, reuse))
+        pasts = [self._reusable(job, want_entering) for job in jobs]
         past_len = max(p for _, p in pasts)
         new_lens = [len(j.tokens) - p for j, (_, p) in zip(jobs, pasts)]
         width = max(new_lens)
@@ -250,9 +259,8 @@ class FeatureEngine:
 
     # ------------------------------------------------------------------ SVF pass (one row per candidate)
     def _run_svf(self, jobs: list[_Job]) -> None:
-        order = sorted(jobs, key=lambda j: len(j.tokens))
-        for start in range(0, len(order), self.max_batch):
-            self._svf_batch(order[start : start + self.max_batch])
+        for group in length_batches([len(j.tokens) for j in jobs], self.max_batch, self.max_padding):
+            self._svf_batch([jobs[i] for i in group])
 
     def _svf_batch(self, jobs: list[_Job]) -> None:
         device = self.backbone.device
