@@ -238,13 +238,17 @@ class FeatureEngine:
                 job.entering = rows if entry is None else torch.cat([entry.entering[:p], rows])
             if self.prefix_store is not None:
                 own = slice(past_len - p, past_len + n)
-                self.prefix_store.add(
-                    PrefixEntry(job.tokens, [(k[i, :, own].clone(), v[i, :, own].clone()) for k, v in kv], job.entering)
-                )
+                # A lone row owns the whole KV tensor: store views of it. Rows of a batch are copied out,
+                # so an entry never keeps the other rows' memory alive.
+                take = (lambda t: t[i, :, own]) if batch == 1 else (lambda t: t[i, :, own].clone())
+                self.prefix_store.add(PrefixEntry(job.tokens, [(take(k), take(v)) for k, v in kv], job.entering))
 
     def _padded_cache(self, pasts: list[tuple[PrefixEntry | None, int]], past_len: int) -> DynamicCache:
         if past_len == 0:
             return DynamicCache(config=self.backbone.model.config)
+        if len(pasts) == 1:  # one row: the stored tensors as they are (the cache concatenates, never writes in place)
+            entry, p = pasts[0]
+            return DynamicCache([(k[None, :, :p], v[None, :, :p]) for k, v in entry.kv])
         layers = []
         reference = next(e for e, p in pasts if p == past_len)
         for layer_index, (k_ref, v_ref) in enumerate(reference.kv):
