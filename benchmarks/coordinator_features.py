@@ -17,7 +17,8 @@ Measures, on a 5-turn transcript of realistic length:
   arithmetic, so peak / one-by-one bounds the speedup any batching can give to long prompts;
 - agreement: max |batched or reused feature - plain forward| / max |plain forward| (tests hold it <= 1e-4
   in float32).
-Prints ONE JSON line. Times are medians of `--repeats` runs, in seconds.
+Prints ONE JSON line. Times are medians of `--repeats` runs, in seconds; each ratio is the median of
+per-repeat ratios of its two sides timed alternately, so load drift on a shared machine hits both.
 
     python benchmarks/coordinator_features.py [--threads 2] [--repeats 3] [--device cpu] [--dtype float32]
         [--states 32] [--overrides key=value ...]
@@ -70,6 +71,24 @@ def rel_diff(got: np.ndarray, want: np.ndarray) -> float:
     return float(np.max(np.abs(np.asarray(got) - np.asarray(want))) / max(1e-12, float(np.max(np.abs(want)))))
 
 
+def timed(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def paired(a, b, repeats: int, setup=None) -> tuple[float, float, float]:
+    """Time `a` and `b` alternately (`setup` before each), so load drift on a shared machine hits both:
+    the median time of each and the median of the per-repeat ratios a / b."""
+    ta, tb = [], []
+    for _ in range(repeats):
+        for fn, out in ((a, ta), (b, tb)):
+            if setup:
+                setup()
+            out.append(timed(fn))
+    return statistics.median(ta), statistics.median(tb), statistics.median(x / y for x, y in zip(ta, tb))
+
+
 def median_time(fn, repeats: int, setup=None) -> float:
     times = []
     for _ in range(repeats):
@@ -119,30 +138,30 @@ def main() -> None:
     tokens = [len(eng.tokens(t)) for t in turns]
     coord.precompute(["warm-up"])
 
-    # 1. per-turn cost: prefix reuse vs full recompute
-    full = [median_time(lambda t=t: eng.reference_feature(t), R) for t in turns]
-
+    # 1. per-turn cost: prefix reuse vs full recompute, alternating per repeat
     def run_episode():
         times = []
         for t in turns:
             coord.cache.clear_memory()  # no content hits: only the prefix KV is reused
-            start = time.perf_counter()
-            coord.precompute([t])
-            times.append(time.perf_counter() - start)
+            times.append(timed(lambda t=t: coord.precompute([t])))
         return times
 
-    reuse_runs = []
+    reuse_runs, full_runs = [], []
     for _ in range(R):
         fresh()
         reuse_runs.append(run_episode())
+        full_runs.append([timed(lambda t=t: eng.reference_feature(t)) for t in turns])
     reuse = [statistics.median(col) for col in zip(*reuse_runs)]
+    full = [statistics.median(col) for col in zip(*full_runs)]
+    turn5_ratio = statistics.median(r[-1] / f[-1] for r, f in zip(reuse_runs, full_runs))
 
     # 2. batching: 8 distinct first-turn prompts, and the next turn of 8 concurrent episodes
     tasks = [TASK.replace("college physics", f"college physics (variant {i})") for i in range(8)]
     first = [episode(1, task)[0] for task in tasks]
     eng.prefix_store = None  # distinct prompts share the system prompt: keep reuse out of this comparison
-    one_first = median_time(lambda: [coord.precompute([p]) for p in first], R, coord.cache.clear_memory)
-    batch_first = median_time(lambda: coord.precompute(first), R, coord.cache.clear_memory)
+    one_first, batch_first, first_speedup = paired(
+        lambda: [coord.precompute([p]) for p in first], lambda: coord.precompute(first), R, coord.cache.clear_memory
+    )
     eng.prefix_store = store
     episodes = [episode(3, task) for task in tasks]
 
@@ -151,8 +170,9 @@ def main() -> None:
         coord.precompute([e[1] for e in episodes])
         coord.cache.clear_memory()
 
-    one_next = median_time(lambda: [coord.precompute([e[2]]) for e in episodes], R, prime)
-    batch_next = median_time(lambda: coord.precompute([e[2] for e in episodes]), R, prime)
+    one_next, batch_next, next_speedup = paired(
+        lambda: [coord.precompute([e[2]]) for e in episodes], lambda: coord.precompute([e[2] for e in episodes]), R, prime
+    )
     prime()
     agree = rel_diff(coord.precompute([e[2] for e in episodes]), np.stack([eng.reference_feature(e[2]) for e in episodes]))
     agree = max(agree, rel_diff(coord.precompute(first), np.stack([eng.reference_feature(p) for p in first])))
@@ -165,8 +185,9 @@ def main() -> None:
         coord.cache.clear_memory()
 
     new_short = len(eng.tokens(short[0][2])) - len(eng.tokens(short[0][1]))
-    one_short = median_time(lambda: [coord.precompute([e[2]]) for e in short], R, prime_short)
-    batch_short = median_time(lambda: coord.precompute([e[2] for e in short]), R, prime_short)
+    one_short, batch_short, short_speedup = paired(
+        lambda: [coord.precompute([e[2]]) for e in short], lambda: coord.precompute([e[2] for e in short]), R, prime_short
+    )
 
     # cache_states: distinct first-turn prompts, batched as the stage batches them
     states = [episode(1, TASK.replace("college physics", f"college physics, set {i}"))[0] for i in range(args.states)]
@@ -181,10 +202,15 @@ def main() -> None:
     mixed_tokens = [len(eng.tokens(p)) for p in mixed]
     bound = eng.max_padding
     eng.prefix_store = None
-    eng.max_padding = None
-    mixed_unbounded_s = median_time(lambda: coord.precompute(mixed), 1, coord.cache.clear_memory)
-    eng.max_padding = bound
-    mixed_bounded_s = median_time(lambda: coord.precompute(mixed), 1, coord.cache.clear_memory)
+
+    def unbounded():
+        eng.max_padding = None
+        coord.precompute(mixed)
+        eng.max_padding = bound
+
+    mixed_unbounded_s, mixed_bounded_s, padding_speedup = paired(
+        unbounded, lambda: coord.precompute(mixed), 1, coord.cache.clear_memory
+    )
     eng.prefix_store = store
 
     # arithmetic ceiling: linear-layer FLOPs of the 8 first turns run one by one, against a big matmul
@@ -206,11 +232,15 @@ def main() -> None:
     rng = np.random.default_rng(0)
     candidates = [rng.normal(0, 0.03, coord.layout.svf_size) for _ in range(8)]
     last = turns[-1]
-    svf_full = median_time(lambda: eng.reference_feature(last, candidates[0]), R)
     coord.precompute([last])  # activations entering the adapted layer are now stored with the prefix
-    svf_one = median_time(lambda: coord.precompute([last], candidates[0]), R, coord.cache.clear_memory)
-    svf_one_by_one = median_time(lambda: [coord.precompute([last], c) for c in candidates], R, coord.cache.clear_memory)
-    svf_batch = median_time(lambda: eng.features([FeatureRequest(last, c) for c in candidates]), R, coord.cache.clear_memory)
+    svf_one, svf_full, svf_ratio = paired(
+        lambda: coord.precompute([last], candidates[0]), lambda: eng.reference_feature(last, candidates[0]), R,
+        coord.cache.clear_memory,
+    )
+    svf_one_by_one, svf_batch, svf_speedup = paired(
+        lambda: [coord.precompute([last], c) for c in candidates],
+        lambda: eng.features([FeatureRequest(last, c) for c in candidates]), R, coord.cache.clear_memory,
+    )
     coord.cache.clear_memory()
     svf_agree = rel_diff(eng.features([FeatureRequest(last, c) for c in candidates[:2]]),
                          np.stack([eng.reference_feature(last, c) for c in candidates[:2]]))
@@ -227,19 +257,19 @@ def main() -> None:
         "prompt_tokens_per_turn": tokens,
         "full_recompute_s": [r(x) for x in full],
         "prefix_reuse_s": [r(x) for x in reuse],
-        "turn5_reuse_over_full": r(reuse[-1] / full[-1]),
-        "goal_turn5_reuse_le_third": reuse[-1] <= full[-1] / 3,
+        "turn5_reuse_over_full": r(turn5_ratio),
+        "goal_turn5_reuse_le_third": turn5_ratio <= 1 / 3,
         "first_turn_8_one_by_one_s": r(one_first),
         "first_turn_8_batched_s": r(batch_first),
-        "first_turn_batch_speedup": r(one_first / batch_first),
+        "first_turn_batch_speedup": r(first_speedup),
         "next_turn_8_one_by_one_s": r(one_next),
         "next_turn_8_batched_s": r(batch_next),
-        "next_turn_batch_speedup": r(one_next / batch_next),
-        "goal_batch_speedup_ge_3": max(one_first / batch_first, one_next / batch_next) >= 3,
+        "next_turn_batch_speedup": r(next_speedup),
+        "goal_batch_speedup_ge_3": max(first_speedup, next_speedup) >= 3,
         "short_thought_new_tokens": new_short,
         "next_turn_short_8_one_by_one_s": r(one_short),
         "next_turn_short_8_batched_s": r(batch_short),
-        "next_turn_short_batch_speedup": r(one_short / batch_short),
+        "next_turn_short_batch_speedup": r(short_speedup),
         "states_prompts": args.states,
         "states_max_batch": eng.max_batch,
         "states_prompts_per_s": r(args.states / states_s),
@@ -247,7 +277,7 @@ def main() -> None:
         "mixed_unbounded_padding_prompts_per_s": r(args.states / mixed_unbounded_s),
         "mixed_max_padding": bound,
         "mixed_bounded_padding_prompts_per_s": r(args.states / mixed_bounded_s),
-        "padding_bound_speedup": r(mixed_unbounded_s / mixed_bounded_s),
+        "padding_bound_speedup": r(padding_speedup),
         "one_by_one_linear_gflops": round(one_by_one_gflops, 1),
         "matmul_2048_gflops": round(peak_gflops, 1),
         "batch_speedup_ceiling_long_prompts": r(peak_gflops / one_by_one_gflops),
@@ -256,10 +286,10 @@ def main() -> None:
         "svf_params": coord.layout.svf_size,
         "svf_turn5_full_s": r(svf_full),
         "svf_turn5_from_cached_activations_s": r(svf_one),
-        "svf_cached_over_full": r(svf_one / svf_full),
+        "svf_cached_over_full": r(svf_ratio),
         "svf_8_candidates_one_by_one_s": r(svf_one_by_one),
         "svf_8_candidates_batched_s": r(svf_batch),
-        "svf_batch_speedup": r(svf_one_by_one / svf_batch),
+        "svf_batch_speedup": r(svf_speedup),
         "max_rel_diff_svf_batched_vs_plain": float(f"{svf_agree:.3g}"),
     }
     print(json.dumps(result))
