@@ -38,6 +38,10 @@ def test_paper_experiment_mirrors_the_spec():
         ("tasks.splits.train=0.9", "tasks.splits"),
         ("pool.models.qwen-coder-0.5b.price_in_per_mtok=-3", "pool.models.qwen-coder-0.5b.price_in_per_mtok"),
         ("evolve.popsize=abc", "evolve.popsize"),
+        ("coordinator.feature_cache.max_padding=lots", "coordinator.feature_cache.max_padding"),
+        ("coordinator.feature_cache.max_padding=-0.5", "coordinator.feature_cache.max_padding"),
+        ("coordinator.feature_cache.max_batch=0", "coordinator.feature_cache.max_batch"),
+        ("coordinator.feature_cache.prefix_tokens=-1", "coordinator.feature_cache.prefix_tokens"),
     ],
 )
 def test_invalid_configuration_names_the_key(override, needle):

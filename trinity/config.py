@@ -143,6 +143,13 @@ def _validate_training(cfg: DictConfig) -> None:
         if not roles or any(r not in ROLES for r in roles) or len(set(roles)) != len(roles) or "worker" not in roles:
             raise ConfigError(f"config key 'coordinator.roles' must list distinct roles from {list(ROLES)} including "
                               f"worker (only a Worker answers), got {roles}")
+    for key in ("memory_items", "prefix_tokens", "max_wait_ms"):
+        _non_negative(cfg, f"coordinator.feature_cache.{key}")
+    _non_negative(cfg, "coordinator.feature_cache.max_batch", positive=True)
+    if _get(cfg, "coordinator.feature_cache") is not None:
+        from trinity.coordinator.batching import resolve_max_padding
+
+        resolve_max_padding(_get(cfg, "coordinator.feature_cache.max_padding"), "cpu")
     strategy = _get(cfg, "evolve.strategy")
     if strategy is not None and strategy not in STRATEGIES:
         raise ConfigError(f"config key 'evolve.strategy': unknown strategy {strategy!r}; known: {sorted(STRATEGIES)}")

@@ -28,9 +28,9 @@ def resolve_max_padding(value: object, device_type: str) -> float | None:
     try:
         fraction = float(value)
     except (TypeError, ValueError):
-        raise ConfigError(f"coordinator.feature_cache.max_padding must be auto, none or a number >= 0, got {value!r}") from None
+        raise ConfigError(f"config key 'coordinator.feature_cache.max_padding' must be auto, none or a number >= 0, got {value!r}") from None
     if fraction < 0:
-        raise ConfigError(f"coordinator.feature_cache.max_padding must be >= 0, got {fraction}")
+        raise ConfigError(f"config key 'coordinator.feature_cache.max_padding' must be >= 0, got {fraction}")
     return fraction
 
 
