@@ -17,8 +17,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from trinity.coordinator.backbone import Backbone, load_backbone
-from trinity.coordinator.engine import FeatureEngine
 from trinity.coordinator.batching import resolve_max_padding
+from trinity.coordinator.engine import FeatureEngine
 from trinity.coordinator.feature_cache import FeatureCache
 from trinity.coordinator.head import RoutingHead, check_roles
 from trinity.coordinator.layout import ParamLayout

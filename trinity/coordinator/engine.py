@@ -175,11 +175,13 @@ class FeatureEngine:
         if not jobs:
             return
         # Batch by the tokens each job will compute (its length minus the prefix it can reuse now), so
-        # similar widths share a batch. `_base_batch` looks the prefixes up again: a job may then also
+        # similar widths share a batch. Later batches look their prefixes up again: a job may then also
         # reuse a prompt computed by an earlier batch of this call.
-        new_tokens = [len(j.tokens) - self._reusable(j, want_entering)[1] for j in jobs]
-        for group in length_batches(new_tokens, self.max_batch, self.max_padding):
-            self._base_batch([jobs[i] for i in group], want_entering)
+        pasts = [self._reusable(j, want_entering) for j in jobs]
+        groups = length_batches([len(j.tokens) - p for j, (_, p) in zip(jobs, pasts)], self.max_batch, self.max_padding)
+        for k, group in enumerate(groups):
+            batch_pasts = [pasts[i] for i in group] if k == 0 else None
+            self._base_batch([jobs[i] for i in group], want_entering, batch_pasts)
 
     def _reusable(self, job: _Job, want_entering: bool) -> tuple[PrefixEntry | None, int]:
         """The stored prompt whose KV this job can reuse, and how many of its tokens."""
@@ -190,9 +192,11 @@ class FeatureEngine:
             return None, 0
         return entry, reuse
 
-    def _base_batch(self, jobs: list[_Job], want_entering: bool) -> None:
+    def _base_batch(self, jobs: list[_Job], want_entering: bool,
+                    pasts: list[tuple[PrefixEntry | None, int]] | None = None) -> None:
         device = self.backbone.device
-        pasts = [self._reusable(job, want_entering) for job in jobs]
+        if pasts is None:
+            pasts = [self._reusable(job, want_entering) for job in jobs]
         past_len = max(p for _, p in pasts)
         new_lens = [len(j.tokens) - p for j, (_, p) in zip(jobs, pasts)]
         width = max(new_lens)
