@@ -103,6 +103,7 @@ def _record_call(turn: Turn, result: CallResult, keep_reply: bool) -> None:
     turn.cached = result.cached
     turn.ok = result.ok
     turn.error = result.error if not result.ok else None
+    turn.finish_reason = result.finish_reason
     if keep_reply:
         turn.reply = result.text
 

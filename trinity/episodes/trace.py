@@ -38,6 +38,7 @@ class Turn:
     called: bool = True                # False for the verifier-before-answer turn (no pool call made)
     suggested_role: str | None = None  # thinker turns: the valid <suggested_role>; None if discarded
     reply: str | None = None           # the model's reply, kept only when protocol.record_replies is on
+    finish_reason: str | None = None   # as the pool server reported it: "stop", "length" (hit max_tokens), ...
 
 
 @dataclass
