@@ -89,16 +89,36 @@ class LoopThread:
         self._thread.join(timeout=10)
 
 
+# Graded (item, answer) pairs remembered per process: the same answer to the same item comes back
+# often (the response cache replays replies across candidates and generations), and grading a program
+# runs a sandboxed process each time.
+GRADE_MEMO_SIZE = 65536
+
+
 def make_grader(cfg: DictConfig, judge=None) -> Callable[[TaskItem, str], Awaitable[float]]:
+    """The reward of an answer, from the item's suite grader. Scores are remembered per (item, answer
+    digest) in a bounded LRU: a grader is a function of the item and the answer, and an exception is
+    never remembered (the protocol records it on the episode that hit it)."""
+    from collections import OrderedDict
+
     from trinity.tasks.base import get_suite
 
     suites: dict[str, object] = {}
+    memo: OrderedDict[tuple[str, str], float] = OrderedDict()
 
     async def grade(item: TaskItem, answer: str) -> float:
+        key = (item.uid, hashlib.sha256(answer.encode("utf-8", "surrogatepass")).hexdigest())
+        if key in memo:
+            memo.move_to_end(key)
+            return memo[key]
         suite = suites.get(item.suite)
         if suite is None:
             suite = suites[item.suite] = get_suite(item.suite, cfg)
-        return float(await suite.grade(item, answer, judge=judge))
+        score = float(await suite.grade(item, answer, judge=judge))
+        memo[key] = score
+        if len(memo) > GRADE_MEMO_SIZE:
+            memo.popitem(last=False)
+        return score
 
     return grade
 
@@ -221,8 +241,9 @@ class RolloutContext:
         return self.run_specs(specs, protocol_cfg=protocol_cfg, progress=progress)
 
     def run_candidate(self, params: np.ndarray, items: Sequence[TaskItem], *, generation: int, candidate: int,
-                      repeats: int = 1, progress=None) -> list[Trace]:
-        return self.run_router(self.router_for(params), items, generation=generation, candidate=candidate,
+                      repeats: int = 1, progress=None, mode: str | None = None) -> list[Trace]:
+        """`mode`: sample | argmax routing (default coordinator.routing)."""
+        return self.run_router(self.router_for(params, mode), items, generation=generation, candidate=candidate,
                                repeats=repeats, progress=progress)
 
     def run_recorded(self, candidates: Sequence[np.ndarray], items: Sequence[TaskItem], *, generation: int,

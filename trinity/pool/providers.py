@@ -24,6 +24,8 @@ class Provider:
     auth_prefix: str = "Bearer "
     max_tokens_param: str = "max_tokens"  # OpenAI's own API wants max_completion_tokens for newer models
     sends_seed: bool = False              # seed = sample_index makes local sampling reproducible
+    body_keys: tuple[str, ...] = ()       # model-config keys sent in every request body (and so in the
+    #                                       response-cache key): the simulated pool sends its behaviour
     extra_headers: Mapping[str, str] = field(default_factory=dict)
 
     def auth_headers(self, api_key: str | None) -> dict[str, str]:
@@ -48,6 +50,8 @@ PROVIDERS: dict[str, Provider] = {
         Provider("llamacpp", None, sends_seed=True),
         Provider("vllm", "http://127.0.0.1:8000/v1", sends_seed=True),
         Provider("ollama", "http://127.0.0.1:11434/v1", sends_seed=True),
+        # The simulated pool (trinity.pool.simulated): one loopback server at pool.port plays every model.
+        Provider("simulated", None, sends_seed=True, body_keys=("simulated",)),
     )
 }
 
@@ -114,8 +118,9 @@ def resolve_endpoint(name: str, model_cfg: Mapping[str, Any], pool_cfg: Mapping[
         raise PoolConfigError(f"config key 'pool.models.{name}.model_id' is missing")
 
     base_url = _opt(model_cfg, "base_url")
-    if base_url is None and _opt(model_cfg, "port") is not None:
-        base_url = f"http://{_opt(pool_cfg, 'host', '127.0.0.1')}:{int(model_cfg['port'])}/v1"
+    port = _opt(model_cfg, "port", _opt(pool_cfg, "port"))   # a pool served by one server gives pool.port
+    if base_url is None and port is not None:
+        base_url = f"http://{_opt(pool_cfg, 'host', '127.0.0.1')}:{int(port)}/v1"
     base_url = base_url or provider.default_base_url
     if not base_url:
         raise PoolConfigError(
@@ -140,6 +145,7 @@ def resolve_endpoint(name: str, model_cfg: Mapping[str, Any], pool_cfg: Mapping[
         timeout_s=float(_opt(model_cfg, "timeout_s", _opt(sampling, "timeout_s", 300.0))),
         max_concurrency=_opt(model_cfg, "max_concurrency"),
         requests_per_minute=_opt(model_cfg, "requests_per_minute"),
-        extra_body=_plain(_opt(model_cfg, "extra_body", {})),
+        extra_body={**_plain(_opt(model_cfg, "extra_body", {})),
+                    **{k: _plain(model_cfg[k]) for k in provider.body_keys if model_cfg.get(k) is not None}},
         api_key=api_key,
     )

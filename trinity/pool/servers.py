@@ -1,4 +1,5 @@
-"""Local pool servers: one llama.cpp server process per model on loopback (`trinity pool up|down|status`).
+"""Local pool servers on loopback (`trinity pool up|down|status`): one llama.cpp server process per local
+model, or one simulated-pool server for a whole simulated profile (`pool.server: simulated`).
 
 State lives in `<pool.state_dir>/<model>.json` (PID, port, log path) so `down` and `status` work
 from any process. Servers run in their own process sessions; `LocalPool` as a context manager stops
@@ -7,6 +8,7 @@ the servers it started itself on exit, also on Ctrl-C or when a flow fails.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -16,6 +18,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Callable
 
 import httpx
 
@@ -36,6 +39,7 @@ class ServerSpec:
     n_ctx: int
     n_parallel: int
     n_threads: int
+    kind: str = "llamacpp"      # a key of LAUNCHERS
 
     @property
     def base_url(self) -> str:
@@ -55,6 +59,7 @@ class ServerState:
     log: str
     model_path: str
     started_at: float
+    fingerprint: str = ""       # what the server was started with; a change restarts it (simulated pool)
 
 
 @dataclass
@@ -67,8 +72,18 @@ class ServerStatus:
 
 
 def server_specs(pool_cfg) -> list[ServerSpec]:
-    """The local servers a pool config asks for (models with an `asset` key); hosted models need none."""
+    """The local servers a pool config asks for: one per model with an `asset` key (llama.cpp), or one
+    for the whole pool when `pool.server` names a launcher (`simulated`); hosted models need none."""
     host = pool_cfg.get("host", "127.0.0.1")
+    kind = pool_cfg.get("server")
+    if kind is not None:
+        if kind not in LAUNCHERS or kind == "llamacpp":
+            raise ConfigError(f"config key 'pool.server' must be one of {sorted(k for k in LAUNCHERS if k != 'llamacpp')} "
+                              f"(or absent for per-model llama.cpp servers), got {kind!r}")
+        if pool_cfg.get("port") is None:
+            raise ConfigError(f"config key 'pool.port' is required for a pool served by one {kind} server")
+        return [ServerSpec(name=str(kind), asset="", host=host, port=int(pool_cfg.port), n_ctx=0, n_parallel=0,
+                           n_threads=0, kind=str(kind))]
     specs = []
     for name, m in pool_cfg.models.items():
         if not m.get("asset"):
@@ -130,10 +145,72 @@ def _tail(path: str | Path, lines: int = 20) -> str:
     return "\n".join(text[-lines:])
 
 
+def _llamacpp_launch(pool: "LocalPool", spec: ServerSpec) -> tuple[list[str], str]:
+    path = model_path(spec.asset, pool.model_cache)  # may assemble the model: only when launching
+    cmd = [
+        sys.executable, "-m", "trinity.pool.llamacpp_worker",
+        "--model-path", str(path), "--alias", spec.name, "--host", spec.host,
+        "--port", str(spec.port), "--n-ctx", str(spec.n_ctx),
+        "--n-parallel", str(spec.n_parallel), "--threads", str(spec.n_threads),
+    ]
+    return cmd, str(path)
+
+
+def simulated_world(pool_cfg) -> dict:
+    """What the simulated server plays, from the composed pool config: models (in head order) with their
+    behaviour, the prepared-data folder it finds items in, and the protocol's role prompts."""
+    from omegaconf import OmegaConf
+
+    from trinity.pool.simulated.profile import parse_profile
+
+    models = parse_profile(pool_cfg)  # validates every model's behaviour (ConfigError names the key)
+    roles = pool_cfg.get("role_prompts")
+    if not roles or not roles.get("worker"):
+        raise ConfigError("config key 'pool.role_prompts' must give the protocol's system prompts "
+                          "(worker, thinker, verifier; aggregator for Mixture-of-Agents)")
+    if not pool_cfg.get("prepared"):
+        raise ConfigError("config key 'pool.prepared' must name the prepared-data folder the simulated pool reads")
+    return {"prepared": str(pool_cfg.prepared),
+            "role_prompts": OmegaConf.to_container(roles, resolve=True) if not isinstance(roles, dict) else dict(roles),
+            "models": [{"name": m.name, "model_id": m.model_id,
+                        "simulated": {"worker": dict(m.worker),
+                                      "verifier": {"accept_correct": m.accept_correct, "accept_wrong": m.accept_wrong},
+                                      "thinker": {"valid": m.thinker_valid, "suggest_worker": m.suggest_worker},
+                                      "tokens": dict(m.tokens), "latency_s": m.latency_s}} for m in models]}
+
+
+def _simulated_blob(pool: "LocalPool") -> str:
+    return json.dumps(simulated_world(pool.pool_cfg), sort_keys=True, indent=1)
+
+
+def _simulated_launch(pool: "LocalPool", spec: ServerSpec) -> tuple[list[str], str]:
+    pool.state_dir.mkdir(parents=True, exist_ok=True)
+    path = pool.state_dir / f"{spec.name}-world.json"
+    path.write_text(_simulated_blob(pool) + "\n")
+    cmd = [sys.executable, "-m", "trinity.pool.simulated.server", "--world", str(path),
+           "--host", spec.host, "--port", str(spec.port)]
+    return cmd, str(path)
+
+
+@dataclass(frozen=True)
+class Launcher:
+    command: Callable[["LocalPool", ServerSpec], tuple[list[str], str]]   # (argv, model or world path)
+    fingerprint: Callable[["LocalPool", ServerSpec], str] = lambda pool, spec: ""   # "": never restarted
+
+
+# ServerSpec.kind -> how to start it
+LAUNCHERS: dict[str, Launcher] = {
+    "llamacpp": Launcher(_llamacpp_launch),
+    "simulated": Launcher(_simulated_launch,
+                          lambda pool, spec: hashlib.sha256(_simulated_blob(pool).encode()).hexdigest()[:16]),
+}
+
+
 class LocalPool:
     """Start, stop and inspect the local pool's servers."""
 
     def __init__(self, pool_cfg, *, model_cache: str | None = None, progress=print):
+        self.pool_cfg = pool_cfg
         self.specs = server_specs(pool_cfg)
         self.state_dir = Path(pool_cfg.get("state_dir", ".trinity/pool"))
         self.startup_timeout_s = float(pool_cfg.get("startup_timeout_s", 180))
@@ -177,30 +254,31 @@ class LocalPool:
         progress = progress or self.progress
         launched: list[tuple[ServerSpec, subprocess.Popen, Path]] = []
         for spec in self.specs:
+            launcher = LAUNCHERS[spec.kind]
+            fingerprint = launcher.fingerprint(self, spec)
             st = self._read_state(spec.name)
             if st is not None and _pid_alive(st.pid) and st.port == spec.port:
-                progress(f"{spec.name}: already running (pid {st.pid}, port {st.port})")
-                continue
+                if not (fingerprint and st.fingerprint and fingerprint != st.fingerprint):
+                    progress(f"{spec.name}: already running (pid {st.pid}, port {st.port})")
+                    continue
+                progress(f"{spec.name}: running with another configuration; restarting it")
+                self.down(only=[spec.name], quiet=True)
             if port_in_use(spec.host, spec.port):
+                key = f"pool.models.{spec.name}.port" if spec.kind == "llamacpp" else "pool.port"
                 raise ConfigError(
-                    f"config key 'pool.models.{spec.name}.port': port {spec.port} on {spec.host} is already "
+                    f"config key '{key}': port {spec.port} on {spec.host} is already "
                     f"in use by another program; choose a free port"
                 )
-            path = model_path(spec.asset, self.model_cache)
+            cmd, path = launcher.command(self, spec)
             self.state_dir.mkdir(parents=True, exist_ok=True)
             log = self.state_dir / f"{spec.name}.log"
-            cmd = [
-                sys.executable, "-m", "trinity.pool.llamacpp_worker",
-                "--model-path", str(path), "--alias", spec.name, "--host", spec.host,
-                "--port", str(spec.port), "--n-ctx", str(spec.n_ctx),
-                "--n-parallel", str(spec.n_parallel), "--threads", str(spec.n_threads),
-            ]
             with open(log, "ab") as logf:
                 proc = subprocess.Popen(
                     cmd, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                     start_new_session=True,  # its own session: Ctrl-C in the caller is handled by us, not it
                 )
-            self._write_state(ServerState(spec.name, proc.pid, spec.port, spec.host, str(log), str(path), time.time()))
+            self._write_state(ServerState(spec.name, proc.pid, spec.port, spec.host, str(log), str(path), time.time(),
+                                          fingerprint))
             self._started.append(spec.name)
             launched.append((spec, proc, log))
             progress(f"{spec.name}: starting on {spec.base_url} (pid {proc.pid}, log {log})")

@@ -1,0 +1,58 @@
+"""The oracle of the simulated pool on small hand-worked profiles."""
+
+import pytest
+
+from trinity.pool.simulated.oracle import best_routing, policy_value, profile_references, suite_oracle
+from trinity.pool.simulated.profile import SimulatedModel
+
+
+def model(name, acc, **kw):
+    return SimulatedModel(name=name, model_id=name, worker={"default": acc}, **kw)
+
+
+def test_one_turn_oracle_and_random_by_hand():
+    models = [model("a", 0.8), model("b", 0.3)]
+    o = suite_oracle(models, "s", max_turns=1)
+    assert o.oracle == pytest.approx(0.8)
+    assert o.routing == ((0, "a", "worker"),)
+    # six equally likely (agent, role) pairs; only the two Workers can answer in one turn
+    assert o.random == pytest.approx((0.8 + 0.3) / 6)
+    assert o.single_worker == {"a": 0.8, "b": 0.3}
+
+
+def test_two_turns_with_a_perfect_verifier_by_hand():
+    # one model: right half the time, never a valid Thinker reply, a perfect Verifier
+    models = [model("a", 0.5, thinker_valid=0.0, accept_correct=1.0, accept_wrong=0.0)]
+    o = suite_oracle(models, "s", max_turns=2)
+    assert o.oracle == pytest.approx(0.5)
+    # uniform over (worker, thinker, verifier) each turn. Turn 1: right 1/6, wrong 1/6, no answer 1/3
+    # (Thinker), ended 1/3 (Verifier first). Turn 2: from right, a Worker keeps it right 1/36, a Thinker
+    # 1/18, a Verifier accepts it 1/18 (reward); from wrong a Worker makes it right 1/36; from no answer
+    # a Worker makes it right 1/18. Total: 1/18 accepted + 1/36 + 1/18 + 1/36 + 1/18 standing = 2/9.
+    assert o.random == pytest.approx(2 / 9)
+
+
+def test_a_thinker_that_forces_a_worker_is_used_when_it_pays():
+    # b is a useless Worker but a Thinker that always suggests a Worker; a is a fair Worker. With two
+    # turns, routing n=0 to a Worker and n=1 to a Worker gives two independent tries only at the end.
+    models = [model("a", 0.6, accept_correct=1.0, accept_wrong=0.0),
+              model("b", 0.0, thinker_valid=1.0, suggest_worker=1.0)]
+    value, routing = best_routing(models, "s", 3, [(i, r) for i in range(2) for r in ("worker", "thinker", "verifier")])
+    # best: W(a); then verify with a (perfect): accepted when right, else keeps verifying the wrong answer
+    # and it stays wrong: 0.6. No routing that depends only on n can retry after a rejection.
+    assert value == pytest.approx(0.6)
+    assert routing[0] == (0, "worker")
+
+
+def test_policy_value_of_a_mixture_is_the_mixture_of_values_for_one_turn():
+    models = [model("a", 0.9), model("b", 0.1)]
+    v = policy_value(models, "s", lambda n: [(0.25, (0, "worker")), (0.75, (1, "worker"))], 1)
+    assert v == pytest.approx(0.25 * 0.9 + 0.75 * 0.1)
+
+
+def test_pooled_references_weight_suites():
+    models = [SimulatedModel("a", "a", {"x": 1.0, "y": 0.0}), SimulatedModel("b", "b", {"x": 0.0, "y": 0.5})]
+    ref = profile_references(models, ["x", "y"], 1, weights={"x": 3, "y": 1})
+    assert ref["pooled"]["oracle"] == pytest.approx((3 * 1.0 + 1 * 0.5) / 4)
+    assert ref["pooled"]["single_worker"]["a"] == pytest.approx(0.75)
+    assert [s["routing"][0]["agent"] for s in ref["suites"]] == ["a", "b"]

@@ -1,0 +1,222 @@
+"""The simulated pool: profile checks, replies the real graders grade as intended, deterministic
+outcomes that follow the profile, refusals, and the same pool-manager life cycle as the llama.cpp
+servers (up, status, down, restart on a changed profile, a server that does not come up)."""
+
+import asyncio
+import socket
+
+import httpx
+import numpy as np
+import pytest
+from omegaconf import OmegaConf
+
+from trinity import config
+from trinity.episodes.runner import EpisodeSpec, run_episodes
+from trinity.errors import ConfigError
+from trinity.eval.routers import RandomRouter
+from trinity.pipeline.rollouts import make_grader
+from trinity.pool.client import PoolClient
+from trinity.pool.servers import LocalPool, PoolServerError, port_in_use, simulated_world
+from trinity.pool.simulated.oracle import policy_value
+from trinity.pool.simulated.profile import parse_model, parse_profile
+from trinity.pool.simulated.replies import writer_for
+from trinity.pool.simulated.server import Refused, SimulatedPool
+from trinity.pool.types import CallResult
+from trinity.tasks.base import get_suite
+from trinity.tasks.prepare import load_items, prepare_suites
+
+
+def _free_port() -> int:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory):
+    root = tmp_path_factory.mktemp("sim")
+    cfg = config.compose(["experiment=routing_benchmark", "tasks.train=[mmlu,gsm8k]",
+                          "tasks.max_items_per_suite=12", f"paths.prepared={root / 'prepared'}"])
+    prepare_suites(cfg, cfg.paths.prepared)
+    return root
+
+
+def _cfg(root, tmp_path, *overrides):
+    cfg = config.compose(["experiment=routing_benchmark", "tasks.train=[mmlu,gsm8k]",
+                          f"paths.prepared={root / 'prepared'}", f"pool.state_dir={tmp_path / 'pool'}",
+                          f"pool.port={_free_port()}", *overrides])
+    OmegaConf.set_struct(cfg, False)
+    return cfg
+
+
+def _worker_body(cfg, model: str, item, seed: int, **extra) -> dict:
+    return {"model": cfg.pool.models[model].model_id, "seed": seed, **extra,
+            "messages": [{"role": "system", "content": cfg.protocol.worker_system},
+                         {"role": "user", "content": item.prompt + "\n\n" + cfg.protocol.collaboration_instructions}]}
+
+
+def test_profile_values_are_checked_and_named():
+    with pytest.raises(ConfigError, match=r"pool.models.m.simulated.verifier.accept_correct"):
+        parse_model("m", {"simulated": {"worker": {"default": 0.5}, "verifier": {"accept_correct": 1.5}}})
+    with pytest.raises(ConfigError, match=r"pool.models.m.simulated' is missing"):
+        parse_model("m", {"model_id": "x"})
+    with pytest.raises(ConfigError, match=r"unknown keys \['workers'\]"):
+        parse_model("m", {"simulated": {"workers": {"default": 0.5}}})
+    with pytest.raises(ConfigError, match=r"tokens.worker"):
+        parse_model("m", {"simulated": {"worker": {"default": 0.5}, "tokens": {"worker": 0}}})
+
+
+def test_replies_are_graded_by_the_real_graders_as_intended(prepared):
+    async def grades():
+        out = []
+        for suite in ("mmlu", "gsm8k"):
+            s, w = get_suite(suite), writer_for(suite)
+            for it in load_items(prepared / "prepared", suite):
+                out.append((await s.grade(it, w.correct(it)), await s.grade(it, w.wrong(it))))
+        he = get_suite("humaneval")
+        w = writer_for("humaneval")
+        for row in he.load_rows()[:3]:
+            it = he.to_item(row)
+            out.append((await he.grade(it, w.correct(it)), await he.grade(it, w.wrong(it))))
+        return out
+
+    results = asyncio.run(grades())
+    assert len(results) == 24 + 3
+    assert all(right == 1.0 and wrong == 0.0 for right, wrong in results)
+
+
+def test_outcomes_are_deterministic_and_follow_the_profile(prepared, tmp_path):
+    cfg = _cfg(prepared, tmp_path)
+    sim = SimulatedPool(simulated_world(cfg.pool))
+    items = load_items(prepared / "prepared", "mmlu")
+    mmlu = get_suite("mmlu")
+
+    async def accuracy(model: str) -> float:
+        scores = []
+        for it in items:
+            for seed in range(40):
+                reply = await sim.complete(_worker_body(cfg, model, it, seed))
+                scores.append(await mmlu.grade(it, reply["choices"][0]["message"]["content"]))
+        return float(np.mean(scores))
+
+    first = asyncio.run(sim.complete(_worker_body(cfg, "mc-specialist", items[0], 7)))
+    again = asyncio.run(sim.complete(_worker_body(cfg, "mc-specialist", items[0], 7)))
+    assert first["choices"][0] == again["choices"][0]
+    # 480 draws each: the profile says 0.85 and 0.2 (binomial sd about 0.018)
+    assert abs(asyncio.run(accuracy("mc-specialist")) - 0.85) < 0.06
+    assert abs(asyncio.run(accuracy("math-specialist")) - 0.2) < 0.06
+
+
+def test_an_output_cap_truncates_and_says_length(prepared, tmp_path):
+    cfg = _cfg(prepared, tmp_path)
+    sim = SimulatedPool(simulated_world(cfg.pool))
+    item = load_items(prepared / "prepared", "gsm8k")[0]
+    full = asyncio.run(sim.complete(_worker_body(cfg, "math-specialist", item, 1)))
+    cut = asyncio.run(sim.complete(_worker_body(cfg, "math-specialist", item, 1, max_tokens=20)))
+    assert full["choices"][0]["finish_reason"] == "stop"
+    assert cut["choices"][0]["finish_reason"] == "length" and cut["usage"]["completion_tokens"] == 20
+    assert len(cut["choices"][0]["message"]["content"]) < len(full["choices"][0]["message"]["content"])
+
+
+def test_requests_it_cannot_place_are_refused_never_answered(prepared, tmp_path):
+    cfg = _cfg(prepared, tmp_path)
+    sim = SimulatedPool(simulated_world(cfg.pool))
+    item = load_items(prepared / "prepared", "gsm8k")[0]
+    body = _worker_body(cfg, "math-specialist", item, 0)
+    body["messages"][1]["content"] = "What is the capital of France?"
+    with pytest.raises(Refused, match="no prepared item's prompt") as e:
+        asyncio.run(sim.complete(body))
+    assert e.value.status == 400
+    body = _worker_body(cfg, "math-specialist", item, 0)
+    body["messages"][0]["content"] = "You are a helpful assistant."
+    with pytest.raises(Refused, match="none of the protocol's role prompts"):
+        asyncio.run(sim.complete(body))
+    with pytest.raises(Refused, match="not in this simulated profile") as e:
+        asyncio.run(sim.complete({**body, "model": "gpt-5"}))
+    assert e.value.status == 404
+    sent = OmegaConf.to_container(cfg.pool.models["math-specialist"].simulated)
+    sent["worker"]["gsm8k"] = 0.1
+    with pytest.raises(Refused, match="another profile"):
+        asyncio.run(sim.complete({**_worker_body(cfg, "math-specialist", item, 0), "simulated": sent}))
+
+
+def test_pool_up_status_chat_down_over_http(prepared, tmp_path):
+    cfg = _cfg(prepared, tmp_path)
+    pool = LocalPool(cfg.pool, progress=lambda *_: None)
+    item = load_items(prepared / "prepared", "gsm8k")[0]
+    try:
+        statuses = pool.up()
+        assert [(s.name, s.state) for s in statuses] == [("simulated", "healthy")]
+        assert [s.pid for s in pool.up()] == [s.pid for s in statuses]   # a second `up` is a no-op
+
+        async def calls():
+            client = PoolClient.from_config(cfg.pool, cache_path=tmp_path / "responses.sqlite")
+            try:
+                body = _worker_body(cfg, "math-specialist", item, 3)
+                first = await client.chat("math-specialist", body["messages"], sample_index=3)
+                second = await client.chat("math-specialist", body["messages"], sample_index=3)
+                refused = await client.chat("math-specialist", [{"role": "user", "content": "hello"}])
+                return first, second, refused
+            finally:
+                await client.aclose()
+
+        first, second, refused = asyncio.run(calls())
+        assert first.ok and not first.cached and first.finish_reason == "stop" and "<idea>" in first.text
+        assert second.cached and second.text == first.text       # the same response cache as real models
+        assert not refused.ok and "400" in refused.error and "cannot place" in refused.error
+        r = httpx.get(f"http://127.0.0.1:{cfg.pool.port}/v1/models", timeout=10)
+        assert [m["id"] for m in r.json()["data"]] == [m.model_id for m in cfg.pool.models.values()]
+
+        # a changed profile restarts the server instead of answering from the old one
+        cfg.pool.models["weak"].simulated.worker.default = 0.3
+        restarted = LocalPool(cfg.pool, progress=lambda *_: None).up()
+        assert restarted[0].state == "healthy" and restarted[0].pid != statuses[0].pid
+    finally:
+        pool.down(progress=lambda *_: None)
+    assert [s.state for s in pool.status()] == ["stopped"]
+    assert not port_in_use("127.0.0.1", cfg.pool.port)
+
+
+def test_a_simulated_server_that_does_not_come_up_is_reported_by_name(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    cfg = config.compose(["experiment=routing_benchmark", f"paths.prepared={empty}",
+                          f"pool.state_dir={tmp_path / 'pool'}", f"pool.port={_free_port()}"])
+    pool = LocalPool(cfg.pool, progress=lambda *_: None)
+    with pytest.raises(PoolServerError) as e:
+        pool.up()
+    assert "simulated exited" in str(e.value) and "run the prepare stage" in str(e.value)
+    assert [s.state for s in pool.status()] == ["stopped"]
+
+
+class InProcessPool:
+    """The simulated pool without HTTP, as a ChatPool: the protocol's own code drives it."""
+
+    def __init__(self, sim: SimulatedPool, cfg):
+        self.sim, self.ids = sim, {n: m.model_id for n, m in cfg.pool.models.items()}
+
+    async def chat(self, model, messages, *, sample_index=0, max_tokens=None, temperature=None):
+        reply = await self.sim.complete({"model": self.ids[model], "messages": messages, "seed": sample_index})
+        return CallResult(model=model, text=reply["choices"][0]["message"]["content"], ok=True,
+                          finish_reason=reply["choices"][0]["finish_reason"])
+
+
+def test_the_oracle_agrees_with_the_protocol_run_on_the_simulated_pool(prepared, tmp_path):
+    """Random routing through the real turn protocol and graders: its mean reward matches the exact
+    expectation the oracle module computes (so the oracle models the protocol the project runs)."""
+    cfg = _cfg(prepared, tmp_path)
+    sim = SimulatedPool(simulated_world(cfg.pool))
+    items = load_items(prepared / "prepared", "gsm8k")
+    models = parse_profile(cfg.pool)
+    router = RandomRouter(len(models))
+    specs = [EpisodeSpec.create(0, it, router, repeat=r) for it in items for r in range(150)]
+    traces = asyncio.run(run_episodes(specs, InProcessPool(sim, cfg), list(cfg.pool.models), cfg.protocol,
+                                      make_grader(cfg), max_concurrency=64))
+    rewards = np.array([t.reward for t in traces])
+    actions = [(a, r) for a in range(len(models)) for r in ("worker", "thinker", "verifier")]
+    expected = policy_value(models, "gsm8k", lambda n: [(1 / len(actions), a) for a in actions],
+                            int(cfg.protocol.max_turns))
+    se = rewards.std() / np.sqrt(len(rewards))
+    assert abs(rewards.mean() - expected) < 4 * se, (rewards.mean(), expected, se)

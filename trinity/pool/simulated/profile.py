@@ -1,0 +1,119 @@
+"""What one simulated model does, read from its pool config entry (`pool.models.<name>.simulated`).
+
+    simulated:
+      worker: {default: 0.2, mmlu: 0.9}          # P(a Worker answer is correct), per suite
+      verifier: {accept_correct: 0.9, accept_wrong: 0.2}
+      thinker: {valid: 0.9, suggest_worker: 0.5}  # P(reply has both tags); P(it names worker | valid)
+      tokens: {worker: 300, thinker: 60, verifier: 8}   # completion tokens per call
+      latency_s: 0.0
+
+Every outcome is a deterministic function of (profile seed, model, item, role, sample index, the
+answer being judged): `uniform(...)` hashes them, so common random numbers and the response cache
+behave as they do with real models, and the oracle (oracle.py) computes exact expectations.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any, Mapping
+
+from trinity.errors import ConfigError
+
+ROLE_TOKENS = {"worker": 300, "thinker": 60, "verifier": 8}
+
+
+@dataclass(frozen=True)
+class SimulatedModel:
+    name: str
+    model_id: str
+    worker: Mapping[str, float]              # suite -> P(correct); key "default" for unlisted suites
+    accept_correct: float = 0.9
+    accept_wrong: float = 0.2
+    thinker_valid: float = 0.9
+    suggest_worker: float = 0.5
+    tokens: Mapping[str, int] = field(default_factory=lambda: dict(ROLE_TOKENS))
+    latency_s: float = 0.0
+
+    def worker_accuracy(self, suite: str) -> float:
+        if suite in self.worker:
+            return float(self.worker[suite])
+        if "default" in self.worker:
+            return float(self.worker["default"])
+        raise KeyError(f"simulated model {self.name!r} has no worker accuracy for suite {suite!r} and no default")
+
+    def completion_tokens(self, role: str) -> int:
+        return int(self.tokens.get(role, ROLE_TOKENS.get(role, 100)))
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _prob(value: Any, key: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= float(value) <= 1.0:
+        raise ConfigError(f"config key '{key}' must be a probability in [0, 1], got {value!r}")
+    return float(value)
+
+
+def _plain(node: Any) -> Any:
+    try:
+        from omegaconf import DictConfig, ListConfig, OmegaConf
+        if isinstance(node, (DictConfig, ListConfig)):
+            return OmegaConf.to_container(node, resolve=True)
+    except ImportError:  # pragma: no cover
+        pass
+    return node
+
+
+def parse_model(name: str, model_cfg: Mapping[str, Any]) -> SimulatedModel:
+    """One `pool.models.<name>` entry -> SimulatedModel; a bad value is a ConfigError naming its key."""
+    where = f"pool.models.{name}.simulated"
+    sim = _plain(model_cfg.get("simulated"))
+    if not isinstance(sim, Mapping):
+        raise ConfigError(f"config key '{where}' is missing: a simulated pool model needs its behaviour")
+    known = {"worker", "verifier", "thinker", "tokens", "latency_s"}
+    unknown = sorted(set(sim) - known)
+    if unknown:
+        raise ConfigError(f"config key '{where}': unknown keys {unknown}; known: {sorted(known)}")
+    worker = sim.get("worker")
+    if not isinstance(worker, Mapping) or not worker:
+        raise ConfigError(f"config key '{where}.worker' must map suites (or 'default') to probabilities")
+    worker = {str(k): _prob(v, f"{where}.worker.{k}") for k, v in worker.items()}
+    verifier = sim.get("verifier") or {}
+    thinker = sim.get("thinker") or {}
+    tokens = dict(ROLE_TOKENS)
+    for role, n in (sim.get("tokens") or {}).items():
+        if role not in ROLE_TOKENS or isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ConfigError(f"config key '{where}.tokens.{role}' must be a positive int for one of {list(ROLE_TOKENS)}")
+        tokens[role] = n
+    latency = sim.get("latency_s", 0.0)
+    if isinstance(latency, bool) or not isinstance(latency, (int, float)) or latency < 0:
+        raise ConfigError(f"config key '{where}.latency_s' must be a number >= 0, got {latency!r}")
+    return SimulatedModel(
+        name=str(name), model_id=str(model_cfg.get("model_id") or name), worker=worker,
+        accept_correct=_prob(verifier.get("accept_correct", 0.9), f"{where}.verifier.accept_correct"),
+        accept_wrong=_prob(verifier.get("accept_wrong", 0.2), f"{where}.verifier.accept_wrong"),
+        thinker_valid=_prob(thinker.get("valid", 0.9), f"{where}.thinker.valid"),
+        suggest_worker=_prob(thinker.get("suggest_worker", 0.5), f"{where}.thinker.suggest_worker"),
+        tokens=tokens, latency_s=float(latency),
+    )
+
+
+def parse_profile(pool_cfg: Mapping[str, Any]) -> list[SimulatedModel]:
+    """Every model of a simulated pool, in head order."""
+    models = pool_cfg.get("models") or {}
+    if not models:
+        raise ConfigError("config key 'pool.models' must list the simulated models")
+    return [parse_model(str(name), models[name]) for name in models]
+
+
+def profile_digest(models: list[SimulatedModel], seed: int) -> str:
+    blob = json.dumps({"seed": int(seed), "models": [m.to_dict() for m in models]}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def uniform(*parts: Any) -> float:
+    """A uniform number in [0, 1) that is a pure function of `parts` (stable across processes)."""
+    digest = hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).digest()
+    return int.from_bytes(digest[:7], "big") / float(1 << 56)
