@@ -57,7 +57,7 @@ run: setup ## the main job: dvc repro of the full pipeline on the embedded defau
 	@echo "  report:        reports/report.md (charts: reports/*.png)"
 	@echo "  coordinator:   data/evolve/coordinator/"
 	@echo "  ablations:     data/ablations/<variant>/ (metrics/ablations.json)"
-	@echo "  tables:        data/evolve/episodes.parquet, data/evolve/generations.parquet, data/eval/"
+	@echo "  tables:        data/evolve/{episodes,generations,routing}.parquet, data/eval/"
 	@echo "  metrics:       metrics/*.json  (dvc metrics show)"
 
 test: setup ## run the whole test suite (includes the real local-model tests marked slow)

@@ -3,7 +3,9 @@
 The toy problem: each task item has a random feature vector; a linear head (the evolved params, one
 row per agent) picks the agent with the largest logit; the reward is 1 when it picks the item's right
 agent (the argmax of a hidden teacher head). Episodes are real Trace objects: one Worker turn, plus a
-Verifier turn when the pick was wrong, with deterministic tokens, cost and cache hits.
+Verifier turn when the pick was wrong, with deterministic tokens, cost and cache hits. Validation routes
+the mean by argmax or by sampling the softmax of the logits (a uniform draw per item, the same every
+generation); `describe_mean` gives its routing matrix over two suites (even and odd items).
 
     python tests/evolve_fixture.py OUT_DIR [--marker-dir DIR] [--sleep S]
 """
@@ -67,15 +69,27 @@ class ToyProblem:
         self.n_features = n_features
         self.n_params = len(AGENTS) * n_features
 
-    def pick(self, params: np.ndarray, item: int) -> int:
-        return int(np.argmax(params.reshape(len(AGENTS), self.n_features) @ self.features[item]))
+    def probabilities(self, params: np.ndarray, item: int) -> np.ndarray:
+        z = params.reshape(len(AGENTS), self.n_features) @ self.features[item]
+        z = np.exp(z - z.max())
+        return z / z.sum()
+
+    def pick(self, params: np.ndarray, item: int, mode: str = "argmax") -> int:
+        p = self.probabilities(params, item)
+        if mode == "argmax":
+            return int(np.argmax(p))
+        u = float(rng(self.seed, "toy-sample", item).random())
+        return int(min(np.searchsorted(np.cumsum(p), u, side="right"), len(AGENTS) - 1))
+
+    def suite(self, item: int) -> str:
+        return "toy-even" if item % 2 == 0 else "toy-odd"
 
     def accuracy(self, params: np.ndarray, items: np.ndarray | None = None) -> float:
         items = self.train_items if items is None else items
         return float(np.mean([self.pick(params, i) == self.targets[i] for i in items]))
 
-    def trace(self, params: np.ndarray, item: int, generation: int, candidate: int) -> Trace:
-        agent = self.pick(params, item)
+    def trace(self, params: np.ndarray, item: int, generation: int, candidate: int, mode: str = "argmax") -> Trace:
+        agent = self.pick(params, item, mode)
         # drawn from numpy's GLOBAL RNG on purpose: a resumed run matches only if its state was checkpointed
         latency = 0.5 + round(float(np.random.random()), 6)
         right = agent == int(self.targets[item])
@@ -104,8 +118,17 @@ class ToyProblem:
             out.append([self.trace(params, int(i), generation, c) for i in items])
         return out
 
-    def evaluate_mean(self, generation: int, params: np.ndarray) -> list[Trace]:
-        return [self.trace(params, int(i), -1, -1) for i in self.valid_items]
+    def evaluate_mean(self, generation: int, params: np.ndarray, mode: str) -> list[Trace]:
+        if self.marker_dir is not None:
+            (self.marker_dir / f"val_g{generation}_{mode}").touch()
+        return [self.trace(params, int(i), -1, -1, mode) for i in self.valid_items]
+
+    def describe_mean(self, generation: int, params: np.ndarray) -> dict:
+        from trinity.evolve.diagnostics import routing_matrix
+
+        items = [int(i) for i in self.valid_items]
+        probs = np.array([self.probabilities(params, i) for i in items])
+        return {"routing": routing_matrix([self.suite(i) for i in items], probs, AGENTS)}
 
 
 def save_coordinator(path: Path, params: np.ndarray, meta: dict[str, Any]) -> None:
@@ -118,6 +141,7 @@ def run(out_dir: Path, cfg: DictConfig, *, sleep: float = 0.0, marker_dir: Path 
     from trinity.evolve.loop import run_evolution
 
     problem = ToyProblem(cfg, sleep=sleep, marker_dir=marker_dir)
+    kw.setdefault("describe_mean", problem.describe_mean)
     return run_evolution(cfg, n_params=problem.n_params, evaluate_population=problem.evaluate_population,
                          evaluate_mean=problem.evaluate_mean, save_coordinator=save_coordinator,
                          out_dir=out_dir, **kw)

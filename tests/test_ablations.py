@@ -161,11 +161,16 @@ def test_ablate_stage_end_to_end_and_resume(scripted):
     for name, (overrides, variant_cfg) in variants.items():
         folder = root / name
         assert {"coordinator.safetensors", "coordinator.json", "variant.yaml", "generations.parquet",
-                "summary.json"} <= {p.name for p in folder.iterdir()}
+                "summary.json", "routing.parquet", "routing.png"} <= {p.name for p in folder.iterdir()}
         assert ablate_stage.load_overrides(folder) == overrides
         gens = pl.read_parquet(folder / "generations.parquet")
         assert gens.height == 2
+        # x0 and both generations validated with both routing modes: exactly the budgeted validation episodes
+        validation = pl.read_parquet(folder / "episodes.parquet").filter(pl.col("phase") == "validation")
+        assert validation.height == metrics["budget"]["validation_episodes"] == (1 + 2) * 2 * 2
+        assert pl.read_parquet(folder / "routing.parquet")["generation"].unique().sort().to_list() == [-1, 0, 1]
         row = metrics["variants"][name]
+        assert row["x0_validation_reward"] is not None and row["beats_x0"] in (True, False)
         assert row["final_validation_reward"] == gens["validation_reward"].drop_nulls()[-1]
         assert row["generations_completed"] == 2 and row["episodes"] >= 2 * 4 * 2
         loaded, params = Coordinator.load(folder / "coordinator.safetensors",

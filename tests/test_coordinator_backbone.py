@@ -79,3 +79,22 @@ def test_real_backbone_svf_zero_is_exact_and_candidates_batch(coord):
         assert close(feature, coord.engine.reference_feature(text, router.svf_deltas))
         assert not np.array_equal(feature, plain)
     assert np.array_equal(coord.precompute([text], zeros)[0], coord.precompute([text])[0])
+
+
+def test_real_backbone_feature_is_mostly_prompt_independent_and_standardize_fixes_it(coord):
+    """The measured motivation for coordinator.features.normalize: SmolLM2-135M's feature at token -2 is
+    a shared vector plus a small prompt-dependent part; standardised, questions of different kinds
+    point in different directions."""
+    from trinity.coordinator.feature_norm import FeatureNorm
+    from trinity.coordinator.feature_stats import feature_stats
+
+    prompts = {"math": ["What is 17 * 23?", "Solve 3x + 5 = 20 for x."],
+               "code": ["Write a Python function that reverses a list.", "Implement binary search in Python."],
+               "mc": ["Which planet is largest?\nA) Mars B) Jupiter C) Venus D) Earth",
+                      "Which gas do plants absorb?\nA) O2 B) N2 C) CO2 D) He"]}
+    suites = [s for s, ps in prompts.items() for _ in ps]
+    features = coord.precompute([p for ps in prompts.values() for p in ps])
+    raw = feature_stats(features, suites)
+    assert raw["prompt_dependent_share"] < 0.35 and raw["cosine_cross_suite"] > 0.9
+    standardized = feature_stats(FeatureNorm.fit(features).apply(features), suites)
+    assert standardized["prompt_dependent_share"] > 0.99 and standardized["cosine_cross_suite"] < 0.5

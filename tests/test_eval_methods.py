@@ -22,7 +22,7 @@ from trinity.eval import methods, report
 from trinity.eval.episodes import run_episode_fn
 from trinity.eval.moa import MoAPrompts, moa_episode
 from trinity.eval.routers import RoleOnlyRouter
-from trinity.eval.tables import results_frame, summarize, trace_rows
+from trinity.eval.tables import paired_tests, results_frame, summarize, trace_rows
 from trinity.tasks.types import TaskItem
 
 CFG = compose([])
@@ -87,8 +87,8 @@ def head_weights(agent: int, role: int, strength: float = 5.0) -> np.ndarray:
     return w
 
 
-def coordinator(agent: int, role: int, strength: float = 5.0) -> CoordinatorRouter:
-    return CoordinatorRouter(RoutingHead(head_weights(agent, role, strength), len(AGENTS)), FixedFeatures())
+def coordinator(agent: int, role: int, strength: float = 5.0, mode: str = "sample") -> CoordinatorRouter:
+    return CoordinatorRouter(RoutingHead(head_weights(agent, role, strength), len(AGENTS)), FixedFeatures(), mode=mode)
 
 
 def ctx(**kw) -> methods.MethodContext:
@@ -109,13 +109,14 @@ def run_method(m: methods.Method, pool, items=ITEMS, protocol=None):
 # ---- the registry --------------------------------------------------------------------------------
 
 def test_default_method_list_expands_to_every_baseline_and_skips_clearly():
-    full = ctx(coordinator_router=lambda: coordinator(GOOD, 0),
+    full = ctx(coordinator_router=lambda mode: coordinator(GOOD, 0),
                ablation_names=lambda: ["no_thinker", "unfinished"],
                load_ablation=lambda n: (methods.Ablation(router=lambda: coordinator(0, 0)) if n == "no_thinker"
                                         else (_ for _ in ()).throw(methods.MethodSkipped("no coordinator.safetensors"))))
     ms, skipped = methods.expand_with_skips(list(CFG.eval.methods), full)
-    assert list(CFG.eval.methods) == ["trinity", "single_worker", "role_select", "random", "loop", "moa", "ablations"]
-    assert [m.name for m in ms] == (["trinity"] + [f"single:{a}" for a in AGENTS] + [f"roles:{a}" for a in AGENTS]
+    assert list(CFG.eval.methods) == ["trinity", "trinity:argmax", "single_worker", "role_select", "random", "loop",
+                                      "moa", "ablations"]
+    assert [m.name for m in ms] == (["trinity", "trinity:argmax"] + [f"single:{a}" for a in AGENTS] + [f"roles:{a}" for a in AGENTS]
                                     + ["random", f"loop:{AGENTS[0]}", f"moa:{AGENTS[0]}", "ablation:no_thinker"])
     assert skipped == [methods.Skipped("ablation:unfinished", "no coordinator.safetensors")]
 
@@ -123,13 +124,13 @@ def test_default_method_list_expands_to_every_baseline_and_skips_clearly():
                ablation_names=lambda: (_ for _ in ()).throw(methods.MethodSkipped("data/ablations does not exist")))
     ms, skipped = methods.expand_with_skips(list(CFG.eval.methods), bare)
     assert [m.name for m in ms] == [f"single:{a}" for a in AGENTS] + ["random", f"loop:{AGENTS[0]}", f"moa:{AGENTS[0]}"]
-    assert [s.method for s in skipped] == ["trinity"] + [f"roles:{a}" for a in AGENTS] + ["ablations"]
-    assert all("none at data/evolve" in s.reason for s in skipped[:4])
+    assert [s.method for s in skipped] == ["trinity", "trinity:argmax"] + [f"roles:{a}" for a in AGENTS] + ["ablations"]
+    assert all("none at data/evolve" in s.reason for s in skipped[:-1])
     assert skipped[-1].reason == "data/ablations does not exist"
 
     # arguments, duplicates and configuration mistakes
     assert [m.name for m in methods.expand([f"moa:{AGENTS[1]}", f"roles:{AGENTS[1]}", "random", "random"],
-                                           ctx(coordinator_router=lambda: coordinator(0, 0)))] == \
+                                           ctx(coordinator_router=lambda mode: coordinator(0, 0)))] == \
         [f"moa:{AGENTS[1]}", f"roles:{AGENTS[1]}", "random"]
     with pytest.raises(ConfigError, match="unknown pool model 'huge'"):
         methods.expand_with_skips(["moa:huge"], ctx())
@@ -152,6 +153,48 @@ def test_users_register_their_own_methods_and_groups():
         methods._GROUPS.pop("smalls")
 
 
+def test_trinity_argmax_and_sample_route_by_their_mode_and_save_apart():
+    built = []
+
+    def factory(mode):
+        built.append(mode)
+        return coordinator(GOOD, 0, strength=0.3, mode=mode)   # a soft head: sampling varies, argmax does not
+
+    c = ctx(coordinator_router=factory, coordinator_fingerprint="abc", coordinator_routing="sample")
+    ms = {m.name: m for m in methods.expand(["trinity", "trinity:argmax", "trinity:sample"], c)}
+    assert list(ms) == ["trinity", "trinity:argmax", "trinity:sample"]
+    routers = {name: m.build(c) for name, m in ms.items()}
+    assert built == ["sample", "argmax", "sample"] and routers["trinity:argmax"].mode == "argmax"
+    # the routing mode is part of the fingerprint, so their saved chunks never mix
+    assert ms["trinity"].fingerprint == ms["trinity:sample"].fingerprint == "abc-sample"
+    assert ms["trinity:argmax"].fingerprint == "abc-argmax"
+
+    rng = np.random.default_rng(0)
+    argmax = {asyncio.run(routers["trinity:argmax"].choose("t", i, rng)) for i in range(60)}
+    sampled = {asyncio.run(routers["trinity"].choose("t", i, rng)) for i in range(60)}
+    assert argmax == {(GOOD, "worker")} and len(sampled) > 1 and (GOOD, "worker") in sampled
+
+    # plain `trinity` follows coordinator.routing; roles:* too
+    built.clear()
+    deterministic = ctx(coordinator_router=factory, coordinator_fingerprint="abc", coordinator_routing="argmax")
+    (m, roles) = methods.expand(["trinity", f"roles:{AGENTS[0]}"], deterministic)
+    assert m.fingerprint == "abc-argmax" and m.build(deterministic).mode == "argmax"
+    roles.build(deterministic)
+    assert built == ["argmax", "argmax"]
+
+    # in an episode both reach the good model
+    for name in ("trinity", "trinity:argmax"):
+        m = methods.expand([name], ctx(coordinator_router=lambda mode: coordinator(GOOD, 0, mode=mode)))[0]
+        traces = run_method(m, Pool(script()), items=ITEMS[:2])
+        assert [t.reward for t in traces] == [1.0, 1.0] and {t.turns[0].agent for t in traces} == {AGENTS[GOOD]}
+
+    with pytest.raises(ConfigError, match="'trinity:greedy' is not a routing mode"):
+        methods.expand_with_skips(["trinity:greedy"], ctx())
+    _, skipped = methods.expand_with_skips(["trinity", "trinity:argmax"], ctx(no_coordinator="none at x"))
+    assert skipped == [methods.Skipped("trinity", "needs the trained coordinator (none at x)"),
+                       methods.Skipped("trinity:argmax", "needs the trained coordinator (none at x)")]
+
+
 def test_moa_prompts_come_from_config_and_are_checked():
     p = MoAPrompts.from_cfg(CFG.eval.moa)
     msgs = p.aggregator_messages("Q?", [("a", "one"), ("b", " two ")])
@@ -167,7 +210,7 @@ def test_moa_prompts_come_from_config_and_are_checked():
 # ---- every baseline on scripted replies ------------------------------------------------------------
 
 def test_every_baseline_runs_on_scripted_replies():
-    full = ctx(coordinator_router=lambda: coordinator(GOOD, 0),
+    full = ctx(coordinator_router=lambda mode: coordinator(GOOD, 0),
                load_ablation=lambda n: methods.Ablation(router=lambda: coordinator(0, 0)),
                ablation_names=lambda: ["first_agent"])
     ms, skipped = methods.expand_with_skips(list(CFG.eval.methods), full)
@@ -182,7 +225,7 @@ def test_every_baseline_runs_on_scripted_replies():
         calls[m.name] = rows["calls"].to_list()
         assert sum(rows["calls"]) == pool.count, m.name
     good, bad = AGENTS[GOOD], AGENTS[0]
-    assert rewards["trinity"] == 1.0 and rewards[f"single:{good}"] == 1.0 and rewards[f"single:{bad}"] == 0.0
+    assert rewards["trinity"] == 1.0 and rewards["trinity:argmax"] == 1.0 and rewards[f"single:{good}"] == 1.0 and rewards[f"single:{bad}"] == 0.0
     assert rewards[f"roles:{good}"] == 1.0 and rewards[f"roles:{bad}"] == 0.0
     assert rewards[f"moa:{bad}"] == 1.0          # the bad aggregator merges the good proposal
     assert rewards[f"loop:{bad}"] == 0.0 and rewards["ablation:first_agent"] == 0.0
@@ -208,7 +251,7 @@ def test_role_selection_fixes_the_agent_and_takes_the_coordinators_role():
     assert {r for _, r in roles_only} == {"worker", "thinker", "verifier"}
 
     # in an episode: role from the head, agent fixed (Thinker then Verifier via the Thinker's suggestion)
-    m = methods.expand([f"roles:{AGENTS[GOOD]}"], ctx(coordinator_router=lambda: coordinator(0, 1)))[0]
+    m = methods.expand([f"roles:{AGENTS[GOOD]}"], ctx(coordinator_router=lambda mode: coordinator(0, 1)))[0]
     pool = Pool(script())
     (trace,) = run_method(m, pool, items=ITEMS[:1])
     assert {t.agent for t in trace.turns} == {AGENTS[GOOD]}
@@ -283,46 +326,72 @@ def test_costs_are_at_list_prices_even_when_a_call_was_shared():
     assert row["paid_usd"] == 0.0 and row["cost_usd"] == pytest.approx((t.prompt_tokens + 2 * t.completion_tokens) / 1e6)
 
 
-def _summary(rows: dict[str, dict[str, list[float]]]) -> pl.DataFrame:
+def _results(rows: dict[str, dict[str, list[float]]]) -> pl.DataFrame:
     out = []
     for method, by_suite in rows.items():
         for suite, rewards in by_suite.items():
             out += [{"set": "test", "method": method, "suite": suite, "item": f"{suite}/{i}", "repeat": 0,
                      "reward": r, "turns": 1, "agents": ["a"], "roles": ["worker"], "prompt_tokens": 10,
                      "completion_tokens": 5, "cost_usd": 0.001, "paid_usd": 0.0, "calls": 1, "cache_hits": 0,
-                     "end_reason": "turn_limit"} for i, r in enumerate(rewards)]
-    return summarize(results_frame(out), samples=500)
+                     "end_reason": "turn_limit", "finish_reasons": ["stop"], "truncated_calls": 0}
+                    for i, r in enumerate(rewards)]
+    return results_frame(out)
 
 
-def test_report_states_wins_losses_and_ties_from_the_numbers():
+def _summary(rows: dict[str, dict[str, list[float]]]) -> pl.DataFrame:
+    return summarize(_results(rows), samples=500)
+
+
+def _tables(rows: dict[str, dict[str, list[float]]], min_items: int = 20) -> tuple[pl.DataFrame, pl.DataFrame]:
+    results = _results(rows)
+    return summarize(results, samples=500), paired_tests(results, samples=500, min_items=min_items)
+
+
+def test_report_states_wins_losses_and_no_difference_from_paired_tests():
     ones, zeros, half = [1.0] * 40, [0.0] * 40, [1.0, 0.0] * 20
-    summary = _summary({
+    summary, paired = _tables({
         "trinity": {"math": ones, "mcq": zeros, "code": half},
         "single:a": {"math": zeros, "mcq": ones, "code": [1.0, 0.0, 0.0, 1.0] * 10},
         "random": {"math": half, "mcq": half, "code": [0.0, 1.0] * 20},
     })
-    lines = report.verdicts(summary, "test", suite_kinds={"math": "in-distribution", "mcq": "zero-shot transfer"})
+    lines = report.verdicts(summary, paired, "test",
+                            suite_kinds={"math": "in-distribution", "mcq": "zero-shot transfer"})
     text = "\n".join(lines)
-    assert lines[0] == ("Over 3 suites, trinity wins on 1 (math), loses on 1 (mcq) and ties within the "
-                        "intervals on 1 (code).")
+    assert lines[0] == ("Over 3 suites, trinity wins on 1 (math), loses on 1 (mcq) and shows no significant "
+                        "difference on 1 (code).")
     assert "**math (in-distribution)**: trinity wins against the best other method, random" in text
+    assert "exact McNemar p = <0.0001 on n=40 paired items (b=20, c=0)" in text
     assert "**mcq (zero-shot transfer)**: trinity loses to the best other method, single:a" in text
-    assert re.search(r"\*\*code\*\*: trinity ties with the best other method, (random|single:a), within", text)
-    assert "**all suites pooled**" in text
+    assert "(b=0, c=40)" in text
+    # code: equal means; the discordant pairs split evenly whichever method is best
+    assert re.search(r"\*\*code\*\*: trinity shows no significant difference from the best other method, "
+                     r"(random|single:a) \(the means are equal\).*p = 1\.0000 on n=40 paired items "
+                     r"\(b=(20|10), c=(20|10)\)", text)
+    assert "**all suites pooled**" in text and "(95% Wilson intervals)" in text
 
-    md = report.markdown(summary, title="T", context=["ctx"], charts=["eval/test_bars.png"],
+    md = report.markdown(summary, paired, title="T", context=["ctx"], charts=["eval/test_bars.png"],
                          skipped=[("roles:a", "needs the trained coordinator (none at x)"),
                                   ("roles:b", "needs the trained coordinator (none at x)"),
                                   ("ablations", "data/ablations does not exist")])
     assert "## Where the evolved coordinator wins and where it does not" in md
+    assert "A *win* or a *loss* is called only from a paired test" in md and "intervals overlap" not in md
     assert "- `roles:a`, `roles:b`: needs the trained coordinator (none at x)" in md
     assert "- `ablations`: data/ablations does not exist" in md
-    assert "| trinity | 120 |" in md and "| math | single:a | 40 |" in md
+    assert "| trinity | 120 |" in md and "| math | single:a | 40 |" in md and "| wilson |" in md
+    # every other method in the paired table, pooled and per suite
+    assert "| single:a | 120 | 0.500 | 0.500 | +0.000 | exact McNemar |" in md
+    assert "| mcq | random | 40 | 0.000 | 0.500 | -0.500 | exact McNemar | <0.0001 | 0 / 20 | loss |" in md
     # the numbers decide: flip them and the statement flips
-    flipped = _summary({"trinity": {"math": zeros}, "random": {"math": ones}})
-    assert "trinity loses to the best other method, random" in "\n".join(report.verdicts(flipped, "test"))
+    flipped = _tables({"trinity": {"math": zeros}, "random": {"math": ones}})
+    assert "trinity loses to the best other method, random" in "\n".join(report.verdicts(*flipped, "test"))
+    # too few paired items: no verdict at all, and the report says how many it needs
+    few = _tables({"trinity": {"math": ones[:5]}, "random": {"math": zeros[:5]}}, min_items=20)
+    lines = report.verdicts(*few, "test")
+    assert lines[0].endswith("has too few paired items for a verdict on 1 (math).")
+    assert all("too few items (n=5, need 20) for a verdict" in x for x in lines[2:])
+    assert not any(w in x for x in lines[2:] for w in ("wins", "loses", "no significant"))
     # without the coordinator the section says so instead of comparing
-    md = report.markdown(_summary({"random": {"math": ones}}), title="T", context=[], charts=[])
+    md = report.markdown(*_tables({"random": {"math": ones}}), title="T", context=[], charts=[])
     assert "No comparison: `trinity` was not evaluated" in md
 
 

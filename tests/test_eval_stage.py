@@ -1,9 +1,11 @@
 """The evaluate stage end to end on scripted pool replies, with a stand-in coordinator (no backbone):
 every method of the default list, ablations loaded from their folders with their variant config,
-skips with reasons, list-price costs, the computed report, and resuming from finished chunks."""
+skips with reasons, list-price costs, the computed report (paired tests, truncated replies), and
+resuming from finished chunks."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import types
 
@@ -16,7 +18,8 @@ from test_eval_methods import AGENTS, D, GOOD, FixedFeatures, Pool, grade, head_
 from trinity.config import compose
 from trinity.coordinator.head import RoutingHead
 from trinity.coordinator.router import CoordinatorRouter
-from trinity.coordinator.saved import save_params
+from trinity.coordinator.saved import check_metadata, load_params, save_params
+from trinity.errors import ConfigError
 from trinity.pipeline import evaluate_stage
 from trinity.pipeline.rollouts import LoopThread, RolloutContext
 from trinity.routing import ROLES
@@ -26,7 +29,8 @@ L = len(AGENTS)
 
 
 class StandInCoordinator:
-    """What the stage uses of a Coordinator: metadata() for the saved-file check, router_for()."""
+    """What the stage uses of a Coordinator: metadata() and read_params() for the saved-file check,
+    router_for()."""
 
     def __init__(self, token_position: int = -2):
         self.token_position = token_position
@@ -37,14 +41,27 @@ class StandInCoordinator:
                 "roles": list(ROLES), "token_position": self.token_position, "svf_matrices": [],
                 "num_params": (L + 3) * D}
 
+    def read_params(self, path):
+        params, meta = load_params(path)
+        check_metadata(meta, self.metadata(), path)
+        return params
+
     def router_for(self, params, mode=None):
         head = RoutingHead(np.asarray(params).reshape(L + 3, D), L)
         return CoordinatorRouter(head, self.service, None, mode or "sample")
 
 
 class PricedPool(Pool):
+    """List prices, and the first pool model's replies always hit max_tokens (finish_reason "length")."""
+
     def endpoint(self, model):
         return types.SimpleNamespace(cost_usd=lambda p, c: (p + c) * 2e-6)
+
+    def _result(self, model, messages, reply, delay):
+        result = super()._result(model, messages, reply, delay)
+        if not result.ok:
+            return result
+        return dataclasses.replace(result, finish_reason="length" if model == AGENTS[0] else "stop")
 
 
 def stand_in_context(cfg, pool) -> RolloutContext:
@@ -101,7 +118,7 @@ def test_every_method_ablations_skips_report_and_resume(stage, tmp_path):
     summary = out["summary"]
     ran = set(summary["method"])
     good, first = AGENTS[GOOD], AGENTS[0]
-    assert ran == {"trinity", *(f"single:{a}" for a in AGENTS), *(f"roles:{a}" for a in AGENTS), "random",
+    assert ran == {"trinity", "trinity:argmax", *(f"single:{a}" for a in AGENTS), *(f"roles:{a}" for a in AGENTS), "random",
                    f"loop:{first}", f"moa:{first}", "ablation:last_token", "ablation:random_search"}
     assert {s.method for s in out["skipped"]} == {"ablation:unfinished", "ablation:other_pool"}
 
@@ -115,6 +132,7 @@ def test_every_method_ablations_skips_report_and_resume(stage, tmp_path):
         return summary.filter((pl.col("method") == method) & (pl.col("suite") == suite)
                               & (pl.col("set") == set_name)).row(0, named=True)
     assert get("trinity")["mean_reward"] == 1.0 and get(f"single:{first}")["mean_reward"] == 0.0
+    assert get("trinity:argmax")["mean_reward"] == 1.0 and set(summary["ci_method"]) == {"wilson"}
     assert get("ablation:last_token")["mean_reward"] == 1.0 and get("ablation:random_search")["mean_reward"] == 0.0
     assert get(f"moa:{first}")["calls_per_query"] == L + 1 and get(f"moa:{first}")["mean_reward"] == 1.0
     assert get(f"single:{good}")["calls_per_query"] == 1
@@ -132,6 +150,33 @@ def test_every_method_ablations_skips_report_and_resume(stage, tmp_path):
     assert metrics[f"test/all/moa:{first}"] == 1.0
     results = pl.read_parquet(tmp_path / "eval/results.parquet")
     assert results.height == len(ran) * (2 + 3 + 3)
+
+    # paired tests against every other method; 3 items per suite (6 pooled) is below eval.min_items = 20
+    paired = pl.read_parquet(tmp_path / "eval/paired.parquet")
+    assert out["paired"].equals(paired)
+    assert set(paired["other"]) == ran - {"trinity"} and set(paired["method"]) == {"trinity"}
+    assert set(paired.filter(pl.col("set") == "test")["n"]) == {3, 6}
+    assert "A *win* or a *loss* is called only from a paired test" in text and "intervals overlap" not in text
+    assert "too few items (n=3, need 20)" in text and "too few items (n=6, need 20)" in text
+    assert f"| single:{first} | 6 | 1.000 | 0.000 | +1.000 | exact McNemar | 0.0312 | 6 / 0 | too few items" in text
+    assert "| trinity:argmax | 6 |" in text
+    assert metrics[f"test/paired/single:{first}/difference"] == 1.0
+    assert metrics[f"test/paired/single:{first}/p_value"] == pytest.approx(2 / 64)
+
+    # truncated replies: every reply of the first pool model hit max_tokens, no other reply did
+    assert results.filter(pl.col("method") == f"single:{first}")["truncated_calls"].to_list() == [1] * 8
+    assert results.filter(pl.col("method") == f"single:{good}")["truncated_calls"].to_list() == [0] * 8
+    moa_reasons = results.filter(pl.col("method") == f"moa:{first}")["finish_reasons"].explode()
+    assert moa_reasons.null_count() == 0 and "length" in moa_reasons.to_list()
+    truncated = text.split("## Truncated replies")[1].split("\n## ")[0]
+    assert f"| test | {first} |" in truncated and "100.0% |" in truncated.split(f"| test | {first} |")[1].split("\n")[0]
+    assert all(f"| {s} | {a} |" not in truncated or "| 0.0% |" in truncated.split(f"| {s} | {a} |")[1].split("\n")[0]
+               for s in ("test", "validation") for a in AGENTS[1:])
+    assert 0 < metrics["test/truncated_share"] < 1
+
+    # the routing mode is in the saved chunks' names: trinity (sample) and trinity:argmax never mix
+    chunk_names = [p.name for p in (tmp_path / "cache/eval").rglob("test__trinity*__gsm8k__*.parquet")]
+    assert len(chunk_names) == 2 and {n.rsplit("-", 1)[1] for n in chunk_names} == {"sample.parquet", "argmax.parquet"}
 
     # a second run resumes from the saved chunks: no pool call at all
     calls = pool.count
@@ -152,8 +197,21 @@ def test_without_a_coordinator_or_ablations_the_baselines_still_run(stage, tmp_p
     cfg, pool, _ = stage
     out = evaluate_stage.run(cfg)
     reasons = {s.method: s.reason for s in out["skipped"]}
-    assert set(reasons) == {"trinity", *(f"roles:{a}" for a in AGENTS), "ablations"}
+    assert set(reasons) == {"trinity", "trinity:argmax", *(f"roles:{a}" for a in AGENTS), "ablations"}
     assert "none at" in reasons["trinity"] and "does not exist" in reasons["ablations"]
     assert "trinity" not in set(out["summary"]["method"]) and f"moa:{AGENTS[0]}" in set(out["summary"]["method"])
     text = open(out["report"]).read()
     assert "No comparison: `trinity` was not evaluated" in text and "`ablations`: no trained ablations" in text
+    assert out["paired"].is_empty() and "## Truncated replies" in text
+
+
+def test_min_items_is_checked_before_any_work(stage):
+    cfg, pool, _ = stage
+    for bad in (0, -3, 2.5, "twenty", True):
+        cfg.eval.min_items = bad
+        with pytest.raises(ConfigError, match="'eval.min_items' must be a positive integer"):
+            evaluate_stage.run(cfg)
+    assert pool.count == 0
+    cfg.eval.min_items = 2
+    text = open(evaluate_stage.run(cfg)["report"]).read()
+    assert "too few items" not in text

@@ -54,6 +54,8 @@ def test_sigkill_mid_generation_and_resume_matches_uninterrupted_run(tmp_path):
     _kill_when(_start(out, tmp_path / "m2"), tmp_path / "m2" / "g4_c4")  # kill the resumed process too
     assert _next_generation(out) == 4
     assert not (tmp_path / "m2" / "g2_c0").exists()  # it resumed, it did not start over
+    assert (tmp_path / "m1" / "val_g-1_sample").exists() and (tmp_path / "m1" / "val_g-1_argmax").exists()
+    assert not list((tmp_path / "m2").glob("val_g-1_*"))  # ... nor validated x0 again
 
     resumed = run(out, toy_cfg(generations=GENERATIONS, tmp=tmp_path / "killed"))
     assert resumed.resumed and resumed.stop_reason == ref.stop_reason == "completed"
@@ -65,8 +67,11 @@ def test_sigkill_mid_generation_and_resume_matches_uninterrupted_run(tmp_path):
     assert resumed.final_mean.tobytes() == ref.final_mean.tobytes()
 
     episodes_a, episodes_b = pl.read_parquet(a / "episodes.parquet"), pl.read_parquet(b / "episodes.parquet")
-    assert episodes_b.height == GENERATIONS * 6 * 8 + 3 * 16  # no duplicate rows after two resumes
+    # no duplicate rows after two resumes: x0 and generations 1, 3, 5 validated, each with both routing modes
+    assert episodes_b.height == GENERATIONS * 6 * 8 + (1 + 3) * 2 * 16
     assert episodes_a.equals(episodes_b)
+    routing_a, routing_b = pl.read_parquet(a / "routing.parquet"), pl.read_parquet(b / "routing.parquet")
+    assert routing_a.equals(routing_b) and routing_b["generation"].unique().sort().to_list() == list(range(-1, GENERATIONS))
     timing = ["wall_s"]  # measured time is the only column allowed to differ
     gens_a = pl.read_parquet(a / "generations.parquet").drop(timing)
     gens_b = pl.read_parquet(b / "generations.parquet").drop(timing)

@@ -28,11 +28,17 @@ def test_outputs_tables_metrics_plot_and_progress(tmp_path, caplog):
     assert episodes.schema == EPISODES_SCHEMA and generations.schema == GENERATIONS_SCHEMA
     train = episodes.filter(pl.col("phase") == "train")
     assert train.height == 4 * 6 * 8  # generations x popsize x episodes per candidate
-    assert episodes.filter(pl.col("phase") == "validation").height == 2 * 16  # generations 1 and 3
+    validation = episodes.filter(pl.col("phase") == "validation")
+    assert validation.height == 3 * 2 * 16  # x0 (generation -1), generations 1 and 3; sample and argmax each
+    assert validation.group_by("generation", "routing").len().sort("generation", "routing").rows() == [
+        (-1, "argmax", 16), (-1, "sample", 16), (1, "argmax", 16), (1, "sample", 16), (3, "argmax", 16), (3, "sample", 16)]
+    assert train["routing"].is_null().all()
     assert set(train["agents"].explode().to_list()) <= set(AGENTS)
     assert generations["validation_reward"].is_null().to_list() == [True, False, True, False]
+    assert generations["validation_reward"].equals(generations["validation_reward_sample"], check_names=False)
     assert (generations["fitness_min"] <= generations["fitness_mean"]).all()
-    assert generations["calls"].sum() == episodes["calls"].sum()
+    # a generation's calls are its training and validation episodes'; x0's are in the episodes table only
+    assert generations["calls"].sum() == episodes.filter(pl.col("generation") >= 0)["calls"].sum()
 
     # the kept coordinator is the best mean by validation reward, saved with its metadata
     meta = json.loads((tmp_path / "run" / "coordinator" / "meta.json").read_text())
@@ -40,16 +46,25 @@ def test_outputs_tables_metrics_plot_and_progress(tmp_path, caplog):
     assert meta["generation"] == result.best_generation
     assert np.array_equal(np.load(tmp_path / "run" / "coordinator" / "params.npy"), result.params)
 
+    assert meta["beats_x0"] is True and meta["validation_routing"] == "sample"
+
     metrics = json.loads((tmp_path / "metrics" / "evolve.json").read_text())
     assert metrics["best_validation_reward"] == result.best_validation_reward and metrics["stop_reason"] == "completed"
+    x0_reward = validation.filter((pl.col("generation") == -1) & (pl.col("routing") == "sample"))["reward"].mean()
+    assert metrics["x0_validation_reward"] == pytest.approx(x0_reward) == result.x0_validation_reward
+    assert metrics["beats_x0"] is True and result.beats_x0 is True
+    assert metrics["best_minus_x0"] == pytest.approx(result.best_validation_reward - x0_reward)
     csv = pl.read_csv(tmp_path / "metrics" / "generations.csv")
-    assert csv.height == 4 and "fitness_max" in csv.columns
+    assert csv.height == 4 and {"fitness_max", "validation_reward_argmax", "no_answer_share"} <= set(csv.columns)
     assert (tmp_path / "reports" / "evolution.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (tmp_path / "reports" / "routing.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
-    assert [r["generation"] for r in reports] == [0, 1, 2, 3]
-    assert [r["generations_done"] for r in reports] == [1, 2, 3, 4]
+    assert [r["generation"] for r in reports] == [-1, 0, 1, 2, 3]
+    assert reports[0]["event"] == "x0" and "x0" in reports[0]["line"]
+    assert [r["generations_done"] for r in reports[1:]] == [1, 2, 3, 4]
     assert reports[-1]["episodes_done"] == episodes.height and reports[-1]["eta_s"] == 0
     assert "evolve gen 4/4" in reports[-1]["line"] and "cache" in reports[-1]["line"]
+    assert "over x0" in reports[-1]["line"] and "NOT BEATEN" not in reports[-1]["line"]
     assert any("evolve gen 2/4" in r.getMessage() for r in caplog.records)
 
 
@@ -66,17 +81,27 @@ def test_composed_config_runs(tmp_path):
 
 
 class _Budget:
-    """Wraps the toy evaluation; spends the budget on entering generation `at` (raise or 'budget' traces)."""
+    """Wraps the toy evaluation; spends the budget on entering generation `at` (raise or 'budget' traces);
+    `at = -1`: while validating x0."""
 
     def __init__(self, problem, at, how):
         self.problem, self.at, self.how = problem, at, how
 
+    def _spend(self, traces):
+        if self.how == "raise":
+            raise BudgetExhausted("max_calls")
+        traces[-1].end_reason = "budget"
+
     def evaluate_population(self, g, xs):
         out = self.problem.evaluate_population(g, xs)
         if g >= self.at:
-            if self.how == "raise":
-                raise BudgetExhausted("max_calls")
-            out[-1][-1].end_reason = "budget"
+            self._spend(out[-1])
+        return out
+
+    def evaluate_mean(self, g, params, mode):
+        out = self.problem.evaluate_mean(g, params, mode)
+        if self.at == -1:
+            self._spend(out)
         return out
 
 
@@ -102,24 +127,36 @@ def test_budget_stops_at_generation_boundary_and_resume_continues(tmp_path, how)
     assert _tables(tmp_path / "run")[0].equals(_tables(tmp_path / "ref")[0])
 
 
-def test_budget_before_any_validation_still_saves_a_coordinator(tmp_path):
-    cfg = toy_cfg(generations=5, every=3, tmp=tmp_path)
+@pytest.mark.parametrize("how", ["raise", "trace"])
+def test_budget_before_any_validation_still_saves_a_coordinator(tmp_path, how):
+    cfg = toy_cfg(generations=3, every=3, tmp=tmp_path)
+    reference = run(tmp_path / "ref", cfg)
     problem = ToyProblem(cfg)
-    budget = _Budget(problem, 1, "raise")
+    budget = _Budget(problem, -1, how)  # spent while validating x0, before generation 0
     result = run_evolution(cfg, n_params=problem.n_params, evaluate_population=budget.evaluate_population,
-                           evaluate_mean=problem.evaluate_mean, save_coordinator=save_coordinator,
+                           evaluate_mean=budget.evaluate_mean, save_coordinator=save_coordinator,
                            out_dir=tmp_path / "run")
     assert result.stop_reason == "budget" and result.best_validation_reward is None
+    assert result.generations_completed == 0 and result.beats_x0 is None and result.x0_validation_reward is None
     meta = json.loads((tmp_path / "run" / "coordinator" / "meta.json").read_text())
-    assert meta["validation_reward"] is None and meta["generation"] == 0
+    assert meta["validation_reward"] is None and meta["generation"] == -1 and meta["beats_x0"] is None
+    assert np.array_equal(np.load(tmp_path / "run" / "coordinator" / "params.npy"), np.zeros(problem.n_params))
+    metrics = json.loads((tmp_path / "metrics" / "evolve.json").read_text())
+    assert metrics["beats_x0"] is None and metrics["x0_validation_reward"] is None
+    assert pl.read_parquet(tmp_path / "run" / "episodes.parquet").height == 0  # x0's spent validation is discarded
+
+    resumed = run(tmp_path / "run", cfg)  # budget raised: x0 is validated now, then the generations run
+    assert resumed.resumed and resumed.stop_reason == "completed"
+    assert np.array_equal(resumed.params, reference.params)
+    assert _tables(tmp_path / "run")[0].equals(_tables(tmp_path / "ref")[0])
 
 
 def test_early_stop_on_plateau(tmp_path):
     cfg = toy_cfg(generations=10, every=1, patience=2, tmp=tmp_path)
     problem = ToyProblem(cfg)
 
-    def flat_validation(g, params):
-        traces = problem.evaluate_mean(g, params)
+    def flat_validation(g, params, mode):
+        traces = problem.evaluate_mean(g, params, mode)
         for t in traces:
             t.reward = 0.5
         return traces
@@ -127,5 +164,6 @@ def test_early_stop_on_plateau(tmp_path):
     result = run_evolution(cfg, n_params=problem.n_params, evaluate_population=problem.evaluate_population,
                            evaluate_mean=flat_validation, save_coordinator=save_coordinator,
                            out_dir=tmp_path / "run")
-    assert result.stop_reason == "plateau" and result.generations_completed == 3
-    assert result.best_generation == 0  # ties do not replace the first best
+    # x0 is the first best; validations of generations 0 and 1 only tie it: two without improvement
+    assert result.stop_reason == "plateau" and result.generations_completed == 2
+    assert result.best_generation == -1 and result.beats_x0 is False  # ties do not replace the first best

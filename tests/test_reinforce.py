@@ -145,7 +145,7 @@ class ScriptedOnPolicy:
         self.record_calls += 1
         return self.traces(candidates[0], generation, len(candidates))
 
-    def evaluate_mean(self, generation, params):
+    def evaluate_mean(self, generation, params, mode):
         return self.traces(params, 1000 + generation, 1)[0][0]
 
 

@@ -220,3 +220,30 @@ def test_the_oracle_agrees_with_the_protocol_run_on_the_simulated_pool(prepared,
                             int(cfg.protocol.max_turns))
     se = rewards.std() / np.sqrt(len(rewards))
     assert abs(rewards.mean() - expected) < 4 * se, (rewards.mean(), expected, se)
+
+
+def test_calibrate_recovers_the_profile_it_measures(prepared, tmp_path):
+    """Calibrating against the simulated pool itself gives back its profile (within sampling error),
+    and the written file composes as a profile the simulated pool can play."""
+    import yaml
+
+    from trinity.pool.simulated.calibrate import measure, profile_yaml
+
+    cfg = _cfg(prepared, tmp_path)
+    sim = SimulatedPool(simulated_world(cfg.pool))
+    items = load_items(prepared / "prepared", "mmlu") + load_items(prepared / "prepared", "gsm8k")
+    agents = list(cfg.pool.models)
+    measured = asyncio.run(measure(InProcessPool(sim, cfg), agents, items, cfg.protocol, make_grader(cfg),
+                                   progress=lambda *_: None))
+    text = profile_yaml(measured, cfg.pool, name="calibrated")
+    profile = yaml.safe_load(text)
+    spec = profile["models"]["mc-specialist"]["simulated"]
+    assert spec["worker"]["mmlu"] > spec["worker"]["gsm8k"]      # 12 items each: 0.85 vs 0.2 in the profile
+    gen = profile["models"]["generalist"]["simulated"]["verifier"]
+    n_right = profile["measured"]["generalist"]["judged_correct"]
+    n_wrong = profile["measured"]["generalist"]["judged_wrong"]
+    assert n_right + n_wrong == sum(len(v) for m in measured.values() for v in m.worker.values())
+    assert gen["accept_correct"] > gen["accept_wrong"]               # 0.85 vs 0.25 in the profile
+    # the file plays: parsed as a pool config it gives the same model names in the same order
+    models = parse_profile(OmegaConf.create(profile))
+    assert [m.name for m in models] == agents

@@ -2,7 +2,8 @@
 
   trinity setup                       assemble and verify the local model files (idempotent)
   trinity config [overrides]          print the composed config (`make params` writes params.yaml with it)
-  trinity pool up|down|status         start / stop / inspect the local pool's llama.cpp servers
+  trinity pool up|down|status         start / stop / inspect the local pool's servers (llama.cpp or simulated)
+  trinity pool calibrate [--items N]  measure the configured pool; write a simulated profile that plays it
   trinity eval --coordinator PATH --suite NAME   evaluate a trained coordinator and the baselines
   trinity serve --coordinator PATH    an OpenAI-compatible endpoint running one episode per request
 """
@@ -47,6 +48,8 @@ def _cmd_pool(args) -> int:
     from trinity.pool.servers import LocalPool
 
     cfg = config.compose(args.overrides)
+    if args.action == "calibrate":
+        return _calibrate(cfg, args)
     pool = LocalPool(cfg.pool, model_cache=cfg.paths.model_cache)
     if not pool.specs:
         print(f"pool '{cfg.pool.name}' has no local models to serve (hosted endpoints need no servers)")
@@ -65,6 +68,52 @@ def _cmd_pool(args) -> int:
     else:
         for s in pool.status():
             print(f"{s.name:20s} {s.state:8s} port={s.port} pid={s.pid or '-'} log={s.log or '-'}")
+    return 0
+
+
+def _calibrate(cfg, args) -> int:
+    import asyncio
+    import contextlib
+    from pathlib import Path
+
+    from trinity.pipeline import items as item_sel
+    from trinity.pipeline.rollouts import make_grader
+    from trinity.pool.client import PoolClient
+    from trinity.pool.servers import LocalPool, server_specs
+    from trinity.pool.simulated.calibrate import measure, profile_yaml, write_profile
+
+    if args.items < 1:
+        print("error: --items must be >= 1", file=sys.stderr)
+        return 2
+    output = Path(args.output)
+    if output.exists() and not args.force:
+        print(f"error: {output} exists; pass --force to overwrite it", file=sys.stderr)
+        return 2
+    items = []
+    for suite in cfg.tasks.train:
+        items += item_sel.sample(item_sel.load_split(cfg, [suite], "validation"), args.items, int(cfg.seed),
+                                 "calibrate", suite)
+    if not items:
+        print(f"error: no validation items in {cfg.paths.prepared}; run the prepare stage first", file=sys.stderr)
+        return 2
+    config.check_api_keys(cfg)
+    agents = list(cfg.pool.models)
+    print(f"calibrate: pool '{cfg.pool.name}' ({', '.join(agents)}), {len(items)} items from "
+          f"{', '.join(cfg.tasks.train)}; about {len(agents) * len(items) * (1 + len(agents))} calls")
+    local = LocalPool(cfg.pool, model_cache=cfg.paths.model_cache) if server_specs(cfg.pool) else None
+
+    async def run():
+        client = PoolClient.from_config(cfg.pool, cache_path=Path(cfg.paths.cache) / "responses.sqlite",
+                                        cache_mode=cfg.evolve.response_cache)
+        try:
+            return await measure(client, agents, items, cfg.protocol, make_grader(cfg, judge=client))
+        finally:
+            await client.aclose()
+
+    with local if local is not None else contextlib.nullcontext():
+        measured = asyncio.run(run())
+    path = write_profile(profile_yaml(measured, cfg.pool, name=output.stem, source=f"{len(items)} items"), output)
+    print(f"profile: {path}  (use it with: pool=simulated pool/profile={output.stem})")
     return 0
 
 
@@ -138,8 +187,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("overrides", nargs="*")
     p.set_defaults(func=_cmd_config)
 
-    p = sub.add_parser("pool", help="manage the local pool's servers")
-    p.add_argument("action", choices=["up", "down", "status"])
+    p = sub.add_parser("pool", help="manage the local pool's servers; calibrate a simulated profile from a pool")
+    p.add_argument("action", choices=["up", "down", "status", "calibrate"])
+    p.add_argument("--items", type=int, default=10, help="calibrate: validation items per training suite")
+    p.add_argument("--output", default="conf/pool/profile/calibrated.yaml",
+                   help="calibrate: the profile file to write (its name is the profile's name)")
+    p.add_argument("--force", action="store_true", help="calibrate: overwrite an existing profile file")
     p.add_argument("overrides", nargs="*")
     p.set_defaults(func=_cmd_pool)
 

@@ -143,6 +143,9 @@ def _validate_training(cfg: DictConfig) -> None:
         if not roles or any(r not in ROLES for r in roles) or len(set(roles)) != len(roles) or "worker" not in roles:
             raise ConfigError(f"config key 'coordinator.roles' must list distinct roles from {list(ROLES)} including "
                               f"worker (only a Worker answers), got {roles}")
+    from trinity.coordinator.feature_norm import check_mode
+
+    check_mode(_get(cfg, "coordinator.features.normalize"))  # none | standardize; absent = none
     for key in ("memory_items", "prefix_tokens", "max_wait_ms"):
         _non_negative(cfg, f"coordinator.feature_cache.{key}")
     _non_negative(cfg, "coordinator.feature_cache.max_batch", positive=True)

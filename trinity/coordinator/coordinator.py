@@ -5,14 +5,27 @@
     router = coord.router_for(params)               # one candidate; all routers share one batching service
     coord.save(path, params, extra_meta) ; coord, params = Coordinator.load(path, cfg)
     coord.precompute(transcripts)                   # (n, d) features, e.g. for the cache_states stage
+    params = coord.read_params(path)                # a saved coordinator's parameters for this coordinator
+
+Feature normalisation (`coordinator.features.normalize`, feature_norm.py): under `standardize` every
+head this coordinator builds (`head_for`, `router_for`) standardises the raw feature with a FeatureNorm:
+- the statistics a parameter vector was saved with, for vectors read by `load` / `read_params` (the
+  stored statistics, never a recomputation: evaluation and serving route exactly as training did);
+- otherwise the coordinator's own: the loaded ones after `load`, or, when built by `from_config` for
+  training, `fit_feature_norm` on the training split's cached first-turn states (cfg paths.states,
+  paths.prepared, tasks.train), fitted once on first use. Fitting lazily keeps the cache_states stage
+  (which builds a coordinator to compute those very states) and evaluation of a saved coordinator free
+  of any need for states.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
+import threading
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -20,14 +33,18 @@ from trinity.coordinator.backbone import Backbone, load_backbone
 from trinity.coordinator.batching import resolve_max_padding
 from trinity.coordinator.engine import FeatureEngine
 from trinity.coordinator.feature_cache import FeatureCache
+from trinity.coordinator.feature_norm import (STATE_IDENTITY, FeatureNorm, FeatureNormError, check_mode, configured_mode,
+                                              fit_feature_norm)
 from trinity.coordinator.head import RoutingHead, check_roles
 from trinity.coordinator.layout import ParamLayout
 from trinity.coordinator.prompt import PromptRenderer
 from trinity.coordinator.router import CoordinatorRouter
-from trinity.coordinator.saved import check_metadata, load_params, save_params
+from trinity.coordinator.saved import check_metadata, load_saved, save_params, saved_feature_norm
 from trinity.coordinator.service import FeatureService
 from trinity.coordinator.svf import SVFAdapter
 from trinity.errors import ConfigError
+
+log = logging.getLogger(__name__)
 
 
 def configured_roles(cfg: Any) -> tuple[str, ...]:
@@ -56,6 +73,9 @@ class Coordinator:
         max_batch: int = 16,
         max_padding: object = "auto",
         max_wait_s: float = 0.002,
+        normalize: str = "none",
+        feature_norm: FeatureNorm | None = None,
+        fit_norm: Callable[["Coordinator"], FeatureNorm] | None = None,
     ):
         self.backbone = backbone
         self.pool_models = tuple(pool_models)
@@ -74,6 +94,15 @@ class Coordinator:
             max_padding=resolve_max_padding(max_padding, backbone.device.type),
         )
         self.service = FeatureService(self.engine, max_batch=max_batch, max_wait_s=max_wait_s)
+        self.normalize = check_mode(normalize)
+        if self.normalize == "none" and feature_norm is not None:
+            raise ValueError("feature statistics given with normalize='none'")
+        if feature_norm is not None and feature_norm.dim != self.hidden_size:
+            raise ValueError(f"feature statistics have {feature_norm.dim} dimensions, the backbone {self.hidden_size}")
+        self._feature_norm = feature_norm
+        self._fit_norm = fit_norm
+        self._saved_norms: dict[str, FeatureNorm] = {}  # parameter-vector digest -> statistics it was saved with
+        self._norm_lock = threading.Lock()
 
     @classmethod
     def from_config(cls, cfg: Any, backbone: Backbone | None = None) -> "Coordinator":
@@ -83,6 +112,7 @@ class Coordinator:
         disk = None
         if fc.get("disk", False):
             disk = Path(str(cfg.paths.cache)) / "features" / "features.sqlite"
+        normalize = configured_mode(cfg)  # a bad value fails before the backbone loads
         if backbone is None:
             backbone = load_backbone(c.backbone, cfg.paths.get("model_cache"))
         return cls(
@@ -99,6 +129,8 @@ class Coordinator:
             max_batch=int(fc.get("max_batch", 16)),
             max_padding=fc.get("max_padding", "auto"),
             max_wait_s=float(fc.get("max_wait_ms", 2)) / 1000.0,
+            normalize=normalize,
+            fit_norm=_training_norm_fitter(cfg) if normalize == "standardize" else None,
         )
 
     # ------------------------------------------------------------------ parameters and routers
@@ -111,7 +143,53 @@ class Coordinator:
         return self.backbone.hidden_size
 
     def head_for(self, params: np.ndarray) -> RoutingHead:
-        return RoutingHead(self.layout.head_weights(params), len(self.pool_models), self.roles)
+        """The routing head of `params`; under normalize=standardize it standardises raw features itself."""
+        return RoutingHead(self.layout.head_weights(params), len(self.pool_models), self.roles, self.norm_for(params))
+
+    # ------------------------------------------------------------------ feature normalisation
+    @property
+    def feature_norm(self) -> FeatureNorm | None:
+        """This coordinator's own statistics (None under normalize=none): the loaded ones, or fitted once
+        from the training states on first use (a coordinator built by from_config)."""
+        if self.normalize == "none":
+            return None
+        with self._norm_lock:
+            if self._feature_norm is None:
+                if self._fit_norm is None:
+                    raise FeatureNormError("coordinator.features.normalize=standardize but this coordinator has no "
+                                           "feature statistics: build it with Coordinator.from_config or load a saved one")
+                norm = self._fit_norm(self)
+                if norm.dim != self.hidden_size:
+                    raise FeatureNormError(f"feature statistics have {norm.dim} dimensions, the backbone {self.hidden_size}")
+                log.info("feature statistics: standardising with mean/std of %d training first-turn states "
+                         "(mean norm %.3g, median std %.3g)", norm.count, float(np.linalg.norm(norm.mean)),
+                         float(np.median(norm.std)))
+                self._feature_norm = norm
+            return self._feature_norm
+
+    def norm_for(self, params: np.ndarray) -> FeatureNorm | None:
+        """The statistics the head of `params` uses: those it was saved with when it was read from a file,
+        else the coordinator's own."""
+        if self.normalize == "none":
+            return None
+        saved = self._saved_norms.get(self._params_key(params)) if self._saved_norms else None
+        return saved if saved is not None else self.feature_norm
+
+    def state_identity(self) -> dict[str, Any]:
+        """What a cached first-turn state must have been computed with to be this coordinator's feature."""
+        meta = self.metadata()
+        return {k: meta[k] for k in STATE_IDENTITY}
+
+    def first_turn_features(self, items: Sequence[Any], protocol_cfg: Any) -> np.ndarray:
+        """First-turn features of task items, exactly as the router reads them at turn 0 (no SVF)."""
+        from trinity.episodes.protocol_config import ProtocolConfig
+        from trinity.pipeline.cache_states_stage import first_turn_transcript
+
+        protocol = ProtocolConfig.from_cfg(protocol_cfg)
+        return self.precompute([first_turn_transcript(protocol, it.prompt) for it in items])
+
+    def _params_key(self, params: np.ndarray) -> str:
+        return hashlib.sha256(self.layout.check(params).tobytes()).hexdigest()
 
     def router_for(self, params: np.ndarray, mode: str | None = None, *, record: bool = False) -> CoordinatorRouter:
         """A router for one candidate; `record=True` keeps its decisions (build one per episode then)."""
@@ -138,16 +216,34 @@ class Coordinator:
             "num_params": self.num_params,
             "layout": self.layout.describe(),
             "system_prompt_sha256": hashlib.sha256(self.renderer.system.encode()).hexdigest(),
+            "feature_normalize": self.normalize,
         }
 
     def save(self, path: str | os.PathLike, params: np.ndarray, extra_meta: dict[str, Any] | None = None) -> Path:
+        """Save `params` with the metadata; under standardize also the statistics its head uses
+        (tensors feature_mean / feature_std, their digest in the metadata)."""
         params = self.layout.check(params)
-        return save_params(path, params, {**(extra_meta or {}), **self.metadata()})
+        norm = self.norm_for(params)
+        meta = {**(extra_meta or {}), **self.metadata(), **(norm.metadata() if norm is not None else {})}
+        return save_params(path, params, meta, norm.tensors() if norm is not None else None)
+
+    def read_params(self, path: str | os.PathLike) -> np.ndarray:
+        """A saved coordinator's parameters, refusing one saved for another pool, backbone, layout or
+        normalisation. Under standardize its stored statistics are kept for exactly this vector, so
+        `head_for` / `router_for` of it route as it was trained, whatever the coordinator's own are."""
+        params, meta, tensors = load_saved(path)
+        check_metadata(meta, self.metadata(), path)
+        params = self.layout.check(params)
+        norm = saved_feature_norm(meta, tensors, self.hidden_size, path)
+        if norm is not None:
+            self._saved_norms[self._params_key(params)] = norm
+        return params
 
     @classmethod
     def load(cls, path: str | os.PathLike, cfg: Any, backbone: Backbone | None = None) -> tuple["Coordinator", np.ndarray]:
-        """Build the coordinator of `cfg` and load saved parameters, refusing any mismatch."""
-        params, meta = load_params(path)
+        """Build the coordinator of `cfg` and load saved parameters, refusing any mismatch. Its feature
+        statistics (under standardize) are the stored ones, not fitted from any states."""
+        _, meta, _ = load_saved(path)
         # Cheap checks first, so a wrong pool fails before the backbone loads.
         svf = cfg.coordinator.get("svf", {}) or {}
         early = {
@@ -155,10 +251,28 @@ class Coordinator:
             "backbone_id": str(cfg.coordinator.backbone.id),
             "token_position": int(cfg.coordinator.get("token_position", -2)),
             "roles": list(configured_roles(cfg)),
+            "feature_normalize": configured_mode(cfg),
         }
         if not svf.get("enabled", False):
             early["svf_matrices"] = []
         check_metadata(meta, early, path)
         coord = cls.from_config(cfg, backbone=backbone)
-        check_metadata(meta, coord.metadata(), path)
-        return coord, coord.layout.check(params)
+        coord._fit_norm = None  # a loaded coordinator routes with what it was saved with, never refits
+        params = coord.read_params(path)
+        coord._feature_norm = coord.norm_for(params) if coord.normalize != "none" else None
+        return coord, params
+
+
+def _training_norm_fitter(cfg: Any) -> Callable[[Coordinator], FeatureNorm]:
+    """fit_feature_norm on cfg's training states; suites cached for another token position or backbone
+    (the last-token ablation) are recomputed with the coordinator itself, as the router would read them."""
+    states = cfg.paths.get("states") or "data/states"
+    prepared = cfg.paths.get("prepared") or "data/prepared"
+    train = [str(s) for s in cfg.tasks.train]
+    protocol_cfg = cfg.protocol
+
+    def fit(coord: Coordinator) -> FeatureNorm:
+        return fit_feature_norm(states, prepared, train, expect=coord.state_identity(),
+                                compute=lambda items: coord.first_turn_features(items, protocol_cfg))
+
+    return fit

@@ -8,6 +8,11 @@ Role restriction (the paper's "no Thinker" / "no roles" ablations): `allowed_rol
 head may pick. The layout keeps all three role rows; a disallowed role gets probability 0 and the
 allowed ones are renormalised (a softmax over the allowed logits), in sampling and argmax alike.
 Sampling still draws exactly two uniforms per turn, so episode random streams line up across variants.
+
+Feature normalisation (`coordinator.features.normalize=standardize`): the head may hold a FeatureNorm;
+then W multiplies (f - mu) / sd instead of f, in every method that turns a feature into probabilities
+(logits, probabilities, choose, log_prob, log_prob_grad). Callers always pass the raw backbone
+feature; `inputs(f)` is what W actually multiplies. Still no bias: W = 0 is uniform routing.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from typing import Sequence
 
 import numpy as np
 
+from trinity.coordinator.feature_norm import FeatureNorm
 from trinity.routing import ROLES
 
 MODES = ("sample", "argmax")
@@ -46,8 +52,11 @@ def check_roles(roles: Sequence[str] | None) -> tuple[str, ...]:
 class Decision:
     """One routing decision as the head made it: the feature it read and the (agent, role) it drew.
 
+    `feature` is what W multiplied (`RoutingHead.inputs`): the backbone feature, standardised when the
+    head holds a FeatureNorm. So a plain `RoutingHead(W)` without normalisation reproduces the decision's
+    probabilities and score-function gradient exactly, which is how the `reinforce` strategy reads it.
     `role` indexes ROLES; `role_mask` marks the roles the head was allowed to pick. Policy-gradient
-    training (the `reinforce` strategy) needs exactly this per turn."""
+    training needs exactly this per turn."""
 
     feature: np.ndarray
     agent: int
@@ -56,11 +65,15 @@ class Decision:
 
 
 class RoutingHead:
-    def __init__(self, weights: np.ndarray, n_agents: int, allowed_roles: Sequence[str] | None = None):
+    def __init__(self, weights: np.ndarray, n_agents: int, allowed_roles: Sequence[str] | None = None,
+                 norm: FeatureNorm | None = None):
         weights = np.asarray(weights, dtype=np.float64)
         if weights.ndim != 2 or weights.shape[0] != n_agents + len(ROLES):
             raise ValueError(f"head weights must have shape ({n_agents + len(ROLES)}, d), got {weights.shape}")
+        if norm is not None and norm.dim != weights.shape[1]:
+            raise ValueError(f"feature statistics have {norm.dim} dimensions, the head reads {weights.shape[1]}")
         self.weights = weights
+        self.norm = norm
         self.n_agents = n_agents
         self.allowed_roles = check_roles(allowed_roles)
         self.role_mask = np.array([r in self.allowed_roles for r in ROLES])
@@ -73,8 +86,13 @@ class RoutingHead:
     def hidden_size(self) -> int:
         return int(self.weights.shape[1])
 
+    def inputs(self, feature: np.ndarray) -> np.ndarray:
+        """What W multiplies: the feature, standardised when the head holds a FeatureNorm."""
+        f = np.asarray(feature, dtype=np.float64)
+        return f if self.norm is None else self.norm.apply(f)
+
     def logits(self, feature: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        z = self.weights @ np.asarray(feature, dtype=np.float64)
+        z = self.weights @ self.inputs(feature)
         return z[: self.n_agents], z[self.n_agents :]
 
     def probabilities(self, feature: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -93,16 +111,16 @@ class RoutingHead:
         return draw(p_agent, rng.random()), ROLES[draw(p_role, rng.random())]
 
     def log_prob_grad(self, feature: np.ndarray, agent: int, role: int | str) -> np.ndarray:
-        """d log pi(agent, role | feature) / dW, shape of W: outer(onehot - softmax, feature) per block.
+        """d log pi(agent, role | feature) / dW, shape of W: outer(onehot - softmax, inputs(feature)) per
+        block (the standardised feature under a FeatureNorm: the logits are linear in W with that input).
 
         Disallowed role rows get zero gradient (their probability is 0 whatever their logits)."""
         role = ROLES.index(role) if isinstance(role, str) else int(role)
-        f = np.asarray(feature, dtype=np.float64)
-        p_agent, p_role = self.probabilities(f)
+        p_agent, p_role = self.probabilities(feature)
         d_agent, d_role = -p_agent, -p_role
         d_agent[agent] += 1.0
         d_role[role] += 1.0
-        return np.outer(np.concatenate([d_agent, d_role]), f)
+        return np.outer(np.concatenate([d_agent, d_role]), self.inputs(feature))
 
     def log_prob(self, feature: np.ndarray, agent: int, role: int | str) -> float:
         role = ROLES.index(role) if isinstance(role, str) else int(role)

@@ -14,7 +14,8 @@ class CoordinatorRouter:
 
     With `record=True` the router keeps every decision (feature, agent, role) in `decisions`, in call
     order; build one recording router per episode so the list is that episode's turns (policy-gradient
-    training reads them)."""
+    training reads them). A decision's feature is what the head's W multiplied (standardised under
+    `coordinator.features.normalize=standardize`), so the gradient computed from it is the true one."""
 
     def __init__(self, head: RoutingHead, service: FeatureService, svf_deltas: np.ndarray | None = None, mode: str = "sample",
                  *, record: bool = False):
@@ -31,5 +32,6 @@ class CoordinatorRouter:
         agent, role = self.head.choose(feature, rng, self.mode)
         if self.decisions is not None:
             mask = tuple(bool(m) for m in self.head.role_mask)
-            self.decisions.append(Decision(np.asarray(feature, dtype=np.float32).copy(), agent, ROLES.index(role), mask))
+            head_input = np.asarray(self.head.inputs(feature), dtype=np.float32).copy()
+            self.decisions.append(Decision(head_input, agent, ROLES.index(role), mask))
         return agent, role

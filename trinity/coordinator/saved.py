@@ -3,8 +3,12 @@
 The metadata (JSON, stored in the safetensors header and copied next to the file for people) names the
 backbone (id, revision), hidden size, pool model names in head order, the roles the head may pick
 (`coordinator.roles`; the head always has the three role rows of ROLES), token position, SVF matrices
-and parameter count. A coordinator saved for another pool or backbone is refused with a
-CoordinatorMismatchError, never used to route silently to the wrong models.
+and parameter count, and the feature normalisation (`feature_normalize`; `coordinator.features.normalize`).
+A coordinator saved for another pool or backbone is refused with a CoordinatorMismatchError, never used
+to route silently to the wrong models.
+
+Besides `params`, the file may hold named extra tensors: a coordinator trained with
+`normalize=standardize` stores its feature statistics (`feature_mean`, `feature_std`) there.
 """
 
 from __future__ import annotations
@@ -19,11 +23,17 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
+from trinity.coordinator.feature_norm import FeatureNorm
 from trinity.errors import TrinityError
 
 FORMAT = "trinity-coordinator/1"
 # Keys that must match exactly between a saved coordinator and the configuration loading it.
-CHECKED_KEYS = ("backbone_id", "backbone_revision", "hidden_size", "pool_models", "roles", "token_position", "svf_matrices", "num_params")
+CHECKED_KEYS = ("backbone_id", "backbone_revision", "hidden_size", "pool_models", "roles", "token_position", "svf_matrices",
+                "num_params", "feature_normalize")
+# What a key absent from an older saved coordinator meant (files saved before the key existed).
+SAVED_DEFAULTS = {"feature_normalize": "none"}
+# The config key behind a metadata key, named in mismatch errors where they differ.
+CONFIG_KEYS = {"feature_normalize": "coordinator.features.normalize"}
 
 
 class CoordinatorMismatchError(TrinityError):
@@ -34,19 +44,31 @@ class CoordinatorFileError(TrinityError):
     """A saved coordinator file is missing or unreadable."""
 
 
-def save_params(path: str | os.PathLike, params: np.ndarray, metadata: dict[str, Any]) -> Path:
+def save_params(path: str | os.PathLike, params: np.ndarray, metadata: dict[str, Any],
+                extra_tensors: dict[str, np.ndarray] | None = None) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     meta = {"format": FORMAT, **metadata}
     text = json.dumps(meta, sort_keys=True)
+    tensors = {"params": torch.as_tensor(np.asarray(params, dtype=np.float64))}
+    for name, value in (extra_tensors or {}).items():
+        if name == "params":
+            raise ValueError("'params' is reserved for the parameter vector")
+        tensors[name] = torch.as_tensor(np.ascontiguousarray(value, dtype=np.float64))
     tmp = path.with_name(path.name + f".partial-{os.getpid()}")
-    save_file({"params": torch.as_tensor(np.asarray(params, dtype=np.float64))}, str(tmp), metadata={"trinity": text})
+    save_file(tensors, str(tmp), metadata={"trinity": text})
     os.replace(tmp, path)
     path.with_suffix(".json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
     return path
 
 
 def load_params(path: str | os.PathLike) -> tuple[np.ndarray, dict[str, Any]]:
+    params, meta, _ = load_saved(path)
+    return params, meta
+
+
+def load_saved(path: str | os.PathLike) -> tuple[np.ndarray, dict[str, Any], dict[str, np.ndarray]]:
+    """(parameter vector, metadata, the extra tensors by name) of a saved coordinator."""
     path = Path(path)
     if not path.is_file():
         raise CoordinatorFileError(f"no saved coordinator at {path}")
@@ -54,18 +76,21 @@ def load_params(path: str | os.PathLike) -> tuple[np.ndarray, dict[str, Any]]:
         with safe_open(str(path), framework="pt") as f:
             meta = json.loads((f.metadata() or {})["trinity"])
             params = f.get_tensor("params").numpy().astype(np.float64)
+            extras = {name: f.get_tensor(name).numpy().astype(np.float64) for name in f.keys() if name != "params"}
     except (KeyError, ValueError, OSError, Exception) as e:
         raise CoordinatorFileError(f"{path} is not a saved coordinator: {e}") from None
     if meta.get("format") != FORMAT:
         raise CoordinatorFileError(f"{path} has format {meta.get('format')!r}, expected {FORMAT!r}")
-    return params, meta
+    return params, meta, extras
 
 
 def check_metadata(saved: dict[str, Any], expected: dict[str, Any], path: str | os.PathLike = "") -> None:
     problems = []
     for key in CHECKED_KEYS:
-        if key in expected and _norm(saved.get(key)) != _norm(expected[key]):
-            problems.append(f"{key}: saved {saved.get(key)!r}, configured {expected[key]!r}")
+        value = saved.get(key, SAVED_DEFAULTS.get(key))
+        if key in expected and _norm(value) != _norm(expected[key]):
+            name = f"{key} ({CONFIG_KEYS[key]})" if key in CONFIG_KEYS else key
+            problems.append(f"{name}: saved {value!r}, configured {expected[key]!r}")
     if problems:
         raise CoordinatorMismatchError(
             f"the coordinator at {path} was saved for another setup and would mis-route: " + "; ".join(problems)
@@ -74,3 +99,29 @@ def check_metadata(saved: dict[str, Any], expected: dict[str, Any], path: str | 
 
 def _norm(value: Any) -> Any:
     return json.loads(json.dumps(value))
+
+
+def saved_feature_norm(meta: dict[str, Any], tensors: dict[str, np.ndarray], hidden_size: int,
+                       path: str | os.PathLike = "") -> FeatureNorm | None:
+    """The feature statistics a saved coordinator was trained with (None when it reads raw features).
+
+    A `standardize` coordinator must hold `feature_mean` and `feature_std` of shape (hidden_size,), and
+    their digest must be the one its metadata records; otherwise it is refused, never routed with
+    other statistics."""
+    if meta.get("feature_normalize", SAVED_DEFAULTS["feature_normalize"]) != "standardize":
+        return None
+    key = "feature_normalize (coordinator.features.normalize)"
+    shapes = {name: tuple(tensors[name].shape) if name in tensors else None for name in ("feature_mean", "feature_std")}
+    if any(shape != (int(hidden_size),) for shape in shapes.values()):
+        raise CoordinatorMismatchError(
+            f"the coordinator at {path} was saved with {key} = 'standardize' but its feature statistics are missing or "
+            f"of the wrong shape: {shapes}, expected ({int(hidden_size)},) each")
+    try:
+        norm = FeatureNorm(tensors["feature_mean"], tensors["feature_std"], count=int(meta.get("feature_norm_items", 0)))
+    except ValueError as e:
+        raise CoordinatorMismatchError(f"the coordinator at {path}: {key} = 'standardize' with unusable statistics: {e}") from None
+    recorded = meta.get("feature_norm_sha256")
+    if recorded is not None and recorded != norm.digest:
+        raise CoordinatorMismatchError(f"the coordinator at {path}: its feature statistics do not match the digest its "
+                                       f"metadata records (feature_norm_sha256 {recorded!r}, tensors {norm.digest!r})")
+    return norm

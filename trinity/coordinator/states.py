@@ -30,7 +30,7 @@ def write_state_cache(coord: Coordinator, items: Sequence[tuple[str, str]], out_
         raise ValueError("write_state_cache: uids must be unique")
     features = coord.precompute([text for _, text in items])
     keys = [coord.cache.key(coord.engine.tokens(text), None) for _, text in items]
-    meta = {k: coord.metadata()[k] for k in ("backbone_id", "backbone_revision", "hidden_size", "token_position")}
+    meta = coord.state_identity()
     tmp = out_path.with_name(out_path.name + f".partial-{os.getpid()}")
     save_file({"features": torch.as_tensor(features)}, str(tmp), metadata={"trinity": json.dumps(meta)})
     os.replace(tmp, out_path)
@@ -50,6 +50,6 @@ def read_state_cache(path: str | os.PathLike) -> tuple[list[str], np.ndarray, di
 def preload_state_cache(coord: Coordinator, path: str | os.PathLike) -> int:
     """Put a state cache's features into the coordinator's feature cache; returns how many."""
     uids, features, index = read_state_cache(path)
-    check_metadata(index, {k: coord.metadata()[k] for k in ("backbone_id", "backbone_revision", "hidden_size", "token_position")}, path)
+    check_metadata(index, coord.state_identity(), path)
     coord.cache.put_many(list(zip(index["cache_keys"], features)))
     return len(uids)

@@ -1,7 +1,9 @@
 """The registry of evaluation methods: name -> how to build its router (or its own episode function).
 
 Names in `eval.methods` are `<method>` or `<method>:<argument>`:
-- `trinity`: the trained coordinator; `ablation:<name>`: a coordinator trained by the ablation stage;
+- `trinity`: the trained coordinator, routed as configured (coordinator.routing, `sample` by default);
+  `trinity:argmax` / `trinity:sample`: routed that way (its most likely agent and role, or a draw from
+  the head's distribution); `ablation:<name>`: a coordinator trained by the ablation stage;
 - `single:<model>`: that model as the only Worker, one turn;
 - `roles:<model>`: that model as the only agent, the trained coordinator picks only the role;
 - `random`: uniformly random agent and role; `loop[:<model>]`: a fixed Worker -> Verifier loop;
@@ -22,6 +24,8 @@ from trinity.eval.episodes import EpisodeFn
 from trinity.eval.moa import MoAPrompts, moa_episode
 from trinity.eval.routers import RandomRouter, RoleOnlyRouter, SingleWorkerRouter, WorkerVerifierLoopRouter
 from trinity.routing import Router
+
+ROUTING_MODES = ("sample", "argmax")   # as trinity.coordinator.head.MODES (not imported: the registry needs no coordinator)
 
 
 class MethodSkipped(ConfigError):
@@ -51,8 +55,9 @@ class Ablation:
 class MethodContext:
     agents: list[str]
     strongest: int                  # index of the pool model assumed strongest (config order: first)
-    coordinator_router: Callable[[], Router] | None = None
+    coordinator_router: Callable[[str], Router] | None = None   # routing mode (argmax | sample) -> router
     no_coordinator: str = "none was given"             # why coordinator_router is None
+    coordinator_routing: str = "sample"                # the configured mode (coordinator.routing)
     coordinator_fingerprint: str = ""                  # e.g. a digest of the trained parameters
     moa: Any = None                 # cfg.eval.moa: the Mixture-of-Agents prompts
     ablation_names: Callable[[], list[str]] | None = None    # trained ablations present (raises MethodSkipped)
@@ -78,15 +83,26 @@ def register_group(name: str, expand_names: Callable[[MethodContext], list[str]]
     _GROUPS[name] = expand_names
 
 
-def _coordinator(ctx: MethodContext, method: str) -> Callable[[], Router]:
+def _coordinator(ctx: MethodContext, method: str) -> Callable[[str], Router]:
     if ctx.coordinator_router is None:
         raise MethodSkipped(f"needs the trained coordinator ({ctx.no_coordinator})")
     return ctx.coordinator_router
 
 
+def mode_fingerprint(fingerprint: str, mode: str) -> str:
+    """The routing mode is part of what decides a coordinator's results, so saved chunks of
+    `trinity` (sampling) are never reused for `trinity:argmax` or the other way round."""
+    return f"{fingerprint}-{mode}" if fingerprint else mode
+
+
 def _trinity(arg, ctx: MethodContext) -> Method:
+    if arg is not None and arg not in ROUTING_MODES:
+        raise ConfigError(f"config key 'eval.methods': 'trinity:{arg}' is not a routing mode "
+                          f"(use trinity, {', '.join(f'trinity:{m}' for m in ROUTING_MODES)})")
     router = _coordinator(ctx, "trinity")
-    return Method("trinity", lambda c: router(), fingerprint=ctx.coordinator_fingerprint)
+    mode = arg or ctx.coordinator_routing
+    return Method(f"trinity:{arg}" if arg else "trinity", lambda c: router(mode),
+                  fingerprint=mode_fingerprint(ctx.coordinator_fingerprint, mode))
 
 
 def _single(arg, ctx: MethodContext) -> Method:
@@ -98,7 +114,8 @@ def _roles(arg, ctx: MethodContext) -> Method:
     idx = _agent(arg, ctx, "roles")
     name = f"roles:{ctx.agents[idx]}"
     router = _coordinator(ctx, name)
-    return Method(name, lambda c: RoleOnlyRouter(router(), idx), fingerprint=ctx.coordinator_fingerprint)
+    return Method(name, lambda c: RoleOnlyRouter(router(ctx.coordinator_routing), idx),
+                  fingerprint=ctx.coordinator_fingerprint)
 
 
 def _loop(arg, ctx: MethodContext) -> Method:

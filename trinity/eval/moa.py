@@ -63,7 +63,8 @@ def _turn(index: int, agents: list[str], agent_index: int, role: str, sample_ind
                 role_from_thinker=False, router_role=None, sample_index=sample_index,
                 prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens,
                 latency_s=result.latency_s, cost_usd=result.cost_usd, cached=result.cached, ok=result.ok,
-                error=None if result.ok else result.error, reply=result.text if keep_reply else None)
+                error=None if result.ok else result.error, reply=result.text if keep_reply else None,
+                finish_reason=result.finish_reason)
 
 
 def moa_episode(aggregator: int, prompts: MoAPrompts) -> EpisodeFn:

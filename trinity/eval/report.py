@@ -1,7 +1,8 @@
 """The evaluation report: Markdown people read, plus PNG charts (DVC's HTML plots need a CDN).
 
-Every statement in it is computed from the summary table: which method is best on a suite, whether
-the evolved coordinator wins, loses or ties within the 95% intervals. Nothing is hard-coded.
+Every statement in it is computed from the tables: which method is best on a suite (the summary), and
+whether the evolved coordinator wins, loses or shows no significant difference (a paired test on the
+items both methods ran, from tables.paired_tests). Nothing is hard-coded.
 """
 
 from __future__ import annotations
@@ -12,8 +13,12 @@ from pathlib import Path
 
 import polars as pl
 
+from trinity.eval.stats import ALPHA
+
 SETS = (("validation", "Validation items (the items evolution validated on)"),
         ("test", "Held-out test split and zero-shot transfer suites"))
+TEST_NAMES = {"mcnemar": "exact McNemar", "sign_flip": "sign-flip permutation"}
+CI_NAMES = {"wilson": "Wilson", "bootstrap": "bootstrap"}
 
 
 def _fmt(x: float | None) -> str:
@@ -24,88 +29,204 @@ def _usd(x: float) -> str:
     return f"{x:.6f}"
 
 
-def compare(t: Mapping, best: Mapping) -> str:
-    """win | loss | tie: a win or loss only when the two 95% intervals do not overlap."""
-    if t["ci_low"] > best["ci_high"]:
-        return "win"
-    if t["ci_high"] < best["ci_low"]:
-        return "loss"
-    return "tie"
+def _p(p: float | None) -> str:
+    """p-values: four decimals, small ones as an upper bound (a permutation p is never exactly 0)."""
+    if p is None or math.isnan(p):
+        return "n/a"
+    return "<0.0001" if p < 1e-4 else f"{p:.4f}"
 
 
-def verdicts(summary: pl.DataFrame, set_name: str, method: str = "trinity",
+def outcome(verdict: str) -> str:
+    """win | loss | none (no significant difference) | few (too few items): the tally bucket of a verdict."""
+    return verdict if verdict in ("win", "loss") else ("few" if verdict.startswith("too few") else "none")
+
+
+def best_other(group: pl.DataFrame, method: str) -> dict | None:
+    """The best other method on a suite by mean reward (cheaper first on equal means). `method`'s own
+    routing variants (`trinity:argmax`) are left out: they are the same coordinator, not a competitor;
+    the paired table still compares them."""
+    others = group.filter((pl.col("method") != method) & ~pl.col("method").str.starts_with(f"{method}:"))
+    if others.is_empty():
+        return None
+    return others.sort(["mean_reward", "cost_per_query_usd"], descending=[True, False]).row(0, named=True)
+
+
+def describe_test(t: Mapping) -> str:
+    """The paired test in words: which test, its p-value, how many pairs, McNemar's discordant counts."""
+    if not t["n"]:
+        return "no paired items"
+    counts = f" (b={t['b']}, c={t['c']})" if t["test"] == "mcnemar" else ""
+    return f"{TEST_NAMES.get(t['test'], t['test'])} p = {_p(t['p_value'])} on n={t['n']} paired items{counts}"
+
+
+def _paired_row(paired: pl.DataFrame, set_name: str, suite: str, method: str, other: str) -> dict:
+    rows = paired.filter((pl.col("set") == set_name) & (pl.col("suite") == suite)
+                         & (pl.col("method") == method) & (pl.col("other") == other))
+    if rows.is_empty():   # the two methods share no item: nothing to pair
+        return {"n": 0, "test": "none", "p_value": None, "b": None, "c": None, "difference": float("nan"),
+                "verdict": "too few items (n=0)"}
+    return rows.row(0, named=True)
+
+
+def _said(method: str, best: str, t: Mapping, mine: Mapping, other: Mapping) -> str:
+    """The verdict of one suite in words."""
+    kind = outcome(t["verdict"])
+    if kind == "win":
+        return f"{method} wins against the best other method, {best}"
+    if kind == "loss":
+        return f"{method} loses to the best other method, {best}"
+    if kind == "few":
+        return f"{t['verdict']} for a verdict on {method} against the best other method, {best}"
+    if mine["mean_reward"] == other["mean_reward"]:
+        means = "the means are equal"
+    else:
+        means = (f"its mean is {'higher' if mine['mean_reward'] > other['mean_reward'] else 'lower'}, "
+                 f"but not significantly at alpha = {ALPHA}")
+    return f"{method} shows no significant difference from the best other method, {best} ({means})"
+
+
+def _headline(method: str, tally: Mapping[str, list[str]]) -> str:
+    """'Over N suites, trinity wins on ...': the per-suite verdicts counted."""
+    def names(xs):
+        return f" ({', '.join(xs)})" if xs else ""
+    n = sum(map(len, tally.values()))
+    parts = [f"wins on {len(tally['win'])}{names(tally['win'])}",
+             f"loses on {len(tally['loss'])}{names(tally['loss'])}",
+             f"shows no significant difference on {len(tally['none'])}{names(tally['none'])}"]
+    if tally["few"]:
+        parts.append(f"has too few paired items for a verdict on {len(tally['few'])}{names(tally['few'])}")
+    return f"Over {n} suite{'s' if n != 1 else ''}, {method} {', '.join(parts[:-1])} and {parts[-1]}."
+
+
+def verdicts(summary: pl.DataFrame, paired: pl.DataFrame, set_name: str, method: str = "trinity",
              suite_kinds: Mapping[str, str] | None = None) -> list[str]:
-    """Per suite of the set (and all suites pooled): `method` against the best other method."""
+    """Per suite of the set (and all suites pooled): `method` against the best other method by mean,
+    the verdict from the paired test on their shared items (`paired`, from tables.paired_tests)."""
     s = summary.filter(pl.col("set") == set_name)
     suites = [x for x in s["suite"].unique(maintain_order=True).to_list() if x != "all"]
-    lines, tally = [], {"win": [], "loss": [], "tie": []}
+    lines, tally = [], {"win": [], "loss": [], "none": [], "few": []}
     for suite in [*suites, "all"]:
         g = s.filter(pl.col("suite") == suite)
         mine = g.filter(pl.col("method") == method)
-        others = g.filter(pl.col("method") != method)
-        if mine.is_empty() or others.is_empty():
+        best = best_other(g, method)
+        if mine.is_empty() or best is None:
             continue
         t = mine.row(0, named=True)
-        best = others.sort(["mean_reward", "cost_per_query_usd"], descending=[True, False]).row(0, named=True)
-        outcome = compare(t, best)
+        test = _paired_row(paired, set_name, suite, method, best["method"])
         if suite != "all":
-            tally[outcome].append(suite)
+            tally[outcome(test["verdict"])].append(suite)
         kind = f" ({suite_kinds[suite]})" if suite_kinds and suite in suite_kinds else ""
         label = "all suites pooled" if suite == "all" else f"{suite}{kind}"
+        cis = sorted({CI_NAMES.get(t["ci_method"], t["ci_method"]), CI_NAMES.get(best["ci_method"], best["ci_method"])})
         figures = (f"{_fmt(t['mean_reward'])} [{_fmt(t['ci_low'])}, {_fmt(t['ci_high'])}] vs "
-                   f"{_fmt(best['mean_reward'])} [{_fmt(best['ci_low'])}, {_fmt(best['ci_high'])}], n={t['n']}")
-        if outcome == "win":
-            said = f"wins against the best other method, {best['method']}"
-        elif outcome == "loss":
-            said = f"loses to the best other method, {best['method']}"
-        else:
-            means = ("the means are equal" if t["mean_reward"] == best["mean_reward"]
-                     else f"its mean is {'higher' if t['mean_reward'] > best['mean_reward'] else 'lower'}, "
-                          "but the intervals overlap")
-            said = f"ties with the best other method, {best['method']}, within the 95% intervals ({means})"
-        lines.append(f"- **{label}**: {method} {said}: {figures}; cost per query "
+                   f"{_fmt(best['mean_reward'])} [{_fmt(best['ci_low'])}, {_fmt(best['ci_high'])}] "
+                   f"(95% {' / '.join(cis)} intervals); {describe_test(test)}")
+        lines.append(f"- **{label}**: {_said(method, best['method'], test, t, best)}: {figures}; cost per query "
                      f"{_usd(t['cost_per_query_usd'])} vs {_usd(best['cost_per_query_usd'])} USD, "
                      f"calls per query {t['calls_per_query']:.2f} vs {best['calls_per_query']:.2f}.")
-    if tally["win"] or tally["loss"] or tally["tie"]:
-        def names(xs):
-            return f" ({', '.join(xs)})" if xs else ""
-        n = sum(map(len, tally.values()))
-        lines.insert(0, f"Over {n} suite{'s' if n != 1 else ''}, {method} wins on {len(tally['win'])}"
-                        f"{names(tally['win'])}, loses on {len(tally['loss'])}{names(tally['loss'])} and ties "
-                        f"within the intervals on {len(tally['tie'])}{names(tally['tie'])}.")
-        lines.insert(1, "")
+    if any(tally.values()):
+        lines[:0] = [_headline(method, tally), ""]
     return lines
 
 
+def paired_table(paired: pl.DataFrame, *, method: str = "trinity", with_suite: bool) -> list[str]:
+    """`method` against every other method: n paired, both means, difference, p-value, verdict."""
+    head = (("| suite " if with_suite else "") + f"| method | n paired | {method} mean | other mean | difference | "
+            "test | p-value | b / c | verdict |")
+    out = [head, "|---" * (head.count("|") - 1) + "|"]
+    for r in paired.iter_rows(named=True):
+        counts = f"{r['b']} / {r['c']}" if r["test"] == "mcnemar" else "-"
+        out.append((f"| {r['suite']} " if with_suite else "")
+                   + f"| {r['other']} | {r['n']} | {_fmt(r['method_mean'])} | {_fmt(r['other_mean'])} | "
+                   f"{r['difference']:+.3f} | {TEST_NAMES.get(r['test'], r['test'])} | {_p(r['p_value'])} | "
+                   f"{counts} | {r['verdict']} |")
+    return out
+
+
+def _paired_section(paired: pl.DataFrame, set_name: str, method: str) -> list[str]:
+    p = paired.filter((pl.col("set") == set_name) & (pl.col("method") == method))
+    if p.is_empty():
+        return []
+    out = [f"Paired tests of `{method}` against every other method, all suites pooled (best other mean first):", ""]
+    out += paired_table(p.filter(pl.col("suite") == "all").sort("other_mean", descending=True, maintain_order=True),
+                        method=method, with_suite=False)
+    out += ["", "Per suite:", ""]
+    out += paired_table(p.filter(pl.col("suite") != "all").sort(["suite", "other_mean"], descending=[False, True],
+                                                                maintain_order=True),
+                        method=method, with_suite=True)
+    return out + [""]
+
+
+def truncation_table(frame: pl.DataFrame, *, label: str) -> list[str]:
+    """Replies cut at max_tokens per suite or per pool model (tables.truncation)."""
+    head = f"| set | {label} | replies | truncated | share |"
+    out = [head, "|---" * (head.count("|") - 1) + "|"]
+    for r in frame.iter_rows(named=True):
+        out.append(f"| {r['set']} | {r['key']} | {r['replies']} | {r['truncated']} | {100 * r['share']:.1f}% |")
+    return out
+
+
+def truncation_section(by_suite: pl.DataFrame | None, by_model: pl.DataFrame | None) -> list[str]:
+    """Why: a reply that hit max_tokens usually lost its answer, so a high share means the rewards
+    measure the token limit as much as the routing."""
+    if by_suite is None or by_model is None:
+        return []
+    out = ["## Truncated replies", "",
+           "Replies that hit max_tokens (finish reason `length`) over every method's turns; a cut reply "
+           "usually lost its answer, so a high share means the rewards measure the token limit as much as "
+           "the routing. Replies are turns whose finish reason the pool server reported (a failed call, a "
+           "verifier with no answer to check, or a reply cached before finish reasons were kept is not counted).", ""]
+    if by_suite.is_empty():
+        return out + ["No reply with a reported finish reason.", ""]
+    out += ["Per suite:", ""] + truncation_table(by_suite, label="suite")
+    out += ["", "Per pool model:", ""] + truncation_table(by_model, label="model")
+    return out + [""]
+
+
 def _table(rows: pl.DataFrame, *, with_suite: bool) -> list[str]:
-    head = ("| suite " if with_suite else "") + "| method | n | mean reward | 95% CI | tokens/query | cost/query (USD) | calls/query |"
+    head = (("| suite " if with_suite else "")
+            + "| method | n | mean reward | 95% CI | CI | tokens/query | cost/query (USD) | calls/query |")
     out = [head, "|---" * (head.count("|") - 1) + "|"]
     for r in rows.iter_rows(named=True):
         out.append(
             (f"| {r['suite']} " if with_suite else "")
             + f"| {r['method']} | {r['n']} | {_fmt(r['mean_reward'])} | [{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}] | "
-            f"{r['tokens_per_query']:.0f} | {_usd(r['cost_per_query_usd'])} | {r['calls_per_query']:.2f} |"
+            f"{r['ci_method']} | {r['tokens_per_query']:.0f} | {_usd(r['cost_per_query_usd'])} | "
+            f"{r['calls_per_query']:.2f} |"
         )
     return out
 
 
-def markdown(summary: pl.DataFrame, *, title: str, context: list[str], charts: list[str],
+def rule(method: str, min_items: int, alpha: float = ALPHA) -> str:
+    """The paragraph that says how a win or a loss is decided (it must match tables.paired_tests)."""
+    return (f"Per suite, `{method}` against the best other method by mean reward (its own routing variants such "
+            f"as `{method}:argmax` left out), then against every other method in the tables below. A *win* or a "
+            "*loss* is called only from a paired test on the items both ran (same suite, item and repeat) at "
+            f"alpha = {alpha}: the exact McNemar test on the discordant pairs (b: `{method}` right and the other "
+            "wrong, c: the reverse) when all rewards are 0/1, a sign-flip permutation test of the mean difference "
+            "otherwise. A test that does not reject is *no significant difference*, whatever the means say; with "
+            f"fewer than {min_items} paired items (`eval.min_items`) there is no verdict at all. The 95% intervals "
+            "(Wilson score for 0/1 rewards, percentile bootstrap otherwise; column CI) describe each method on "
+            "its own and decide nothing.")
+
+
+def markdown(summary: pl.DataFrame, paired: pl.DataFrame, *, title: str, context: list[str], charts: list[str],
              skipped: Sequence[tuple[str, str]] = (), suite_kinds: Mapping[str, str] | None = None,
-             method: str = "trinity") -> str:
-    """`charts` are paths relative to the report's folder; `skipped` lists (method, why it did not run);
-    `suite_kinds` labels suites (e.g. in-distribution / zero-shot transfer)."""
+             method: str = "trinity", min_items: int = 20, truncated_by_suite: pl.DataFrame | None = None,
+             truncated_by_model: pl.DataFrame | None = None) -> str:
+    """`paired` is tables.paired_tests(results, method, min_items=min_items); `charts` are paths relative
+    to the report's folder; `skipped` lists (method, why it did not run); `suite_kinds` labels suites
+    (e.g. in-distribution / zero-shot transfer); `truncated_by_*` are tables.truncation per suite / model."""
     out = [f"# {title}", ""]
     out += context + [""]
 
     out += ["## Where the evolved coordinator wins and where it does not", ""]
-    out += [f"Per suite, `{method}` against the best other method on the same items. It *wins* or *loses* "
-            "only when the two 95% bootstrap intervals do not overlap; otherwise it is a *tie within the "
-            "intervals*, whatever the means say.", ""]
+    out += [rule(method, min_items), ""]
     said = False
     for set_name, heading in SETS:
-        lines = verdicts(summary, set_name, method, suite_kinds)
+        lines = verdicts(summary, paired, set_name, method, suite_kinds)
         if lines:
-            out += [f"### {heading}", ""] + lines + [""]
+            out += [f"### {heading}", ""] + lines + [""] + _paired_section(paired, set_name, method)
             said = True
     if not said:
         out += [f"No comparison: `{method}` was not evaluated (see the skipped methods below)"
@@ -120,6 +241,8 @@ def markdown(summary: pl.DataFrame, *, title: str, context: list[str], charts: l
         out += _table(s.filter(pl.col("suite") == "all").sort("mean_reward", descending=True), with_suite=False)
         out += ["", "Per suite:", ""]
         out += _table(s.filter(pl.col("suite") != "all"), with_suite=True) + [""]
+
+    out += truncation_section(truncated_by_suite, truncated_by_model)
 
     if skipped:
         out += ["## Methods not evaluated", ""]
@@ -170,7 +293,7 @@ def charts(summary: pl.DataFrame, out_dir: Path) -> list[Path]:
                 hi.append(max(0.0, r["ci_high"] - r["mean_reward"]))
             ax.bar(xs, ys, width, yerr=[lo, hi], capsize=2, label=m, color=color[m])
         ax.set_xticks([i + 0.4 - width / 2 for i in range(len(suites))], suites)
-        ax.set_ylabel("mean reward (95% bootstrap CI)")
+        ax.set_ylabel("mean reward (95% CI)")
         ax.set_ylim(0, 1.05)
         ax.set_title(f"Reward by method and suite ({set_name})")
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0), ncol=1 if len(methods) <= 16 else 2)

@@ -1,4 +1,5 @@
-"""The evaluation tables: one row per (method, suite, item, repeat), and the per-(method, suite) summary."""
+"""The evaluation tables: one row per (method, suite, item, repeat); the per-(method, suite) summary;
+the paired tests of one method against every other; and the share of replies cut at max_tokens."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Callable
 import polars as pl
 
 from trinity.episodes.trace import Trace
-from trinity.eval.stats import bootstrap_ci
+from trinity.eval.stats import ALPHA, interval, paired_test, verdict
 
 RESULTS_SCHEMA = {
     "set": pl.Utf8,            # validation | test
@@ -26,7 +27,11 @@ RESULTS_SCHEMA = {
     "calls": pl.Int64,
     "cache_hits": pl.Int64,
     "end_reason": pl.Utf8,
+    "finish_reasons": pl.List(pl.Utf8),   # per turn, as the pool server reported it (None: no reply)
+    "truncated_calls": pl.Int64,          # turns whose reply hit max_tokens (finish_reason "length")
 }
+
+TRUNCATED = "length"    # the finish_reason of a reply that hit max_tokens
 
 SUMMARY_SCHEMA = {
     "set": pl.Utf8,
@@ -36,6 +41,7 @@ SUMMARY_SCHEMA = {
     "mean_reward": pl.Float64,
     "ci_low": pl.Float64,
     "ci_high": pl.Float64,
+    "ci_method": pl.Utf8,      # wilson (all rewards 0/1) | bootstrap (percentile)
     "tokens_per_query": pl.Float64,
     "completion_tokens_per_query": pl.Float64,
     "cost_per_query_usd": pl.Float64,
@@ -60,6 +66,8 @@ def trace_rows(set_name: str, method: str, traces: list[Trace],
             "prompt_tokens": t.prompt_tokens, "completion_tokens": t.completion_tokens,
             "cost_usd": float(cost), "paid_usd": float(t.cost_usd), "calls": t.calls, "cache_hits": t.cache_hits,
             "end_reason": t.end_reason,
+            "finish_reasons": [x.finish_reason for x in t.turns],
+            "truncated_calls": sum(1 for x in t.turns if x.finish_reason == TRUNCATED),
         })
     return rows
 
@@ -74,14 +82,95 @@ def summarize(results: pl.DataFrame, *, samples: int = 2000, seed: int = 0) -> p
     pooled = results.with_columns(pl.lit("all").alias("suite"))
     for frame in (results, pooled):
         for (set_name, method, suite), g in frame.group_by(["set", "method", "suite"], maintain_order=True):
-            mean, lo, hi = bootstrap_ci(g["reward"].to_list(), samples=samples, seed=seed)
+            mean, lo, hi, how = interval(g["reward"].to_list(), samples=samples, seed=seed)
             n = g.height
             out.append({
                 "set": set_name, "method": method, "suite": suite, "n": n, "mean_reward": mean,
-                "ci_low": lo, "ci_high": hi,
+                "ci_low": lo, "ci_high": hi, "ci_method": how,
                 "tokens_per_query": float((g["prompt_tokens"] + g["completion_tokens"]).sum()) / n,
                 "completion_tokens_per_query": float(g["completion_tokens"].sum()) / n,
                 "cost_per_query_usd": float(g["cost_usd"].sum()) / n,
                 "calls_per_query": float(g["calls"].sum()) / n,
             })
     return pl.DataFrame(out, schema=SUMMARY_SCHEMA).sort(["set", "suite", "method"])
+
+
+PAIRED_SCHEMA = {
+    "set": pl.Utf8,
+    "method": pl.Utf8,         # the method under test (trinity)
+    "other": pl.Utf8,          # the method it is compared with
+    "suite": pl.Utf8,          # a suite, or "all" (the suites pooled)
+    "n": pl.Int64,             # paired items: both ran the same suite, item and repeat
+    "method_mean": pl.Float64,
+    "other_mean": pl.Float64,
+    "difference": pl.Float64,  # method_mean - other_mean
+    "test": pl.Utf8,           # mcnemar (0/1 rewards) | sign_flip (graded rewards)
+    "p_value": pl.Float64,
+    "b": pl.Int64,             # McNemar: method right, other wrong (null for sign_flip)
+    "c": pl.Int64,             # McNemar: method wrong, other right
+    "verdict": pl.Utf8,        # win | loss | no significant difference | too few items (n=..., need ...)
+}
+
+_PAIR_KEYS = ["set", "suite", "item", "repeat"]
+
+
+def paired_tests(results: pl.DataFrame, method: str = "trinity", *, samples: int = 2000, seed: int = 0,
+                 alpha: float = ALPHA, min_items: int = 20) -> pl.DataFrame:
+    """`method` against every other method, per set and suite and with the suites pooled ('all'), on
+    the items both ran: the verdicts are computed from paired items only, never from two separate
+    intervals. Empty when `method` has no results."""
+    mine = results.filter(pl.col("method") == method).select(*_PAIR_KEYS, pl.col("reward").alias("a"))
+    out = []
+    if not mine.is_empty():
+        for other in results["method"].unique(maintain_order=True).to_list():
+            if other == method:
+                continue
+            theirs = results.filter(pl.col("method") == other).select(*_PAIR_KEYS, pl.col("reward").alias("b"))
+            pairs = mine.join(theirs, on=_PAIR_KEYS, how="inner").sort(_PAIR_KEYS)
+            out += _test_pairs(pairs, method, other, samples=samples, seed=seed, alpha=alpha, min_items=min_items)
+    return pl.DataFrame(out, schema=PAIRED_SCHEMA).sort(["set", "suite"], maintain_order=True)
+
+
+def _test_pairs(pairs: pl.DataFrame, method: str, other: str, *, samples: int, seed: int, alpha: float,
+                min_items: int) -> list[dict]:
+    """PAIRED_SCHEMA rows for one pair of methods: per set and suite of `pairs` (rewards in columns a
+    and b, sorted, so random sign flips are reproducible), and per set with the suites pooled."""
+    rows = []
+    for set_name in pairs["set"].unique(maintain_order=True).to_list():
+        in_set = pairs.filter(pl.col("set") == set_name)
+        for suite in [*in_set["suite"].unique(maintain_order=True).to_list(), "all"]:
+            part = in_set if suite == "all" else in_set.filter(pl.col("suite") == suite)
+            t = paired_test(part["a"].to_list(), part["b"].to_list(), samples=samples, seed=seed)
+            rows.append({"set": set_name, "method": method, "other": other, "suite": suite, "n": t.n,
+                         "method_mean": t.mean_a, "other_mean": t.mean_b, "difference": t.difference,
+                         "test": t.test, "p_value": t.p_value, "b": t.b, "c": t.c,
+                         "verdict": verdict(t, alpha=alpha, min_items=min_items)})
+    return rows
+
+
+TRUNCATION_SCHEMA = {
+    "set": pl.Utf8,
+    "key": pl.Utf8,            # the suite or the pool model
+    "replies": pl.Int64,       # turns with a reply whose finish reason the server reported
+    "truncated": pl.Int64,     # of those, cut at max_tokens (finish_reason "length")
+    "share": pl.Float64,
+}
+
+
+def truncation(results: pl.DataFrame, by: str) -> pl.DataFrame:
+    """Per set and suite (`by="suite"`) or per set and pool model (`by="model"`), over every method's
+    turns: how many replies hit max_tokens. A cut reply often loses its answer tag, so a method or
+    model with many of them is scored on max_tokens as much as on its routing.
+    Turns without a finish reason (failed calls, a verifier with no answer to check, replies cached
+    before finish reasons were kept) are not replies here."""
+    if by not in ("suite", "model"):
+        raise ValueError(f"truncation is per 'suite' or 'model', got {by!r}")
+    turns = (results.select("set", "suite", pl.col("agents").alias("model"), "finish_reasons")
+             .explode(["model", "finish_reasons"])
+             .filter(pl.col("finish_reasons").is_not_null()))
+    out = (turns.group_by(["set", by], maintain_order=True)
+           .agg(pl.len().cast(pl.Int64).alias("replies"),
+                (pl.col("finish_reasons") == TRUNCATED).sum().cast(pl.Int64).alias("truncated"))
+           .rename({by: "key"})
+           .with_columns((pl.col("truncated") / pl.col("replies")).alias("share")))
+    return out.select(list(TRUNCATION_SCHEMA)).cast(TRUNCATION_SCHEMA).sort(["set", "key"])

@@ -1,4 +1,5 @@
-"""Evolution: search strategies with explicit state, fitness shaping, checkpoints, Polars tables, plots.
+"""Evolution: search strategies with explicit state, fitness shaping, checkpoints, Polars tables, plots,
+learning diagnostics (x0 baseline, both validation modes, episode shares, the mean's routing matrix).
 
 Importing this package is cheap; the names below load their modules (pycma, polars) on first use.
 """
@@ -24,9 +25,14 @@ _EXPORTS = {
     "EvolutionResult": "trinity.evolve.loop",
     "EvolveSettings": "trinity.evolve.loop",
     "run_evolution": "trinity.evolve.loop",
+    "VALIDATION_MODES": "trinity.evolve.loop",
+    "routing_matrix": "trinity.evolve.diagnostics",
+    "training_diagnostics": "trinity.evolve.diagnostics",
+    "ended_without_answer": "trinity.evolve.diagnostics",
     "RunPaths": "trinity.evolve.outputs",
     "EPISODES_SCHEMA": "trinity.evolve.tables",
     "GENERATIONS_SCHEMA": "trinity.evolve.tables",
+    "ROUTING_SCHEMA": "trinity.evolve.tables",
 }
 __all__ = sorted(_EXPORTS)
 

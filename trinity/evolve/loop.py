@@ -6,8 +6,18 @@ It knows nothing of the pool, the coordinator or the episode runner: the caller 
   (REINFORCE) the loop calls `evaluate_population(generation, candidates, record_decisions=True)`, which
   returns `(traces per candidate, {episode key: routing decisions in turn order})`; the episodes of
   different candidates should then use different random streams (they are all the same policy).
-- `evaluate_mean(generation, params) -> traces` on the validation items.
+- `evaluate_mean(generation, params, mode) -> traces` on the validation items, the mean routed with
+  `mode` ("sample" or "argmax"). Every validation runs both modes (VALIDATION_MODES, in that order); the
+  one named by `coordinator.routing` (default "sample") is `validation_reward` and picks the best.
 - `save_coordinator(path, params, meta)` whenever the validated mean improves.
+- optional `describe_mean(generation, params) -> {"routing": {suite: {model: {"argmax_share", "mean_prob"}}}}`:
+  the mean's routing matrix P(model | suite), computed without pool calls, for x0 and after every tell
+  (the routing table; trinity.evolve.diagnostics).
+
+Before generation 0, x0 (the strategy's initial mean: uniform routing when x0 = 0) is validated as
+"generation -1". Its validation reward is the baseline of every later one and x0 is the first candidate
+for the best, so the kept coordinator is x0 unless a later validation beats it strictly; the outputs
+then say so (`beats_x0`). x0's validation is a committed step of the checkpointed run like a generation.
 
 A generation is atomic: it is committed to the checkpoint (strategy state, RNG state, rows, best) only
 once finished, so a run killed at any moment resumes at the start of the generation it was in and,
@@ -28,13 +38,14 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from trinity.episodes.trace import Trace
-from trinity.errors import TrinityError
+from trinity.errors import ConfigError, TrinityError
 from trinity.evolve.checkpoint import (capture_rng, config_fingerprint, load_checkpoint, restore_rng,
                                        save_checkpoint, seed_global_rngs)
+from trinity.evolve.diagnostics import routing_rows, training_diagnostics, x0_comparison
 from trinity.evolve.errors import BudgetExhausted
 from trinity.evolve.fitness import FitnessWeights, shaped_fitness
 from trinity.evolve.outputs import RunPaths, write_outputs
-from trinity.evolve.progress import progress_report
+from trinity.evolve.progress import progress_report, x0_report
 from trinity.evolve.strategies import EpisodeRecord, Strategy, make_strategy
 from trinity.evolve.tables import episode_row
 from trinity.seeding import derive_seed
@@ -42,8 +53,13 @@ from trinity.seeding import derive_seed
 log = logging.getLogger("trinity.evolve")
 
 EvaluatePopulation = Callable[[int, list[np.ndarray]], list[list[Trace]]]
-EvaluateMean = Callable[[int, np.ndarray], list[Trace]]
+EvaluateMean = Callable[[int, np.ndarray, str], list[Trace]]
 SaveCoordinator = Callable[[Path, np.ndarray, dict], None]
+DescribeMean = Callable[[int, np.ndarray], dict]
+
+VALIDATION_MODES = ("sample", "argmax")  # every validation of the mean runs both, in this order
+X0_GENERATION = -1
+CHECKPOINT_VERSION = 2  # 2: x0 validated as generation -1, both validation modes, diagnostics, routing rows
 
 
 @dataclass(frozen=True)
@@ -58,6 +74,7 @@ class EvolveSettings:
     max_turns: int
     weights: FitnessWeights
     options: dict          # evolve.<strategy>: strategy-specific settings (e.g. evolve.reinforce.learning_rate)
+    routing: str = "sample"  # coordinator.routing: the validation mode whose reward selects the best mean
 
     @classmethod
     def from_cfg(cls, cfg: DictConfig) -> "EvolveSettings":
@@ -66,16 +83,19 @@ class EvolveSettings:
         strategy = str(ev.get("strategy", "sep_cma"))
         options = ev.get(strategy)
         options = OmegaConf.to_container(options, resolve=True) if isinstance(options, DictConfig) else dict(options or {})
+        routing = str(OmegaConf.select(cfg, "coordinator.routing", default=None) or "sample")
+        if routing not in VALIDATION_MODES:
+            raise ConfigError(f"config key 'coordinator.routing' must be one of {VALIDATION_MODES}, got {routing!r}")
         return cls(strategy, float(ev.sigma0), ev.get("popsize"), int(ev.generations),
                    val.get("every") or None, ev.get("early_stop_patience") or None, bool(ev.get("resume", True)),
                    int(OmegaConf.select(cfg, "protocol.max_turns")), FitnessWeights.from_cfg(ev.get("fitness") or {}),
-                   options)
+                   options, routing)
 
 
 @dataclass(frozen=True)
 class EvolutionResult:
-    params: np.ndarray                   # the trained coordinator: best mean by validation reward
-    best_generation: int | None
+    params: np.ndarray                   # the trained coordinator: best mean by validation reward, x0 included
+    best_generation: int | None          # -1: no later validation beat x0
     best_validation_reward: float | None  # None when the run stopped before any validation
     final_mean: np.ndarray
     generations_completed: int
@@ -83,6 +103,8 @@ class EvolutionResult:
     stop_detail: str | None
     resumed: bool
     paths: RunPaths
+    x0_validation_reward: float | None = None  # None when the run stopped before x0 was validated
+    beats_x0: bool | None = None               # a later validation beat x0 strictly
 
 
 def run_evolution(
@@ -97,8 +119,12 @@ def run_evolution(
     fresh: bool = False,
     metrics_dir: Path | None = None,
     reports_dir: Path | None = None,
+    describe_mean: DescribeMean | None = None,
 ) -> EvolutionResult:
-    """Evolve, resuming from out_dir/checkpoint.pkl when present (unless fresh or evolve.resume=false)."""
+    """Evolve, resuming from out_dir/checkpoint.pkl when present (unless fresh or evolve.resume=false).
+
+    Validations of the mean run with both routing modes; the best is chosen by the reward under
+    `coordinator.routing` (default "sample"), x0's validation (generation -1) included."""
     s = EvolveSettings.from_cfg(cfg)
     paths = RunPaths(Path(out_dir), Path(metrics_dir or OmegaConf.select(cfg, "paths.metrics") or "metrics"),
                      Path(reports_dir or OmegaConf.select(cfg, "paths.reports") or "reports"))
@@ -109,8 +135,13 @@ def run_evolution(
     if fresh or not s.resume:
         paths.clear()
     resumed = paths.checkpoint.exists()
-    if resumed:
-        run = load_checkpoint(paths.checkpoint, fingerprint)
+    run = load_checkpoint(paths.checkpoint, fingerprint) if resumed else None
+    if run is not None and run.get("version") != CHECKPOINT_VERSION:
+        log.warning("evolve: %s was written by an older evolution loop (version %s, no x0 baseline or learning "
+                    "diagnostics); starting this run over", paths.checkpoint, run.get("version"))
+        paths.clear()
+        run, resumed = None, False
+    if run is not None:
         restore_rng(run["rng"])
         log.info("evolve: resuming %s at generation %d/%d", paths.checkpoint, run["next_generation"], s.generations)
     else:
@@ -121,34 +152,50 @@ def run_evolution(
     while not run["finished"]:
         g = run["next_generation"]
         t0 = time.perf_counter()
+        x0_step = run["x0"] is None
         try:
-            run = _generation(run, g, strategy, s, evaluate_population, evaluate_mean, save_coordinator, paths)
+            if x0_step:
+                run = _validate_x0(run, strategy, s, evaluate_mean, describe_mean, save_coordinator, paths)
+            else:
+                run = _generation(run, g, strategy, s, evaluate_population, evaluate_mean, describe_mean,
+                                  save_coordinator, paths)
         except BudgetExhausted as e:
             run = _stop_on_budget(run, str(e), strategy, save_coordinator, paths)
             save_checkpoint(paths.checkpoint, run)
-            log.warning("evolve: budget exhausted in generation %d, stopped at its start: %s", g, e)
+            where = "the validation of x0" if x0_step else f"generation {g}"
+            log.warning("evolve: budget exhausted in %s, stopped at its start: %s", where, e)
             break
         save_checkpoint(paths.checkpoint, run)
         write_outputs(paths, run, plot=False)
-        walls.append(time.perf_counter() - t0)
-        report = progress_report(run, s.generations, walls, time.perf_counter() - started)
+        if x0_step:
+            report = x0_report(run, s.generations, time.perf_counter() - started)
+        else:
+            walls.append(time.perf_counter() - t0)
+            report = progress_report(run, s.generations, walls, time.perf_counter() - started)
         log.info(report["line"])
         if progress is not None:
             progress(report)
     write_outputs(paths, run, plot=True)
+    versus = x0_comparison(run)
+    if versus["beats_x0"] is False and any(r["validation_reward"] is not None for r in run["generation_rows"]):
+        log.warning("evolve: no validation of the mean beat x0 (the initial mean; uniform routing when x0 = 0), "
+                    "validation reward %.4f (%s routing): the saved coordinator is x0",
+                    versus["x0_validation_reward"], s.routing)
     best = run["best"]
     return EvolutionResult(
         params=np.array(best["params"]), best_generation=best["generation"],
         best_validation_reward=best["validation_reward"], final_mean=strategy.mean(run["state"]),
         generations_completed=run["next_generation"], stop_reason=run["stop_reason"],
-        stop_detail=run["stop_detail"], resumed=resumed, paths=paths)
+        stop_detail=run["stop_detail"], resumed=resumed, paths=paths,
+        x0_validation_reward=versus["x0_validation_reward"], beats_x0=versus["beats_x0"])
 
 
 def _new_run(strategy: Strategy, s: EvolveSettings, fingerprint: str) -> dict[str, Any]:
-    return {"version": 1, "fingerprint": fingerprint, "strategy": strategy.name, "n_params": strategy.n_params,
-            "popsize": strategy.popsize, "generations_planned": s.generations, "state": strategy.init(),
-            "next_generation": 0, "rng": capture_rng(), "episode_rows": [], "generation_rows": [],
-            "best": None, "stale_validations": 0, "finished": False, "stop_reason": None, "stop_detail": None}
+    return {"version": CHECKPOINT_VERSION, "fingerprint": fingerprint, "strategy": strategy.name,
+            "n_params": strategy.n_params, "popsize": strategy.popsize, "generations_planned": s.generations,
+            "validation_routing": s.routing, "state": strategy.init(), "next_generation": 0, "rng": capture_rng(),
+            "x0": None, "episode_rows": [], "generation_rows": [], "routing_rows": [], "best": None,
+            "stale_validations": 0, "finished": False, "stop_reason": None, "stop_detail": None}
 
 
 def _check_budget(traces: Sequence[Trace], where: str) -> None:
@@ -157,9 +204,68 @@ def _check_budget(traces: Sequence[Trace], where: str) -> None:
         raise BudgetExhausted(f"{len(spent)} {where} episode(s) ended with 'budget', e.g. {spent[0]}")
 
 
+@dataclass(frozen=True)
+class _Validation:
+    reward: float                 # under the selection mode (coordinator.routing)
+    by_mode: dict[str, float]     # VALIDATION_MODES -> mean reward
+    episodes: int                 # episodes per mode
+    rows: list[dict[str, Any]]    # episode rows, both modes
+
+
+def _validate(g: int, params: np.ndarray, s: EvolveSettings, evaluate_mean: EvaluateMean) -> _Validation:
+    by_mode, rows, episodes = {}, [], 0
+    for mode in VALIDATION_MODES:
+        traces = evaluate_mean(g, params, mode)
+        if not traces:
+            raise TrinityError(f"evaluate_mean returned no episodes in generation {g} ({mode} routing)")
+        _check_budget(traces, f"validation ({mode})")
+        by_mode[mode] = float(np.mean([t.reward for t in traces]))
+        rows += [episode_row(t, phase="validation", generation=g, candidate=-1, candidate_fitness=None, routing=mode)
+                 for t in traces]
+        if mode == s.routing:
+            episodes = len(traces)
+    return _Validation(by_mode[s.routing], by_mode, episodes, rows)
+
+
+def _describe(describe_mean: DescribeMean | None, g: int, params: np.ndarray) -> list[dict[str, Any]]:
+    return routing_rows(g, describe_mean(g, params)) if describe_mean is not None else []
+
+
+def _meta(run: dict[str, Any], strategy: Strategy, state: dict, g: int, s: EvolveSettings,
+          val: _Validation | None, x0_reward: float | None) -> dict[str, Any]:
+    """The saved coordinator's metadata; `beats_x0` is None while x0 is unvalidated."""
+    reward = val.reward if val is not None else None
+    beats = None if reward is None or x0_reward is None else bool(g != X0_GENERATION and reward > x0_reward)
+    meta = {"generation": g, "validation_reward": reward, "validation_routing": s.routing,
+            "x0_validation_reward": x0_reward, "beats_x0": beats, "strategy": strategy.name,
+            "sigma": strategy.sigma(state), "n_params": strategy.n_params, "fingerprint": run["fingerprint"]}
+    if val is not None:
+        meta.update(validation_episodes=val.episodes, **{f"validation_reward_{m}": r for m, r in val.by_mode.items()})
+    return meta
+
+
+def _validate_x0(run: dict[str, Any], strategy: Strategy, s: EvolveSettings, evaluate_mean: EvaluateMean,
+                 describe_mean: DescribeMean | None, save_coordinator: SaveCoordinator,
+                 paths: RunPaths) -> dict[str, Any]:
+    """Generation -1: the initial mean, validated like any later mean; it is the first best."""
+    t0 = time.perf_counter()
+    x0 = strategy.mean(run["state"])
+    val = _validate(X0_GENERATION, x0, s, evaluate_mean)
+    save_coordinator(paths.coordinator, x0, _meta(run, strategy, run["state"], X0_GENERATION, s, val, val.reward))
+    x0_info = {"validation_reward": val.reward, "validation_episodes": len(val.rows),
+               **{f"validation_reward_{m}": r for m, r in val.by_mode.items()},
+               "calls": sum(r["calls"] for r in val.rows), "cost_usd": float(sum(r["cost_usd"] for r in val.rows)),
+               "wall_s": time.perf_counter() - t0}
+    return {**run, "x0": x0_info, "rng": capture_rng(), "episode_rows": run["episode_rows"] + val.rows,
+            "routing_rows": run["routing_rows"] + _describe(describe_mean, X0_GENERATION, x0),
+            "best": {"params": x0, "generation": X0_GENERATION, "validation_reward": val.reward},
+            "stale_validations": 0, "stop_reason": None, "stop_detail": None}
+
+
 def _generation(run: dict[str, Any], g: int, strategy: Strategy, s: EvolveSettings,
                 evaluate_population: EvaluatePopulation, evaluate_mean: EvaluateMean,
-                save_coordinator: SaveCoordinator, paths: RunPaths) -> dict[str, Any]:
+                describe_mean: DescribeMean | None, save_coordinator: SaveCoordinator,
+                paths: RunPaths) -> dict[str, Any]:
     t0 = time.perf_counter()
     state, candidates = strategy.ask(run["state"])
     decisions: dict[str, Any] = {}
@@ -182,57 +288,61 @@ def _generation(run: dict[str, Any], g: int, strategy: Strategy, s: EvolveSettin
             for c, traces in enumerate(population) for t in traces]
 
     best, stale = run["best"], run["stale_validations"]
+    x0_reward = (run["x0"] or {}).get("validation_reward")
     last = g == s.generations - 1
-    val_reward, val_rows = None, []
+    mean = strategy.mean(state)
+    val: _Validation | None = None
     if last or (s.validate_every and (g + 1) % s.validate_every == 0):
-        mean = strategy.mean(state)
-        val_traces = evaluate_mean(g, mean)
-        if not val_traces:
-            raise TrinityError(f"evaluate_mean returned no episodes in generation {g}")
-        _check_budget(val_traces, "validation")
-        val_reward = float(np.mean([t.reward for t in val_traces]))
-        val_rows = [episode_row(t, phase="validation", generation=g, candidate=-1, candidate_fitness=None)
-                    for t in val_traces]
-        if best is None or best["validation_reward"] is None or val_reward > best["validation_reward"]:
-            meta = {"generation": g, "validation_reward": val_reward, "validation_episodes": len(val_traces),
-                    "strategy": strategy.name, "sigma": strategy.sigma(state), "n_params": strategy.n_params,
-                    "fingerprint": run["fingerprint"]}
-            save_coordinator(paths.coordinator, mean, meta)
-            best, stale = {"params": mean, "generation": g, "validation_reward": val_reward}, 0
+        val = _validate(g, mean, s, evaluate_mean)
+        if best is None or best["validation_reward"] is None or val.reward > best["validation_reward"]:
+            save_coordinator(paths.coordinator, mean, _meta(run, strategy, state, g, s, val, x0_reward))
+            best, stale = {"params": mean, "generation": g, "validation_reward": val.reward}, 0
         else:
             stale += 1
+    val_rows = val.rows if val is not None else []
     all_rows = rows + val_rows
     calls = sum(r["calls"] for r in all_rows)
     hits = sum(r["cache_hits"] for r in all_rows)
+    truncated = sum(r["truncated_calls"] for r in all_rows)
+    by_mode = val.by_mode if val is not None else {}
     gen_row = {
         "generation": g, "episodes": len(rows), "fitness_min": float(fitness.min()),
         "fitness_mean": float(fitness.mean()), "fitness_max": float(fitness.max()),
         "reward_mean": float(np.mean([p.reward for p in parts])), "best_candidate": int(np.argmax(fitness)),
-        "sigma": strategy.sigma(state), "validation_reward": val_reward, "validation_episodes": len(val_rows),
-        "agent_entropy": float(np.mean([p.entropy for p in parts])), "calls": calls, "cache_hits": hits,
-        "cache_hit_share": hits / calls if calls else 0.0,
+        "sigma": strategy.sigma(state), "mean_norm": float(np.linalg.norm(mean)),
+        "validation_reward": val.reward if val is not None else None,
+        "validation_reward_sample": by_mode.get("sample"), "validation_reward_argmax": by_mode.get("argmax"),
+        "validation_episodes": len(val_rows), "agent_entropy": float(np.mean([p.entropy for p in parts])),
+        **training_diagnostics(population, parts), "calls": calls, "cache_hits": hits,
+        "cache_hit_share": hits / calls if calls else 0.0, "truncated_calls": truncated,
+        "truncated_call_share": truncated / calls if calls else 0.0,
         "prompt_tokens": sum(r["prompt_tokens"] for r in all_rows),
         "completion_tokens": sum(r["completion_tokens"] for r in all_rows),
         "tokens": sum(r["tokens"] for r in all_rows), "cost_usd": float(sum(r["cost_usd"] for r in all_rows)),
-        "wall_s": time.perf_counter() - t0,
     }
-    plateau = val_reward is not None and s.patience is not None and stale >= s.patience and not last
+    routing = _describe(describe_mean, g, mean)
+    gen_row["wall_s"] = time.perf_counter() - t0
+    plateau = val is not None and s.patience is not None and stale >= s.patience and not last
     stop = "completed" if last else "plateau" if plateau else None
     return {**run, "state": state, "next_generation": g + 1, "rng": capture_rng(),
             "episode_rows": run["episode_rows"] + all_rows, "generation_rows": run["generation_rows"] + [gen_row],
-            "best": best, "stale_validations": stale, "finished": stop is not None, "stop_reason": stop,
+            "routing_rows": run["routing_rows"] + routing, "best": best, "stale_validations": stale,
+            "finished": stop is not None, "stop_reason": stop,
             "stop_detail": f"no validation improvement in {stale} validations" if plateau else None}
 
 
 def _stop_on_budget(run: dict[str, Any], detail: str, strategy: Strategy, save_coordinator: SaveCoordinator,
                     paths: RunPaths) -> dict[str, Any]:
-    """Keep the committed state (and RNG) of the last finished generation; make sure a coordinator exists."""
+    """Keep the committed state (and RNG) of the last finished step; make sure a coordinator exists (x0,
+    unvalidated, when the budget ran out while validating it)."""
     best = run["best"]
     if best is None:
         mean = strategy.mean(run["state"])
         g = run["next_generation"] - 1
-        save_coordinator(paths.coordinator, mean, {"generation": g, "validation_reward": None, "strategy": strategy.name,
-                                                   "sigma": strategy.sigma(run["state"]), "n_params": strategy.n_params,
-                                                   "fingerprint": run["fingerprint"], "stop_reason": "budget"})
+        save_coordinator(paths.coordinator, mean, {"generation": g, "validation_reward": None,
+                                                   "x0_validation_reward": None, "beats_x0": None,
+                                                   "strategy": strategy.name, "sigma": strategy.sigma(run["state"]),
+                                                   "n_params": strategy.n_params, "fingerprint": run["fingerprint"],
+                                                   "stop_reason": "budget"})
         best = {"params": mean, "generation": g, "validation_reward": None}
     return {**run, "best": best, "finished": False, "stop_reason": "budget", "stop_detail": detail}

@@ -1,4 +1,4 @@
-"""Where a run writes, and the files derived from its checkpointed rows (tables, metrics, plot)."""
+"""Where a run writes, and the files derived from its checkpointed rows (tables, metrics, plots)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ from typing import Any
 import polars as pl
 
 from trinity.evolve.checkpoint import atomic_write_bytes
-from trinity.evolve.tables import episodes_frame, generations_frame, write_generations_csv, write_parquet
+from trinity.evolve.diagnostics import matrix_from_rows, x0_comparison
+from trinity.evolve.tables import (episodes_frame, generations_frame, routing_frame, write_generations_csv,
+                                   write_parquet)
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,10 @@ class RunPaths:
         return self.out_dir / "generations.parquet"
 
     @property
+    def routing(self) -> Path:
+        return self.out_dir / "routing.parquet"
+
+    @property
     def metrics(self) -> Path:
         return self.metrics_dir / "evolve.json"
 
@@ -48,9 +54,14 @@ class RunPaths:
     def plot(self) -> Path:
         return self.reports_dir / "evolution.png"
 
+    @property
+    def routing_plot(self) -> Path:
+        return self.reports_dir / "routing.png"
+
     def clear(self) -> None:
         """Start over: remove this run's checkpoint and everything derived from it."""
-        for path in (self.checkpoint, self.episodes, self.generations, self.metrics, self.generations_csv, self.plot):
+        for path in (self.checkpoint, self.episodes, self.generations, self.routing, self.metrics,
+                     self.generations_csv, self.plot, self.routing_plot):
             path.unlink(missing_ok=True)
         if self.coordinator.is_dir():
             shutil.rmtree(self.coordinator)
@@ -64,30 +75,51 @@ def totals(episodes: pl.DataFrame) -> dict[str, Any]:
             "cost_usd": float(episodes["cost_usd"].sum())}
 
 
+# The last generation's learning diagnostics, as `final_<column>` in the metrics.
+FINAL_COLUMNS = ("fitness_mean", "fitness_max", "sigma", "mean_norm", "verifier_first_share", "no_answer_share",
+                 "truncated_call_share", "turn_term_mean", "cost_term_mean", "agent_entropy")
+
+
 def metrics_summary(run: dict[str, Any], episodes: pl.DataFrame, generations: pl.DataFrame) -> dict[str, Any]:
     best = run["best"] or {}
+    x0 = run["x0"] or {}
     last = generations.row(-1, named=True) if generations.height else {}
+    validated = generations.filter(pl.col("validation_reward").is_not_null())
+    last_val = validated.row(-1, named=True) if validated.height else {}
+    routing = run["routing_rows"]
+    routing_generation = routing[-1]["generation"] if routing else None
     return {
         "strategy": run["strategy"], "n_params": run["n_params"], "popsize": run["popsize"],
         "generations_completed": run["next_generation"], "generations_planned": run["generations_planned"],
-        "stop_reason": run["stop_reason"], "finished": run["finished"],
+        "stop_reason": run["stop_reason"], "finished": run["finished"], "validation_routing": run["validation_routing"],
         "best_generation": best.get("generation"), "best_validation_reward": best.get("validation_reward"),
-        "final_fitness_mean": last.get("fitness_mean"), "final_fitness_max": last.get("fitness_max"),
+        **x0_comparison(run), "x0_validation_reward_sample": x0.get("validation_reward_sample"),
+        "x0_validation_reward_argmax": x0.get("validation_reward_argmax"),
+        "final_validation_reward_sample": last_val.get("validation_reward_sample"),
+        "final_validation_reward_argmax": last_val.get("validation_reward_argmax"),
+        **{f"final_{c}": last.get(c) for c in FINAL_COLUMNS},
         "best_fitness_max": float(generations["fitness_max"].max()) if generations.height else None,
-        "final_sigma": last.get("sigma"), **totals(episodes),
-        "wall_s": float(generations["wall_s"].sum()) if generations.height else 0.0,
+        **totals(episodes),
+        "wall_s": (float(generations["wall_s"].sum()) if generations.height else 0.0) + float(x0.get("wall_s", 0.0)),
+        "routing_generation": routing_generation,
+        "routing": matrix_from_rows([r for r in routing if r["generation"] == routing_generation]),
     }
 
 
 def write_outputs(paths: RunPaths, run: dict[str, Any], *, plot: bool) -> None:
     episodes = episodes_frame(run["episode_rows"])
     generations = generations_frame(run["generation_rows"])
+    routing = routing_frame(run["routing_rows"])
     write_parquet(episodes, paths.episodes)
     write_parquet(generations, paths.generations)
+    write_parquet(routing, paths.routing)
     write_generations_csv(generations, paths.generations_csv)
     summary = metrics_summary(run, episodes, generations)
     atomic_write_bytes(paths.metrics, (json.dumps(summary, indent=2) + "\n").encode())
     if plot:
-        from trinity.evolve.plots import plot_evolution
+        from trinity.evolve.plots import plot_evolution, plot_routing
 
-        plot_evolution(generations, paths.plot, title=f"{run['strategy']}: fitness and validation")
+        plot_evolution(generations, paths.plot, title=f"{run['strategy']}: fitness and validation",
+                       x0=run["x0"], selection=run["validation_routing"])
+        if routing.height:
+            plot_routing(routing, paths.routing_plot, title=f"{run['strategy']}: P(model | suite) of the mean")

@@ -1,22 +1,43 @@
-"""A PNG of the fitness (min/mean/max) and validation curves; DVC's HTML plots need a CDN offline."""
+"""PNGs of a run (DVC's HTML plots need a CDN offline):
+- evolution.png: fitness (min/mean/max), the mean's validation reward under both routing modes, and x0's
+  validation reward (generation -1) as a horizontal baseline;
+- routing.png: the mean's routing matrix across generations, one panel per suite, P(model | suite).
+"""
 
 from __future__ import annotations
 
 import io
+import math
 from pathlib import Path
+from typing import Any, Mapping
 
 import polars as pl
 
 from trinity.evolve.checkpoint import atomic_write_bytes
 
 
-def plot_evolution(generations: pl.DataFrame, path: Path, *, title: str = "evolution") -> None:
+def _figure(width: float, height: float):
     # The object API with the Agg canvas: no pyplot, no global backend switch in the caller's process.
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(7, 4), dpi=110)
+    fig = Figure(figsize=(width, height), dpi=110)
     FigureCanvasAgg(fig)
+    return fig
+
+
+def _save(fig, path: Path) -> None:
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    atomic_write_bytes(path, buf.getvalue())
+
+
+def plot_evolution(generations: pl.DataFrame, path: Path, *, title: str = "evolution",
+                   x0: Mapping[str, Any] | None = None, selection: str = "sample") -> None:
+    """`x0`: the run's x0 validation (validation_reward, validation_reward_sample/argmax); each validation
+    curve starts from x0's value at generation -1. `selection`: the mode that picks the best mean."""
+    fig = _figure(7, 4)
     ax = fig.add_subplot(1, 1, 1)
     g = generations["generation"].to_list()
     if g:
@@ -24,16 +45,44 @@ def plot_evolution(generations: pl.DataFrame, path: Path, *, title: str = "evolu
                         alpha=0.2, label="fitness min-max")
         ax.plot(g, generations["fitness_mean"].to_list(), label="fitness mean")
         ax.plot(g, generations["fitness_max"].to_list(), linewidth=0.8, label="fitness max")
-        val = generations.filter(pl.col("validation_reward").is_not_null())
-        if val.height:
-            ax.plot(val["generation"].to_list(), val["validation_reward"].to_list(), "o-",
-                    label="validation reward (mean)")
-    ax.set_xlabel("generation")
+    val = generations.filter(pl.col("validation_reward").is_not_null())
+    for mode, style in (("sample", "o-"), ("argmax", "s--")):
+        xs, ys = val["generation"].to_list(), val[f"validation_reward_{mode}"].to_list()
+        if x0 and x0.get(f"validation_reward_{mode}") is not None:
+            xs, ys = [-1] + xs, [x0[f"validation_reward_{mode}"]] + ys
+        if xs:
+            chosen = " (selects the best)" if mode == selection else ""
+            ax.plot(xs, ys, style, markersize=4, label=f"validation reward, {mode} routing{chosen}")
+    if x0 and x0.get("validation_reward") is not None:
+        ax.axhline(x0["validation_reward"], color="grey", linestyle=":", linewidth=1.2,
+                   label=f"x0 baseline ({selection}): {x0['validation_reward']:.3f}")
+    ax.set_xlabel("generation (-1: x0)")
     ax.set_ylabel("fitness / reward")
     ax.set_title(title)
     ax.grid(alpha=0.3)
-    ax.legend(loc="best", fontsize="small")
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    atomic_write_bytes(path, buf.getvalue())
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="best", fontsize="small")
+    _save(fig, path)
+
+
+def plot_routing(routing: pl.DataFrame, path: Path, *, title: str = "P(model | suite) of the mean") -> None:
+    """One panel per suite: each model's mean first-turn probability across generations (-1: x0)."""
+    suites = routing["suite"].unique(maintain_order=True).to_list() or ["(no routing recorded)"]
+    cols = min(len(suites), 3)
+    rows = math.ceil(len(suites) / cols)
+    fig = _figure(4.2 * cols, 3.2 * rows + 0.4)
+    for i, suite in enumerate(suites):
+        ax = fig.add_subplot(rows, cols, i + 1)
+        part = routing.filter(pl.col("suite") == suite).sort("generation", maintain_order=True)
+        for model in part["model"].unique(maintain_order=True).to_list():
+            line = part.filter(pl.col("model") == model)
+            ax.plot(line["generation"].to_list(), line["mean_prob"].to_list(), "o-", markersize=3, label=model)
+        ax.set_ylim(0.0, 1.0)
+        ax.set_title(suite, fontsize="medium")
+        ax.set_xlabel("generation (-1: x0)")
+        ax.set_ylabel("mean P(model)")
+        ax.grid(alpha=0.3)
+        if i == 0 and part.height:
+            ax.legend(loc="best", fontsize="small")
+    fig.suptitle(title)
+    _save(fig, path)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from trinity.evolve.diagnostics import x0_comparison
+
 
 def _duration(seconds: float | None) -> str:
     if seconds is None:
@@ -14,32 +16,82 @@ def _duration(seconds: float | None) -> str:
     return f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s"
 
 
+def _totals(run: dict[str, Any]) -> dict[str, Any]:
+    rows = run["episode_rows"]
+    calls = sum(r["calls"] for r in rows)
+    hits = sum(r["cache_hits"] for r in rows)
+    return {"episodes_done": len(rows), "calls": calls, "cache_hits": hits,
+            "cache_hit_share": hits / calls if calls else 0.0, "cost_usd": float(sum(r["cost_usd"] for r in rows)),
+            "tokens": sum(r["tokens"] for r in rows)}
+
+
+def _versus_x0(versus: dict[str, Any], validated_after_x0: bool) -> str:
+    """x0's reward, and plainly whether a later validation beat it."""
+    x0 = versus["x0_validation_reward"]
+    if x0 is None:
+        return ""
+    if versus["beats_x0"]:
+        return f" | best {versus['best_minus_x0']:+.3f} over x0 {x0:.3f}"
+    return f" | x0 {x0:.3f} NOT BEATEN" if validated_after_x0 else f" | x0 {x0:.3f}"
+
+
+def _modes(selection: str, rewards: dict[str, Any]) -> str:
+    """' sample 0.312 argmax 0.500', the selecting mode first."""
+    other = "argmax" if selection == "sample" else "sample"
+    return "".join(f" {m} {rewards[f'validation_reward_{m}']:.3f}" for m in (selection, other))
+
+
+def x0_report(run: dict[str, Any], generations: int, elapsed_s: float) -> dict[str, Any]:
+    """The report of x0's validation (generation -1, before generation 0)."""
+    x0 = run["x0"]
+    totals = _totals(run)
+    report = {
+        "event": "x0", "generation": -1, "generations_done": 0, "generations": generations, **totals,
+        "validation_reward": x0["validation_reward"], "validation_reward_sample": x0["validation_reward_sample"],
+        "validation_reward_argmax": x0["validation_reward_argmax"], "x0_validation_reward": x0["validation_reward"],
+        "validation_routing": run["validation_routing"], "wall_s": x0["wall_s"], "elapsed_s": elapsed_s,
+        "stop_reason": run["stop_reason"],
+    }
+    report["line"] = (
+        f"evolve x0 (generation -1, the initial mean) | val{_modes(run['validation_routing'], x0)}: the baseline "
+        f"of every later validation | episodes {totals['episodes_done']} | calls {totals['calls']} | "
+        f"cost ${totals['cost_usd']:.4f}"
+    )
+    return report
+
+
 def progress_report(run: dict[str, Any], generations: int, walls: Sequence[float], elapsed_s: float) -> dict[str, Any]:
     """`generation` is the 0-based index just finished (as in the tables), `generations_done` the count.
 
     `walls` are the wall times of the generations run in this process (the ETA ignores earlier ones)."""
-    rows = run["episode_rows"]
     gen = run["generation_rows"][-1]
     done = run["next_generation"]
-    calls = sum(r["calls"] for r in rows)
-    hits = sum(r["cache_hits"] for r in rows)
-    cost = float(sum(r["cost_usd"] for r in rows))
+    totals = _totals(run)
     remaining = 0 if run["finished"] else max(generations - done, 0)
     eta = (sum(walls) / len(walls)) * remaining if walls else None
     best = run["best"] or {}
+    versus = x0_comparison(run)
     report = {
         "event": "generation", "generation": gen["generation"], "generations_done": done,
-        "generations": generations, "episodes_done": len(rows), "calls": calls,
-        "cache_hits": hits, "cache_hit_share": hits / calls if calls else 0.0, "cost_usd": cost,
-        "tokens": sum(r["tokens"] for r in rows), "fitness_mean": gen["fitness_mean"],
+        "generations": generations, **totals, "fitness_mean": gen["fitness_mean"],
         "fitness_max": gen["fitness_max"], "validation_reward": gen["validation_reward"],
-        "best_validation_reward": best.get("validation_reward"), "sigma": gen["sigma"],
+        "validation_reward_sample": gen["validation_reward_sample"],
+        "validation_reward_argmax": gen["validation_reward_argmax"],
+        "best_validation_reward": best.get("validation_reward"), **versus, "sigma": gen["sigma"],
+        "mean_norm": gen["mean_norm"], "verifier_first_share": gen["verifier_first_share"],
+        "no_answer_share": gen["no_answer_share"], "truncated_call_share": gen["truncated_call_share"],
+        "reward_mean": gen["reward_mean"], "agent_entropy": gen["agent_entropy"],
+        "turn_term_mean": gen["turn_term_mean"], "cost_term_mean": gen["cost_term_mean"],
         "wall_s": gen["wall_s"], "elapsed_s": elapsed_s, "eta_s": eta, "stop_reason": run["stop_reason"],
     }
-    val = "" if gen["validation_reward"] is None else f" | val {gen['validation_reward']:.3f}"
+    val = "" if gen["validation_reward"] is None else f" | val{_modes(run['validation_routing'], gen)}"
+    validated_after_x0 = any(r["validation_reward"] is not None for r in run["generation_rows"])
     report["line"] = (
-        f"evolve gen {done}/{generations} | episodes {len(rows)} | calls {calls} | "
-        f"cache {report['cache_hit_share']:.1%} | cost ${cost:.4f} | "
-        f"fitness mean {gen['fitness_mean']:.3f} max {gen['fitness_max']:.3f}{val} | ETA {_duration(eta)}"
+        f"evolve gen {done}/{generations} | episodes {totals['episodes_done']} | calls {totals['calls']} | "
+        f"cache {totals['cache_hit_share']:.1%} | cost ${totals['cost_usd']:.4f} | "
+        f"fitness mean {gen['fitness_mean']:.3f} max {gen['fitness_max']:.3f} | "
+        f"verifier-first {gen['verifier_first_share']:.0%} no-answer {gen['no_answer_share']:.0%} "
+        f"truncated {gen['truncated_call_share']:.0%} | sigma {gen['sigma']:.3g} |mean| {gen['mean_norm']:.3g}"
+        f"{val}{_versus_x0(versus, validated_after_x0)} | ETA {_duration(eta)}"
     )
     return report

@@ -1,4 +1,5 @@
-"""Polars tables with declared schemas: one row per episode, one row per generation.
+"""Polars tables with declared schemas: one row per episode, one row per generation, and the routing
+matrix of the mean (one row per generation, suite and model; generation -1 is x0).
 
 Tables are always rewritten whole from the rows held in the checkpoint, so a resumed run never
 duplicates rows (and rows are also deduplicated on their episode id as a second guard).
@@ -14,11 +15,13 @@ import polars as pl
 
 from trinity.episodes.trace import Trace
 from trinity.evolve.checkpoint import atomic_write_bytes
+from trinity.evolve.diagnostics import ended_without_answer, truncated_calls
 
 EPISODES_SCHEMA = pl.Schema({
     "phase": pl.String,            # train | validation
     "generation": pl.Int64,
     "candidate": pl.Int64,         # -1: the distribution mean (validation)
+    "routing": pl.String,          # validation: the mode the mean was routed with (sample | argmax); null for training
     "item": pl.String,
     "repeat": pl.Int64,
     "episode_key": pl.String,      # EpisodeId.key() of the trace
@@ -35,10 +38,12 @@ EPISODES_SCHEMA = pl.Schema({
     "calls": pl.Int64,
     "cache_hits": pl.Int64,
     "failed_calls": pl.Int64,
+    "truncated_calls": pl.Int64,   # calls that hit max_tokens (finish_reason "length")
     "end_reason": pl.String,
+    "answered": pl.Boolean,        # False: ended without an answer (trinity.evolve.diagnostics)
     "candidate_fitness": pl.Float64,  # shaped fitness of the episode's candidate (null for validation)
 })
-EPISODE_ID_COLUMNS = ("phase", "generation", "candidate", "item", "repeat")
+EPISODE_ID_COLUMNS = ("phase", "generation", "candidate", "routing", "item", "repeat")
 
 GENERATIONS_SCHEMA = pl.Schema({
     "generation": pl.Int64,
@@ -46,29 +51,48 @@ GENERATIONS_SCHEMA = pl.Schema({
     "fitness_min": pl.Float64,
     "fitness_mean": pl.Float64,
     "fitness_max": pl.Float64,
-    "reward_mean": pl.Float64,
+    "reward_mean": pl.Float64,     # mean over candidates of the fitness's reward part
     "best_candidate": pl.Int64,
     "sigma": pl.Float64,           # step size after this generation's tell
-    "validation_reward": pl.Float64,  # null when the mean was not validated this generation
-    "validation_episodes": pl.Int64,
-    "agent_entropy": pl.Float64,   # mean over candidates of H(agents picked), nats
+    "mean_norm": pl.Float64,       # L2 norm of the mean after this generation's tell
+    "validation_reward": pl.Float64,  # the mean's, routed as coordinator.routing (selects the best); null when not validated
+    "validation_reward_sample": pl.Float64,  # the same validation routed by sampling
+    "validation_reward_argmax": pl.Float64,  # ... and by argmax
+    "validation_episodes": pl.Int64,  # validation episodes of the generation, both routing modes
+    "agent_entropy": pl.Float64,   # mean over candidates of H(agents picked), nats (the fitness's entropy part)
+    "turn_term_mean": pl.Float64,  # mean over candidates of the fitness's turn term, before its weight
+    "cost_term_mean": pl.Float64,  # mean over candidates of the fitness's cost term, before its weight
+    "verifier_first_share": pl.Float64,  # training episodes whose first turn is a Verifier
+    "no_answer_share": pl.Float64,  # training episodes that ended without an answer
     "calls": pl.Int64,             # training + validation episodes of the generation
     "cache_hits": pl.Int64,
     "cache_hit_share": pl.Float64,
+    "truncated_calls": pl.Int64,   # calls that hit max_tokens, training + validation
+    "truncated_call_share": pl.Float64,
     "prompt_tokens": pl.Int64,
     "completion_tokens": pl.Int64,
     "tokens": pl.Int64,
     "cost_usd": pl.Float64,
     "wall_s": pl.Float64,          # measured time: the one column that differs between identical runs
 })
-CSV_COLUMNS = ("generation", "fitness_min", "fitness_mean", "fitness_max", "validation_reward", "sigma",
-               "agent_entropy", "cache_hit_share", "cost_usd")
+CSV_COLUMNS = ("generation", "fitness_min", "fitness_mean", "fitness_max", "validation_reward",
+               "validation_reward_sample", "validation_reward_argmax", "sigma", "mean_norm", "agent_entropy",
+               "turn_term_mean", "cost_term_mean", "verifier_first_share", "no_answer_share",
+               "truncated_call_share", "cache_hit_share", "cost_usd")
+
+ROUTING_SCHEMA = pl.Schema({
+    "generation": pl.Int64,        # -1: x0, validated before generation 0
+    "suite": pl.String,
+    "model": pl.String,            # pool model, in head order
+    "argmax_share": pl.Float64,    # share of the suite's validation items whose argmax agent is this model
+    "mean_prob": pl.Float64,       # mean first-turn probability of this model over the suite's items
+})
 
 
 def episode_row(trace: Trace, *, phase: str, generation: int, candidate: int,
-                candidate_fitness: float | None) -> dict[str, Any]:
+                candidate_fitness: float | None, routing: str | None = None) -> dict[str, Any]:
     return {
-        "phase": phase, "generation": generation, "candidate": candidate,
+        "phase": phase, "generation": generation, "candidate": candidate, "routing": routing,
         "item": str(trace.episode.item), "repeat": int(trace.episode.repeat),
         "episode_key": trace.episode.key(), "seed": int(trace.seed), "reward": float(trace.reward),
         "turns": trace.turns_used, "agents": [t.agent for t in trace.turns], "roles": [t.role for t in trace.turns],
@@ -76,7 +100,8 @@ def episode_row(trace: Trace, *, phase: str, generation: int, candidate: int,
         "tokens": trace.prompt_tokens + trace.completion_tokens, "cost_usd": float(trace.cost_usd),
         "latency_s": float(sum(t.latency_s for t in trace.turns)), "calls": trace.calls,
         "cache_hits": trace.cache_hits, "failed_calls": sum(1 for t in trace.turns if not t.ok),
-        "end_reason": trace.end_reason, "candidate_fitness": candidate_fitness,
+        "truncated_calls": truncated_calls(trace), "end_reason": trace.end_reason,
+        "answered": not ended_without_answer(trace), "candidate_fitness": candidate_fitness,
     }
 
 
@@ -88,6 +113,12 @@ def episodes_frame(rows: Sequence[dict[str, Any]]) -> pl.DataFrame:
 def generations_frame(rows: Sequence[dict[str, Any]]) -> pl.DataFrame:
     df = pl.DataFrame(list(rows), schema=GENERATIONS_SCHEMA, orient="row") if rows else GENERATIONS_SCHEMA.to_frame()
     return df.unique(subset=["generation"], keep="last", maintain_order=True).sort("generation")
+
+
+def routing_frame(rows: Sequence[dict[str, Any]]) -> pl.DataFrame:
+    df = pl.DataFrame(list(rows), schema=ROUTING_SCHEMA, orient="row") if rows else ROUTING_SCHEMA.to_frame()
+    return df.unique(subset=["generation", "suite", "model"], keep="last", maintain_order=True).sort(
+        "generation", maintain_order=True)
 
 
 def write_parquet(df: pl.DataFrame, path: Path) -> None:

@@ -11,6 +11,7 @@ Outputs per variant, in `<paths.ablations>/<name>/` (DVC out `data/ablations`):
     coordinator.safetensors (+ .json metadata)   the best mean by validation, as the evolve stage keeps
     variant.yaml                                 the overrides mapping (apply to the config to load it)
     generations.parquet, episodes.parquet        the per-generation and per-episode tables
+    routing.parquet, routing.png                 the mean's routing matrix per generation (-1: x0)
     summary.json                                 the run's metrics (as metrics/evolve.json for the main run)
 and `metrics/ablations.json`: the budget every variant had and each variant's validation rewards.
 """
@@ -65,15 +66,19 @@ def main_popsize(cfg: DictConfig) -> int:
 
 def budget(cfg: DictConfig, popsize: int) -> dict[str, int]:
     """The per-variant budget, identical for every variant (and the main run)."""
+    from trinity.evolve.loop import VALIDATION_MODES
+
     ev = cfg.evolve
     per_generation = popsize * int(ev.episodes_per_candidate) * int(ev.get("repeats", 1))
     every = (ev.get("validation") or {}).get("every") or 0
     generations = int(ev.generations)
     validations = len({g for g in range(generations) if g == generations - 1 or (every and (g + 1) % every == 0)})
+    validations += 1  # x0, before generation 0; every validation runs with sample and argmax routing
     return {"popsize": popsize, "generations": generations, "episodes_per_candidate": int(ev.episodes_per_candidate),
             "repeats": int(ev.get("repeats", 1)), "train_episodes_per_generation": per_generation,
             "train_episodes": per_generation * generations, "validation_items": int(ev.validation.n_items),
-            "validation_episodes": validations * int(ev.validation.n_items), "max_turns": int(cfg.protocol.max_turns)}
+            "validation_episodes": validations * len(VALIDATION_MODES) * int(ev.validation.n_items),
+            "max_turns": int(cfg.protocol.max_turns)}
 
 
 def run(cfg: DictConfig, *, submit: evolve_stage.Submit = evolve_stage.inline_submit,
@@ -119,6 +124,7 @@ def run(cfg: DictConfig, *, submit: evolve_stage.Submit = evolve_stage.inline_su
             "overrides": overrides, "strategy": str(variant.evolve.strategy), "budget": plan,
             "final_validation_reward": final_validation_reward(dest_root / name / "generations.parquet"),
             "best_validation_reward": result.best_validation_reward, "best_generation": result.best_generation,
+            "x0_validation_reward": result.x0_validation_reward, "beats_x0": result.beats_x0,
             "generations_completed": result.generations_completed, "stop_reason": result.stop_reason,
             "resumed": result.resumed, "wall_s": round(time.perf_counter() - started, 3),
             **_totals(dest_root / name / "summary.json"),
@@ -138,8 +144,8 @@ def publish_variant(run_out: Path, dest: Path, overrides: dict[str, Any]) -> Non
     for name in ("coordinator.safetensors", "coordinator.json"):
         if (coordinator / name).exists():
             shutil.copy2(coordinator / name, dest / name)
-    for src, name in (("generations.parquet", None), ("episodes.parquet", None), ("evolve.json", "summary.json"),
-                      ("evolution.png", None)):
+    for src, name in (("generations.parquet", None), ("episodes.parquet", None), ("routing.parquet", None),
+                      ("evolve.json", "summary.json"), ("evolution.png", None), ("routing.png", None)):
         if (run_out / src).exists():
             shutil.copy2(run_out / src, dest / (name or src))
     (dest / "variant.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(overrides)))

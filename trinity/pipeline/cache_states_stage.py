@@ -3,6 +3,10 @@
 The first turn's transcript is the shared message before any reference thought (task prompt +
 collaboration instructions), built by the protocol's own SharedMessage so it is exactly what the
 router reads at turn 0. Written per suite to `data/states/<suite>.safetensors` (on GPU when present).
+
+It also measures how much of that feature depends on the prompt at all (feature_stats.py: norm of the
+mean feature, rms deviation from it, their ratio, same-suite and cross-suite cosines), over all cached
+states in `manifest.json` and `metrics/states.json`, and per suite in each suite's index JSON.
 """
 
 from __future__ import annotations
@@ -11,11 +15,13 @@ import json
 import logging
 from pathlib import Path
 
+import numpy as np
 from omegaconf import DictConfig
 
 from trinity.episodes.protocol import SharedMessage
 from trinity.episodes.protocol_config import ProtocolConfig
 from trinity.pipeline import items as item_sel
+from trinity.seeding import derive_seed
 
 log = logging.getLogger("trinity.cache_states")
 
@@ -42,7 +48,42 @@ def run(cfg: DictConfig) -> dict:
         write_state_cache(coord, pairs, out_dir / f"{suite}.safetensors")
         counts[suite] = len(pairs)
         log.info("cache_states: %s: %d first-turn features", suite, len(pairs))
+    stats = write_feature_stats(out_dir, suites, Path(cfg.paths.metrics) / "states.json",
+                                seed=derive_seed(int(cfg.seed), "feature_stats"))
+    log.info("cache_states: prompt-dependent share of the feature %s (mean norm %s, rms deviation %s), "
+             "cosine same suite %s, across suites %s", *(_fmt(stats.get(k)) for k in (
+                 "prompt_dependent_share", "mean_norm", "rms_deviation_norm", "cosine_same_suite", "cosine_cross_suite")))
     manifest = {"backbone": cfg.coordinator.backbone.id, "token_position": cfg.coordinator.token_position,
-                "hidden_size": coord.hidden_size, "counts": counts}
+                "hidden_size": coord.hidden_size, "counts": counts, "feature_stats": stats}
     (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=2))
     return {"path": str(out_dir), "count": sum(counts.values()), **manifest}
+
+
+def write_feature_stats(out_dir: Path, suites: list[str], metrics_path: Path, *, seed: int) -> dict:
+    """feature_stats over every suite's cached states (returned, and written to `metrics_path` with a
+    per-suite summary); each suite's own numbers go into its index JSON under `feature_stats`."""
+    from trinity.coordinator.feature_stats import feature_stats
+    from trinity.coordinator.states import read_state_cache
+
+    blocks, names, per_suite = [], [], {}
+    for suite in suites:
+        path = out_dir / f"{suite}.safetensors"
+        _, features, index = read_state_cache(path)
+        own = feature_stats(features, [suite] * len(features), seed=seed)
+        own.pop("cosine_cross_suite", None)
+        own.pop("cross_suite_pairs", None)
+        index["feature_stats"] = own
+        path.with_suffix(".json").write_text(json.dumps(index, indent=1) + "\n")
+        per_suite[suite] = {k: own.get(k) for k in ("count", "mean_norm", "rms_deviation_norm", "prompt_dependent_share",
+                                                     "cosine_same_suite")}
+        blocks.append(np.asarray(features, dtype=np.float64))
+        names += [suite] * len(features)
+    features = np.concatenate(blocks) if blocks else np.zeros((0, 0))
+    stats = feature_stats(features, names, seed=seed)
+    metrics_path.parent.mkdir(parents=True, exist_ok=True)
+    metrics_path.write_text(json.dumps({**stats, "per_suite": per_suite}, indent=2) + "\n")
+    return stats
+
+
+def _fmt(value) -> str:
+    return "n/a" if value is None else f"{value:.3g}"

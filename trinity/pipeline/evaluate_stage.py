@@ -6,6 +6,7 @@ Two item sets: the validation items evolution used (so the report compares the e
 coordinator's validation reward with every single pool model and random routing on exactly those
 items) and the test split of the training suites plus the zero-shot transfer suites. Each
 (set, method, suite) chunk is saved as soon as it finishes, so an interrupted evaluation resumes.
+The report's wins and losses come from paired tests on shared items (trinity.eval.tables.paired_tests).
 """
 
 from __future__ import annotations
@@ -22,11 +23,11 @@ import numpy as np
 import polars as pl
 from omegaconf import DictConfig, OmegaConf
 
-from trinity.errors import TrinityError
+from trinity.errors import ConfigError, TrinityError
 from trinity.eval import methods as method_registry
 from trinity.eval import report as report_mod
 from trinity.eval.episodes import run_episode_fn_chunks
-from trinity.eval.tables import RESULTS_SCHEMA, results_frame, summarize, trace_rows
+from trinity.eval.tables import RESULTS_SCHEMA, paired_tests, results_frame, summarize, trace_rows, truncation
 from trinity.pipeline import items as item_sel
 from trinity.pipeline.evolve_stage import coordinator_file
 from trinity.pipeline.rollouts import RolloutContext, config_key
@@ -35,12 +36,19 @@ log = logging.getLogger("trinity.evaluate")
 
 
 def load_checked_params(coord, path: Path):
-    """The saved parameters, refusing a coordinator saved for another pool, backbone or layout."""
-    from trinity.coordinator.saved import check_metadata, load_params
+    """The saved parameters, refusing a coordinator saved for another pool, backbone, layout or feature
+    normalisation; under standardize its routers use the statistics stored with it (Coordinator.read_params)."""
+    return coord.read_params(path)
 
-    params, meta = load_params(path)
-    check_metadata(meta, coord.metadata(), path)
-    return params
+
+def min_items(cfg: DictConfig) -> int:
+    """`eval.min_items` (default 20): below this many paired items the report gives no verdict. Checked
+    before any pool call, so a typo fails at once instead of after the whole evaluation."""
+    value = cfg.eval.get("min_items", 20)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"config key 'eval.min_items' must be a positive integer (paired items needed "
+                          f"for a verdict), got {value!r}")
+    return value
 
 
 def eval_sets(cfg: DictConfig) -> dict[str, dict[str, list]]:
@@ -128,6 +136,7 @@ def fingerprint(params, extra=None) -> str:
 
 def run(cfg: DictConfig, *, coordinator_path: Path | None = None, progress: Callable[[str], None] | None = None) -> dict:
     say = progress or log.info
+    needed = min_items(cfg)
     ctx = RolloutContext.get(cfg)
     coordinator_path = Path(coordinator_path or Path(cfg.paths.runs) / "coordinator")
     params = None
@@ -135,8 +144,9 @@ def run(cfg: DictConfig, *, coordinator_path: Path | None = None, progress: Call
         params = load_checked_params(ctx.coordinator, coordinator_file(coordinator_path))
     mctx = method_registry.MethodContext(
         agents=ctx.agents, strongest=0,
-        coordinator_router=(lambda: ctx.router_for(params)) if params is not None else None,
+        coordinator_router=(lambda mode: ctx.router_for(params, mode)) if params is not None else None,
         no_coordinator=f"none at {coordinator_file(coordinator_path)}",
+        coordinator_routing=str(cfg.coordinator.routing),
         coordinator_fingerprint=fingerprint(params) if params is not None else "",
         moa=cfg.eval.get("moa"),
         ablation_names=lambda: ablation_names(cfg),
@@ -191,11 +201,15 @@ def run(cfg: DictConfig, *, coordinator_path: Path | None = None, progress: Call
     frames = [by_key[k] for k in sorted(by_key)]
     results = pl.concat(frames) if frames else results_frame([])
     summary = summarize(results, samples=int(cfg.eval.bootstrap_samples), seed=int(cfg.seed))
+    paired = paired_tests(results, "trinity", samples=int(cfg.eval.bootstrap_samples), seed=int(cfg.seed),
+                          min_items=needed)
+    cut_by_suite, cut_by_model = truncation(results, "suite"), truncation(results, "model")
 
     out = Path(cfg.paths.eval)
     out.mkdir(parents=True, exist_ok=True)
     results.write_parquet(out / "results.parquet")
     summary.write_parquet(out / "summary.parquet")
+    paired.write_parquet(out / "paired.parquet")
     reports = Path(cfg.paths.reports)
     reports.mkdir(parents=True, exist_ok=True)
     (reports / "eval").mkdir(exist_ok=True)
@@ -208,11 +222,14 @@ def run(cfg: DictConfig, *, coordinator_path: Path | None = None, progress: Call
         f"Pool: {', '.join(ctx.agents)}. Backbone: {cfg.coordinator.backbone.id}. "
         f"K = {cfg.protocol.max_turns} turns. Methods: {', '.join(m.name for m in methods)}.",
         "",
-        f"Every method ran on the same items with the same seeds; intervals are percentile bootstrap "
-        f"({cfg.eval.bootstrap_samples} resamples). Cost is at the models' list prices (a reply shared "
-        f"through the response cache is counted for every method that used it).",
+        f"Every method ran on the same items with the same seeds; 95% intervals are Wilson score intervals "
+        f"for 0/1 rewards and percentile bootstrap ({cfg.eval.bootstrap_samples} resamples) otherwise; wins "
+        f"and losses come from paired tests on the shared items. Cost is at the models' list prices (a reply "
+        f"shared through the response cache is counted for every method that used it).",
         "",
-        "Methods: `trinity` is the evolved coordinator (agent and role each turn); `single:<model>` that model "
+        f"Methods: `trinity` is the evolved coordinator (agent and role each turn), routed as configured "
+        f"(`{cfg.coordinator.routing}`); `trinity:argmax` always takes its most likely agent and role, "
+        f"`trinity:sample` draws them from its distribution; `single:<model>` that model "
         "as the only Worker (one turn); `roles:<model>` that model as the only agent with the coordinator "
         "choosing only the role; `random` uniformly random agent and role; `loop:<model>` a fixed "
         "Worker -> Verifier loop; `moa:<model>` Mixture-of-Agents (every pool model answers, that model "
@@ -221,16 +238,30 @@ def run(cfg: DictConfig, *, coordinator_path: Path | None = None, progress: Call
         "Test suites: " + ", ".join(f"{s} ({k})" for s, k in kinds.items()) + "." if kinds else "",
     ]
     (reports / "report.md").write_text(report_mod.markdown(
-        summary, title="TRINITY evaluation", context=context, charts=pngs,
-        skipped=[(s.method, s.reason) for s in skipped], suite_kinds=kinds))
-    metrics = {
-        f"{r['set']}/{r['suite']}/{r['method']}": round(r["mean_reward"], 4)
-        for r in summary.filter(pl.col("suite") == "all").iter_rows(named=True)
-    }
+        summary, paired, title="TRINITY evaluation", context=context, charts=pngs,
+        skipped=[(s.method, s.reason) for s in skipped], suite_kinds=kinds, min_items=needed,
+        truncated_by_suite=cut_by_suite, truncated_by_model=cut_by_model))
     mdir = Path(cfg.paths.metrics)
     mdir.mkdir(parents=True, exist_ok=True)
-    (mdir / "eval.json").write_text(json.dumps(metrics, indent=2, sort_keys=True))
-    return {"summary": summary, "report": str(reports / "report.md"), "skipped": skipped}
+    (mdir / "eval.json").write_text(json.dumps(eval_metrics(summary, paired, results), indent=2, sort_keys=True))
+    return {"summary": summary, "paired": paired, "report": str(reports / "report.md"), "skipped": skipped}
+
+
+def eval_metrics(summary: pl.DataFrame, paired: pl.DataFrame, results: pl.DataFrame) -> dict[str, float]:
+    """metrics/eval.json, all suites pooled: `<set>/all/<method>` mean reward (the original keys), plus
+    `<set>/paired/<other>/difference|p_value` (trinity against it) and `<set>/truncated_share`, so
+    `dvc metrics diff` shows a change in significance or truncation between runs. NaNs are left out
+    (JSON has none)."""
+    metrics = {f"{r['set']}/{r['suite']}/{r['method']}": round(r["mean_reward"], 4)
+               for r in summary.filter(pl.col("suite") == "all").iter_rows(named=True)}
+    for r in paired.filter(pl.col("suite") == "all").iter_rows(named=True):
+        for key in ("difference", "p_value"):
+            if r[key] is not None and not np.isnan(r[key]):
+                metrics[f"{r['set']}/paired/{r['other']}/{key}"] = round(r[key], 6)
+    by_set = truncation(results.with_columns(pl.lit("all").alias("suite")), "suite")
+    for r in by_set.iter_rows(named=True):
+        metrics[f"{r['set']}/truncated_share"] = round(r["share"], 4)
+    return metrics
 
 
 def run_all(ctx: RolloutContext, pending: list, on_chunk_done: Callable[[int, list], None]) -> None:

@@ -2,7 +2,11 @@
 parameters, rollouts on the pool.
 
 `run(cfg, submit=...)` is plain Python; the Prefect flow passes a `submit` that turns each
-candidate's rollout into a task on its task runner (threads or Dask).
+candidate's rollout into a task on its task runner (threads or Dask). The loop's callbacks (see
+trinity.evolve.loop): `evaluate_population` (each candidate's rollouts on the generation's training
+items), `evaluate_mean(generation, params, mode)` (the validation items, routed by `mode`: sample |
+argmax), `save_coordinator`, and `describe_mean(generation, params)` (the mean's routing matrix on the
+validation items, from first-turn features, without pool calls).
 """
 
 from __future__ import annotations
@@ -16,9 +20,11 @@ from typing import Any, Callable
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
+from trinity.episodes.protocol_config import ProtocolConfig
 from trinity.episodes.trace import Trace
 from trinity.pipeline import items as item_sel
 from trinity.pipeline.rollouts import RolloutContext, config_key
+from trinity.tasks.types import TaskItem
 
 log = logging.getLogger("trinity.evolve")
 
@@ -99,8 +105,10 @@ def evolve(cfg: DictConfig, *, out_dir: Path, submit: Submit = inline_submit,
         ]
         return [f.result() for f in futures]
 
-    def evaluate_mean(generation: int, mean: np.ndarray) -> list[Trace]:
-        return ctx.run_candidate(np.asarray(mean), val, generation=generation, candidate=-1)
+    def evaluate_mean(generation: int, mean: np.ndarray, mode: str) -> list[Trace]:
+        return ctx.run_candidate(np.asarray(mean), val, generation=generation, candidate=-1, mode=mode)
+
+    describe_mean = routing_describer(coord, val, ProtocolConfig.from_cfg(cfg.protocol))
 
     def save_coordinator(path: Path, params: np.ndarray, meta: dict) -> None:
         path = Path(path)
@@ -112,18 +120,50 @@ def evolve(cfg: DictConfig, *, out_dir: Path, submit: Submit = inline_submit,
     result = run_evolution(
         cfg, n_params=coord.num_params, evaluate_population=evaluate_population, evaluate_mean=evaluate_mean,
         save_coordinator=save_coordinator, out_dir=out, progress=progress, metrics_dir=metrics_dir,
-        reports_dir=reports_dir,
+        reports_dir=reports_dir, describe_mean=describe_mean,
     )
     return {"run_dir": str(out), "result": result, "pool_totals": ctx.totals()}
 
 
+def routing_describer(coord: Any, items: list[TaskItem], protocol: ProtocolConfig) -> Callable[[int, np.ndarray], dict]:
+    """The loop's `describe_mean`: the mean's routing matrix P(model | suite) on `items` (the validation
+    items), from first-turn features and the head's agent probabilities; no pool call.
+
+    The first-turn transcript is the protocol's SharedMessage (task prompt + collaboration instructions),
+    the one the cache_states stage preloads into the coordinator's feature cache, so the features cost
+    nothing there; they are computed once per run and kept in this closure. With SVF the backbone (hence
+    every feature) depends on the parameters, so they are computed per call with the mean's SVF offsets."""
+    from trinity.evolve.diagnostics import routing_matrix
+    from trinity.pipeline.cache_states_stage import first_turn_transcript
+
+    transcripts = [first_turn_transcript(protocol, it.prompt) for it in items]
+    suites = [it.suite for it in items]
+    plain: list[np.ndarray] = []  # the plain backbone's features, once
+
+    def describe_mean(generation: int, params: np.ndarray) -> dict:
+        params = np.asarray(params, dtype=np.float64)
+        deltas = coord.layout.svf_deltas(params)
+        if deltas is not None:
+            features = coord.precompute(transcripts, deltas)
+        else:
+            if not plain:
+                plain.append(coord.precompute(transcripts))
+            features = plain[0]
+        head = coord.head_for(params)
+        probs = np.array([head.probabilities(f)[0] for f in features]).reshape(len(items), len(coord.pool_models))
+        return {"routing": routing_matrix(suites, probs, coord.pool_models)}
+
+    return describe_mean
+
+
 def publish(run_out: Path | str, dest: Path) -> None:
-    """Copy the run's tables and trained coordinator into the DVC out (data/evolve)."""
+    """Copy the run's tables (episodes, generations, routing) and trained coordinator into the DVC out
+    (data/evolve)."""
     run_out = Path(run_out)
     if dest.exists():
         shutil.rmtree(dest)
     dest.mkdir(parents=True)
-    for name in ("episodes.parquet", "generations.parquet"):
+    for name in ("episodes.parquet", "generations.parquet", "routing.parquet"):
         if (run_out / name).exists():
             shutil.copy2(run_out / name, dest / name)
     if (run_out / "coordinator").exists():

@@ -1,0 +1,220 @@
+"""The routing benchmark's comparisons at equal episode budget, on the SIMULATED pool (known optimum).
+
+For every variant x seed it trains a coordinator with the evolve stage's own code (real backbone,
+features, protocol, graders; the simulated pool over loopback HTTP), then evaluates the kept coordinator
+(best mean by validation) on every test item of the training suites, by argmax and by sampling.
+
+Variants (each at the same budget: popsize x episodes_per_candidate x generations):
+  --compare optimisers     sep-CMA-ES, random search, REINFORCE (the paper's optimiser ablation)
+  --compare normalize      coordinator.features.normalize none vs standardize, at each --sigma0
+
+Prints ONE JSON line and writes <out>/<compare>.md (table: per variant the test reward over seeds,
+mean and 95% interval, Wilson over the pooled episodes, paired McNemar tests against the first variant,
+the oracle's reward as reference) and <out>/<compare>.png (validation reward per generation, mean over
+seeds with min-max band, oracle and random as reference lines).
+
+Needs the prepared data and states of `experiment=routing_benchmark` (`make run EXPERIMENT=routing_benchmark`
+or the prepare and cache_states stages with the same paths).
+
+    python benchmarks/routing_benchmark.py --compare optimisers --seeds 0 1 2 [--generations 30]
+    python benchmarks/routing_benchmark.py --compare normalize --sigma0 0.03 0.1 0.3 --seeds 0
+        [--overrides key=value ...] [--out reports/routing_benchmark]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+from omegaconf import OmegaConf
+
+OPTIMISERS = {"sep_cma": {"evolve.strategy": "sep_cma"},
+              "random_search": {"evolve.strategy": "random_search"},
+              "reinforce": {"evolve.strategy": "reinforce"}}
+
+
+def variants(args) -> dict[str, dict]:
+    if args.compare == "optimisers":
+        return {name: OPTIMISERS[name] for name in args.strategies}
+    out = {}
+    for norm in args.normalize:
+        for s in args.sigma0:
+            out[f"{norm}/sigma0={s:g}"] = {"coordinator.features.normalize": norm, "evolve.sigma0": float(s)}
+    return out
+
+
+def variant_cfg(base, overrides: dict, seed: int, root: Path, name: str):
+    cfg = OmegaConf.create(OmegaConf.to_container(base, resolve=True))
+    for key, value in {**overrides, "seed": seed}.items():
+        OmegaConf.update(cfg, key, value, merge=False, force_add=True)
+    run = root / name.replace("/", "_") / f"seed{seed}"
+    cfg.paths.metrics, cfg.paths.reports = str(run / "metrics"), str(run / "reports")
+    return cfg, run
+
+
+def train_and_test(cfg, run: Path, fresh: bool) -> dict:
+    from trinity.pipeline import evolve_stage
+    from trinity.pipeline import items as item_sel
+    from trinity.pipeline.rollouts import RolloutContext
+
+    t0 = time.perf_counter()
+    out = evolve_stage.evolve(cfg, out_dir=run / "evolve", metrics_dir=run / "metrics", reports_dir=run / "reports")
+    train_s = time.perf_counter() - t0
+    result = out["result"]
+    ctx = RolloutContext.get(cfg)
+    test = item_sel.load_split(cfg, list(cfg.tasks.train), "test")
+    rewards = {}
+    for mode in ("argmax", "sample"):
+        traces = ctx.run_router(ctx.router_for(result.params, mode=mode), test, generation=-1, candidate=-1)
+        rewards[mode] = {t.episode.item: float(t.reward) for t in traces}
+    gens = pl.read_parquet(run / "evolve" / "generations.parquet")
+    curve = gens.filter(pl.col("validation_reward").is_not_null()).select("generation", "validation_reward")
+    return {"test": rewards, "curve": curve.rows(), "train_s": train_s,
+            "best_generation": result.best_generation, "best_validation_reward": result.best_validation_reward,
+            "episodes": int(pl.read_parquet(run / "evolve" / "episodes.parquet").filter(
+                pl.col("phase") == "train").height)}
+
+
+def seed_interval(values: list[float]) -> tuple[float, float, float]:
+    """Mean over seeds with a t interval (95%); one seed gives no interval."""
+    x = np.asarray(values, dtype=float)
+    if x.size < 2:
+        return float(x.mean()), float("nan"), float("nan")
+    t = {2: 12.706, 3: 4.303, 4: 3.182, 5: 2.776}.get(x.size, 1.96)
+    half = t * x.std(ddof=1) / math.sqrt(x.size)
+    return float(x.mean()), float(x.mean() - half), float(x.mean() + half)
+
+
+def summarise(results: dict[str, list[dict]], refs: dict | None) -> tuple[list[str], dict]:
+    from trinity.eval.stats import paired_test, verdict, wilson_ci
+
+    names = list(results)
+    first = names[0]
+    lines = ["| variant | mode | seeds | test reward per seed | mean [95% t-interval over seeds] | pooled: mean "
+             "[Wilson 95%], n | vs " + first + ": McNemar p, verdict | best val. generation | training s |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    summary: dict = {}
+    for name in names:
+        for mode in ("argmax", "sample"):
+            per_seed = [float(np.mean(list(r["test"][mode].values()))) for r in results[name]]
+            pooled = [v for r in results[name] for v in r["test"][mode].values()]
+            mean, lo, hi = seed_interval(per_seed)
+            _, wlo, whi = wilson_ci(int(sum(pooled)), len(pooled))
+            if name != first:
+                a = [v for r in results[name] for _, v in sorted(r["test"][mode].items())]
+                b = [v for r in results[first] for _, v in sorted(r["test"][mode].items())]
+                test = paired_test(a, b)
+                versus = f"{test.p_value:.3g}, {verdict(test)} (n={test.n})"
+            else:
+                versus = "-"
+            lines.append(f"| {name} | {mode} | {len(per_seed)} | {', '.join(f'{x:.3f}' for x in per_seed)} | "
+                         f"{mean:.3f} [{lo:.3f}, {hi:.3f}] | {np.mean(pooled):.3f} [{wlo:.3f}, {whi:.3f}], {len(pooled)} | "
+                         f"{versus} | {', '.join(str(r['best_generation']) for r in results[name])} | "
+                         f"{np.mean([r['train_s'] for r in results[name]]):.0f} |")
+            summary[f"{name}/{mode}"] = {"mean": mean, "t95": [lo, hi], "per_seed": per_seed,
+                                         "pooled_wilson95": [wlo, whi], "n": len(pooled)}
+    if refs is not None:
+        p = refs["pooled"]
+        lines += ["", f"Reference (exact, same test items): oracle {p['oracle']:.3f}, random routing (= x0) "
+                      f"{p['random']:.3f}, best single model {max(p['single_worker'].values()):.3f} "
+                      f"({max(p['single_worker'], key=p['single_worker'].get)})."]
+    return lines, summary
+
+
+def plot(results: dict[str, list[dict]], refs: dict | None, path: Path, title: str) -> None:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(8, 4.5), dpi=110)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    for name, runs in results.items():
+        curves = [dict(r["curve"]) for r in runs]
+        gens = sorted(set.intersection(*(set(c) for c in curves))) if curves else []
+        if not gens:
+            continue
+        values = np.array([[c[g] for g in gens] for c in curves])
+        ax.plot(gens, values.mean(axis=0), "o-", label=f"{name} (mean of {len(runs)})")
+        ax.fill_between(gens, values.min(axis=0), values.max(axis=0), alpha=0.15)
+    if refs is not None:
+        ax.axhline(refs["pooled"]["oracle"], color="k", linestyle="--", linewidth=1, label="oracle (exact)")
+        ax.axhline(refs["pooled"]["random"], color="grey", linestyle=":", linewidth=1, label="random = x0 (exact)")
+    ax.set_xlabel("generation (-1 = x0)")
+    ax.set_ylabel("validation reward of the mean")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize="small", loc="best")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--compare", choices=["optimisers", "normalize"], default="optimisers")
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--strategies", nargs="+", default=list(OPTIMISERS), choices=list(OPTIMISERS))
+    ap.add_argument("--normalize", nargs="+", default=["none", "standardize"])
+    ap.add_argument("--sigma0", type=float, nargs="+", default=[0.03, 0.1, 0.3])
+    ap.add_argument("--generations", type=int, default=None, help="override evolve.generations")
+    ap.add_argument("--out", default="reports/routing_benchmark")
+    ap.add_argument("--fresh", action="store_true", help="retrain runs that already have a checkpoint")
+    ap.add_argument("--overrides", nargs="*", default=[], help="Hydra overrides on experiment=routing_benchmark")
+    args = ap.parse_args()
+
+    from trinity import config
+    from trinity.pipeline import items as item_sel
+    from trinity.pipeline.rollouts import RolloutContext
+    from trinity.pool.servers import LocalPool
+    from trinity.pool.simulated.references import label, references
+
+    overrides = ["experiment=routing_benchmark", *args.overrides]
+    if args.generations is not None:
+        overrides.append(f"evolve.generations={args.generations}")
+    base = config.compose(overrides)
+    out = Path(args.out)
+    root = Path(base.paths.cache) / "routing_benchmark" / args.compare
+    test = item_sel.load_split(base, list(base.tasks.train), "test")
+    weights = {s: sum(1 for it in test if it.suite == s) for s in base.tasks.train}
+    refs = references(base, list(base.tasks.train), weights)
+    results: dict[str, list[dict]] = {}
+    started = time.perf_counter()
+    with LocalPool(base.pool, progress=lambda *_: None):
+        for name, ov in variants(args).items():
+            for seed in args.seeds:
+                cfg, run = variant_cfg(base, ov, seed, root, name)
+                if args.fresh:
+                    import shutil
+                    shutil.rmtree(run, ignore_errors=True)
+                try:
+                    r = train_and_test(cfg, run, args.fresh)
+                finally:
+                    RolloutContext.close_all()
+                results.setdefault(name, []).append(r)
+                print(f"{name} seed {seed}: test argmax {np.mean(list(r['test']['argmax'].values())):.3f} "
+                      f"sample {np.mean(list(r['test']['sample'].values())):.3f} ({r['train_s']:.0f} s)", flush=True)
+    lines, summary = summarise(results, refs)
+    budget = int(np.mean([r["episodes"] for runs in results.values() for r in runs]))
+    title = f"{label(base)}: {args.compare} at equal budget ({budget} training episodes)"
+    md = [f"# {title}", "", f"`python benchmarks/routing_benchmark.py --compare {args.compare} --seeds "
+          f"{' '.join(map(str, args.seeds))}" + (f" --generations {args.generations}" if args.generations else "")
+          + "`", "", f"Test items: {len(test)} ({', '.join(f'{s} {n}' for s, n in weights.items())}); each "
+          "variant's kept coordinator (best mean by validation), by argmax and by sampling.", "", *lines, "",
+          f"![{args.compare}]({args.compare}.png)", ""]
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{args.compare}.md").write_text("\n".join(md))
+    plot(results, refs, out / f"{args.compare}.png", title)
+    print(json.dumps({"benchmark": "routing_benchmark", "pool": label(base), "compare": args.compare,
+                      "seeds": args.seeds, "training_episodes_per_run": budget,
+                      "oracle": refs["pooled"]["oracle"] if refs else None,
+                      "random": refs["pooled"]["random"] if refs else None, "results": summary,
+                      "wall_s": round(time.perf_counter() - started, 1), "report": str(out / f"{args.compare}.md")}))
+
+
+if __name__ == "__main__":
+    main()

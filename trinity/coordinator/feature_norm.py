@@ -1,0 +1,166 @@
+"""Optional per-dimension standardisation of the coordinator's feature before the routing head.
+
+`coordinator.features.normalize`:
+- `none` (the paper): the head reads the raw hidden state.
+- `standardize`: the head reads (f - mu) / sd, with mu and sd per dimension from the TRAINING split's
+  cached first-turn states (the cache_states stage's `data/states`).
+
+Why: the raw feature is dominated by a prompt-independent vector (feature_stats.py), so with the
+bias-free head a candidate's logits move mostly by W @ mean, identically for every question, and
+sep-CMA-ES spends its steps on that instead of on what tells questions apart. Subtracting mu removes
+the shared part; dividing by sd puts every dimension on one scale, so sigma0 means the same thing in
+every direction. The head stays bias-free and linear in W, so x0 = 0 is still uniform routing and the
+parameter layout does not change.
+
+The statistics are a fixed part of a trained coordinator: `Coordinator.save` stores them next to the
+parameters (tensors `feature_mean`, `feature_std`, digest in the metadata) and loading uses the stored
+ones, never a recomputation, so a served coordinator routes exactly as it was trained.
+
+sd has a floor (FLOOR_FRACTION x the median sd, at least ABS_FLOOR) so a (nearly) constant dimension
+is centred but not blown up into noise of unit variance.
+
+The cached states are first-turn features of the plain backbone. With SVF on, the statistics are still
+those of the unadapted backbone (the x0 = 0 point): a fixed affine map in front of the head, which the
+SVF offsets then adapt around. Later turns' features (longer transcripts) are not in the statistics;
+they go through the same fixed map.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from trinity.errors import ConfigError, TrinityError
+
+log = logging.getLogger(__name__)
+
+MODES = ("none", "standardize")
+KEY = "coordinator.features.normalize"
+FLOOR_FRACTION = 1e-2
+ABS_FLOOR = 1e-6
+# State-cache identity that must match the coordinator for its features to be usable (as preload_state_cache).
+STATE_IDENTITY = ("backbone_id", "backbone_revision", "hidden_size", "token_position")
+
+
+class FeatureNormError(TrinityError):
+    """Feature statistics cannot be computed (no cached states, no training items)."""
+
+
+def check_mode(value: Any) -> str:
+    """The normalisation mode, or a ConfigError naming `coordinator.features.normalize`."""
+    mode = "none" if value is None else value
+    if not isinstance(mode, str) or mode not in MODES:
+        raise ConfigError(f"config key '{KEY}' must be one of {'|'.join(MODES)}, got {value!r}")
+    return mode
+
+
+def configured_mode(cfg: Any) -> str:
+    """`coordinator.features.normalize` of a composed config; absent (an older params.yaml) means none."""
+    features = cfg.coordinator.get("features") or {}
+    return check_mode(features.get("normalize", "none"))
+
+
+@dataclass(frozen=True, eq=False)
+class FeatureNorm:
+    """Per-dimension mean and (floored) standard deviation; `apply(f) = (f - mean) / std`."""
+
+    mean: np.ndarray
+    std: np.ndarray
+    count: int = 0                      # items the statistics came from (provenance only)
+    _digest: str = field(default="", init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        mean = np.asarray(self.mean, dtype=np.float64).ravel()
+        std = np.asarray(self.std, dtype=np.float64).ravel()
+        if mean.shape != std.shape or mean.size == 0:
+            raise ValueError(f"feature mean and std must be vectors of one length, got {mean.shape} and {std.shape}")
+        if not (np.all(np.isfinite(mean)) and np.all(np.isfinite(std)) and np.all(std > 0)):
+            raise ValueError("feature mean must be finite and std finite and > 0")
+        object.__setattr__(self, "mean", mean)
+        object.__setattr__(self, "std", std)
+        h = hashlib.sha256(mean.tobytes())
+        h.update(std.tobytes())
+        object.__setattr__(self, "_digest", h.hexdigest())
+
+    @property
+    def dim(self) -> int:
+        return int(self.mean.size)
+
+    @property
+    def digest(self) -> str:
+        """sha256 of the float64 mean and std bytes: names the statistics in saved metadata."""
+        return self._digest
+
+    def apply(self, feature: np.ndarray) -> np.ndarray:
+        """(f - mean) / std for one feature (d,) or a batch (n, d), in float64."""
+        return (np.asarray(feature, dtype=np.float64) - self.mean) / self.std
+
+    @classmethod
+    def fit(cls, features: np.ndarray) -> "FeatureNorm":
+        """Statistics of `features` (n x d, n >= 2): mean and population std with the floor."""
+        f = np.asarray(features, dtype=np.float64)
+        if f.ndim != 2 or f.shape[0] < 2:
+            raise FeatureNormError(f"feature standardisation needs at least 2 features, got shape {f.shape}")
+        mean = f.mean(axis=0)
+        std = f.std(axis=0)
+        floor = max(ABS_FLOOR, FLOOR_FRACTION * float(np.median(std)))
+        return cls(mean, np.maximum(std, floor), count=int(f.shape[0]))
+
+    # -- storage in a saved coordinator ------------------------------------------------------
+    def tensors(self) -> dict[str, np.ndarray]:
+        return {"feature_mean": self.mean, "feature_std": self.std}
+
+    def metadata(self) -> dict[str, Any]:
+        return {"feature_norm_sha256": self.digest, "feature_norm_items": self.count}
+
+
+def fit_feature_norm(states_dir: str | Path, prepared_dir: str | Path, train_suites: Sequence[str], *,
+                     expect: dict[str, Any] | None = None,
+                     compute: Callable[[list], np.ndarray] | None = None) -> FeatureNorm:
+    """Standardisation statistics from the training split's cached first-turn states.
+
+    Reads `<states_dir>/<suite>.safetensors` (+ its JSON index of uids `suite/item_id`) for every
+    training suite and keeps the rows whose item is in the prepared `train` split. `expect` (backbone
+    id and revision, hidden size, token position) must match the cache's index; a suite cached for
+    another setup (e.g. the last-token ablation reads position -1, the cache holds -2) is recomputed
+    with `compute(items) -> (n, d) features` when given, and refused otherwise. No cache at all is an
+    error that says to run the cache_states stage."""
+    from trinity.coordinator.states import read_state_cache
+    from trinity.tasks.prepare import load_items
+
+    states_dir = Path(states_dir)
+    blocks: list[np.ndarray] = []
+    for suite in [str(s) for s in train_suites]:
+        path = states_dir / f"{suite}.safetensors"
+        if not path.is_file() or not path.with_suffix(".json").is_file():
+            raise FeatureNormError(
+                f"{KEY}=standardize needs the training split's first-turn states, but {path} does not exist: "
+                "run the cache_states stage first (`dvc repro cache_states` or `python -m flows.cache_states`)")
+        train = load_items(prepared_dir, suite, "train")
+        uids, features, index = read_state_cache(path)
+        mismatch = [k for k in (expect or {}) if k in STATE_IDENTITY and index.get(k) != expect[k]]
+        if mismatch:
+            what = ", ".join(f"{k}: cached {index.get(k)!r}, configured {expect[k]!r}" for k in mismatch)
+            if compute is None:
+                raise FeatureNormError(f"the states in {path} were computed for another coordinator ({what}); "
+                                       "run the cache_states stage with this configuration")
+            log.info("feature statistics: %s cached for another setup (%s); computing its %d training features",
+                     suite, what, len(train))
+            if train:
+                blocks.append(np.asarray(compute(train), dtype=np.float64))
+            continue
+        row = {uid: i for i, uid in enumerate(uids)}
+        missing = [it.uid for it in train if it.uid not in row]
+        if missing:
+            raise FeatureNormError(f"{len(missing)} training items of {suite} (e.g. {missing[0]}) are not in {path}; "
+                                   "the states are older than the prepared data: run the cache_states stage again")
+        if train:
+            blocks.append(np.asarray(features, dtype=np.float64)[[row[it.uid] for it in train]])
+    if not blocks:
+        raise FeatureNormError(f"{KEY}=standardize: no training items in {list(train_suites)} under {prepared_dir}")
+    return FeatureNorm.fit(np.concatenate(blocks))

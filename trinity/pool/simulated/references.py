@@ -1,0 +1,59 @@
+"""Reference lines for reports of a run on the simulated pool: the oracle, random routing (= x0) and
+every single model, exactly (oracle.py), pooled with the weights of the items a report averages over.
+Every report of such a run says plainly that the pool was simulated and which profile it played."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from trinity.pool.simulated.oracle import ROLES, profile_references
+from trinity.pool.simulated.profile import parse_profile
+
+
+def is_simulated(cfg: Any) -> bool:
+    return str(cfg.pool.get("provider", "")) == "simulated"
+
+
+def label(cfg: Any) -> str:
+    return f"SIMULATED POOL (profile '{cfg.pool.get('profile', '?')}')"
+
+
+def references(cfg: Any, suites: Sequence[str], weights: Mapping[str, float] | None = None) -> dict | None:
+    """The exact references of `cfg`'s simulated profile for `suites`; None for a real pool."""
+    if not is_simulated(cfg) or not suites:
+        return None
+    roles = cfg.coordinator.get("roles") if cfg.get("coordinator") is not None else None
+    refs = profile_references(parse_profile(cfg.pool), list(suites), int(cfg.protocol.max_turns),
+                              roles=list(roles) if roles else ROLES, weights=dict(weights or {}))
+    refs["profile"] = str(cfg.pool.get("profile", "?"))
+    return refs
+
+
+def markdown(refs: Mapping, measured: Mapping[str, Mapping[str, float]] | None = None) -> list[str]:
+    """A report section: per suite and pooled, the oracle, random routing and the best single model,
+    then each measured method (method -> suite or 'all' -> mean reward) as a share of the oracle."""
+    measured = measured or {}
+    out = [f"## Reference lines of the simulated pool (profile '{refs['profile']}')", "",
+           "This run used the SIMULATED pool, a benchmark with a known optimum, not real models. Expected rewards "
+           "below are exact under the protocol (K = {k}): the *oracle* is the best routing a coordinator can "
+           "express here (per suite, by the number of reference thoughts in its transcript), *random* is a uniform "
+           "agent and role every turn (also x0 = 0, the untrained coordinator), *single* is one model as the "
+           "only Worker for one turn.".format(k=refs["max_turns"]), ""]
+    methods = list(measured)
+    head = "| suite | oracle | random | best single (model) | " + " | ".join(f"{m} | {m} / oracle" for m in methods) + " |"
+    out += [head, "|---" * (head.count("|") - 1) + "|"]
+    rows = [(s["suite"], s["oracle"], s["random"], s["single_worker"]) for s in refs["suites"]]
+    pooled = refs["pooled"]
+    rows.append(("all (pooled)", pooled["oracle"], pooled["random"], pooled["single_worker"]))
+    for suite, oracle, rand, single in rows:
+        best = max(single, key=single.get)
+        key = "all" if suite.startswith("all") else suite
+        cells = []
+        for m in methods:
+            value = measured[m].get(key)
+            cells.append("n/a | n/a" if value is None else f"{value:.3f} | {value / oracle:.2f}" if oracle else f"{value:.3f} | n/a")
+        out.append(f"| {suite} | {oracle:.3f} | {rand:.3f} | {single[best]:.3f} ({best}) | " + " | ".join(cells) + " |")
+    out += ["", "Oracle routing per suite (reference thoughts so far -> agent, role): " + "; ".join(
+        f"{s['suite']}: " + ", ".join(f"{r['thoughts']}->{r['agent']}/{r['role']}" for r in s["routing"])
+        for s in refs["suites"]), ""]
+    return out
