@@ -3,7 +3,7 @@
 import pytest
 
 from trinity.pool.simulated.oracle import best_routing, policy_value, profile_references, suite_oracle
-from trinity.pool.simulated.profile import SimulatedModel
+from trinity.pool.simulated.profile import SimulatedModel, parse_profile
 
 
 def model(name, acc, **kw):
@@ -56,3 +56,35 @@ def test_pooled_references_weight_suites():
     assert ref["pooled"]["oracle"] == pytest.approx((3 * 1.0 + 1 * 0.5) / 4)
     assert ref["pooled"]["single_worker"]["a"] == pytest.approx(0.75)
     assert [s["routing"][0]["agent"] for s in ref["suites"]] == ["a", "b"]
+
+
+def test_reports_of_a_simulated_run_carry_its_reference_lines_and_label():
+    import polars as pl
+
+    from trinity import config
+    from trinity.pipeline.evaluate_stage import simulated_references
+    from trinity.pipeline.evolve_stage import simulated_reference_lines
+    from trinity.tasks.types import TaskItem
+
+    cfg = config.compose(["experiment=routing_benchmark", "tasks.train=[mmlu,gsm8k]"])
+    items = [TaskItem("mmlu", str(i), "q", None) for i in range(3)] + [TaskItem("gsm8k", "0", "q", None)]
+    lines = simulated_reference_lines(cfg, items)
+    oracle = lines["simulated oracle"]
+    assert oracle == pytest.approx(profile_references(parse_profile(cfg.pool), ["gsm8k", "mmlu"], 5,
+                                                      weights={"mmlu": 3, "gsm8k": 1})["pooled"]["oracle"])
+    assert lines["simulated random (= x0 expected)"] < oracle
+
+    summary = pl.DataFrame([
+        {"set": "test", "method": "trinity", "suite": "all", "mean_reward": oracle / 2},
+        {"set": "test", "method": "trinity", "suite": "mmlu", "mean_reward": 0.5},
+        {"set": "test", "method": "moa", "suite": "all", "mean_reward": 0.9},
+    ])
+    section, metrics = simulated_references(cfg, summary, {"test": {"mmlu": items[:3], "gsm8k": items[3:]}})
+    text = "\n".join(section)
+    assert "SIMULATED pool" in text and "profile 'complementary'" in text
+    assert "| trinity | trinity / oracle |" in text and "moa" not in text
+    assert metrics["test/simulated/trinity_over_oracle"] == pytest.approx(0.5, abs=1e-3)
+    # a real pool has no reference lines
+    real = config.compose([])
+    assert simulated_reference_lines(real, items) is None
+    assert simulated_references(real, summary, {"test": {"mmlu": items}}) is None

@@ -120,6 +120,7 @@ def run_evolution(
     metrics_dir: Path | None = None,
     reports_dir: Path | None = None,
     describe_mean: DescribeMean | None = None,
+    reference_lines: dict[str, float] | None = None,
 ) -> EvolutionResult:
     """Evolve, resuming from out_dir/checkpoint.pkl when present (unless fresh or evolve.resume=false).
 
@@ -147,7 +148,7 @@ def run_evolution(
     else:
         seed_global_rngs(derive_seed(cfg.seed, "evolve", "global-rng"))
         run = _new_run(strategy, s, fingerprint)
-    write_outputs(paths, run, plot=False)  # tables = checkpointed rows, whatever a kill left behind
+    write_outputs(paths, run, plot=False, references=reference_lines)  # tables = checkpointed rows, whatever a kill left behind
     started, walls = time.perf_counter(), []
     while not run["finished"]:
         g = run["next_generation"]
@@ -166,7 +167,7 @@ def run_evolution(
             log.warning("evolve: budget exhausted in %s, stopped at its start: %s", where, e)
             break
         save_checkpoint(paths.checkpoint, run)
-        write_outputs(paths, run, plot=False)
+        write_outputs(paths, run, plot=False, references=reference_lines)
         if x0_step:
             report = x0_report(run, s.generations, time.perf_counter() - started)
         else:
@@ -175,7 +176,7 @@ def run_evolution(
         log.info(report["line"])
         if progress is not None:
             progress(report)
-    write_outputs(paths, run, plot=True)
+    write_outputs(paths, run, plot=True, references=reference_lines)
     versus = x0_comparison(run)
     if versus["beats_x0"] is False and any(r["validation_reward"] is not None for r in run["generation_rows"]):
         log.warning("evolve: no validation of the mean beat x0 (the initial mean; uniform routing when x0 = 0), "

@@ -106,7 +106,10 @@ def metrics_summary(run: dict[str, Any], episodes: pl.DataFrame, generations: pl
     }
 
 
-def write_outputs(paths: RunPaths, run: dict[str, Any], *, plot: bool) -> None:
+def write_outputs(paths: RunPaths, run: dict[str, Any], *, plot: bool,
+                  references: dict[str, float] | None = None) -> None:
+    """`references`: named expected rewards on the validation items (e.g. the simulated pool's oracle and
+    random routing), written to the metrics and drawn as lines on the evolution plot."""
     episodes = episodes_frame(run["episode_rows"])
     generations = generations_frame(run["generation_rows"])
     routing = routing_frame(run["routing_rows"])
@@ -115,11 +118,13 @@ def write_outputs(paths: RunPaths, run: dict[str, Any], *, plot: bool) -> None:
     write_parquet(routing, paths.routing)
     write_generations_csv(generations, paths.generations_csv)
     summary = metrics_summary(run, episodes, generations)
+    if references:
+        summary["references"] = dict(references)
     atomic_write_bytes(paths.metrics, (json.dumps(summary, indent=2) + "\n").encode())
     if plot:
         from trinity.evolve.plots import plot_evolution, plot_routing
 
         plot_evolution(generations, paths.plot, title=f"{run['strategy']}: fitness and validation",
-                       x0=run["x0"], selection=run["validation_routing"])
+                       x0=run["x0"], selection=run["validation_routing"], references=references)
         if routing.height:
             plot_routing(routing, paths.routing_plot, title=f"{run['strategy']}: P(model | suite) of the mean")

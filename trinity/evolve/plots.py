@@ -34,7 +34,8 @@ def _save(fig, path: Path) -> None:
 
 
 def plot_evolution(generations: pl.DataFrame, path: Path, *, title: str = "evolution",
-                   x0: Mapping[str, Any] | None = None, selection: str = "sample") -> None:
+                   x0: Mapping[str, Any] | None = None, selection: str = "sample",
+                   references: Mapping[str, float] | None = None) -> None:
     """`x0`: the run's x0 validation (validation_reward, validation_reward_sample/argmax); each validation
     curve starts from x0's value at generation -1. `selection`: the mode that picks the best mean."""
     fig = _figure(7, 4)
@@ -56,6 +57,8 @@ def plot_evolution(generations: pl.DataFrame, path: Path, *, title: str = "evolu
     if x0 and x0.get("validation_reward") is not None:
         ax.axhline(x0["validation_reward"], color="grey", linestyle=":", linewidth=1.2,
                    label=f"x0 baseline ({selection}): {x0['validation_reward']:.3f}")
+    for (name, value), style in zip((references or {}).items(), ("--", "-.", ":", (0, (5, 1)))):
+        ax.axhline(value, color="black", linestyle=style, linewidth=0.9, label=f"{name}: {value:.3f}")
     ax.set_xlabel("generation (-1: x0)")
     ax.set_ylabel("fitness / reward")
     ax.set_title(title)

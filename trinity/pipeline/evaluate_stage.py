@@ -237,14 +237,52 @@ def run(cfg: DictConfig, *, coordinator_path: Path | None = None, progress: Call
         "",
         "Test suites: " + ", ".join(f"{s} ({k})" for s, k in kinds.items()) + "." if kinds else "",
     ]
-    (reports / "report.md").write_text(report_mod.markdown(
-        summary, paired, title="TRINITY evaluation", context=context, charts=pngs,
+    title, reference_section, reference_metrics = "TRINITY evaluation", [], {}
+    simulated = simulated_references(cfg, summary, sets)
+    if simulated is not None:
+        from trinity.pool.simulated.references import label
+
+        title = f"TRINITY evaluation on the {label(cfg)}"
+        context = [f"**This run used the {label(cfg)}: a benchmark with a known optimum, not real models.**", "",
+                   *context]
+        reference_section, reference_metrics = simulated
+    text = report_mod.markdown(
+        summary, paired, title=title, context=context, charts=pngs,
         skipped=[(s.method, s.reason) for s in skipped], suite_kinds=kinds, min_items=needed,
-        truncated_by_suite=cut_by_suite, truncated_by_model=cut_by_model))
+        truncated_by_suite=cut_by_suite, truncated_by_model=cut_by_model)
+    if reference_section:
+        text = text.rstrip("\n") + "\n\n" + "\n".join(reference_section) + "\n"
+    (reports / "report.md").write_text(text)
     mdir = Path(cfg.paths.metrics)
     mdir.mkdir(parents=True, exist_ok=True)
-    (mdir / "eval.json").write_text(json.dumps(eval_metrics(summary, paired, results), indent=2, sort_keys=True))
+    metrics = {**eval_metrics(summary, paired, results), **reference_metrics}
+    (mdir / "eval.json").write_text(json.dumps(metrics, indent=2, sort_keys=True))
     return {"summary": summary, "paired": paired, "report": str(reports / "report.md"), "skipped": skipped}
+
+
+SIMULATED_METHODS = ("trinity", "trinity:argmax", "trinity:sample", "random")
+
+
+def simulated_references(cfg: DictConfig, summary: pl.DataFrame, sets: dict) -> tuple[list[str], dict] | None:
+    """On the simulated pool: the report section with the exact reference lines for the test items
+    (oracle, random, single models; weighted by the test items per suite) next to the measured rewards of
+    `trinity` and `random`, and metrics `test/simulated/*` (the oracle, and each method's share of it)."""
+    from trinity.pool.simulated.references import is_simulated, markdown, references
+
+    if not is_simulated(cfg) or not sets.get("test"):
+        return None
+    weights = {suite: len(items) for suite, items in sets["test"].items()}
+    refs = references(cfg, list(weights), weights)
+    test = summary.filter(pl.col("set") == "test")
+    measured: dict[str, dict[str, float]] = {}
+    for r in test.filter(pl.col("method").is_in(SIMULATED_METHODS)).iter_rows(named=True):
+        measured.setdefault(r["method"], {})[r["suite"]] = r["mean_reward"]
+    oracle = refs["pooled"]["oracle"]
+    metrics = {"test/simulated/oracle": round(oracle, 4), "test/simulated/random_exact": round(refs["pooled"]["random"], 4)}
+    for method, values in measured.items():
+        if values.get("all") is not None and oracle:
+            metrics[f"test/simulated/{method}_over_oracle"] = round(values["all"] / oracle, 4)
+    return markdown(refs, measured), metrics
 
 
 def eval_metrics(summary: pl.DataFrame, paired: pl.DataFrame, results: pl.DataFrame) -> dict[str, float]:

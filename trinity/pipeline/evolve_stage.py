@@ -47,14 +47,30 @@ def inline_submit(fn, *args, **kwargs):
 def rollout_candidate(cfg_yaml: str, generation: int, candidate: int, params: list[float],
                       item_uids: list[str], repeats: int) -> list[Trace]:
     """One candidate's episodes; picklable arguments only, so it also runs on a Dask worker."""
-    cfg = OmegaConf.create(cfg_yaml)
-    ctx = RolloutContext.get(cfg)
-    wanted = set(item_uids)
-    pool = item_sel.load_split(cfg, list(cfg.tasks.train), "train") + item_sel.load_split(
-        cfg, list(cfg.tasks.train), "validation")
-    by_uid = {it.uid: it for it in pool if it.uid in wanted}
+    cfg, key, by_uid = _candidate_setup(cfg_yaml)
+    ctx = RolloutContext.get(cfg, key=key)
     chosen = [by_uid[u] for u in item_uids]
     return ctx.run_candidate(np.asarray(params), chosen, generation=generation, candidate=candidate, repeats=repeats)
+
+
+_SETUPS: dict[str, tuple] = {}
+
+
+def _candidate_setup(cfg_yaml: str) -> tuple[DictConfig, str, dict[str, TaskItem]]:
+    """The parsed config, its key and the training items by uid, once per process and config instead of
+    once per candidate (both cost more than a candidate's episodes on the simulated pool: ~0.17 s each,
+    measured). Re-read when the prepared files change."""
+    cached = _SETUPS.get(cfg_yaml)
+    cfg = cached[0] if cached else OmegaConf.create(cfg_yaml)
+    folder = Path(str(cfg.paths.prepared))
+    stamp = tuple((p.name, p.stat().st_mtime_ns) for p in sorted(folder.glob("*.parquet")))
+    if cached is None or cached[3] != stamp:
+        items = item_sel.load_split(cfg, list(cfg.tasks.train), "train") + item_sel.load_split(
+            cfg, list(cfg.tasks.train), "validation")
+        if len(_SETUPS) >= 4:
+            _SETUPS.pop(next(iter(_SETUPS)))
+        cached = _SETUPS[cfg_yaml] = (cfg, config_key(cfg), {it.uid: it for it in items}, stamp)
+    return cached[0], cached[1], cached[2]
 
 
 def coordinator_file(path: Path) -> Path:
@@ -120,7 +136,7 @@ def evolve(cfg: DictConfig, *, out_dir: Path, submit: Submit = inline_submit,
     result = run_evolution(
         cfg, n_params=coord.num_params, evaluate_population=evaluate_population, evaluate_mean=evaluate_mean,
         save_coordinator=save_coordinator, out_dir=out, progress=progress, metrics_dir=metrics_dir,
-        reports_dir=reports_dir, describe_mean=describe_mean,
+        reports_dir=reports_dir, describe_mean=describe_mean, reference_lines=simulated_reference_lines(cfg, val),
     )
     return {"run_dir": str(out), "result": result, "pool_totals": ctx.totals()}
 
@@ -154,6 +170,22 @@ def routing_describer(coord: Any, items: list[TaskItem], protocol: ProtocolConfi
         return {"routing": routing_matrix(suites, probs, coord.pool_models)}
 
     return describe_mean
+
+
+def simulated_reference_lines(cfg: DictConfig, val: list[TaskItem]) -> dict[str, float] | None:
+    """On the simulated pool: the exact oracle, random-routing (= x0) and best-single-model rewards on the
+    validation items' suites, weighted as the validation items are; None on a real pool."""
+    from trinity.pool.simulated.references import is_simulated, references
+
+    if not is_simulated(cfg) or not val:
+        return None
+    weights: dict[str, float] = {}
+    for it in val:
+        weights[it.suite] = weights.get(it.suite, 0) + 1
+    pooled = references(cfg, sorted(weights), weights)["pooled"]
+    best = max(pooled["single_worker"], key=pooled["single_worker"].get)
+    return {"simulated oracle": pooled["oracle"], "simulated random (= x0 expected)": pooled["random"],
+            f"simulated best single ({best})": pooled["single_worker"][best]}
 
 
 def publish(run_out: Path | str, dest: Path) -> None:

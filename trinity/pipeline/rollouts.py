@@ -171,8 +171,9 @@ class RolloutContext:
             preload_state_cache(self.coordinator, path)
 
     @classmethod
-    def get(cls, cfg: DictConfig, *, with_coordinator: bool = True) -> "RolloutContext":
-        key = config_key(cfg) + str(with_coordinator)
+    def get(cls, cfg: DictConfig, *, with_coordinator: bool = True, key: str | None = None) -> "RolloutContext":
+        """The process's context for `cfg` (`key`: its config_key, when the caller already has it)."""
+        key = (key or config_key(cfg)) + str(with_coordinator)
         with cls._lock:
             ctx = cls._instances.get(key)
             if ctx is None:
