@@ -318,3 +318,42 @@ def test_reinforce_gradient_from_recorded_decisions_is_the_normalised_one(setup)
 
     numeric = _numeric_grad(surrogate, params, h=1e-5)
     assert np.allclose(grad, numeric, atol=1e-4)
+
+
+# ---------------------------------------------------------------------- rebalance
+def test_rebalance_keeps_the_shared_direction_at_the_norm_of_what_varies():
+    r = np.random.default_rng(3)
+    shared = np.full(8, 40.0)
+    f = shared + r.normal(size=(200, 8))
+    norm = FeatureNorm.fit(f, keep_shared=True)
+    z = norm.apply(f)
+    centred = (f - norm.mean) / norm.std
+    # the mean of the mapped features is the shared direction, at the rms norm of the centred part
+    assert norm.shared_norm == pytest.approx(float(np.sqrt(np.mean(np.sum(centred ** 2, axis=1)))))
+    assert np.linalg.norm(z.mean(axis=0)) == pytest.approx(norm.shared_norm)
+    assert np.allclose(z.mean(axis=0) / np.linalg.norm(z.mean(axis=0)), norm.mean / np.linalg.norm(norm.mean))
+    # a bias-free head can still prefer one row for every input (impossible after plain centring)
+    w = np.zeros((5, 8))
+    w[0] = norm.mean / np.linalg.norm(norm.mean)
+    assert np.all((w @ z.T)[0] > 0) and not np.all((w @ centred.T)[0] > 0)
+    assert norm.digest != FeatureNorm.fit(f).digest
+
+
+def test_rebalance_is_saved_loaded_and_refused_when_mismatched(setup, tmp_path):
+    cfg = _compose(setup["tmp"], "coordinator.features.normalize=rebalance")
+    coord = Coordinator.from_config(cfg, backbone=tiny_backbone())
+    assert coord.feature_norm.shared_norm > 0
+    params = np.random.default_rng(2).normal(0, 0.05, coord.num_params)
+    path = coord.save(tmp_path / "coordinator.safetensors", params)
+    loaded, loaded_params = Coordinator.load(path, _compose(tmp_path, "coordinator.features.normalize=rebalance"),
+                                             backbone=tiny_backbone())
+    assert loaded.feature_norm.digest == coord.feature_norm.digest
+    for f in _probe_features(setup):
+        for a, b in zip(loaded.head_for(loaded_params).probabilities(f), coord.head_for(params).probabilities(f)):
+            assert np.array_equal(a, b)
+    with pytest.raises(CoordinatorMismatchError, match="coordinator.features.normalize"):
+        Coordinator.load(path, setup["cfg"], backbone=tiny_backbone())   # saved rebalance, configured standardize
+    zero = coord.head_for(np.zeros(coord.num_params))
+    for f in _probe_features(setup):
+        agents, roles = zero.probabilities(f)
+        assert np.allclose(agents, 1 / len(agents)) and np.allclose(roles, 1 / 3)   # x0 = 0 is still uniform

@@ -145,7 +145,7 @@ def _validate_training(cfg: DictConfig) -> None:
                               f"worker (only a Worker answers), got {roles}")
     from trinity.coordinator.feature_norm import check_mode
 
-    check_mode(_get(cfg, "coordinator.features.normalize"))  # none | standardize; absent = none
+    check_mode(_get(cfg, "coordinator.features.normalize"))  # none | standardize | rebalance; absent = none
     for key in ("memory_items", "prefix_tokens", "max_wait_ms"):
         _non_negative(cfg, f"coordinator.feature_cache.{key}")
     _non_negative(cfg, "coordinator.feature_cache.max_batch", positive=True)

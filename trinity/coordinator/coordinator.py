@@ -7,7 +7,7 @@
     coord.precompute(transcripts)                   # (n, d) features, e.g. for the cache_states stage
     params = coord.read_params(path)                # a saved coordinator's parameters for this coordinator
 
-Feature normalisation (`coordinator.features.normalize`, feature_norm.py): under `standardize` every
+Feature normalisation (`coordinator.features.normalize`, feature_norm.py): under `standardize` or `rebalance` every
 head this coordinator builds (`head_for`, `router_for`) standardises the raw feature with a FeatureNorm:
 - the statistics a parameter vector was saved with, for vectors read by `load` / `read_params` (the
   stored statistics, never a recomputation: evaluation and serving route exactly as training did);
@@ -130,7 +130,7 @@ class Coordinator:
             max_padding=fc.get("max_padding", "auto"),
             max_wait_s=float(fc.get("max_wait_ms", 2)) / 1000.0,
             normalize=normalize,
-            fit_norm=_training_norm_fitter(cfg) if normalize == "standardize" else None,
+            fit_norm=_training_norm_fitter(cfg, keep_shared=normalize == "rebalance") if normalize != "none" else None,
         )
 
     # ------------------------------------------------------------------ parameters and routers
@@ -143,7 +143,7 @@ class Coordinator:
         return self.backbone.hidden_size
 
     def head_for(self, params: np.ndarray) -> RoutingHead:
-        """The routing head of `params`; under normalize=standardize it standardises raw features itself."""
+        """The routing head of `params`; under normalize=standardize|rebalance it normalises raw features itself."""
         return RoutingHead(self.layout.head_weights(params), len(self.pool_models), self.roles, self.norm_for(params))
 
     # ------------------------------------------------------------------ feature normalisation
@@ -156,7 +156,7 @@ class Coordinator:
         with self._norm_lock:
             if self._feature_norm is None:
                 if self._fit_norm is None:
-                    raise FeatureNormError("coordinator.features.normalize=standardize but this coordinator has no "
+                    raise FeatureNormError(f"coordinator.features.normalize={self.normalize} but this coordinator has no "
                                            "feature statistics: build it with Coordinator.from_config or load a saved one")
                 norm = self._fit_norm(self)
                 if norm.dim != self.hidden_size:
@@ -220,7 +220,7 @@ class Coordinator:
         }
 
     def save(self, path: str | os.PathLike, params: np.ndarray, extra_meta: dict[str, Any] | None = None) -> Path:
-        """Save `params` with the metadata; under standardize also the statistics its head uses
+        """Save `params` with the metadata; under standardize|rebalance also the statistics its head uses
         (tensors feature_mean / feature_std, their digest in the metadata)."""
         params = self.layout.check(params)
         norm = self.norm_for(params)
@@ -229,7 +229,7 @@ class Coordinator:
 
     def read_params(self, path: str | os.PathLike) -> np.ndarray:
         """A saved coordinator's parameters, refusing one saved for another pool, backbone, layout or
-        normalisation. Under standardize its stored statistics are kept for exactly this vector, so
+        normalisation. Under standardize|rebalance its stored statistics are kept for exactly this vector, so
         `head_for` / `router_for` of it route as it was trained, whatever the coordinator's own are."""
         params, meta, tensors = load_saved(path)
         check_metadata(meta, self.metadata(), path)
@@ -242,7 +242,7 @@ class Coordinator:
     @classmethod
     def load(cls, path: str | os.PathLike, cfg: Any, backbone: Backbone | None = None) -> tuple["Coordinator", np.ndarray]:
         """Build the coordinator of `cfg` and load saved parameters, refusing any mismatch. Its feature
-        statistics (under standardize) are the stored ones, not fitted from any states."""
+        statistics (standardize|rebalance) are the stored ones, not fitted from any states."""
         _, meta, _ = load_saved(path)
         # Cheap checks first, so a wrong pool fails before the backbone loads.
         svf = cfg.coordinator.get("svf", {}) or {}
@@ -263,7 +263,7 @@ class Coordinator:
         return coord, params
 
 
-def _training_norm_fitter(cfg: Any) -> Callable[[Coordinator], FeatureNorm]:
+def _training_norm_fitter(cfg: Any, *, keep_shared: bool = False) -> Callable[[Coordinator], FeatureNorm]:
     """fit_feature_norm on cfg's training states; suites cached for another token position or backbone
     (the last-token ablation) are recomputed with the coordinator itself, as the router would read them."""
     states = cfg.paths.get("states") or "data/states"
@@ -273,6 +273,7 @@ def _training_norm_fitter(cfg: Any) -> Callable[[Coordinator], FeatureNorm]:
 
     def fit(coord: Coordinator) -> FeatureNorm:
         return fit_feature_norm(states, prepared, train, expect=coord.state_identity(),
-                                compute=lambda items: coord.first_turn_features(items, protocol_cfg))
+                                compute=lambda items: coord.first_turn_features(items, protocol_cfg),
+                                keep_shared=keep_shared)
 
     return fit

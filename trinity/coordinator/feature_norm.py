@@ -4,6 +4,12 @@
 - `none` (the paper): the head reads the raw hidden state.
 - `standardize`: the head reads (f - mu) / sd, with mu and sd per dimension from the TRAINING split's
   cached first-turn states (the cache_states stage's `data/states`).
+- `rebalance`: standardize, then add back the shared direction mu / |mu| scaled to the rms norm of the
+  standardised features: the prompt-independent part and the part that varies with the prompt get the
+  same norm. Why not plain `standardize`: with a bias-free head the shared part is the head's only way to
+  prefer a role or a model for EVERY question (e.g. "never open with a Verifier"); centring removes it,
+  and the routing benchmark measured standardize below `none` for that reason (README, "The routing
+  benchmark").
 
 Why: the raw feature is dominated by a prompt-independent vector (feature_stats.py), so with the
 bias-free head a candidate's logits move mostly by W @ mean, identically for every question, and
@@ -39,7 +45,7 @@ from trinity.errors import ConfigError, TrinityError
 
 log = logging.getLogger(__name__)
 
-MODES = ("none", "standardize")
+MODES = ("none", "standardize", "rebalance")
 KEY = "coordinator.features.normalize"
 FLOOR_FRACTION = 1e-2
 ABS_FLOOR = 1e-6
@@ -67,11 +73,13 @@ def configured_mode(cfg: Any) -> str:
 
 @dataclass(frozen=True, eq=False)
 class FeatureNorm:
-    """Per-dimension mean and (floored) standard deviation; `apply(f) = (f - mean) / std`."""
+    """Per-dimension mean and (floored) standard deviation; `apply(f) = (f - mean) / std`, plus
+    `shared_norm * mean / |mean|` when shared_norm > 0 (mode `rebalance`)."""
 
     mean: np.ndarray
     std: np.ndarray
     count: int = 0                      # items the statistics came from (provenance only)
+    shared_norm: float = 0.0            # norm of the shared direction added back (0: plain standardize)
     _digest: str = field(default="", init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -83,8 +91,12 @@ class FeatureNorm:
             raise ValueError("feature mean must be finite and std finite and > 0")
         object.__setattr__(self, "mean", mean)
         object.__setattr__(self, "std", std)
+        if not (np.isfinite(self.shared_norm) and self.shared_norm >= 0):
+            raise ValueError(f"shared_norm must be finite and >= 0, got {self.shared_norm}")
         h = hashlib.sha256(mean.tobytes())
         h.update(std.tobytes())
+        if self.shared_norm:
+            h.update(np.float64(self.shared_norm).tobytes())
         object.__setattr__(self, "_digest", h.hexdigest())
 
     @property
@@ -98,30 +110,39 @@ class FeatureNorm:
 
     def apply(self, feature: np.ndarray) -> np.ndarray:
         """(f - mean) / std for one feature (d,) or a batch (n, d), in float64."""
-        return (np.asarray(feature, dtype=np.float64) - self.mean) / self.std
+        out = (np.asarray(feature, dtype=np.float64) - self.mean) / self.std
+        if self.shared_norm:
+            norm = float(np.linalg.norm(self.mean))
+            if norm > 0:
+                out = out + (self.shared_norm / norm) * self.mean
+        return out
 
     @classmethod
-    def fit(cls, features: np.ndarray) -> "FeatureNorm":
-        """Statistics of `features` (n x d, n >= 2): mean and population std with the floor."""
+    def fit(cls, features: np.ndarray, *, keep_shared: bool = False) -> "FeatureNorm":
+        """Statistics of `features` (n x d, n >= 2): mean and population std with the floor; with
+        `keep_shared` the shared direction comes back at the rms norm of the standardised features."""
         f = np.asarray(features, dtype=np.float64)
         if f.ndim != 2 or f.shape[0] < 2:
             raise FeatureNormError(f"feature standardisation needs at least 2 features, got shape {f.shape}")
         mean = f.mean(axis=0)
         std = f.std(axis=0)
         floor = max(ABS_FLOOR, FLOOR_FRACTION * float(np.median(std)))
-        return cls(mean, np.maximum(std, floor), count=int(f.shape[0]))
+        std = np.maximum(std, floor)
+        shared = float(np.sqrt(np.mean(np.sum(((f - mean) / std) ** 2, axis=1)))) if keep_shared else 0.0
+        return cls(mean, std, count=int(f.shape[0]), shared_norm=shared)
 
     # -- storage in a saved coordinator ------------------------------------------------------
     def tensors(self) -> dict[str, np.ndarray]:
         return {"feature_mean": self.mean, "feature_std": self.std}
 
     def metadata(self) -> dict[str, Any]:
-        return {"feature_norm_sha256": self.digest, "feature_norm_items": self.count}
+        return {"feature_norm_sha256": self.digest, "feature_norm_items": self.count,
+                "feature_norm_shared": self.shared_norm}
 
 
 def fit_feature_norm(states_dir: str | Path, prepared_dir: str | Path, train_suites: Sequence[str], *,
                      expect: dict[str, Any] | None = None,
-                     compute: Callable[[list], np.ndarray] | None = None) -> FeatureNorm:
+                     compute: Callable[[list], np.ndarray] | None = None, keep_shared: bool = False) -> FeatureNorm:
     """Standardisation statistics from the training split's cached first-turn states.
 
     Reads `<states_dir>/<suite>.safetensors` (+ its JSON index of uids `suite/item_id`) for every
@@ -139,7 +160,7 @@ def fit_feature_norm(states_dir: str | Path, prepared_dir: str | Path, train_sui
         path = states_dir / f"{suite}.safetensors"
         if not path.is_file() or not path.with_suffix(".json").is_file():
             raise FeatureNormError(
-                f"{KEY}=standardize needs the training split's first-turn states, but {path} does not exist: "
+                f"{KEY}=standardize|rebalance needs the training split's first-turn states, but {path} does not exist: "
                 "run the cache_states stage first (`dvc repro cache_states` or `python -m flows.cache_states`)")
         train = load_items(prepared_dir, suite, "train")
         uids, features, index = read_state_cache(path)
@@ -163,4 +184,4 @@ def fit_feature_norm(states_dir: str | Path, prepared_dir: str | Path, train_sui
             blocks.append(np.asarray(features, dtype=np.float64)[[row[it.uid] for it in train]])
     if not blocks:
         raise FeatureNormError(f"{KEY}=standardize: no training items in {list(train_suites)} under {prepared_dir}")
-    return FeatureNorm.fit(np.concatenate(blocks))
+    return FeatureNorm.fit(np.concatenate(blocks), keep_shared=keep_shared)

@@ -108,18 +108,23 @@ def saved_feature_norm(meta: dict[str, Any], tensors: dict[str, np.ndarray], hid
     A `standardize` coordinator must hold `feature_mean` and `feature_std` of shape (hidden_size,), and
     their digest must be the one its metadata records; otherwise it is refused, never routed with
     other statistics."""
-    if meta.get("feature_normalize", SAVED_DEFAULTS["feature_normalize"]) != "standardize":
+    mode = meta.get("feature_normalize", SAVED_DEFAULTS["feature_normalize"])
+    if mode not in ("standardize", "rebalance"):
         return None
     key = "feature_normalize (coordinator.features.normalize)"
     shapes = {name: tuple(tensors[name].shape) if name in tensors else None for name in ("feature_mean", "feature_std")}
     if any(shape != (int(hidden_size),) for shape in shapes.values()):
         raise CoordinatorMismatchError(
-            f"the coordinator at {path} was saved with {key} = 'standardize' but its feature statistics are missing or "
+            f"the coordinator at {path} was saved with {key} = {mode!r} but its feature statistics are missing or "
             f"of the wrong shape: {shapes}, expected ({int(hidden_size)},) each")
     try:
-        norm = FeatureNorm(tensors["feature_mean"], tensors["feature_std"], count=int(meta.get("feature_norm_items", 0)))
+        norm = FeatureNorm(tensors["feature_mean"], tensors["feature_std"], count=int(meta.get("feature_norm_items", 0)),
+                           shared_norm=float(meta.get("feature_norm_shared", 0.0) or 0.0))
     except ValueError as e:
-        raise CoordinatorMismatchError(f"the coordinator at {path}: {key} = 'standardize' with unusable statistics: {e}") from None
+        raise CoordinatorMismatchError(f"the coordinator at {path}: {key} = {mode!r} with unusable statistics: {e}") from None
+    if (mode == "rebalance") != (norm.shared_norm > 0):
+        raise CoordinatorMismatchError(f"the coordinator at {path}: {key} = {mode!r} but feature_norm_shared is "
+                                       f"{norm.shared_norm}")
     recorded = meta.get("feature_norm_sha256")
     if recorded is not None and recorded != norm.digest:
         raise CoordinatorMismatchError(f"the coordinator at {path}: its feature statistics do not match the digest its "
