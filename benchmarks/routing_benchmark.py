@@ -62,9 +62,8 @@ def train_and_test(cfg, run: Path, fresh: bool) -> dict:
     from trinity.pipeline import items as item_sel
     from trinity.pipeline.rollouts import RolloutContext
 
-    t0 = time.perf_counter()
     out = evolve_stage.evolve(cfg, out_dir=run / "evolve", metrics_dir=run / "metrics", reports_dir=run / "reports")
-    train_s = time.perf_counter() - t0
+    train_s = json.loads((run / "metrics" / "evolve.json").read_text())["wall_s"]   # also right for a resumed run
     result = out["result"]
     ctx = RolloutContext.get(cfg)
     test = item_sel.load_split(cfg, list(cfg.tasks.train), "test")
@@ -74,7 +73,8 @@ def train_and_test(cfg, run: Path, fresh: bool) -> dict:
         rewards[mode] = {t.episode.item: float(t.reward) for t in traces}
     gens = pl.read_parquet(run / "evolve" / "generations.parquet")
     curve = gens.filter(pl.col("validation_reward").is_not_null()).select("generation", "validation_reward")
-    return {"test": rewards, "curve": curve.rows(), "train_s": train_s,
+    x0 = [(-1, result.x0_validation_reward)] if result.x0_validation_reward is not None else []
+    return {"test": rewards, "curve": x0 + curve.rows(), "train_s": train_s,
             "best_generation": result.best_generation, "best_validation_reward": result.best_validation_reward,
             "episodes": int(pl.read_parquet(run / "evolve" / "episodes.parquet").filter(
                 pl.col("phase") == "train").height)}
@@ -130,7 +130,7 @@ def plot(results: dict[str, list[dict]], refs: dict | None, path: Path, title: s
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(8, 4.5), dpi=110)
+    fig = Figure(figsize=(9.5, 4.8), dpi=110)
     FigureCanvasAgg(fig)
     ax = fig.add_subplot(1, 1, 1)
     for name, runs in results.items():
@@ -146,7 +146,7 @@ def plot(results: dict[str, list[dict]], refs: dict | None, path: Path, title: s
         ax.axhline(refs["pooled"]["random"], color="grey", linestyle=":", linewidth=1, label="random = x0 (exact)")
     ax.set_xlabel("generation (-1 = x0)")
     ax.set_ylabel("validation reward of the mean")
-    ax.set_title(title)
+    ax.set_title(title, fontsize="medium")
     ax.grid(alpha=0.3)
     ax.legend(fontsize="small", loc="best")
     fig.tight_layout()

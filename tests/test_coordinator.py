@@ -42,7 +42,8 @@ def engine(svf_patterns=(), **kwargs) -> FeatureEngine:
 
 @pytest.fixture(scope="module")
 def tiny_cfg(tmp_path_factory):
-    return config.compose([f"paths.cache={tmp_path_factory.mktemp('cache')}"])
+    # raw features: these tests exercise the feature path on a random tiny backbone with no cached states
+    return config.compose([f"paths.cache={tmp_path_factory.mktemp('cache')}", "coordinator.features.normalize=none"])
 
 
 # ---------------------------------------------------------------------- head and layout
@@ -222,11 +223,12 @@ def test_save_and_load_round_trip_and_refuse_mismatches(tiny_cfg, tmp_path):
     path = coord.save(tmp_path / "coordinator.safetensors", params, {"generation": 3})
     meta = (tmp_path / "coordinator.json").read_text()
     assert '"pool_models"' in meta and '"generation": 3' in meta
-    tiny_id_cfg = config.compose([f"paths.cache={tmp_path}", "coordinator.backbone.id=tiny-llama"])
+    tiny_id_cfg = config.compose([f"paths.cache={tmp_path}", "coordinator.backbone.id=tiny-llama", "coordinator.features.normalize=none"])
     loaded, loaded_params = Coordinator.load(path, tiny_id_cfg, backbone=tiny_backbone())
     assert np.array_equal(loaded_params, params)
 
-    other_pool = config.compose([f"paths.cache={tmp_path}", "coordinator.backbone.id=tiny-llama", "~pool.models.smollm2-135m"])
+    other_pool = config.compose([f"paths.cache={tmp_path}", "coordinator.backbone.id=tiny-llama", "coordinator.features.normalize=none",
+                                 "~pool.models.smollm2-135m"])
     with pytest.raises(CoordinatorMismatchError, match="pool_models"):
         Coordinator.load(path, other_pool, backbone=tiny_backbone())
     with pytest.raises(CoordinatorMismatchError, match="backbone_id"):
@@ -287,7 +289,7 @@ def test_allowed_roles_are_checked():
 
 
 def test_roles_are_saved_and_checked_on_load(tmp_path):
-    base = [f"paths.cache={tmp_path}", "coordinator.backbone.id=tiny-llama"]
+    base = [f"paths.cache={tmp_path}", "coordinator.backbone.id=tiny-llama", "coordinator.features.normalize=none"]
     no_thinker = config.compose(base + ["coordinator.roles=[worker,verifier]"])
     coord = Coordinator.from_config(no_thinker, backbone=tiny_backbone())
     assert coord.roles == ("worker", "verifier") and coord.num_params == (3 + 3) * coord.hidden_size  # same layout

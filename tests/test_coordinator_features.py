@@ -211,7 +211,7 @@ def test_mismatched_normalisation_is_refused_both_ways(setup, tmp_path):
     standardized = Coordinator.from_config(setup["cfg"], backbone=tiny_backbone())
     params = np.zeros(standardized.num_params)
     std_path = standardized.save(tmp_path / "std" / "coordinator.safetensors", params)
-    plain_cfg = _compose(setup["tmp"])
+    plain_cfg = _compose(setup["tmp"], "coordinator.features.normalize=none")
     with pytest.raises(CoordinatorMismatchError, match="coordinator.features.normalize"):
         Coordinator.load(std_path, plain_cfg, backbone=tiny_backbone())
     plain = Coordinator.from_config(plain_cfg, backbone=tiny_backbone())
