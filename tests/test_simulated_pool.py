@@ -247,3 +247,26 @@ def test_calibrate_recovers_the_profile_it_measures(prepared, tmp_path):
     # the file plays: parsed as a pool config it gives the same model names in the same order
     models = parse_profile(OmegaConf.create(profile))
     assert [m.name for m in models] == agents
+
+
+def test_the_calibrate_command_measures_a_pool_and_writes_a_profile_that_composes(prepared, tmp_path):
+    """`trinity pool calibrate` through the real CLI, against the simulated pool (so no local model is
+    needed): it starts the pool's server, measures, writes the profile, and refuses to overwrite it."""
+    import subprocess
+    import sys
+
+    import yaml
+
+    out = tmp_path / "profile" / "rehearsal.yaml"
+    args = [sys.executable, "-m", "trinity.cli", "pool", "calibrate", "--items", "3", "--output", str(out),
+            "experiment=routing_benchmark", "tasks.train=[mmlu,gsm8k]", f"paths.prepared={prepared / 'prepared'}",
+            f"pool.state_dir={tmp_path / 'pool'}", f"pool.port={_free_port()}", f"paths.cache={tmp_path / 'cache'}"]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "pool=simulated pool/profile=rehearsal" in done.stdout
+    profile = yaml.safe_load(out.read_text())
+    assert profile["profile"] == "rehearsal" and list(profile["models"]) == list(config.compose(
+        ["experiment=routing_benchmark"]).pool.models)
+    assert sum(profile["measured"]["weak"]["worker_answers"].values()) == 6
+    again = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 2 and "exists; pass --force" in again.stderr

@@ -76,6 +76,7 @@ def _calibrate(cfg, args) -> int:
     import contextlib
     from pathlib import Path
 
+    from trinity import config
     from trinity.pipeline import items as item_sel
     from trinity.pipeline.rollouts import make_grader
     from trinity.pool.client import PoolClient
@@ -213,7 +214,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    # Overrides may also come after a subcommand's options (`pool calibrate --items 4 pool=local`): argparse
+    # would take the positional list before the options and refuse the rest, so leftovers that look like
+    # Hydra overrides are added to it; anything else is still an error.
+    args, rest = parser.parse_known_args(argv)
+    unknown = [a for a in rest if a.startswith("-") or "=" not in a]
+    if unknown:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    if rest:
+        if not hasattr(args, "overrides"):
+            parser.error(f"unrecognized arguments: {' '.join(rest)}")
+        args.overrides = list(args.overrides or []) + rest
     try:
         return args.func(args)
     except TrinityError as e:
