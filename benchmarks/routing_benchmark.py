@@ -178,7 +178,7 @@ def main() -> None:
         overrides.append(f"evolve.generations={args.generations}")
     base = config.compose(overrides)
     out = Path(args.out)
-    root = Path(base.paths.cache) / "routing_benchmark" / args.compare
+    root = Path(base.paths.cache) / "routing_benchmark" / args.compare / f"generations-{base.evolve.generations}"
     test = item_sel.load_split(base, list(base.tasks.train), "test")
     weights = {s: sum(1 for it in test if it.suite == s) for s in base.tasks.train}
     refs = references(base, list(base.tasks.train), weights)
