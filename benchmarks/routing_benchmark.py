@@ -8,7 +8,8 @@ Variants (each at the same budget: popsize x episodes_per_candidate x generation
   --compare optimisers     sep-CMA-ES, random search, REINFORCE (the paper's optimiser ablation)
   --compare normalize      coordinator.features.normalize none vs standardize, at each --sigma0
 
-Prints ONE JSON line and writes <out>/<compare>.md (table: per variant the test reward over seeds,
+Prints ONE JSON line and writes <out>/<compare>_items.json (every test reward per item, seed, mode) and
+<out>/<compare>.md (table: per variant the test reward over seeds,
 mean and 95% interval, Wilson over the pooled episodes, paired McNemar tests against the first variant,
 the oracle's reward as reference) and <out>/<compare>.png (validation reward per generation, mean over
 seeds with min-max band, oracle and random as reference lines).
@@ -26,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import signal
 import time
 from pathlib import Path
 
@@ -71,6 +73,7 @@ def train_and_test(cfg, run: Path, fresh: bool) -> dict:
     for mode in ("argmax", "sample"):
         traces = ctx.run_router(ctx.router_for(result.params, mode=mode), test, generation=-1, candidate=-1)
         rewards[mode] = {t.episode.item: float(t.reward) for t in traces}
+    rewards["baselines"] = baselines(ctx, cfg, test)
     gens = pl.read_parquet(run / "evolve" / "generations.parquet")
     curve = gens.filter(pl.col("validation_reward").is_not_null()).select("generation", "validation_reward")
     x0 = [(-1, result.x0_validation_reward)] if result.x0_validation_reward is not None else []
@@ -78,6 +81,63 @@ def train_and_test(cfg, run: Path, fresh: bool) -> dict:
             "best_generation": result.best_generation, "best_validation_reward": result.best_validation_reward,
             "episodes": int(pl.read_parquet(run / "evolve" / "episodes.parquet").filter(
                 pl.col("phase") == "train").height)}
+
+
+def baselines(ctx, cfg, test) -> dict[str, dict[str, float]]:
+    """Every single model as the only Worker for one turn, and uniformly random routing, on the same
+    test items (the evaluation stage's `single:<model>` and `random`)."""
+    from trinity.eval.routers import RandomRouter, SingleWorkerRouter
+
+    one_turn = OmegaConf.create(OmegaConf.to_container(cfg.protocol, resolve=True))
+    one_turn.max_turns = 1
+    out = {}
+    for i, name in enumerate(ctx.agents):
+        traces = ctx.run_router(SingleWorkerRouter(i), test, generation=-1, candidate=-1, protocol_cfg=one_turn)
+        out[f"single:{name}"] = {t.episode.item: float(t.reward) for t in traces}
+    traces = ctx.run_router(RandomRouter(len(ctx.agents)), test, generation=-1, candidate=-1)
+    out["random"] = {t.episode.item: float(t.reward) for t in traces}
+    return out
+
+
+def against_baselines(results: dict[str, list[dict]], seeds: list[int]) -> list[str]:
+    """Each seed's kept coordinator against random routing and every single model: exact McNemar on
+    the shared test items; the worst (largest) p-value over the single models is what 'above every
+    single model' needs."""
+    from trinity.eval.stats import paired_test, verdict
+
+    lines = ["| variant | mode | seed | test reward | vs random: diff, p | vs best single model: diff, p | "
+             "above every single model and random at p < 0.05 |", "|---|---|---|---|---|---|---|"]
+    for name, runs in results.items():
+        for mode in ("argmax", "sample"):
+            for seed, r in zip(seeds, runs):
+                mine = r["test"][mode]
+                items = sorted(mine)
+                tests = {b: paired_test([mine[i] for i in items], [v[i] for i in items])
+                         for b, v in r["test"]["baselines"].items()}
+                singles = {b: t for b, t in tests.items() if b.startswith("single:")}
+                best = max(singles, key=lambda b: singles[b].mean_b)
+                ok = all(verdict(t) == "win" for t in tests.values())
+                lines.append(f"| {name} | {mode} | {seed} | {np.mean(list(mine.values())):.3f} | "
+                             f"{tests['random'].difference:+.3f}, {tests['random'].p_value:.2g} | "
+                             f"{best} {singles[best].difference:+.3f}, {singles[best].p_value:.2g} | "
+                             f"{'yes' if ok else 'no'} (largest p {max(t.p_value for t in tests.values()):.2g}) |")
+    return lines
+
+
+def per_suite(results: dict[str, list[dict]], refs: dict | None) -> list[str]:
+    """Mean test reward per suite (over seeds), next to the suite's oracle."""
+    suites = sorted({uid.split("/", 1)[0] for runs in results.values() for r in runs for uid in r["test"]["argmax"]})
+    oracle = {x["suite"]: x["oracle"] for x in refs["suites"]} if refs else {}
+    lines = ["| variant | mode | " + " | ".join(suites) + " |", "|---|---|" + "---|" * len(suites),
+             "| oracle (exact) | - | " + " | ".join(f"{oracle[s]:.3f}" if s in oracle else "n/a" for s in suites) + " |"]
+    for name, runs in results.items():
+        for mode in ("argmax", "sample"):
+            cells = []
+            for suite in suites:
+                values = [v for r in runs for uid, v in r["test"][mode].items() if uid.startswith(suite + "/")]
+                cells.append(f"{np.mean(values):.3f}" if values else "n/a")
+            lines.append(f"| {name} | {mode} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def seed_interval(values: list[float]) -> tuple[float, float, float]:
@@ -166,6 +226,8 @@ def main() -> None:
     ap.add_argument("--fresh", action="store_true", help="retrain runs that already have a checkpoint")
     ap.add_argument("--overrides", nargs="*", default=[], help="Hydra overrides on experiment=routing_benchmark")
     args = ap.parse_args()
+    # SIGTERM unwinds like Ctrl-C, so the simulated server this script started is stopped with it
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt("SIGTERM")))
 
     from trinity import config
     from trinity.pipeline import items as item_sel
@@ -205,9 +267,15 @@ def main() -> None:
           f"{' '.join(map(str, args.seeds))}" + (f" --generations {args.generations}" if args.generations else "")
           + "`", "", f"Test items: {len(test)} ({', '.join(f'{s} {n}' for s, n in weights.items())}); each "
           "variant's kept coordinator (best mean by validation), by argmax and by sampling.", "", *lines, "",
+          "Per suite (mean over seeds):", "", *per_suite(results, refs), "",
+          "Against the baselines on the same test items (single models: one Worker turn; random: uniform agent "
+          "and role every turn), exact McNemar per seed:", "", *against_baselines(results, args.seeds), "",
           f"![{args.compare}]({args.compare}.png)", ""]
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{args.compare}.md").write_text("\n".join(md))
+    raw = {name: [{"seed": seed, **{k: r[k] for k in ("test", "best_generation", "best_validation_reward", "train_s")}}
+                  for seed, r in zip(args.seeds, runs)] for name, runs in results.items()}
+    (out / f"{args.compare}_items.json").write_text(json.dumps(raw, indent=0))
     plot(results, refs, out / f"{args.compare}.png", title)
     print(json.dumps({"benchmark": "routing_benchmark", "pool": label(base), "compare": args.compare,
                       "seeds": args.seeds, "training_episodes_per_run": budget,

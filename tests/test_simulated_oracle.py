@@ -82,7 +82,7 @@ def test_reports_of_a_simulated_run_carry_its_reference_lines_and_label():
     section, metrics = simulated_references(cfg, summary, {"test": {"mmlu": items[:3], "gsm8k": items[3:]}})
     text = "\n".join(section)
     assert "SIMULATED pool" in text and "profile 'complementary'" in text
-    assert "| trinity | trinity / oracle |" in text and "moa" not in text
+    assert "| trinity (measured) | trinity / oracle |" in text and "moa" not in text
     assert metrics["test/simulated/trinity_over_oracle"] == pytest.approx(0.5, abs=1e-3)
     # a real pool has no reference lines
     real = config.compose([])

@@ -40,7 +40,8 @@ def markdown(refs: Mapping, measured: Mapping[str, Mapping[str, float]] | None =
            "agent and role every turn (also x0 = 0, the untrained coordinator), *single* is one model as the "
            "only Worker for one turn.".format(k=refs["max_turns"]), ""]
     methods = list(measured)
-    head = "| suite | oracle | random | best single (model) | " + " | ".join(f"{m} | {m} / oracle" for m in methods) + " |"
+    head = ("| suite | oracle (exact) | random (exact) | best single (exact, model) | "
+            + " | ".join(f"{m} (measured) | {m} / oracle" for m in methods) + " |")
     out += [head, "|---" * (head.count("|") - 1) + "|"]
     rows = [(s["suite"], s["oracle"], s["random"], s["single_worker"]) for s in refs["suites"]]
     pooled = refs["pooled"]
