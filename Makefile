@@ -17,7 +17,7 @@ export DO_NOT_TRACK ?= 1
 STAMP_DEPS   := $(VENV)/.deps-installed
 STAMP_ASSETS := $(VENV)/.assets-installed
 
-.PHONY: help setup run test test-fast params pool-up pool-down pool-status bench serve prefect-server deploy clean setup-gemma
+.PHONY: help setup run test test-fast params pool-up pool-down pool-status bench bench-routing serve prefect-server deploy clean setup-gemma
 
 help: ## list every target
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  make %-16s %s\n", $$1, $$2}'
@@ -81,8 +81,12 @@ COORDINATOR ?= data/evolve/coordinator
 serve: setup ## serve the trained coordinator (COORDINATOR=path) as an OpenAI-compatible API on 127.0.0.1:8700
 	$(BIN)/trinity serve --coordinator $(COORDINATOR) experiment=$(EXPERIMENT)
 
-bench: setup ## run the benchmark scripts (each prints one JSON line)
-	@for b in benchmarks/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+bench: setup ## run the benchmark scripts (each prints one JSON line); the routing benchmark: make bench-routing
+	@for b in benchmarks/*.py; do [ $$b = benchmarks/routing_benchmark.py ] && continue; echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+bench-routing: setup ## the routing benchmark's optimiser and normalisation comparisons (after make run EXPERIMENT=routing_benchmark)
+	$(BIN)/python benchmarks/routing_benchmark.py --compare optimisers --seeds 0 1 2
+	$(BIN)/python benchmarks/routing_benchmark.py --compare normalize --normalize none standardize rebalance --sigma0 0.03 0.1 0.3 --seeds 0 --generations 30
 
 clean: ## remove pipeline outputs (keeps .venv, the model cache and the response cache)
 	rm -rf data/prepared data/states data/evolve data/ablations data/eval metrics reports params.yaml.tmp

@@ -239,6 +239,14 @@ def main() -> None:
     if args.generations is not None:
         overrides.append(f"evolve.generations={args.generations}")
     base = config.compose(overrides)
+    manifest = Path(base.paths.prepared) / "manifest.json"
+    prepared = json.loads(manifest.read_text()) if manifest.exists() else {}
+    wanted = {"max_items_per_suite": base.tasks.max_items_per_suite, "seed": int(base.seed),
+              "splits": {k: float(v) for k, v in base.tasks.splits.items()}}
+    if {k: prepared.get(k) for k in wanted} != wanted or not set(base.tasks.train) <= set(prepared.get("suites", {})):
+        raise SystemExit(f"error: {base.paths.prepared} does not hold this experiment's prepared data ({wanted}, suites "
+                         f"{list(base.tasks.train)}); run `make run EXPERIMENT=routing_benchmark` (or its prepare and "
+                         "cache_states stages) first, or point --overrides paths.prepared=... paths.states=... at them")
     out = Path(args.out)
     root = Path(base.paths.cache) / "routing_benchmark" / args.compare / f"generations-{base.evolve.generations}"
     test = item_sel.load_split(base, list(base.tasks.train), "test")
