@@ -33,6 +33,7 @@ def coord(tmp_path_factory):
     cfg = config.compose([
         f"paths.cache={tmp_path_factory.mktemp('cache')}",
         "coordinator.backbone.device=cpu",
+        "coordinator.features.normalize=none",   # raw features: no cached states in this test
         "coordinator.svf.enabled=true",
         f"coordinator.svf.matrices=[{LAYER}.self_attn.*_proj,{LAYER}.mlp.*_proj,lm_head]",
     ])
