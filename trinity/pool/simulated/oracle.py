@@ -16,7 +16,6 @@ baseline), the best routing restricted to one agent, and uniformly random agent 
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
@@ -160,7 +159,3 @@ def profile_references(models: Sequence[SimulatedModel], suites: Sequence[str], 
         },
         "max_turns": max_turns,
     }
-
-
-def check_probability(x: float) -> bool:
-    return 0.0 <= x <= 1.0 and not math.isnan(x)
