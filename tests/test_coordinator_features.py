@@ -17,6 +17,7 @@ import polars as pl
 import pytest
 from omegaconf import OmegaConf
 from test_coordinator_support import tiny_backbone
+from test_reinforce import _numeric_grad
 
 from trinity import config
 from trinity.coordinator.coordinator import Coordinator
@@ -267,16 +268,6 @@ def test_states_of_another_token_position_are_recomputed_with_the_coordinator(se
 
 
 # ---------------------------------------------------------------------- REINFORCE under normalisation
-def _numeric_grad(fn, w: np.ndarray, h: float = 1e-6) -> np.ndarray:
-    out = np.zeros_like(w)
-    for idx in np.ndindex(w.shape):
-        up, down = w.copy(), w.copy()
-        up[idx] += h
-        down[idx] -= h
-        out[idx] = (fn(up) - fn(down)) / (2 * h)
-    return out
-
-
 @pytest.mark.parametrize("roles", [ROLES, ("worker", "verifier")])
 def test_log_prob_gradient_matches_finite_differences_under_normalisation(roles):
     r = np.random.default_rng(2)

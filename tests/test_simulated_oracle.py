@@ -88,3 +88,12 @@ def test_reports_of_a_simulated_run_carry_its_reference_lines_and_label():
     real = config.compose([])
     assert simulated_reference_lines(real, items) is None
     assert simulated_references(real, summary, {"test": {"mmlu": items}}) is None
+
+
+def test_a_simulated_model_round_trips_through_its_config_block():
+    from trinity.pool.simulated.profile import parse_model
+
+    m = SimulatedModel("a", "sim-a", {"default": 0.3, "mmlu": 0.9}, accept_correct=0.7, accept_wrong=0.1,
+                       thinker_valid=0.6, suggest_worker=0.2, tokens={"worker": 10, "thinker": 5, "verifier": 2},
+                       latency_s=0.5)
+    assert parse_model("a", {"model_id": "sim-a", "simulated": m.to_config()}) == m

@@ -172,11 +172,7 @@ def simulated_world(pool_cfg) -> dict:
         raise ConfigError("config key 'pool.prepared' must name the prepared-data folder the simulated pool reads")
     return {"prepared": str(pool_cfg.prepared),
             "role_prompts": OmegaConf.to_container(roles, resolve=True) if not isinstance(roles, dict) else dict(roles),
-            "models": [{"name": m.name, "model_id": m.model_id,
-                        "simulated": {"worker": dict(m.worker),
-                                      "verifier": {"accept_correct": m.accept_correct, "accept_wrong": m.accept_wrong},
-                                      "thinker": {"valid": m.thinker_valid, "suggest_worker": m.suggest_worker},
-                                      "tokens": dict(m.tokens), "latency_s": m.latency_s}} for m in models]}
+            "models": [{"name": m.name, "model_id": m.model_id, "simulated": m.to_config()} for m in models]}
 
 
 def _simulated_blob(pool: "LocalPool") -> str:

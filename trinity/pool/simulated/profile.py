@@ -49,6 +49,13 @@ class SimulatedModel:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def to_config(self) -> dict[str, Any]:
+        """The `pool.models.<name>.simulated` block that `parse_model` reads back to this model."""
+        return {"worker": dict(self.worker),
+                "verifier": {"accept_correct": self.accept_correct, "accept_wrong": self.accept_wrong},
+                "thinker": {"valid": self.thinker_valid, "suggest_worker": self.suggest_worker},
+                "tokens": dict(self.tokens), "latency_s": self.latency_s}
+
 
 def _prob(value: Any, key: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= float(value) <= 1.0:
