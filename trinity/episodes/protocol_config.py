@@ -30,7 +30,9 @@ class ProtocolConfig:
     suggestion_format: str = "Suggestion from a Thinker for this turn:\n{suggestion}"
     review_format: str = "Task:\n{query}\n\nCurrent answer:\n{answer}"
     no_answer_text: str = "(no answer yet)"
-    max_tokens: int | None = None      # None: the pool's sampling.max_tokens
+    # Output caps: None (the pool's sampling.max_tokens), one int for every role, or per role
+    # {worker: ..., thinker: ..., verifier: ...}, each None, an int, or per suite {default: N, <suite>: N}.
+    max_tokens: Any = None
     temperature: float | None = None   # None: the pool's sampling.temperature
     record_replies: bool = False       # keep each reply in Turn.reply (large; for serving and debugging)
 
@@ -50,6 +52,8 @@ class ProtocolConfig:
         values = {k: v for k, v in dict(cfg).items() if k in known}
         if "roles" in values:
             values["roles"] = tuple(values["roles"])
+        if isinstance(values.get("max_tokens"), Mapping):
+            values["max_tokens"] = _freeze(values["max_tokens"])
         config = cls(**values)
         config.validate()
         return config
@@ -59,6 +63,7 @@ class ProtocolConfig:
             raise ConfigError(f"config key 'protocol.max_turns' must be a positive integer, got {self.max_turns!r}")
         if sorted(self.roles) != sorted(ROLES):
             raise ConfigError(f"config key 'protocol.roles' must list {', '.join(ROLES)}; got {list(self.roles)}")
+        _check_caps(self.max_tokens)
         for key in ("worker_system", "thinker_system", "verifier_system"):
             if not str(getattr(self, key)).strip():
                 raise ConfigError(f"config key 'protocol.{key}' must be a non-empty prompt")
@@ -68,5 +73,46 @@ class ProtocolConfig:
             if missing:
                 raise ConfigError(f"config key 'protocol.{key}' must contain {', '.join(missing)}")
 
+    def max_tokens_for(self, role: str, suite: str | None = None) -> int | None:
+        """The output cap of a `role` turn on an item of `suite` (None: the pool's default). A suite
+        without its own entry gets the role's `default` (None when that is absent too)."""
+        caps = self.max_tokens
+        if not isinstance(caps, Mapping):
+            return caps
+        cap = caps.get(role)
+        if isinstance(cap, Mapping):
+            cap = cap.get(suite, cap.get("default")) if suite is not None else cap.get("default")
+        return cap
+
     def system_prompt(self, role: str) -> str:
         return {"worker": self.worker_system, "thinker": self.thinker_system, "verifier": self.verifier_system}[role]
+
+
+def _freeze(caps: Mapping) -> Mapping:
+    from types import MappingProxyType
+
+    return MappingProxyType({str(k): (_freeze(v) if isinstance(v, Mapping) else v) for k, v in caps.items()})
+
+
+def _check_cap(value: Any, key: str) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"config key '{key}' must be a positive integer or null, got {value!r}")
+
+
+def _check_caps(caps: Any) -> None:
+    """protocol.max_tokens: null | int | {role: null | int | {suite | default: int}}."""
+    if not isinstance(caps, Mapping):
+        _check_cap(caps, "protocol.max_tokens")
+        return
+    unknown = sorted(set(caps) - set(ROLES))
+    if unknown:
+        raise ConfigError(f"config key 'protocol.max_tokens' has unknown role(s) {', '.join(unknown)}; "
+                          f"roles are {', '.join(ROLES)}")
+    for role, cap in caps.items():
+        if isinstance(cap, Mapping):
+            for suite, value in cap.items():
+                _check_cap(value, f"protocol.max_tokens.{role}.{suite}")
+        else:
+            _check_cap(cap, f"protocol.max_tokens.{role}")

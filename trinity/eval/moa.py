@@ -77,8 +77,9 @@ def moa_episode(aggregator: int, prompts: MoAPrompts) -> EpisodeFn:
         shared = SharedMessage(item.prompt, cfg.collaboration_instructions, cfg.thought_format)
         messages = worker_messages(cfg, shared, None)
         first = sample_index_for(item.uid, episode_id.repeat, 0)
+        cap = cfg.max_tokens_for("worker", item.suite)   # proposals and the merged answer are answers
         results = await asyncio.gather(*(
-            pool.chat(agent, messages, sample_index=first, max_tokens=cfg.max_tokens, temperature=cfg.temperature)
+            pool.chat(agent, messages, sample_index=first, max_tokens=cap, temperature=cfg.temperature)
             for agent in agents
         ))
         for i, result in enumerate(results):
@@ -93,7 +94,7 @@ def moa_episode(aggregator: int, prompts: MoAPrompts) -> EpisodeFn:
 
         second = sample_index_for(item.uid, episode_id.repeat, 1)
         result = await pool.chat(agents[aggregator], prompts.aggregator_messages(item.prompt, proposals),
-                                 sample_index=second, max_tokens=cfg.max_tokens, temperature=cfg.temperature)
+                                 sample_index=second, max_tokens=cap, temperature=cfg.temperature)
         trace.turns.append(_turn(len(agents), agents, aggregator, AGGREGATOR_ROLE, second, result,
                                  cfg.record_replies))
         if not result.ok:

@@ -213,11 +213,15 @@ def rule(method: str, min_items: int, alpha: float = ALPHA) -> str:
 def markdown(summary: pl.DataFrame, paired: pl.DataFrame, *, title: str, context: list[str], charts: list[str],
              skipped: Sequence[tuple[str, str]] = (), suite_kinds: Mapping[str, str] | None = None,
              method: str = "trinity", min_items: int = 20, truncated_by_suite: pl.DataFrame | None = None,
-             truncated_by_model: pl.DataFrame | None = None) -> str:
+             truncated_by_model: pl.DataFrame | None = None, lead: Sequence[str] = (),
+             not_run: Sequence[str] = ()) -> str:
     """`paired` is tables.paired_tests(results, method, min_items=min_items); `charts` are paths relative
     to the report's folder; `skipped` lists (method, why it did not run); `suite_kinds` labels suites
-    (e.g. in-distribution / zero-shot transfer); `truncated_by_*` are tables.truncation per suite / model."""
+    (e.g. in-distribution / zero-shot transfer); `truncated_by_*` are tables.truncation per suite / model;
+    `lead` comes first (the learning verdict); `not_run` lists what this configuration left out and how
+    to run it."""
     out = [f"# {title}", ""]
+    out += list(lead)
     out += context + [""]
 
     out += ["## Where the evolved coordinator wins and where it does not", ""]
@@ -250,6 +254,8 @@ def markdown(summary: pl.DataFrame, paired: pl.DataFrame, *, title: str, context
         for name, reason in skipped:
             by_reason.setdefault(reason, []).append(name)
         out += [f"- {', '.join(f'`{n}`' for n in names)}: {reason}" for reason, names in by_reason.items()] + [""]
+    if not_run:
+        out += ["## Not run in this configuration", ""] + [f"- {line}" for line in not_run] + [""]
 
     for c in charts:
         out += [f"![{Path(c).stem}]({c})", ""]

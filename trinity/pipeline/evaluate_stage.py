@@ -27,6 +27,7 @@ from trinity.errors import ConfigError, TrinityError
 from trinity.eval import methods as method_registry
 from trinity.eval import report as report_mod
 from trinity.eval.episodes import run_episode_fn_chunks
+from trinity.eval.learning import evolution_x0_test, learning_section
 from trinity.eval.tables import RESULTS_SCHEMA, paired_tests, results_frame, summarize, trace_rows, truncation
 from trinity.pipeline import items as item_sel
 from trinity.pipeline.evolve_stage import coordinator_file
@@ -246,10 +247,11 @@ def run(cfg: DictConfig, *, coordinator_path: Path | None = None, progress: Call
         context = [f"**This run used the {label(cfg)}: a benchmark with a known optimum, not real models.**", "",
                    *context]
         reference_section, reference_metrics = simulated
+    lead = learning_section(paired, evolution_x0(cfg, coordinator_path, needed), test_names=report_mod.TEST_NAMES)
     text = report_mod.markdown(
-        summary, paired, title=title, context=context, charts=pngs,
+        summary, paired, title=title, context=context, charts=pngs, lead=lead,
         skipped=[(s.method, s.reason) for s in skipped], suite_kinds=kinds, min_items=needed,
-        truncated_by_suite=cut_by_suite, truncated_by_model=cut_by_model)
+        truncated_by_suite=cut_by_suite, truncated_by_model=cut_by_model, not_run=not_run(cfg))
     if reference_section:
         text = text.rstrip("\n") + "\n\n" + "\n".join(reference_section) + "\n"
     (reports / "report.md").write_text(text)
@@ -258,6 +260,40 @@ def run(cfg: DictConfig, *, coordinator_path: Path | None = None, progress: Call
     metrics = {**eval_metrics(summary, paired, results), **reference_metrics}
     (mdir / "eval.json").write_text(json.dumps(metrics, indent=2, sort_keys=True))
     return {"summary": summary, "paired": paired, "report": str(reports / "report.md"), "skipped": skipped}
+
+
+# The standard baselines a configuration may leave out of eval.methods (each one config line away).
+OPTIONAL_METHODS = ("trinity:argmax", "single_worker", "role_select", "random", "loop", "moa", "ablations")
+
+
+def not_run(cfg: DictConfig) -> list[str]:
+    """What this configuration leaves out and how to run it: the ablations, and baselines not listed."""
+    lines = []
+    if not cfg.ablations.get("enabled", True):
+        variants = ", ".join(f"`{v}`" for v in cfg.ablations.get("variants") or [])
+        lines.append(f"The paper's ablations ({variants}) were not trained: `ablations.enabled=false` here. "
+                     "Train them with `make run OVERRIDES='ablations.enabled=true'`, or see them on the "
+                     "routing benchmark: `make run EXPERIMENT=routing_benchmark OVERRIDES='ablations.enabled=true'`.")
+    listed = {str(m) for m in cfg.eval.methods}
+    missing = [m for m in OPTIONAL_METHODS if m not in listed and not (m == "ablations" and lines)]
+    if missing:
+        lines.append("Baselines not in `eval.methods`: " + ", ".join(f"`{m}`" for m in missing)
+                     + ". Add them with `make run OVERRIDES='eval.methods=[trinity,random,single_worker,moa]'` "
+                     "(any list of names from trinity.eval.methods).")
+    return lines
+
+
+def evolution_x0(cfg: DictConfig, coordinator_path: Path, min_items: int) -> dict | None:
+    """The kept mean against x0 on evolution's own validation episodes (trinity.eval.learning), when the
+    evaluated coordinator is the one the evolve stage kept (its metadata names the generation)."""
+    meta_path = coordinator_file(coordinator_path).with_suffix(".json")
+    episodes = Path(cfg.paths.runs) / "episodes.parquet"
+    if not meta_path.is_file() or not episodes.is_file():
+        return None
+    meta = json.loads(meta_path.read_text())
+    return evolution_x0_test(pl.read_parquet(episodes), meta.get("generation"),
+                             str(meta.get("validation_routing") or cfg.coordinator.routing), min_items=min_items,
+                             samples=int(cfg.eval.bootstrap_samples), seed=int(cfg.seed))
 
 
 SIMULATED_METHODS = ("trinity", "trinity:argmax", "trinity:sample", "random")

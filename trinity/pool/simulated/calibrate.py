@@ -51,7 +51,7 @@ async def measure(pool, agents: list[str], items: list, protocol_cfg: Any, grade
     async def work(agent: str, item):
         shared = SharedMessage(item.prompt, cfg.collaboration_instructions, cfg.thought_format)
         r = await pool.chat(agent, worker_messages(cfg, shared, None), sample_index=sample_index_for(item.uid, 0, 0),
-                            max_tokens=cfg.max_tokens, temperature=cfg.temperature)
+                            max_tokens=cfg.max_tokens_for("worker", item.suite), temperature=cfg.temperature)
         if not r.ok:
             return None
         score = float(await grader(item, r.text))
@@ -64,7 +64,8 @@ async def measure(pool, agents: list[str], items: list, protocol_cfg: Any, grade
 
     async def verify(agent: str, item, answer: str, correct: bool):
         r = await pool.chat(agent, review_messages(cfg, "verifier", item.prompt, answer),
-                            sample_index=sample_index_for(item.uid, 0, 1), max_tokens=cfg.max_tokens,
+                            sample_index=sample_index_for(item.uid, 0, 1),
+                            max_tokens=cfg.max_tokens_for("verifier", item.suite),
                             temperature=cfg.temperature)
         if r.ok:
             out[agent].verdicts[correct].append(parse_verdict(r.text) == ACCEPT)
@@ -72,7 +73,8 @@ async def measure(pool, agents: list[str], items: list, protocol_cfg: Any, grade
 
     async def think(agent: str, item, answer: str):
         r = await pool.chat(agent, review_messages(cfg, "thinker", item.prompt, answer),
-                            sample_index=sample_index_for(item.uid, 0, 2), max_tokens=cfg.max_tokens,
+                            sample_index=sample_index_for(item.uid, 0, 2),
+                            max_tokens=cfg.max_tokens_for("thinker", item.suite),
                             temperature=cfg.temperature)
         if r.ok:
             advice = parse_thinker(r.text)
