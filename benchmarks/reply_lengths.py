@@ -52,7 +52,7 @@ def summarise(rows: list[dict], limit: int) -> dict:
     return out
 
 
-async def measure(client: PoolClient, cfg, agents: list[str], items: list, limit: int) -> list[dict]:
+async def measure(client: PoolClient, cfg, agents: list[str], items: list, limit: int, review: int) -> list[dict]:
     protocol = ProtocolConfig.from_cfg(cfg.protocol)
     grader = make_grader(cfg, judge=client)
     rows: list[dict] = []
@@ -78,7 +78,10 @@ async def measure(client: PoolClient, cfg, agents: list[str], items: list, limit
     t0 = time.perf_counter()
     workers = await asyncio.gather(*(work(a, it) for it in items for a in agents))
     print(json.dumps({"phase": "worker", "wall_s": round(time.perf_counter() - t0, 1)}), flush=True)
+    # the strongest model's answers (first in pool order), `review` per suite, judged and commented on
     answers = [w for w in workers if w is not None and w["model"] == agents[0]]
+    answers = [w for s in dict.fromkeys(a["suite"] for a in answers)
+               for w in [a for a in answers if a["suite"] == s][:review]]
     t0 = time.perf_counter()
     by_uid = {it.uid: it for it in items}
     await asyncio.gather(*(
@@ -97,6 +100,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--items", type=int, default=6, help="training items per suite")
     ap.add_argument("--max-tokens", type=int, default=512, help="the generous limit every reply gets")
+    ap.add_argument("--review", type=int, default=3, help="strongest-model answers per suite each model reviews")
     ap.add_argument("--target", type=float, default=0.10, help="truncation share a recommended cap keeps under")
     ap.add_argument("--rows", default=None, help="also write every reply's row to this JSONL file")
     args, overrides = ap.parse_known_args()
@@ -112,7 +116,7 @@ def main() -> None:
     async def go():
         client = PoolClient.from_config(cfg.pool, cache_path=Path(cfg.paths.cache) / "responses.sqlite")
         try:
-            return await measure(client, cfg, agents, items, args.max_tokens)
+            return await measure(client, cfg, agents, items, args.max_tokens, args.review)
         finally:
             await client.aclose()
 

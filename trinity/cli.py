@@ -2,6 +2,8 @@
 
   trinity setup                       assemble and verify the local model files (idempotent)
   trinity config [overrides]          print the composed config (`make params` writes params.yaml with it)
+  trinity plan [--json] [overrides]   what the config will cost before it runs: episodes, pool calls, tokens,
+                                      dollars and wall time per stage (estimates; trinity/plan.py says how)
   trinity pool up|down|status         start / stop / inspect the local pool's servers (llama.cpp or simulated)
   trinity pool calibrate [--items N]  measure the configured pool; write a simulated profile that plays it
   trinity eval --coordinator PATH --suite NAME   evaluate a trained coordinator and the baselines
@@ -40,6 +42,20 @@ def _cmd_config(args) -> int:
     from trinity import config
 
     print(config.to_yaml(config.compose(args.overrides)), end="")
+    return 0
+
+
+def _cmd_plan(args) -> int:
+    import json
+
+    from trinity import config
+    from trinity.plan import Assumptions, build_plan, render_table
+
+    cfg = config.compose(args.overrides)   # no API keys needed: nothing is called
+    assumptions = Assumptions.from_cfg(cfg, accept=args.accept, suggest_worker=args.suggest_worker,
+                                       output_fraction=args.output_fraction)
+    plan = build_plan(cfg, assumptions)
+    print(json.dumps(plan, indent=2) if args.json else render_table(plan), end="\n" if args.json else "")
     return 0
 
 
@@ -187,6 +203,18 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("config", help="print the composed configuration")
     p.add_argument("overrides", nargs="*")
     p.set_defaults(func=_cmd_config)
+
+    p = sub.add_parser("plan", help="estimate a configuration's pool calls, tokens, cost and wall time")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    p.add_argument("--output-fraction", type=float, default=None,
+                   help="typical reply length as a fraction of its output cap (default plan.typical_output_fraction "
+                        "or 0.6)")
+    p.add_argument("--accept", type=float, default=None,
+                   help="assumed P(a Verifier accepts) (default plan.accept_probability or 0.5)")
+    p.add_argument("--suggest-worker", type=float, default=None,
+                   help="assumed P(a Thinker suggests a Worker next) (default plan.thinker_suggests_worker or 0.5)")
+    p.add_argument("overrides", nargs="*")
+    p.set_defaults(func=_cmd_plan)
 
     p = sub.add_parser("pool", help="manage the local pool's servers; calibrate a simulated profile from a pool")
     p.add_argument("action", choices=["up", "down", "status", "calibrate"])

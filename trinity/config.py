@@ -119,6 +119,10 @@ def validate(cfg: DictConfig) -> None:
     roles = list(_require(cfg, "protocol.roles"))
     if sorted(roles) != ["thinker", "verifier", "worker"]:
         raise ConfigError(f"config key 'protocol.roles' must list worker, thinker, verifier; got {roles}")
+    from trinity.pipeline.items import train_items_mode
+
+    train_items_mode(cfg)  # evolve.train_items: resample | fixed
+    _validate_throughputs(cfg, models)
     mode = _get(cfg, "evolve.response_cache")
     if mode not in ("off", "read_write", "replay_only"):
         raise ConfigError(f"config key 'evolve.response_cache' must be off|read_write|replay_only, got {mode!r}")
@@ -131,6 +135,23 @@ def validate(cfg: DictConfig) -> None:
         raise ConfigError(f"config key 'runner.kind' must be threads|dask, got {kind!r}")
     _validate_training(cfg)
     _validate_ablations(cfg)
+
+
+def _validate_throughputs(cfg: DictConfig, models: DictConfig) -> None:
+    """Optional `pool.models.<m>.throughput`: {decode_tok_s, prefill_tok_s}, each a number > 0 or null
+    (not measured; trinity.evolve.efficiency then leaves the model out of the generation floor)."""
+    for name in models:
+        key = f"pool.models.{name}.throughput"
+        block = _get(cfg, key)
+        if block is None:
+            continue
+        if not isinstance(block, DictConfig):
+            raise ConfigError(f"config key '{key}' must map decode_tok_s and prefill_tok_s to tokens/s, got {block!r}")
+        unknown = sorted(set(block) - {"decode_tok_s", "prefill_tok_s"})
+        if unknown:
+            raise ConfigError(f"config key '{key}': unknown keys {unknown}; expected decode_tok_s, prefill_tok_s")
+        for rate in ("decode_tok_s", "prefill_tok_s"):
+            _non_negative(cfg, f"{key}.{rate}", positive=True)
 
 
 def _validate_training(cfg: DictConfig) -> None:

@@ -98,6 +98,7 @@ def review_messages(cfg: ProtocolConfig, role: str, query: str, answer: str | No
 def _record_call(turn: Turn, result: CallResult, keep_reply: bool) -> None:
     turn.prompt_tokens = result.prompt_tokens
     turn.completion_tokens = result.completion_tokens
+    turn.cached_prompt_tokens = result.cached_prompt_tokens
     turn.latency_s = result.latency_s
     turn.cost_usd = result.cost_usd
     turn.cached = result.cached
@@ -178,7 +179,7 @@ async def run_episode(
             messages = review_messages(cfg, role, item.prompt, answer)
         result = await pool.chat(
             turn.agent, messages, sample_index=turn.sample_index,
-            max_tokens=cfg.max_tokens, temperature=cfg.temperature,
+            max_tokens=cfg.max_tokens_for(role, item.suite), temperature=cfg.temperature,
         )
         _record_call(turn, result, cfg.record_replies)
 

@@ -39,6 +39,7 @@ class Turn:
     suggested_role: str | None = None  # thinker turns: the valid <suggested_role>; None if discarded
     reply: str | None = None           # the model's reply, kept only when protocol.record_replies is on
     finish_reason: str | None = None   # as the pool server reported it: "stop", "length" (hit max_tokens), ...
+    cached_prompt_tokens: int = 0      # of prompt_tokens, those served from the server's KV prefix cache
 
 
 @dataclass

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -42,6 +42,7 @@ from trinity.errors import ConfigError, TrinityError
 from trinity.evolve.checkpoint import (capture_rng, config_fingerprint, load_checkpoint, restore_rng,
                                        save_checkpoint, seed_global_rngs)
 from trinity.evolve.diagnostics import routing_rows, training_diagnostics, x0_comparison
+from trinity.evolve.efficiency import Throughput, efficiency, generation_summary, pool_throughputs
 from trinity.evolve.errors import BudgetExhausted
 from trinity.evolve.fitness import FitnessWeights, shaped_fitness
 from trinity.evolve.outputs import RunPaths, write_outputs
@@ -75,6 +76,8 @@ class EvolveSettings:
     weights: FitnessWeights
     options: dict          # evolve.<strategy>: strategy-specific settings (e.g. evolve.reinforce.learning_rate)
     routing: str = "sample"  # coordinator.routing: the validation mode whose reward selects the best mean
+    # pool.models.<m>.throughput: what each generation's floor_s is computed with (None: not measured)
+    throughputs: dict[str, Throughput | None] = field(default_factory=dict)
 
     @classmethod
     def from_cfg(cls, cfg: DictConfig) -> "EvolveSettings":
@@ -89,7 +92,7 @@ class EvolveSettings:
         return cls(strategy, float(ev.sigma0), ev.get("popsize"), int(ev.generations),
                    val.get("every") or None, ev.get("early_stop_patience") or None, bool(ev.get("resume", True)),
                    int(OmegaConf.select(cfg, "protocol.max_turns")), FitnessWeights.from_cfg(ev.get("fitness") or {}),
-                   options, routing)
+                   options, routing, pool_throughputs(OmegaConf.select(cfg, "pool")))
 
 
 @dataclass(frozen=True)
@@ -211,12 +214,14 @@ class _Validation:
     by_mode: dict[str, float]     # VALIDATION_MODES -> mean reward
     episodes: int                 # episodes per mode
     rows: list[dict[str, Any]]    # episode rows, both modes
+    traces: list[Trace]           # both modes, for the pool-work summary
 
 
 def _validate(g: int, params: np.ndarray, s: EvolveSettings, evaluate_mean: EvaluateMean) -> _Validation:
-    by_mode, rows, episodes = {}, [], 0
+    by_mode, rows, episodes, all_traces = {}, [], 0, []
     for mode in VALIDATION_MODES:
         traces = evaluate_mean(g, params, mode)
+        all_traces += traces
         if not traces:
             raise TrinityError(f"evaluate_mean returned no episodes in generation {g} ({mode} routing)")
         _check_budget(traces, f"validation ({mode})")
@@ -225,7 +230,7 @@ def _validate(g: int, params: np.ndarray, s: EvolveSettings, evaluate_mean: Eval
                  for t in traces]
         if mode == s.routing:
             episodes = len(traces)
-    return _Validation(by_mode[s.routing], by_mode, episodes, rows)
+    return _Validation(by_mode[s.routing], by_mode, episodes, rows, all_traces)
 
 
 def _describe(describe_mean: DescribeMean | None, g: int, params: np.ndarray) -> list[dict[str, Any]]:
@@ -256,7 +261,8 @@ def _validate_x0(run: dict[str, Any], strategy: Strategy, s: EvolveSettings, eva
     x0_info = {"validation_reward": val.reward, "validation_episodes": len(val.rows),
                **{f"validation_reward_{m}": r for m, r in val.by_mode.items()},
                "calls": sum(r["calls"] for r in val.rows), "cost_usd": float(sum(r["cost_usd"] for r in val.rows)),
-               "wall_s": time.perf_counter() - t0}
+               **generation_summary(val.traces, s.throughputs), "wall_s": time.perf_counter() - t0}
+    x0_info["efficiency"] = efficiency(x0_info["floor_s"], x0_info["wall_s"])
     return {**run, "x0": x0_info, "rng": capture_rng(), "episode_rows": run["episode_rows"] + val.rows,
             "routing_rows": run["routing_rows"] + _describe(describe_mean, X0_GENERATION, x0),
             "best": {"params": x0, "generation": X0_GENERATION, "validation_reward": val.reward},
@@ -301,6 +307,8 @@ def _generation(run: dict[str, Any], g: int, strategy: Strategy, s: EvolveSettin
         else:
             stale += 1
     val_rows = val.rows if val is not None else []
+    work = generation_summary([t for traces in population for t in traces] + (val.traces if val is not None else []),
+                              s.throughputs)
     all_rows = rows + val_rows
     calls = sum(r["calls"] for r in all_rows)
     hits = sum(r["cache_hits"] for r in all_rows)
@@ -320,9 +328,11 @@ def _generation(run: dict[str, Any], g: int, strategy: Strategy, s: EvolveSettin
         "prompt_tokens": sum(r["prompt_tokens"] for r in all_rows),
         "completion_tokens": sum(r["completion_tokens"] for r in all_rows),
         "tokens": sum(r["tokens"] for r in all_rows), "cost_usd": float(sum(r["cost_usd"] for r in all_rows)),
+        **work,
     }
     routing = _describe(describe_mean, g, mean)
     gen_row["wall_s"] = time.perf_counter() - t0
+    gen_row["efficiency"] = efficiency(gen_row["floor_s"], gen_row["wall_s"])
     plateau = val is not None and s.patience is not None and stale >= s.patience and not last
     stop = "completed" if last else "plateau" if plateau else None
     return {**run, "state": state, "next_generation": g + 1, "rng": capture_rng(),

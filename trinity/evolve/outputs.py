@@ -80,6 +80,15 @@ FINAL_COLUMNS = ("fitness_mean", "fitness_max", "sigma", "mean_norm", "verifier_
                  "truncated_call_share", "turn_term_mean", "cost_term_mean", "agent_entropy")
 
 
+def median_efficiency(generations: pl.DataFrame) -> float | None:
+    """The median over generations of floor_s / wall_s (trinity.evolve.efficiency); None when no
+    generation's floor is known (no pool throughput configured)."""
+    if "efficiency" not in generations.columns:
+        return None
+    known = generations["efficiency"].drop_nulls()
+    return float(known.median()) if known.len() else None
+
+
 def metrics_summary(run: dict[str, Any], episodes: pl.DataFrame, generations: pl.DataFrame) -> dict[str, Any]:
     best = run["best"] or {}
     x0 = run["x0"] or {}
@@ -101,6 +110,7 @@ def metrics_summary(run: dict[str, Any], episodes: pl.DataFrame, generations: pl
         "best_fitness_max": float(generations["fitness_max"].max()) if generations.height else None,
         **totals(episodes),
         "wall_s": (float(generations["wall_s"].sum()) if generations.height else 0.0) + float(x0.get("wall_s", 0.0)),
+        "median_efficiency": median_efficiency(generations),
         "routing_generation": routing_generation,
         "routing": matrix_from_rows([r for r in routing if r["generation"] == routing_generation]),
     }

@@ -6,6 +6,9 @@ from typing import Any, Sequence
 
 from trinity.evolve.diagnostics import x0_comparison
 
+# The pool work of a step and how close it ran to its floor (generation rows and x0's record).
+WORK_KEYS = ("decode_tokens", "prefill_tokens", "floor_s", "floor_bound", "efficiency")
+
 
 def _duration(seconds: float | None) -> str:
     if seconds is None:
@@ -23,6 +26,17 @@ def _totals(run: dict[str, Any]) -> dict[str, Any]:
     return {"episodes_done": len(rows), "calls": calls, "cache_hits": hits,
             "cache_hit_share": hits / calls if calls else 0.0, "cost_usd": float(sum(r["cost_usd"] for r in rows)),
             "tokens": sum(r["tokens"] for r in rows)}
+
+
+def _floor(row: dict[str, Any]) -> str:
+    """' | work dec 1200 pre 5400 tok | floor 41.0s (qwen-coder-1.5b) eff 63%': the pool work done and how
+    close the step ran to the least time it could take (trinity.evolve.efficiency)."""
+    work = f" | work dec {row.get('decode_tokens') or 0} pre {row.get('prefill_tokens') or 0} tok"
+    floor = row.get("floor_s")
+    if floor is None:
+        return f"{work} | floor ? (no pool throughput configured)"
+    eff = row.get("efficiency")
+    return f"{work} | floor {floor:.1f}s ({row.get('floor_bound')}) eff {'?' if eff is None else f'{eff:.0%}'}"
 
 
 def _versus_x0(versus: dict[str, Any], validated_after_x0: bool) -> str:
@@ -50,12 +64,12 @@ def x0_report(run: dict[str, Any], generations: int, elapsed_s: float) -> dict[s
         "validation_reward": x0["validation_reward"], "validation_reward_sample": x0["validation_reward_sample"],
         "validation_reward_argmax": x0["validation_reward_argmax"], "x0_validation_reward": x0["validation_reward"],
         "validation_routing": run["validation_routing"], "wall_s": x0["wall_s"], "elapsed_s": elapsed_s,
-        "stop_reason": run["stop_reason"],
+        "stop_reason": run["stop_reason"], **{k: x0.get(k) for k in WORK_KEYS},
     }
     report["line"] = (
         f"evolve x0 (generation -1, the initial mean) | val{_modes(run['validation_routing'], x0)}: the baseline "
         f"of every later validation | episodes {totals['episodes_done']} | calls {totals['calls']} | "
-        f"cost ${totals['cost_usd']:.4f}"
+        f"cost ${totals['cost_usd']:.4f}{_floor(x0)}"
     )
     return report
 
@@ -83,6 +97,7 @@ def progress_report(run: dict[str, Any], generations: int, walls: Sequence[float
         "reward_mean": gen["reward_mean"], "agent_entropy": gen["agent_entropy"],
         "turn_term_mean": gen["turn_term_mean"], "cost_term_mean": gen["cost_term_mean"],
         "wall_s": gen["wall_s"], "elapsed_s": elapsed_s, "eta_s": eta, "stop_reason": run["stop_reason"],
+        **{k: gen.get(k) for k in WORK_KEYS},
     }
     val = "" if gen["validation_reward"] is None else f" | val{_modes(run['validation_routing'], gen)}"
     validated_after_x0 = any(r["validation_reward"] is not None for r in run["generation_rows"])
@@ -92,6 +107,6 @@ def progress_report(run: dict[str, Any], generations: int, walls: Sequence[float
         f"fitness mean {gen['fitness_mean']:.3f} max {gen['fitness_max']:.3f} | "
         f"verifier-first {gen['verifier_first_share']:.0%} no-answer {gen['no_answer_share']:.0%} "
         f"truncated {gen['truncated_call_share']:.0%} | sigma {gen['sigma']:.3g} |mean| {gen['mean_norm']:.3g}"
-        f"{val}{_versus_x0(versus, validated_after_x0)} | ETA {_duration(eta)}"
+        f"{val}{_versus_x0(versus, validated_after_x0)}{_floor(gen)} | ETA {_duration(eta)}"
     )
     return report

@@ -16,6 +16,7 @@ import polars as pl
 from trinity.episodes.trace import Trace
 from trinity.evolve.checkpoint import atomic_write_bytes
 from trinity.evolve.diagnostics import ended_without_answer, truncated_calls
+from trinity.evolve.efficiency import episode_work
 
 EPISODES_SCHEMA = pl.Schema({
     "phase": pl.String,            # train | validation
@@ -35,6 +36,10 @@ EPISODES_SCHEMA = pl.Schema({
     "tokens": pl.Int64,
     "cost_usd": pl.Float64,
     "latency_s": pl.Float64,       # sum over turns
+    # Pool work: network calls only (response-cache hits did none; trinity.evolve.efficiency)
+    "decode_tokens": pl.Int64,     # completion tokens of the episode's network calls
+    "prefill_tokens": pl.Int64,    # their prompt tokens less those served from the servers' KV prefix cache
+    "pool_latency_s": pl.Float64,  # their summed latencies
     "calls": pl.Int64,
     "cache_hits": pl.Int64,
     "failed_calls": pl.Int64,
@@ -73,7 +78,13 @@ GENERATIONS_SCHEMA = pl.Schema({
     "completion_tokens": pl.Int64,
     "tokens": pl.Int64,
     "cost_usd": pl.Float64,
+    "decode_tokens": pl.Int64,     # pool work of all the generation's episodes (training + validation)
+    "prefill_tokens": pl.Int64,
+    "floor_s": pl.Float64,         # least time that work could take (trinity.evolve.efficiency); null: no
+    #                                pool model has a configured throughput
+    "floor_bound": pl.String,      # what sets floor_s: "episode" (the longest one's calls) or a pool model
     "wall_s": pl.Float64,          # measured time: the one column that differs between identical runs
+    "efficiency": pl.Float64,      # floor_s / wall_s (measured, so it differs between runs too); null: unknown
 })
 CSV_COLUMNS = ("generation", "fitness_min", "fitness_mean", "fitness_max", "validation_reward",
                "validation_reward_sample", "validation_reward_argmax", "sigma", "mean_norm", "agent_entropy",
@@ -98,7 +109,7 @@ def episode_row(trace: Trace, *, phase: str, generation: int, candidate: int,
         "turns": trace.turns_used, "agents": [t.agent for t in trace.turns], "roles": [t.role for t in trace.turns],
         "prompt_tokens": trace.prompt_tokens, "completion_tokens": trace.completion_tokens,
         "tokens": trace.prompt_tokens + trace.completion_tokens, "cost_usd": float(trace.cost_usd),
-        "latency_s": float(sum(t.latency_s for t in trace.turns)), "calls": trace.calls,
+        "latency_s": float(sum(t.latency_s for t in trace.turns)), **episode_work(trace), "calls": trace.calls,
         "cache_hits": trace.cache_hits, "failed_calls": sum(1 for t in trace.turns if not t.ok),
         "truncated_calls": truncated_calls(trace), "end_reason": trace.end_reason,
         "answered": not ended_without_answer(trace), "candidate_fitness": candidate_fitness,

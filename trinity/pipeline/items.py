@@ -7,6 +7,7 @@ from typing import Sequence
 
 from omegaconf import DictConfig
 
+from trinity.errors import ConfigError
 from trinity.seeding import rng
 from trinity.tasks.types import TaskItem
 
@@ -44,9 +45,27 @@ def balanced_sample(items: Sequence[TaskItem], n: int, seed: int, *names: object
     return out
 
 
+TRAIN_ITEMS_MODES = ("resample", "fixed")
+
+
+def train_items_mode(cfg: DictConfig) -> str:
+    """`evolve.train_items` (absent: resample); anything else is a ConfigError naming the key."""
+    evolve = cfg.get("evolve") or {}
+    mode = evolve.get("train_items", "resample")
+    mode = "resample" if mode is None else mode
+    if mode not in TRAIN_ITEMS_MODES:
+        raise ConfigError(f"config key 'evolve.train_items' must be one of {'|'.join(TRAIN_ITEMS_MODES)}, "
+                          f"got {mode!r}")
+    return str(mode)
+
+
 def generation_items(cfg: DictConfig, train_items: Sequence[TaskItem], generation: int) -> list[TaskItem]:
-    """Every candidate of a generation sees these items (common random numbers)."""
-    return balanced_sample(train_items, int(cfg.evolve.episodes_per_candidate), int(cfg.seed), "generation", generation)
+    """Every candidate of a generation sees these items (common random numbers). `evolve.train_items`:
+    `resample` draws a new balanced sample each generation; `fixed` uses generation 0's sample in every
+    generation, so calls an earlier generation made (same item, repeat and turn, hence the same pool
+    sample index) are response-cache hits later."""
+    drawn = 0 if train_items_mode(cfg) == "fixed" else generation
+    return balanced_sample(train_items, int(cfg.evolve.episodes_per_candidate), int(cfg.seed), "generation", drawn)
 
 
 def validation_items(cfg: DictConfig) -> list[TaskItem]:

@@ -161,6 +161,7 @@ class _Reply:
     prompt_tokens: int
     completion_tokens: int
     finish_reason: str | None
+    cached_prompt_tokens: int = 0
 
 
 class PoolClient:
@@ -361,8 +362,9 @@ class PoolClient:
         if self.budget is not None:
             self.budget.spend(reply.prompt_tokens + reply.completion_tokens, cost)
         return CallResult(model=ep.name, text=reply.text, ok=True, prompt_tokens=reply.prompt_tokens,
-                          completion_tokens=reply.completion_tokens, latency_s=time.perf_counter() - started,
-                          cost_usd=cost, price_usd=cost, retries=retries, finish_reason=reply.finish_reason)
+                          completion_tokens=reply.completion_tokens, cached_prompt_tokens=reply.cached_prompt_tokens,
+                          latency_s=time.perf_counter() - started, cost_usd=cost, price_usd=cost, retries=retries,
+                          finish_reason=reply.finish_reason)
 
     async def _send_once(self, ep: ModelEndpoint, content: bytes) -> _Reply:
         """One HTTP attempt; every failure becomes a typed CallFailure."""
@@ -430,9 +432,27 @@ def _parse_completion(content: bytes) -> _Reply:
         choice = data["choices"][0]
         text = choice["message"].get("content") or ""
         usage = data.get("usage") or {}
-        return _Reply(text=str(text), prompt_tokens=int(usage.get("prompt_tokens") or 0),
+        prompt_tokens = int(usage.get("prompt_tokens") or 0)
+        return _Reply(text=str(text), prompt_tokens=prompt_tokens,
                       completion_tokens=int(usage.get("completion_tokens") or 0),
-                      finish_reason=choice.get("finish_reason"))
+                      finish_reason=choice.get("finish_reason"),
+                      cached_prompt_tokens=_cached_prompt_tokens(data, prompt_tokens))
     except (KeyError, IndexError, TypeError, AttributeError, ValueError):
         shape = f"keys {sorted(data)[:8]}" if isinstance(data, dict) else type(data).__name__
         raise MalformedResponseError(f"malformed response: not a chat completion ({shape})") from None
+
+
+def _cached_prompt_tokens(data: Mapping[str, Any], prompt_tokens: int) -> int:
+    """Prompt tokens the server served from its KV prefix cache: `usage.prompt_tokens_details.cached_tokens`
+    (OpenAI, recent llama.cpp), else llama.cpp's `timings.cache_n`; clipped to [0, prompt_tokens].
+    Anything missing or malformed counts as 0: this is a measurement, never a reason to fail a call."""
+    for outer, inner in (("usage", "prompt_tokens_details"), ("timings", None)):
+        try:
+            node = data.get(outer)
+            value = node.get(inner).get("cached_tokens") if inner else node.get("cache_n")
+            if value is None or isinstance(value, bool):
+                continue
+            return min(max(int(value), 0), max(prompt_tokens, 0))
+        except (AttributeError, TypeError, ValueError, OverflowError):
+            continue
+    return 0

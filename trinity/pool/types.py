@@ -13,6 +13,8 @@ class CallResult:
     error: str | None = None   # short reason on failure (e.g. "http 500 after 4 retries", "budget: max_calls")
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_prompt_tokens: int = 0   # of prompt_tokens, those the server took from its KV prefix cache (no
+    #                                 prefill work); 0 when the server does not say. Not the response cache.
     latency_s: float = 0.0
     cost_usd: float = 0.0
     retries: int = 0

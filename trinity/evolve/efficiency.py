@@ -1,0 +1,142 @@
+"""How close a generation ran to its floor: the least wall time the pool work it did could have taken.
+
+Only *pool work* counts: network calls that reached a server (`Turn.called` and not `Turn.cached`);
+response-cache hits and requests that shared another call's reply in flight did no pool work.
+
+- Per episode: `decode_tokens` (completion tokens), `prefill_tokens` (prompt tokens minus those the server
+  took from its KV prefix cache) and `pool_latency_s` (summed latencies) of those calls.
+- Per generation, `floor_s = max(longest episode's pool_latency_s, max over pool models m of
+  decode_tokens_m / decode_tok_s_m + prefill_tokens_m / prefill_tok_s_m)`: an episode's turns run one
+  after another, and each model can only decode and prefill so fast with the whole pool loaded.
+  The throughputs are `pool.models.<m>.throughput.{decode_tok_s, prefill_tok_s}` (measured with
+  benchmarks/local_pool_throughput.py). A model without both is left out of the max; when no model has
+  them (a hosted pool, or values not measured yet) the floor is unknown (None).
+- `efficiency = floor_s / wall_s` (None when either is unknown).
+
+Everything here is pure: traces and config in, numbers out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Iterator, Mapping
+
+from trinity.episodes.trace import Trace, Turn
+
+
+@dataclass(frozen=True)
+class Throughput:
+    """Measured tokens per second of one pool model while the whole pool is loaded."""
+    decode_tok_s: float
+    prefill_tok_s: float
+
+    def seconds(self, decode_tokens: int, prefill_tokens: int) -> float:
+        return decode_tokens / self.decode_tok_s + prefill_tokens / self.prefill_tok_s
+
+
+@dataclass(frozen=True)
+class PoolWork:
+    """The pool work of a set of episodes."""
+    decode_tokens: dict[str, int] = field(default_factory=dict)   # per pool model
+    prefill_tokens: dict[str, int] = field(default_factory=dict)  # per pool model
+    longest_episode_s: float | None = None                        # None: no episodes
+
+    @property
+    def total_decode_tokens(self) -> int:
+        return sum(self.decode_tokens.values())
+
+    @property
+    def total_prefill_tokens(self) -> int:
+        return sum(self.prefill_tokens.values())
+
+
+def _rate(value: Any) -> float | None:
+    """A configured tokens/s: a positive number, else unknown."""
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        rate = float(value)
+    except (TypeError, ValueError):
+        return None
+    return rate if rate > 0 else None
+
+
+def model_throughput(model_cfg: Mapping[str, Any] | None) -> Throughput | None:
+    """`pool.models.<m>.throughput` as a Throughput; None unless both rates are positive numbers."""
+    block = model_cfg.get("throughput") if model_cfg is not None else None
+    if block is None or not hasattr(block, "get"):
+        return None
+    decode, prefill = _rate(block.get("decode_tok_s")), _rate(block.get("prefill_tok_s"))
+    return Throughput(decode, prefill) if decode is not None and prefill is not None else None
+
+
+def pool_throughputs(pool_cfg: Mapping[str, Any] | None) -> dict[str, Throughput | None]:
+    """Every pool model (in pool order) -> its Throughput, or None when it is not configured."""
+    models = (pool_cfg or {}).get("models") or {}
+    return {str(name): model_throughput(models[name]) for name in models}
+
+
+def network_turns(trace: Trace) -> Iterator[Turn]:
+    """The turns whose call reached a pool server (not a response-cache hit, not a call never sent)."""
+    return (t for t in trace.turns if t.called and not t.cached)
+
+
+def prefill_tokens(turn: Turn) -> int:
+    return max(int(turn.prompt_tokens) - int(turn.cached_prompt_tokens), 0)
+
+
+def episode_work(trace: Trace) -> dict[str, Any]:
+    """The episode-row columns: `decode_tokens`, `prefill_tokens`, `pool_latency_s` of its network calls."""
+    turns = list(network_turns(trace))
+    return {"decode_tokens": sum(int(t.completion_tokens) for t in turns),
+            "prefill_tokens": sum(prefill_tokens(t) for t in turns),
+            "pool_latency_s": float(sum(t.latency_s for t in turns))}
+
+
+def pool_work(traces: Iterable[Trace]) -> PoolWork:
+    """Per-model decode and prefill tokens and the longest episode's pool latency over `traces`."""
+    decode: dict[str, int] = {}
+    prefill: dict[str, int] = {}
+    longest: float | None = None
+    for trace in traces:
+        latency = 0.0
+        for t in network_turns(trace):
+            decode[t.agent] = decode.get(t.agent, 0) + int(t.completion_tokens)
+            prefill[t.agent] = prefill.get(t.agent, 0) + prefill_tokens(t)
+            latency += t.latency_s
+        longest = latency if longest is None else max(longest, latency)
+    return PoolWork(decode, prefill, longest)
+
+
+def model_seconds(work: PoolWork, throughputs: Mapping[str, Throughput | None]) -> dict[str, float | None]:
+    """Per pool model: the least time its decode and prefill work takes (None: throughput unknown)."""
+    return {m: None if tp is None else tp.seconds(work.decode_tokens.get(m, 0), work.prefill_tokens.get(m, 0))
+            for m, tp in throughputs.items()}
+
+
+def floor_s(work: PoolWork, throughputs: Mapping[str, Throughput | None]) -> tuple[float | None, str | None]:
+    """(floor in seconds, what bounds it: "episode" or the model name); (None, None) when no model's
+    throughput is known or there were no episodes."""
+    known = {m: s for m, s in model_seconds(work, throughputs).items() if s is not None}
+    if not known or work.longest_episode_s is None:
+        return None, None
+    model = max(known, key=known.get)
+    if work.longest_episode_s >= known[model]:
+        return work.longest_episode_s, "episode"
+    return known[model], model
+
+
+def efficiency(floor: float | None, wall_s: float | None) -> float | None:
+    """floor / wall; None when either is unknown or the wall time is not positive."""
+    if floor is None or wall_s is None or wall_s <= 0:
+        return None
+    return floor / wall_s
+
+
+def generation_summary(traces: Iterable[Trace], throughputs: Mapping[str, Throughput | None]) -> dict[str, Any]:
+    """The generation-row columns computable from traces: decode/prefill tokens, floor_s and floor_bound
+    (efficiency needs the wall time, known only at the end of the generation)."""
+    work = pool_work(traces)
+    floor, bound = floor_s(work, throughputs)
+    return {"decode_tokens": work.total_decode_tokens, "prefill_tokens": work.total_prefill_tokens,
+            "floor_s": floor, "floor_bound": bound}
