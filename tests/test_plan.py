@@ -118,7 +118,7 @@ def test_the_chain_by_hand():
 
 def test_one_call_methods_and_moa():
     suite = SuiteInfo("gsm8k", {"train": 10, "validation": 10, "test": 10}, 400.0, "test")
-    cfg = compose(["experiment=local_small", "pool.sampling.max_tokens=100"])
+    cfg = compose(["experiment=local_small", "pool.sampling.max_tokens=100", "protocol.max_tokens=null"])
     tk = suite_tokens(cfg, suite, list(cfg.pool.models), set())
     a = Assumptions()
     single = episode_usage(Route.fixed("smollm2-135m", [{"worker": 1.0}], 1), tk, a, 1.0)
@@ -138,7 +138,8 @@ PINNED = ["experiment=local_small", "evolve.popsize=4", "evolve.generations=3", 
           "eval.repeats=1", "eval.suites=null", "protocol.max_turns=3", "tasks.train=[mmlu,gsm8k,humaneval]",
           "tasks.transfer=[gpqa_diamond,bigcodebench]", "tasks.max_items_per_suite=30",
           "eval.methods=[trinity,single_worker,moa,ablations]", "ablations.enabled=true",
-          "ablations.variants=[no_thinker,no_roles]"]
+          "ablations.variants=[no_thinker,no_roles]", "eval.sets=[validation,test]", "evolve.train_items=resample",
+          "tasks.splits={train:0.6,validation:0.2,test:0.2}", "protocol.max_tokens=null"]
 
 
 def _loose(cfg):
@@ -230,7 +231,7 @@ def test_single_worker_costs_at_cap_by_hand(small_cfg):
 
 
 def test_output_caps_per_role_suite_and_model():
-    cfg = _loose(compose(["experiment=local_small", "pool.sampling.max_tokens=100"]))
+    cfg = _loose(compose(["experiment=local_small", "pool.sampling.max_tokens=100", "protocol.max_tokens=null"]))
     cfg.pool.models["smollm2-135m"].max_tokens = 40
     suite = SuiteInfo("gsm8k", {"train": 1, "validation": 1, "test": 1}, 400.0, "test")
     tk = suite_tokens(cfg, suite, list(cfg.pool.models), set())

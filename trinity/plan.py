@@ -516,14 +516,24 @@ def eval_items(cfg: DictConfig, infos: dict[str, SuiteInfo]) -> dict[str, int]:
     """Items per suite an evaluated method runs: the validation items evolution used + the test items."""
     train = list(cfg.tasks.train)
     out: dict[str, int] = defaultdict(int)
-    val = balanced_counts(int(cfg.evolve.validation.n_items), {s: infos[s].counts["validation"] for s in train})
-    for s, k in val.items():
-        out[s] += k
+    sets = eval_set_names(cfg)
+    if "validation" in sets:
+        val = balanced_counts(int(cfg.evolve.validation.n_items), {s: infos[s].counts["validation"] for s in train})
+        for s, k in val.items():
+            out[s] += k
+    if "test" not in sets:
+        return dict(out)
     n = cfg.eval.get("items_per_suite")
     for s in eval_suites(cfg):
         test = infos[s].counts["test"]
         out[s] += test if n is None else min(int(n), test)
     return dict(out)
+
+
+def eval_set_names(cfg: DictConfig) -> list[str]:
+    from trinity.pipeline.evaluate_stage import set_names
+
+    return set_names(cfg)
 
 
 def eval_suites(cfg: DictConfig) -> list[str]:

@@ -52,11 +52,29 @@ def min_items(cfg: DictConfig) -> int:
     return value
 
 
+EVAL_SETS = ("validation", "test")
+
+
+def set_names(cfg: DictConfig) -> list[str]:
+    """`eval.sets` (default both): `validation` = the items evolution validated on (they chose the kept
+    coordinator, so they flatter it), `test` = the test split of the evaluated suites."""
+    names = cfg.eval.get("sets")
+    names = list(EVAL_SETS) if names is None else [str(n) for n in names]
+    bad = [n for n in names if n not in EVAL_SETS]
+    if bad or not names:
+        raise ConfigError(f"config key 'eval.sets' must be a non-empty list of {', '.join(EVAL_SETS)}; got {names}")
+    return names
+
+
 def eval_sets(cfg: DictConfig) -> dict[str, dict[str, list]]:
     n = cfg.eval.items_per_suite
+    wanted = set_names(cfg)
     sets: dict[str, dict[str, list]] = {"validation": {}, "test": {}}
-    for it in item_sel.validation_items(cfg):
-        sets["validation"].setdefault(it.suite, []).append(it)
+    if "validation" in wanted:
+        for it in item_sel.validation_items(cfg):
+            sets["validation"].setdefault(it.suite, []).append(it)
+    if "test" not in wanted:
+        return sets
     suites = list(cfg.eval.suites) if cfg.eval.get("suites") else list(cfg.tasks.train) + list(cfg.tasks.transfer)
     for suite in suites:
         chosen = item_sel.sample(item_sel.load_split(cfg, [suite], "test"), n, int(cfg.seed), "eval", suite)
@@ -138,6 +156,7 @@ def fingerprint(params, extra=None) -> str:
 def run(cfg: DictConfig, *, coordinator_path: Path | None = None, progress: Callable[[str], None] | None = None) -> dict:
     say = progress or log.info
     needed = min_items(cfg)
+    set_names(cfg)   # a typo in eval.sets fails before the backbone loads
     ctx = RolloutContext.get(cfg)
     coordinator_path = Path(coordinator_path or Path(cfg.paths.runs) / "coordinator")
     params = None
