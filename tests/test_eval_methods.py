@@ -25,7 +25,7 @@ from trinity.eval.routers import RoleOnlyRouter
 from trinity.eval.tables import paired_tests, results_frame, summarize, trace_rows
 from trinity.tasks.types import TaskItem
 
-CFG = compose([])
+CFG = compose(["experiment=paper"])   # the full default method list of conf/eval/default.yaml
 PROTOCOL = ProtocolConfig.from_cfg(CFG.protocol)
 AGENTS = list(CFG.pool.models)                 # three local models; the last one answers correctly
 GOOD = len(AGENTS) - 1

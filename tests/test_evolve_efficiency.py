@@ -17,7 +17,7 @@ from trinity import config
 from trinity.episodes.protocol import _record_call
 from trinity.episodes.trace import EpisodeId, Trace, Turn
 from trinity.errors import ConfigError
-from trinity.evolve.efficiency import (Throughput, efficiency, episode_work, floor_s, generation_summary,
+from trinity.evolve.efficiency import (PoolWork, Throughput, efficiency, episode_work, floor_s, generation_summary,
                                        model_throughput, pool_throughputs, pool_work)
 from trinity.evolve.tables import episode_row
 from trinity.pipeline.items import generation_items, train_items_mode
@@ -232,17 +232,31 @@ def test_a_bad_train_items_value_is_a_config_error_naming_the_key():
     with pytest.raises(ConfigError, match="evolve.train_items"):
         config.compose(["evolve.train_items=sometimes"])
     assert config.compose(["evolve.train_items=fixed"]).evolve.train_items == "fixed"
-    assert config.compose(["evolve=random_search"]).evolve.train_items == "resample"
+    assert config.compose(["experiment=paper", "evolve=random_search"]).evolve.train_items == "resample"
 
 
 def test_pool_throughput_config_is_validated():
     cfg = config.compose(["pool=local"])
-    assert all(m.throughput.decode_tok_s is None for m in cfg.pool.models.values())
+    assert all(m.throughput.decode_tok_s > 0 for m in cfg.pool.models.values())   # measured, committed
     ok = config.compose(["pool=local", "pool.models.smollm2-135m.throughput.decode_tok_s=40.5",
                          "pool.models.smollm2-135m.throughput.prefill_tok_s=300"])
-    assert pool_throughputs(ok.pool)["smollm2-135m"] == Throughput(40.5, 300.0)
+    # three one-thread servers on two cores: each had 2/3 of a core under the measurement's full load
+    assert pool_throughputs(ok.pool, cores=2)["smollm2-135m"] == Throughput(40.5, 300.0, 2 / 3, 1.0)
     for bad in ("pool.models.smollm2-135m.throughput.decode_tok_s=-1",
                 "pool.models.smollm2-135m.throughput.prefill_tok_s=fast",
                 "+pool.models.smollm2-135m.throughput.decoding=3"):
         with pytest.raises(ConfigError, match="pool.models.smollm2-135m.throughput"):
             config.compose(["pool=local", bad])
+
+
+def test_local_servers_floor_counts_shared_cores():
+    """A lone busy local model runs faster than its loaded rate; the floor stays a lower bound."""
+    tp = {"a": Throughput(10.0, 1e9, loaded_cores=2 / 3, max_cores=1.0),
+          "b": Throughput(10.0, 1e9, loaded_cores=2 / 3, max_cores=1.0),
+          "c": Throughput(10.0, 1e9, loaded_cores=2 / 3, max_cores=1.0)}
+    alone = PoolWork({"a": 300}, {"a": 0}, longest_episode_s=1.0)   # 30 s at the loaded rate
+    assert floor_s(alone, tp) == (pytest.approx(20.0), "a")          # 20 core-seconds on its one core
+    busy = PoolWork({"a": 300, "b": 300, "c": 300}, {}, longest_episode_s=1.0)
+    assert floor_s(busy, tp) == (pytest.approx(30.0), "cpu")         # 60 core-seconds on two cores
+    hosted = {"h": Throughput(10.0, 1e9)}
+    assert floor_s(PoolWork({"h": 300}, {}, longest_episode_s=1.0), hosted) == (pytest.approx(30.0), "h")

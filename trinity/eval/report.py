@@ -166,9 +166,11 @@ def truncation_table(frame: pl.DataFrame, *, label: str) -> list[str]:
     return out
 
 
-def truncation_section(by_suite: pl.DataFrame | None, by_model: pl.DataFrame | None) -> list[str]:
+def truncation_section(by_suite: pl.DataFrame | None, by_model: pl.DataFrame | None,
+                       worker_by_suite: pl.DataFrame | None = None) -> list[str]:
     """Why: a reply that hit max_tokens usually lost its answer, so a high share means the rewards
-    measure the token limit as much as the routing."""
+    measure the token limit as much as the routing. The Worker's replies carry the answers, so they come
+    first when given."""
     if by_suite is None or by_model is None:
         return []
     out = ["## Truncated replies", "",
@@ -178,8 +180,10 @@ def truncation_section(by_suite: pl.DataFrame | None, by_model: pl.DataFrame | N
            "verifier with no answer to check, or a reply cached before finish reasons were kept is not counted).", ""]
     if by_suite.is_empty():
         return out + ["No reply with a reported finish reason.", ""]
-    out += ["Per suite:", ""] + truncation_table(by_suite, label="suite")
-    out += ["", "Per pool model:", ""] + truncation_table(by_model, label="model")
+    if worker_by_suite is not None and not worker_by_suite.is_empty():
+        out += ["Worker replies (the answers) per suite:", ""] + truncation_table(worker_by_suite, label="suite") + [""]
+    out += ["Every reply per suite:", ""] + truncation_table(by_suite, label="suite")
+    out += ["", "Every reply per pool model:", ""] + truncation_table(by_model, label="model")
     return out + [""]
 
 
@@ -213,7 +217,8 @@ def rule(method: str, min_items: int, alpha: float = ALPHA) -> str:
 def markdown(summary: pl.DataFrame, paired: pl.DataFrame, *, title: str, context: list[str], charts: list[str],
              skipped: Sequence[tuple[str, str]] = (), suite_kinds: Mapping[str, str] | None = None,
              method: str = "trinity", min_items: int = 20, truncated_by_suite: pl.DataFrame | None = None,
-             truncated_by_model: pl.DataFrame | None = None, lead: Sequence[str] = (),
+             truncated_by_model: pl.DataFrame | None = None, truncated_worker_by_suite: pl.DataFrame | None = None,
+             lead: Sequence[str] = (),
              not_run: Sequence[str] = ()) -> str:
     """`paired` is tables.paired_tests(results, method, min_items=min_items); `charts` are paths relative
     to the report's folder; `skipped` lists (method, why it did not run); `suite_kinds` labels suites
@@ -246,7 +251,7 @@ def markdown(summary: pl.DataFrame, paired: pl.DataFrame, *, title: str, context
         out += ["", "Per suite:", ""]
         out += _table(s.filter(pl.col("suite") != "all"), with_suite=True) + [""]
 
-    out += truncation_section(truncated_by_suite, truncated_by_model)
+    out += truncation_section(truncated_by_suite, truncated_by_model, truncated_worker_by_suite)
 
     if skipped:
         out += ["## Methods not evaluated", ""]

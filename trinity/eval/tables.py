@@ -157,17 +157,19 @@ TRUNCATION_SCHEMA = {
 }
 
 
-def truncation(results: pl.DataFrame, by: str) -> pl.DataFrame:
+def truncation(results: pl.DataFrame, by: str, role: str | None = None) -> pl.DataFrame:
     """Per set and suite (`by="suite"`) or per set and pool model (`by="model"`), over every method's
     turns: how many replies hit max_tokens. A cut reply often loses its answer tag, so a method or
     model with many of them is scored on max_tokens as much as on its routing.
     Turns without a finish reason (failed calls, a verifier with no answer to check, replies cached
-    before finish reasons were kept) are not replies here."""
+    before finish reasons were kept) are not replies here. `role` keeps only that role's turns."""
     if by not in ("suite", "model"):
         raise ValueError(f"truncation is per 'suite' or 'model', got {by!r}")
-    turns = (results.select("set", "suite", pl.col("agents").alias("model"), "finish_reasons")
-             .explode(["model", "finish_reasons"])
+    turns = (results.select("set", "suite", pl.col("agents").alias("model"), "roles", "finish_reasons")
+             .explode(["model", "roles", "finish_reasons"])
              .filter(pl.col("finish_reasons").is_not_null()))
+    if role is not None:   # e.g. only the Worker's replies, the ones that carry the answer
+        turns = turns.filter(pl.col("roles") == role)
     out = (turns.group_by(["set", by], maintain_order=True)
            .agg(pl.len().cast(pl.Int64).alias("replies"),
                 (pl.col("finish_reasons") == TRUNCATED).sum().cast(pl.Int64).alias("truncated"))

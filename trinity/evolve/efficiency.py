@@ -5,9 +5,13 @@ response-cache hits and requests that shared another call's reply in flight did 
 
 - Per episode: `decode_tokens` (completion tokens), `prefill_tokens` (prompt tokens minus those the server
   took from its KV prefix cache) and `pool_latency_s` (summed latencies) of those calls.
-- Per generation, `floor_s = max(longest episode's pool_latency_s, max over pool models m of
-  decode_tokens_m / decode_tok_s_m + prefill_tokens_m / prefill_tok_s_m)`: an episode's turns run one
-  after another, and each model can only decode and prefill so fast with the whole pool loaded.
+- Per generation, `floor_s` is the largest of these lower bounds: the longest episode's pool_latency_s
+  (an episode's turns run one after another); for a hosted model m, t_m = decode_tokens_m / decode_tok_s_m
+  + prefill_tokens_m / prefill_tok_s_m; for the local servers, which share this machine's cores, their
+  CPU time: t_m was measured with the whole pool loaded, when m's threads had `loaded_cores_m` cores, so its
+  work costs c_m = t_m * loaded_cores_m core-seconds; alone m can use `max_cores_m` (its threads), so
+  c_m / max_cores_m for each, and together sum(c_m) / (the cores they share) ("cpu"). A lone busy model
+  thus runs faster than its loaded rate without the floor exceeding the wall time.
   The throughputs are `pool.models.<m>.throughput.{decode_tok_s, prefill_tok_s}` (measured with
   benchmarks/local_pool_throughput.py). A model without both is left out of the max; when no model has
   them (a hosted pool, or values not measured yet) the floor is unknown (None).
@@ -18,7 +22,8 @@ Everything here is pure: traces and config in, numbers out.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import os
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Iterator, Mapping
 
 from trinity.episodes.trace import Trace, Turn
@@ -26,9 +31,13 @@ from trinity.episodes.trace import Trace, Turn
 
 @dataclass(frozen=True)
 class Throughput:
-    """Measured tokens per second of one pool model while the whole pool is loaded."""
+    """Measured tokens per second of one pool model while the whole pool is loaded. A local server also
+    knows the cores it had then (`loaded_cores`: its threads' share of this machine's cores) and the most
+    it can use alone (`max_cores`: its threads, at most the machine's cores); None for a hosted model."""
     decode_tok_s: float
     prefill_tok_s: float
+    loaded_cores: float | None = None
+    max_cores: float | None = None
 
     def seconds(self, decode_tokens: int, prefill_tokens: int) -> float:
         return decode_tokens / self.decode_tok_s + prefill_tokens / self.prefill_tok_s
@@ -70,10 +79,22 @@ def model_throughput(model_cfg: Mapping[str, Any] | None) -> Throughput | None:
     return Throughput(decode, prefill) if decode is not None and prefill is not None else None
 
 
-def pool_throughputs(pool_cfg: Mapping[str, Any] | None) -> dict[str, Throughput | None]:
-    """Every pool model (in pool order) -> its Throughput, or None when it is not configured."""
+def pool_throughputs(pool_cfg: Mapping[str, Any] | None, cores: int | None = None) -> dict[str, Throughput | None]:
+    """Every pool model (in pool order) -> its Throughput, or None when it is not configured. Local
+    servers (those with `n_threads`) share this machine's `cores` (default: the cores this process may
+    use): under the measurement's full load each thread had min(1, cores / all threads) of a core."""
     models = (pool_cfg or {}).get("models") or {}
-    return {str(name): model_throughput(models[name]) for name in models}
+    out = {str(name): model_throughput(models[name]) for name in models}
+    threads = {str(n): int(models[n].get("n_threads") or 0) for n in models
+               if hasattr(models[n], "get") and models[n].get("n_threads")}
+    if not threads:
+        return out
+    cores = cores or len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (cores or os.cpu_count() or 1)
+    per_thread = min(1.0, cores / sum(threads.values()))
+    for name, n in threads.items():
+        if out.get(name) is not None:
+            out[name] = replace(out[name], loaded_cores=n * per_thread, max_cores=float(min(n, cores)))
+    return out
 
 
 def network_turns(trace: Trace) -> Iterator[Turn]:
@@ -120,10 +141,21 @@ def floor_s(work: PoolWork, throughputs: Mapping[str, Throughput | None]) -> tup
     known = {m: s for m, s in model_seconds(work, throughputs).items() if s is not None}
     if not known or work.longest_episode_s is None:
         return None, None
-    model = max(known, key=known.get)
-    if work.longest_episode_s >= known[model]:
-        return work.longest_episode_s, "episode"
-    return known[model], model
+    bounds = {"episode": work.longest_episode_s}
+    local_core_s, cores = 0.0, None
+    for m, seconds in known.items():
+        tp = throughputs[m]
+        if tp.loaded_cores is None or tp.max_cores is None:   # hosted: its own hardware
+            bounds[m] = seconds
+            continue
+        core_s = seconds * tp.loaded_cores       # the CPU time its work takes
+        bounds[m] = core_s / tp.max_cores        # alone, it gets at most its threads' cores
+        local_core_s += core_s
+        cores = (cores or 0.0) + tp.loaded_cores
+    if cores:
+        bounds["cpu"] = local_core_s / cores     # together, the local servers share the machine's cores
+    bound = max(bounds, key=bounds.get)
+    return bounds[bound], bound
 
 
 def efficiency(floor: float | None, wall_s: float | None) -> float | None:

@@ -270,7 +270,8 @@ def run(cfg: DictConfig, *, coordinator_path: Path | None = None, progress: Call
     text = report_mod.markdown(
         summary, paired, title=title, context=context, charts=pngs, lead=lead,
         skipped=[(s.method, s.reason) for s in skipped], suite_kinds=kinds, min_items=needed,
-        truncated_by_suite=cut_by_suite, truncated_by_model=cut_by_model, not_run=not_run(cfg))
+        truncated_by_suite=cut_by_suite, truncated_by_model=cut_by_model,
+        truncated_worker_by_suite=truncation(results, "suite", role="worker"), not_run=not_run(cfg))
     if reference_section:
         text = text.rstrip("\n") + "\n\n" + "\n".join(reference_section) + "\n"
     (reports / "report.md").write_text(text)
@@ -351,9 +352,10 @@ def eval_metrics(summary: pl.DataFrame, paired: pl.DataFrame, results: pl.DataFr
         for key in ("difference", "p_value"):
             if r[key] is not None and not np.isnan(r[key]):
                 metrics[f"{r['set']}/paired/{r['other']}/{key}"] = round(r[key], 6)
-    by_set = truncation(results.with_columns(pl.lit("all").alias("suite")), "suite")
-    for r in by_set.iter_rows(named=True):
-        metrics[f"{r['set']}/truncated_share"] = round(r["share"], 4)
+    pooled = results.with_columns(pl.lit("all").alias("suite"))
+    for role, name in ((None, "truncated_share"), ("worker", "worker_truncated_share")):
+        for r in truncation(pooled, "suite", role=role).iter_rows(named=True):
+            metrics[f"{r['set']}/{name}"] = round(r["share"], 4)
     return metrics
 
 
