@@ -103,6 +103,7 @@ def main() -> None:
     ap.add_argument("--review", type=int, default=3, help="strongest-model answers per suite each model reviews")
     ap.add_argument("--target", type=float, default=0.10, help="truncation share a recommended cap keeps under")
     ap.add_argument("--rows", default=None, help="also write every reply's row to this JSONL file")
+    ap.add_argument("--models", default=None, help="comma-separated pool models to measure (default: all)")
     args, overrides = ap.parse_known_args()
     cfg = config.compose(overrides)
     suites = list(cfg.tasks.train)
@@ -110,7 +111,10 @@ def main() -> None:
              for it in item_sel.sample(item_sel.load_split(cfg, [s], "train"), args.items, int(cfg.seed), "lengths", s)]
     if not items:
         raise SystemExit(f"no training items in {cfg.paths.prepared}: run the prepare stage first")
-    agents = list(cfg.pool.models)
+    agents = args.models.split(",") if args.models else list(cfg.pool.models)
+    unknown = [a for a in agents if a not in cfg.pool.models]
+    if unknown:
+        raise SystemExit(f"--models: unknown pool model(s) {', '.join(unknown)}; the pool has {', '.join(cfg.pool.models)}")
     local = LocalPool(cfg.pool, model_cache=cfg.paths.model_cache) if server_specs(cfg.pool) else None
 
     async def go():

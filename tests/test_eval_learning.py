@@ -76,3 +76,9 @@ def test_evolution_line_in_the_section():
     text = section(results([1.0, 0.0] * 15, [0.0, 1.0] * 15), ev)
     assert "the kept mean (generation 4) **beats** x0" in text
     assert "Learning shown on evolution's validation only" in text
+
+
+def test_a_run_that_kept_x0_says_so():
+    text = section(results([1.0, 0.0] * 15, [0.0, 1.0] * 15), {"kept_x0": True, "x0_mean": 0.25})
+    assert "Evolution kept x0 itself" in text and "(0.250)" in text
+    assert "does not show learning on this pool" in text

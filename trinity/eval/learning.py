@@ -80,7 +80,11 @@ def learning_section(paired: pl.DataFrame, evolution: Mapping[str, Any] | None, 
         said_any = True
         if r["verdict"] == "win":
             wins.append(SET_NAMES[set_name])
-    if evolution is not None:
+    if evolution is not None and evolution.get("kept_x0"):
+        out.append(f"- Evolution kept x0 itself: no later validation of the mean beat x0's validation reward "
+                   f"({evolution['x0_mean']:.3f}), so `trinity` routes as x0 does.")
+        said_any = True
+    elif evolution is not None:
         out.append(_sentence(f"the kept mean (generation {evolution['generation']})", "x0",
                              "evolution's own validation episodes", evolution["kept_mean"], evolution["x0_mean"],
                              names.get(evolution["test"], evolution["test"]), evolution["p_value"], evolution["n"],

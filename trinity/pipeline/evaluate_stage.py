@@ -311,6 +311,8 @@ def evolution_x0(cfg: DictConfig, coordinator_path: Path, min_items: int) -> dic
     if not meta_path.is_file() or not episodes.is_file():
         return None
     meta = json.loads(meta_path.read_text())
+    if meta.get("generation") == -1 and meta.get("x0_validation_reward") is not None:
+        return {"kept_x0": True, "x0_mean": float(meta["x0_validation_reward"])}
     return evolution_x0_test(pl.read_parquet(episodes), meta.get("generation"),
                              str(meta.get("validation_routing") or cfg.coordinator.routing), min_items=min_items,
                              samples=int(cfg.eval.bootstrap_samples), seed=int(cfg.seed))
