@@ -25,7 +25,7 @@ from trinity.eval.routers import RoleOnlyRouter
 from trinity.eval.tables import paired_tests, results_frame, summarize, trace_rows
 from trinity.tasks.types import TaskItem
 
-CFG = compose(["experiment=paper"])   # the full default method list of conf/eval/default.yaml
+CFG = compose(["eval.methods=[trinity,trinity:argmax,single_worker,role_select,random,loop,moa,ablations]"])
 PROTOCOL = ProtocolConfig.from_cfg(CFG.protocol)
 AGENTS = list(CFG.pool.models)                 # three local models; the last one answers correctly
 GOOD = len(AGENTS) - 1
