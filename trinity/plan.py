@@ -42,11 +42,13 @@ Tokens per call:
   bound, so every figure is given twice: "at cap" and "typical" (replies at `output_fraction` of the cap,
   default 0.6, which also shortens the transcript the later prompts carry).
 
-Dollars: pool.models.<m>.price_in_per_mtok / price_out_per_mtok. Wall time: per stage, the maximum over
-pool models of decode tokens / throughput.decode_tok_s + prompt tokens / throughput.prefill_tok_s (models
-run in parallel); stages run one after another. It is a lower bound: it ignores queueing, the coordinator's
-own forward passes, grading and start-up. The response cache is ignored too: candidates that send the same
-request share one real call (common random numbers), and a rerun with a warm cache costs less.
+Dollars: pool.models.<m>.price_in_per_mtok / price_out_per_mtok. Wall time: per stage, each model's
+decode tokens / throughput.decode_tok_s + prompt tokens / throughput.prefill_tok_s, combined as a
+generation's floor is (trinity.evolve.efficiency.work_floor: hosted models in parallel, local servers
+sharing this machine's cores); stages run one after another. It is an estimate, not a bound: the response
+cache (candidates and, with evolve.train_items=fixed, generations share calls) and the servers' prompt
+prefix cache make real runs shorter; queueing, the coordinator's own forward passes, grading and start-up
+make them longer.
 """
 
 from __future__ import annotations
@@ -664,7 +666,9 @@ def cost_usd(u: Usage, cfg: DictConfig) -> float:
 def wall_s(u: Usage, cfg: DictConfig) -> tuple[float | None, list[str], list[str]]:
     """(max over models of decode/decode_tok_s + prompt/prefill_tok_s, models without a measured decode
     rate, models without a prefill rate). None when a model with calls has no decode rate."""
-    missing, no_prefill, worst = [], [], 0.0
+    from trinity.evolve.efficiency import pool_throughputs, work_floor
+
+    missing, no_prefill, per_model = [], [], {}
     for m, n in u.calls.items():
         if n <= 0:
             continue
@@ -678,8 +682,11 @@ def wall_s(u: Usage, cfg: DictConfig) -> tuple[float | None, list[str], list[str
             seconds += u.prompt.get(m, 0.0) / float(prefill)
         else:
             no_prefill.append(m)
-        worst = max(worst, seconds)
-    return (None if missing else worst), missing, no_prefill
+        per_model[m] = seconds
+    if missing:
+        return None, missing, no_prefill
+    shares = pool_throughputs(OmegaConf.select(cfg, "pool"))   # the cores local servers share
+    return work_floor(per_model, shares)[0], missing, no_prefill
 
 
 def build_plan(cfg: DictConfig, assumptions: Assumptions | None = None) -> dict[str, Any]:
@@ -818,8 +825,8 @@ def _wall_lines(plan: dict[str, Any]) -> list[str]:
         return [f"wall time: unknown (no measured throughput for {', '.join(total['wall_unknown_models'])}; "
                 "run benchmarks/local_pool_throughput.py)"]
     per_stage = ", ".join(f"{s['stage']} {fmt_duration(s['wall_s']['typical'])}" for s in plan["stages"])
-    lines = [f"wall time (estimate, a lower bound: measured pool throughput, models in parallel, no queueing or "
-             f"overheads): {fmt_duration(total['wall_s']['typical'])} typical, {fmt_duration(total['wall_s']['at_cap'])} "
+    lines = [f"wall time (estimate at the measured pool throughput, before the response cache and prompt-prefix "
+             f"reuse, without queueing or start-up): {fmt_duration(total['wall_s']['typical'])} typical, {fmt_duration(total['wall_s']['at_cap'])} "
              f"at cap ({per_stage})"]
     if total["wall_no_prefill_models"]:
         lines.append(f"  prompt processing left out for {', '.join(total['wall_no_prefill_models'])} "

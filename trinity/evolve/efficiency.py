@@ -141,19 +141,30 @@ def floor_s(work: PoolWork, throughputs: Mapping[str, Throughput | None]) -> tup
     known = {m: s for m, s in model_seconds(work, throughputs).items() if s is not None}
     if not known or work.longest_episode_s is None:
         return None, None
-    bounds = {"episode": work.longest_episode_s}
-    local_core_s, cores = 0.0, None
-    for m, seconds in known.items():
-        tp = throughputs[m]
-        if tp.loaded_cores is None or tp.max_cores is None:   # hosted: its own hardware
-            bounds[m] = seconds
+    return work_floor(known, throughputs, {"episode": work.longest_episode_s})
+
+
+def work_floor(seconds: Mapping[str, float], throughputs: Mapping[str, Throughput | None],
+               bounds: dict[str, float] | None = None) -> tuple[float, str]:
+    """The least wall time of per-model work `seconds` (each at its loaded throughput): a hosted model
+    takes its own time; the local servers share this machine's cores (module doc). `bounds` are other
+    lower bounds to include (e.g. the longest episode). Returns (seconds, what bounds it)."""
+    bounds = dict(bounds or {})
+    local_core_s = 0.0
+    for m, t in seconds.items():
+        tp = throughputs.get(m)
+        if tp is None or tp.loaded_cores is None or tp.max_cores is None:   # hosted: its own hardware
+            bounds[m] = t
             continue
-        core_s = seconds * tp.loaded_cores       # the CPU time its work takes
+        core_s = t * tp.loaded_cores             # the CPU time its work takes
         bounds[m] = core_s / tp.max_cores        # alone, it gets at most its threads' cores
         local_core_s += core_s
-        cores = (cores or 0.0) + tp.loaded_cores
-    if cores:
+    # every local server's share at the measurement adds up to the cores the pool runs on
+    cores = sum(tp.loaded_cores for tp in throughputs.values() if tp is not None and tp.loaded_cores is not None)
+    if local_core_s and cores:
         bounds["cpu"] = local_core_s / cores     # together, the local servers share the machine's cores
+    if not bounds:
+        return 0.0, "none"
     bound = max(bounds, key=bounds.get)
     return bounds[bound], bound
 
