@@ -22,7 +22,8 @@ DEFAULT_VARIANTS = ["random_search", "reinforce", "no_thinker", "no_roles", "las
 
 # ---------------------------------------------------------------------- configuration
 def test_default_variants_are_the_papers_ablations_at_the_main_budget():
-    cfg = config.compose()
+    assert not config.compose().ablations.enabled   # the embedded default leaves them to other experiments
+    cfg = config.compose(["ablations.enabled=true"])
     assert cfg.ablations.enabled and list(cfg.ablations.variants) == DEFAULT_VARIANTS
     variants = config.ablation_variants(cfg)
     assert list(variants) == DEFAULT_VARIANTS
@@ -49,13 +50,13 @@ def _with_definition(cfg, name, overrides):
 
 
 def test_unknown_override_key_unknown_variant_and_invalid_variant_are_named():
-    cfg = config.compose()
+    cfg = config.compose(["ablations.enabled=true"])
     with pytest.raises(ConfigError, match=r"ablations\.definitions\.typo\.evolve\.sigam0"):
         config.validate(_with_definition(cfg, "typo", {"evolve.sigam0": 0.1}))
     with pytest.raises(ConfigError, match=r"ablations\.definitions\.deep\.coordinator\.svf\.nope"):
         config.validate(_with_definition(cfg, "deep", {"coordinator.svf.nope": True}))
     with pytest.raises(ConfigError, match=r"ablations\.variants.*'nope'"):
-        config.compose(["ablations.variants=[nope]"])
+        config.compose(["ablations.enabled=true", "ablations.variants=[nope]"])
     with pytest.raises(ConfigError, match=r"ablation variant 'both'.*coordinator\.svf\.enabled"):
         config.validate(_with_definition(cfg, "both", {"evolve.strategy": "reinforce", "coordinator.svf.enabled": True,
                                                        "coordinator.svf.matrices": ["lm_head"]}))
@@ -88,6 +89,7 @@ def scripted(tmp_path, monkeypatch):
         "evolve.popsize=4", "evolve.generations=2", "evolve.episodes_per_candidate=2", "evolve.validation.every=1",
         "evolve.validation.n_items=2", "evolve.max_concurrent_episodes=8", "protocol.max_turns=2",
         "coordinator.backbone.id=tiny-llama", "ablations.variants=[reinforce,no_roles,last_token,svf]",
+        "ablations.enabled=true",
         f"paths.data={tmp_path}/data", f"paths.prepared={tmp_path}/data/prepared", f"paths.states={tmp_path}/data/states",
         f"paths.runs={tmp_path}/data/evolve", f"paths.metrics={tmp_path}/metrics", f"paths.reports={tmp_path}/reports",
         f"paths.cache={tmp_path}/cache",

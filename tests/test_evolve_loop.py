@@ -167,3 +167,35 @@ def test_early_stop_on_plateau(tmp_path):
     # x0 is the first best; validations of generations 0 and 1 only tie it: two without improvement
     assert result.stop_reason == "plateau" and result.generations_completed == 2
     assert result.best_generation == -1 and result.beats_x0 is False  # ties do not replace the first best
+
+
+def test_validation_modes_run_together_when_offered_and_results_are_the_same(tmp_path):
+    """An evaluate_mean with `all_modes` gets both routing modes in one call (they overlap on the pool);
+    the run's tables equal those of the one-mode-at-a-time path."""
+    from trinity.evolve.loop import VALIDATION_MODES
+
+    outs = {}
+    for together in (False, True):
+        cfg = toy_cfg(generations=3, tmp=tmp_path / str(together))
+        problem = ToyProblem(cfg)
+        calls = []
+
+        def evaluate_mean(g, params, mode, problem=problem):
+            calls.append(("one", mode))
+            return problem.evaluate_mean(g, params, mode)
+
+        if together:
+            def all_modes(g, params, modes, problem=problem):
+                calls.append(("all", tuple(modes)))
+                return {m: problem.evaluate_mean(g, params, m) for m in modes}
+            evaluate_mean.all_modes = all_modes
+        out = tmp_path / f"run-{together}"
+        run_evolution(cfg, n_params=problem.n_params, evaluate_population=problem.evaluate_population,
+                      evaluate_mean=evaluate_mean, save_coordinator=save_coordinator, out_dir=out,
+                      describe_mean=problem.describe_mean)
+        outs[together] = pl.read_parquet(out / "episodes.parquet").drop("latency_s", "pool_latency_s", strict=False)
+        kinds = {k for k, _ in calls}
+        assert kinds == ({"all"} if together else {"one"})
+        if together:
+            assert all(modes == VALIDATION_MODES for _, modes in calls)
+    assert outs[True].equals(outs[False])

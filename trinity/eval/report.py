@@ -167,7 +167,8 @@ def truncation_table(frame: pl.DataFrame, *, label: str) -> list[str]:
 
 
 def truncation_section(by_suite: pl.DataFrame | None, by_model: pl.DataFrame | None,
-                       worker_by_suite: pl.DataFrame | None = None) -> list[str]:
+                       worker_by_suite: pl.DataFrame | None = None,
+                       worker_by_model: pl.DataFrame | None = None) -> list[str]:
     """Why: a reply that hit max_tokens usually lost its answer, so a high share means the rewards
     measure the token limit as much as the routing. The Worker's replies carry the answers, so they come
     first when given."""
@@ -182,6 +183,8 @@ def truncation_section(by_suite: pl.DataFrame | None, by_model: pl.DataFrame | N
         return out + ["No reply with a reported finish reason.", ""]
     if worker_by_suite is not None and not worker_by_suite.is_empty():
         out += ["Worker replies (the answers) per suite:", ""] + truncation_table(worker_by_suite, label="suite") + [""]
+    if worker_by_model is not None and not worker_by_model.is_empty():
+        out += ["Worker replies per pool model:", ""] + truncation_table(worker_by_model, label="model") + [""]
     out += ["Every reply per suite:", ""] + truncation_table(by_suite, label="suite")
     out += ["", "Every reply per pool model:", ""] + truncation_table(by_model, label="model")
     return out + [""]
@@ -218,6 +221,7 @@ def markdown(summary: pl.DataFrame, paired: pl.DataFrame, *, title: str, context
              skipped: Sequence[tuple[str, str]] = (), suite_kinds: Mapping[str, str] | None = None,
              method: str = "trinity", min_items: int = 20, truncated_by_suite: pl.DataFrame | None = None,
              truncated_by_model: pl.DataFrame | None = None, truncated_worker_by_suite: pl.DataFrame | None = None,
+             truncated_worker_by_model: pl.DataFrame | None = None,
              lead: Sequence[str] = (),
              not_run: Sequence[str] = ()) -> str:
     """`paired` is tables.paired_tests(results, method, min_items=min_items); `charts` are paths relative
@@ -251,7 +255,8 @@ def markdown(summary: pl.DataFrame, paired: pl.DataFrame, *, title: str, context
         out += ["", "Per suite:", ""]
         out += _table(s.filter(pl.col("suite") != "all"), with_suite=True) + [""]
 
-    out += truncation_section(truncated_by_suite, truncated_by_model, truncated_worker_by_suite)
+    out += truncation_section(truncated_by_suite, truncated_by_model, truncated_worker_by_suite,
+                              truncated_worker_by_model)
 
     if skipped:
         out += ["## Methods not evaluated", ""]

@@ -218,9 +218,18 @@ class _Validation:
 
 
 def _validate(g: int, params: np.ndarray, s: EvolveSettings, evaluate_mean: EvaluateMean) -> _Validation:
+    """Both routing modes' validations. When `evaluate_mean` offers `all_modes(g, params, modes) ->
+    {mode: traces}` (the evolve stage's does), they run at once, so the pool slots that one mode's tail
+    leaves idle serve the other; each mode's episodes and seeds are its own, so the results do not depend
+    on the overlap. Rows keep VALIDATION_MODES order."""
+    all_modes = getattr(evaluate_mean, "all_modes", None)
+    if all_modes is not None:
+        done = all_modes(g, params, VALIDATION_MODES)
+    else:
+        done = {mode: evaluate_mean(g, params, mode) for mode in VALIDATION_MODES}
     by_mode, rows, episodes, all_traces = {}, [], 0, []
     for mode in VALIDATION_MODES:
-        traces = evaluate_mean(g, params, mode)
+        traces = done[mode]
         all_traces += traces
         if not traces:
             raise TrinityError(f"evaluate_mean returned no episodes in generation {g} ({mode} routing)")

@@ -271,7 +271,8 @@ def run(cfg: DictConfig, *, coordinator_path: Path | None = None, progress: Call
         summary, paired, title=title, context=context, charts=pngs, lead=lead,
         skipped=[(s.method, s.reason) for s in skipped], suite_kinds=kinds, min_items=needed,
         truncated_by_suite=cut_by_suite, truncated_by_model=cut_by_model,
-        truncated_worker_by_suite=truncation(results, "suite", role="worker"), not_run=not_run(cfg))
+        truncated_worker_by_suite=truncation(results, "suite", role="worker"),
+        truncated_worker_by_model=truncation(results, "model", role="worker"), not_run=not_run(cfg))
     if reference_section:
         text = text.rstrip("\n") + "\n\n" + "\n".join(reference_section) + "\n"
     (reports / "report.md").write_text(text)

@@ -124,6 +124,14 @@ def evolve(cfg: DictConfig, *, out_dir: Path, submit: Submit = inline_submit,
     def evaluate_mean(generation: int, mean: np.ndarray, mode: str) -> list[Trace]:
         return ctx.run_candidate(np.asarray(mean), val, generation=generation, candidate=-1, mode=mode)
 
+    def all_modes(generation: int, mean: np.ndarray, modes) -> dict[str, list[Trace]]:
+        """Every routing mode's validation at once on the rollout loop (the loop's `_validate`)."""
+        chunks = [(ctx.specs_for(ctx.router_for(np.asarray(mean), mode), val, generation=generation, candidate=-1),
+                   cfg.protocol) for mode in modes]
+        return dict(zip(modes, ctx.run_chunks(chunks)))
+
+    evaluate_mean.all_modes = all_modes  # type: ignore[attr-defined]
+
     describe_mean = routing_describer(coord, val, ProtocolConfig.from_cfg(cfg.protocol))
 
     def save_coordinator(path: Path, params: np.ndarray, meta: dict) -> None:
