@@ -43,7 +43,7 @@ def run_cfg(tmp_path_factory):
         "evolve.popsize=4", "evolve.generations=2", "evolve.episodes_per_candidate=4",
         "evolve.validation.every=1", "evolve.validation.n_items=4", "protocol.max_turns=3",
         "eval.items_per_suite=3", "eval.methods=[trinity,single_worker,random,loop]",
-        "eval.bootstrap_samples=200",
+        "eval.bootstrap_samples=200", "eval.sets=[validation,test]",
         f"paths.data={tmp}/data", f"paths.prepared={tmp}/data/prepared", f"paths.states={tmp}/data/states",
         f"paths.runs={tmp}/data/evolve", f"paths.eval={tmp}/data/eval", f"paths.metrics={tmp}/metrics",
         f"paths.reports={tmp}/reports", f"paths.cache={tmp}/cache",
