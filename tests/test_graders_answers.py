@@ -15,6 +15,8 @@ from trinity.tasks.graders.math_answer import answers_equivalent, extract_math_a
     ("so x = \\boxed{\\frac{1}{2}}.", "\\frac{1}{2}"),
     ("work\n#### 1,234", "1,234"),
     ("Hence the answer is 42.", "42"),
+    ("Working it out. The answer is 7. <idea>computed it</idea>", "7"),   # the protocol asks for an idea tag after
+    ("The answer is 3.5. Then we stop.", "3.5"),
     ("The answer is $\\frac{3}{4}$.", "\\frac{3}{4}"),
     ("first 3, then 5 apples", "5"),
     ("nothing here", ""),

@@ -66,7 +66,9 @@ def extract_math_answer(reply: str) -> str:
             inner = re.findall(r"\$([^$]+)\$", answer)
             if inner:
                 return inner[0].strip()
-        answer = re.split(r"(?<=[^\d\\])\.\s|\.$", answer)[0]
+        # the sentence ends at a period followed by a space or the end ("The answer is 7. <idea>...</idea>");
+        # a decimal point is never followed by a space
+        answer = re.split(r"\.(?=\s|$)", answer)[0]
         return answer.strip().strip("*").strip()
     numbers = _NUMBER.findall(reply)
     return numbers[-1] if numbers else ""
