@@ -241,6 +241,23 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+def _terminate_as_exit() -> None:
+    """SIGTERM (how a service manager stops a process) unwinds like Ctrl-C does: SystemExit runs every
+    `with LocalPool(...)` exit and `finally`, so the pool servers a command started are stopped. uvicorn
+    (trinity serve) handles the signal itself, restores this handler and raises the signal again once it
+    has shut down, which lands here."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def terminate(signum, frame):
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, terminate)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     # Overrides may also come after a subcommand's options (`pool calibrate --items 4 pool=local`): argparse
@@ -254,6 +271,7 @@ def main(argv: list[str] | None = None) -> int:
         if not hasattr(args, "overrides"):
             parser.error(f"unrecognized arguments: {' '.join(rest)}")
         args.overrides = list(args.overrides or []) + rest
+    _terminate_as_exit()
     try:
         return args.func(args)
     except TrinityError as e:

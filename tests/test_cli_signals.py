@@ -1,0 +1,91 @@
+"""Whatever a command starts, it stops on SIGTERM: a real `trinity serve` over the real local pool, stopped
+the way a service manager stops it, leaves no llama.cpp server behind. Slow (a minute: three model
+servers and the coordinator backbone load)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+def _free_ports(n: int) -> list[int]:
+    socks = [socket.socket() for _ in range(n)]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    return not (stat.exists() and stat.read_text().split(")")[-1].split()[0] == "Z")   # a zombie is gone
+
+
+def test_sigterm_to_trinity_serve_stops_the_pool_servers_it_started(tmp_path):
+    from trinity import config
+    from trinity.coordinator.coordinator import Coordinator
+
+    from trinity.pool.servers import port_in_use
+
+    overrides = [f"paths.cache={tmp_path / 'cache'}", f"pool.state_dir={tmp_path / 'pool'}",
+                 "coordinator.features.normalize=none"]
+    cfg = config.compose(overrides)
+    # the pool's own ports (model names hold dots, which a command-line override cannot address)
+    busy = [m.port for m in cfg.pool.models.values() if port_in_use("127.0.0.1", int(m.port))]
+    assert not busy, f"ports {busy} of the local pool are in use: stop that pool first (trinity pool down)"
+    ports = _free_ports(1)
+    coord = Coordinator.from_config(cfg)
+    coord.save(tmp_path / "coord" / "coordinator.safetensors", np.zeros(coord.num_params))
+    env = {**os.environ, "TRINITY_SERVE_TOKEN": ""}
+    env.pop("TRINITY_SERVE_TOKEN")
+    proc = subprocess.Popen([sys.executable, "-m", "trinity.cli", "serve", "--coordinator", str(tmp_path / "coord"),
+                             "--port", str(ports[0]), *overrides], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            assert proc.poll() is None, proc.stdout.read()
+            try:
+                if httpx.get(f"http://127.0.0.1:{ports[0]}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(1)
+        else:
+            pytest.fail("trinity serve did not become healthy in 300 s")
+        pids = [json.loads(p.read_text())["pid"] for p in (tmp_path / "pool").glob("*.json")]
+        assert proc.poll() is None
+        assert len(pids) == len(cfg.pool.models) and all(_alive(pid) for pid in pids)
+
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+        if any(_alive(pid) for pid in pids):
+            time.sleep(5)   # a server given SIGTERM by the pool may take a moment to exit
+        assert not [pid for pid in pids if _alive(pid)], "pool servers left running after SIGTERM"
+        assert not list((tmp_path / "pool").glob("*.json")), "the pool's state files were not removed"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        for p in (tmp_path / "pool").glob("*.json"):
+            try:
+                os.kill(json.loads(p.read_text())["pid"], signal.SIGKILL)
+            except (ProcessLookupError, ValueError, KeyError):
+                pass
