@@ -27,7 +27,11 @@ MAGIC = b"TRINITY-EVOLVE-CHECKPOINT v1\n"
 FINGERPRINT_SECTIONS = ("evolve", "protocol", "pool", "coordinator", "tasks")
 # Settings that change how a run is executed, never what it computes: a budget raised after a budget
 # stop, or a different concurrency, must still resume the same run.
-FINGERPRINT_IGNORES = {"evolve": ("budget", "resume", "max_concurrent_episodes")}
+FINGERPRINT_IGNORES = {"evolve": ("budget", "resume", "max_concurrent_episodes"),
+                       "pool": ("state_dir", "startup_timeout_s")}
+# Per pool model: where and how its server runs and how fast it was measured, not what it answers.
+MODEL_IGNORES = ("port", "n_threads", "n_parallel", "max_concurrency", "requests_per_minute", "throughput",
+                 "timeout_s")
 
 
 def config_fingerprint(cfg: DictConfig, n_params: int) -> str:
@@ -37,6 +41,9 @@ def config_fingerprint(cfg: DictConfig, n_params: int) -> str:
         value = OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else node
         if isinstance(value, dict):
             value = {k: v for k, v in value.items() if k not in FINGERPRINT_IGNORES.get(section, ())}
+            if section == "pool" and isinstance(value.get("models"), dict):
+                value["models"] = {name: ({k: v for k, v in m.items() if k not in MODEL_IGNORES}
+                                          if isinstance(m, dict) else m) for name, m in value["models"].items()}
         parts[section] = value
     text = json.dumps(parts, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]

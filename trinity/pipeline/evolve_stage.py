@@ -80,9 +80,13 @@ def coordinator_file(path: Path) -> Path:
 
 
 def run_dir(cfg: DictConfig) -> Path:
-    """Checkpoints live outside DVC's outs (DVC deletes outs before a stage runs), keyed by the config,
-    so a killed `dvc repro` resumes where it stopped and a changed config starts fresh."""
-    return Path(cfg.paths.cache) / "runs" / config_key(cfg)
+    """Checkpoints live outside DVC's outs (DVC deletes outs before a stage runs), keyed by what decides
+    the run's results (the checkpoint's fingerprint: seed, evolve, protocol, pool, coordinator, tasks,
+    less budgets, concurrency and where servers run), so a killed `dvc repro` resumes where it stopped,
+    a raised `evolve.budget` continues the same run, and a changed setting that matters starts fresh."""
+    from trinity.evolve.checkpoint import config_fingerprint
+
+    return Path(cfg.paths.cache) / "runs" / config_fingerprint(cfg, 0)
 
 
 def run(cfg: DictConfig, *, submit: Submit = inline_submit, progress: Callable[[dict], None] | None = None) -> dict:
