@@ -80,3 +80,42 @@ def test_run_checkpoint_mismatch_corruption_and_fresh(tmp_path):
     ck.write_bytes(MAGIC + b"0" * 64 + b"\nbroken")
     with pytest.raises(CheckpointError, match="corrupt"):
         run(out, toy_cfg(generations=2, tmp=tmp_path))
+
+
+def test_a_checkpoint_unreadable_after_a_library_upgrade_names_the_versions(tmp_path):
+    """The header keeps the versions readable when the pickle is not: a class the body needs is gone
+    (as after a pycma upgrade that moved it) and the error names both versions."""
+    import hashlib
+    import json as _json
+    import pickle
+    import sys
+    import types
+
+    from trinity.evolve.checkpoint import MAGIC, library_versions, load_checkpoint
+    from trinity.evolve.errors import CheckpointError
+
+    module = types.ModuleType("vanishing_cma")
+
+    class State:
+        pass
+
+    State.__module__ = "vanishing_cma"
+    State.__qualname__ = "State"
+    module.State = State
+    sys.modules["vanishing_cma"] = module
+    try:
+        body = pickle.dumps({"fingerprint": "f", "state": State()})
+    finally:
+        del sys.modules["vanishing_cma"]
+    old = {**library_versions(), "cma": "0.0.1"}
+    header = hashlib.sha256(body).hexdigest() + " " + _json.dumps(old)
+    path = tmp_path / "checkpoint.pkl"
+    path.write_bytes(MAGIC + header.encode() + b"\n" + body)
+    with pytest.raises(CheckpointError, match=r"written with cma 0\.0\.1 and cannot be read with cma \d"):
+        load_checkpoint(path, "f")
+    # a readable checkpoint from other versions still resumes (with a warning), an old header too
+    ok = pickle.dumps({"fingerprint": "f"})
+    path.write_bytes(MAGIC + (hashlib.sha256(ok).hexdigest() + " " + _json.dumps(old)).encode() + b"\n" + ok)
+    assert load_checkpoint(path, "f") == {"fingerprint": "f"}
+    path.write_bytes(MAGIC + hashlib.sha256(ok).hexdigest().encode() + b"\n" + ok)
+    assert load_checkpoint(path, "f") == {"fingerprint": "f"}

@@ -65,9 +65,28 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         raise
 
 
+def library_versions() -> dict[str, str]:
+    """The versions whose classes a checkpoint pickles (the strategy's state is a pycma object)."""
+    import importlib.metadata as md
+
+    out = {"python": ".".join(map(str, sys.version_info[:3])), "numpy": np.__version__}
+    try:
+        out["cma"] = md.version("cma")
+    except md.PackageNotFoundError:
+        out["cma"] = "absent"
+    return out
+
+
+def _versions_text(v: dict[str, str]) -> str:
+    return ", ".join(f"{k} {v[k]}" for k in sorted(v))
+
+
 def save_checkpoint(path: Path, payload: dict[str, Any]) -> None:
+    """MAGIC, then one header line (the body's sha256 and the library versions as JSON), then the pickle:
+    the versions are readable even when the pickle no longer is."""
     body = pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
-    atomic_write_bytes(path, MAGIC + hashlib.sha256(body).hexdigest().encode() + b"\n" + body)
+    header = hashlib.sha256(body).hexdigest() + " " + json.dumps(library_versions(), sort_keys=True)
+    atomic_write_bytes(path, MAGIC + header.encode() + b"\n" + body)
 
 
 def load_checkpoint(path: Path, fingerprint: str) -> dict[str, Any]:
@@ -79,13 +98,32 @@ def load_checkpoint(path: Path, fingerprint: str) -> dict[str, Any]:
         raise CheckpointError(f"cannot read checkpoint {path}: {e}") from None
     if not data.startswith(MAGIC):
         raise CheckpointError(f"checkpoint {path} is corrupt (not a trinity evolution checkpoint); {hint}")
-    digest, _, body = data[len(MAGIC):].partition(b"\n")
+    header, _, body = data[len(MAGIC):].partition(b"\n")
+    digest, _, versions_json = header.partition(b" ")
     if hashlib.sha256(body).hexdigest().encode() != digest:
         raise CheckpointError(f"checkpoint {path} is corrupt (checksum mismatch, a torn or edited file); {hint}")
     try:
+        written = json.loads(versions_json) if versions_json else {}
+    except ValueError:
+        written = {}
+    now = library_versions()
+    changed = {k: (written[k], now.get(k, "absent")) for k in written if written[k] != now.get(k, "absent")}
+    try:
         payload = pickle.loads(body)
     except Exception as e:  # unpickling raises many types
+        if changed:
+            was = ", ".join(f"{k} {a}" for k, (a, _) in sorted(changed.items()))
+            is_ = ", ".join(f"{k} {b}" for k, (_, b) in sorted(changed.items()))
+            raise CheckpointError(
+                f"checkpoint {path} was written with {was} and cannot be read with {is_} "
+                f"({type(e).__name__}: {e}); reinstall {was.replace(' ', '==')} to resume it, or {hint}") from None
         raise CheckpointError(f"checkpoint {path} is corrupt ({type(e).__name__}: {e}); {hint}") from None
+    if changed:
+        import logging
+
+        logging.getLogger("trinity.evolve").warning(
+            "checkpoint %s was written with %s; resuming it with %s", path, _versions_text(written),
+            _versions_text(now))
     if payload.get("fingerprint") != fingerprint:
         raise CheckpointError(
             f"checkpoint {path} was written by a different configuration (fingerprint "
