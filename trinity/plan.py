@@ -782,11 +782,11 @@ def fmt_usd(x: float) -> str:
 
 
 def fmt_duration(seconds: float | None) -> str:
+    from trinity.evolve.progress import hms
+
     if seconds is None:
         return "unknown"
-    seconds = int(round(seconds))
-    h, rest = divmod(seconds, 3600)
-    m, s = divmod(rest, 60)
+    h, m, s = hms(seconds)
     return f"{h} h {m:02d} min" if h else f"{m} min {s:02d} s" if m else f"{s} s"
 
 

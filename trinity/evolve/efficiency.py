@@ -89,7 +89,8 @@ def pool_throughputs(pool_cfg: Mapping[str, Any] | None, cores: int | None = Non
                if hasattr(models[n], "get") and models[n].get("n_threads")}
     if not threads:
         return out
-    cores = cores or len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (cores or os.cpu_count() or 1)
+    if not cores:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     per_thread = min(1.0, cores / sum(threads.values()))
     for name, n in threads.items():
         if out.get(name) is not None:

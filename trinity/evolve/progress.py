@@ -10,12 +10,17 @@ from trinity.evolve.diagnostics import x0_comparison
 WORK_KEYS = ("decode_tokens", "prefill_tokens", "floor_s", "floor_bound", "efficiency")
 
 
+def hms(seconds: float) -> tuple[int, int, int]:
+    """Whole hours, minutes and seconds of a duration (rounded to the second)."""
+    h, rest = divmod(int(round(seconds)), 3600)
+    m, s = divmod(rest, 60)
+    return h, m, s
+
+
 def _duration(seconds: float | None) -> str:
     if seconds is None:
         return "?"
-    seconds = int(round(seconds))
-    h, rest = divmod(seconds, 3600)
-    m, s = divmod(rest, 60)
+    h, m, s = hms(seconds)
     return f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s"
 
 
