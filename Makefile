@@ -50,9 +50,7 @@ params: $(STAMP_DEPS) ## write params.yaml (the composed config DVC stages read)
 	$(BIN)/trinity config experiment=$(EXPERIMENT) $(OVERRIDES) > params.yaml.tmp && mv params.yaml.tmp params.yaml
 
 run: setup ## the main job: dvc repro of the full pipeline on the embedded default (offline)
-	$(BIN)/trinity config experiment=$(EXPERIMENT) $(OVERRIDES) > params.yaml.tmp && \
-	  (cmp -s params.yaml.tmp params.yaml && rm params.yaml.tmp || mv params.yaml.tmp params.yaml)
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro
+	$(BIN)/trinity run experiment=$(EXPERIMENT) $(OVERRIDES)
 	@echo
 	@echo "Results:"
 	@echo "  report:        reports/report.md (charts: reports/*.png)"

@@ -10,7 +10,7 @@ import signal
 import sys
 from typing import Callable, Iterator
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from trinity import config
 from trinity.errors import TrinityError
@@ -27,6 +27,51 @@ def load_cfg(params: str | None, overrides: list[str] | None) -> DictConfig:
     return config.load(params if params else None, overrides or [])
 
 
+def stage_cfg(params: str | None, overrides: list[str] | None, output_paths: dict[str, str] | None,
+              stage: str) -> DictConfig:
+    """The config one stage's flow runs with, its outputs placed by `run_outputs`."""
+    from trinity.pipeline.workspace import apply_output_paths
+
+    cfg = load_cfg(params, overrides)
+    return apply_output_paths(cfg, run_outputs(cfg, (stage,), stage, output_paths))
+
+
+def deployment_run_id() -> str | None:
+    """The deployment this flow run was started from (Prefect UI, schedule, API), or None."""
+    try:
+        from prefect.runtime import deployment
+
+        return deployment.id
+    except Exception:  # no Prefect context: a plain call
+        return None
+
+
+def run_outputs(cfg: DictConfig, stages: tuple[str, ...], label: str,
+                output_paths: dict[str, str] | None) -> dict[str, str] | None:
+    """Where this flow run writes. Given `output_paths` (a parent flow chose them): those. A run
+    started from a deployment (UI or schedule): a new folder under `paths.deployment_runs`, so only
+    `dvc repro` ever writes the DVC outputs that dvc.lock describes. Otherwise (the DVC stage, the
+    CLI): None, the configured paths."""
+    from trinity.pipeline.workspace import new_run_folder, output_paths as stage_output_paths
+
+    if output_paths is not None:
+        return output_paths
+    if deployment_run_id() is None:
+        return None
+    folder = new_run_folder(OmegaConf.select(cfg, "paths.deployment_runs", default="runs"), label)
+    mapping = stage_output_paths(cfg, stages, folder)
+    prefect_logger().info("deployment run: writing to %s (DVC outputs untouched): %s", folder, mapping)
+    try:
+        from prefect.artifacts import create_markdown_artifact
+
+        lines = [f"Outputs of this run are in `{folder}`; the pipeline's DVC outputs are untouched.", ""]
+        lines += [f"- `paths.{k}` -> `{v}`" for k, v in mapping.items()]
+        create_markdown_artifact(key=f"{label.replace('_', '-')}-outputs", markdown="\n".join(lines))
+    except Exception:  # an artifact is a convenience; the log line above already says it
+        pass
+    return mapping
+
+
 def task_runner(cfg: DictConfig):
     """The task runner for rollouts: threads (default) or Dask (local cluster or a scheduler address)."""
     from prefect.task_runners import ThreadPoolTaskRunner
@@ -34,11 +79,39 @@ def task_runner(cfg: DictConfig):
     if cfg.runner.kind == "dask":
         from prefect_dask import DaskTaskRunner
 
+        # the default client, so the flow's own rollouts (validation) find the run's scheduler and share
+        # the run-wide budget and limits with the workers (trinity.pool.shared_limits)
+        client_kwargs = {"set_as_default": True}
         if cfg.runner.dask_address:
-            return DaskTaskRunner(address=cfg.runner.dask_address)
+            return DaskTaskRunner(address=cfg.runner.dask_address, client_kwargs=client_kwargs)
         return DaskTaskRunner(cluster_kwargs={"n_workers": int(cfg.runner.get("dask_workers", 2)),
-                                              "threads_per_worker": 1, "processes": True})
+                                              "threads_per_worker": 1, "processes": True},
+                              client_kwargs=client_kwargs)
     return ThreadPoolTaskRunner(max_workers=int(cfg.runner.max_workers))
+
+
+@contextlib.contextmanager
+def rollout_runner(cfg: DictConfig, task) -> Iterator[Callable]:
+    """A `submit(fn, *args)` that runs `task` on the task runner `cfg.runner` names, chosen when the
+    flow runs (not when it is deployed), so a run from the Prefect UI honours runner.kind too."""
+    import inspect
+
+    runner = task_runner(cfg)
+    signature = inspect.signature(task.fn)
+    with runner:
+        prefect_logger().info("rollouts run on %s", describe_runner(runner))
+
+        def submit(fn, *args, **kwargs):
+            return runner.submit(task, parameters=dict(signature.bind(*args, **kwargs).arguments))
+
+        yield submit
+
+
+def describe_runner(runner) -> str:
+    name = type(runner).__name__
+    address = getattr(getattr(runner, "_client", None), "scheduler", None)
+    address = getattr(address, "address", None)
+    return f"{name} (scheduler {address})" if address else name
 
 
 @contextlib.contextmanager

@@ -7,21 +7,17 @@ from __future__ import annotations
 from prefect import flow
 from prefect.artifacts import create_progress_artifact, create_table_artifact, update_progress_artifact
 
-from flows._common import cli, load_cfg, local_pool, prefect_logger, task_runner
+from flows._common import cli, local_pool, prefect_logger, rollout_runner, stage_cfg
 from flows.evolve import rollout_candidate_task
 
 
-def _submit(fn, *args):
-    # The same rollout task as the evolve flow: one Prefect task run per candidate.
-    return rollout_candidate_task.submit(*args)
-
-
 @flow(name="ablate", log_prints=True)
-def ablate_flow(params: str | None = "params.yaml", overrides: list[str] | None = None) -> dict:
+def ablate_flow(params: str | None = "params.yaml", overrides: list[str] | None = None,
+                output_paths: dict[str, str] | None = None) -> dict:
     from trinity.pipeline import ablate_stage
     from trinity.pipeline.rollouts import RolloutContext
 
-    cfg = load_cfg(params, overrides)
+    cfg = stage_cfg(params, overrides, output_paths, "ablate")
     logger = prefect_logger()
     generations = int(cfg.evolve.generations)
     progress_id = create_progress_artifact(progress=0.0, key="ablate-progress",
@@ -34,8 +30,9 @@ def ablate_flow(params: str | None = "params.yaml", overrides: list[str] | None 
             update_progress_artifact(progress_id, progress=100.0 * done / (int(info["variants"]) * generations))
 
     try:
-        with local_pool(cfg):
-            out = ablate_stage.run(cfg, submit=_submit, progress=on_progress)
+        # The same rollout task as the evolve flow: one Prefect task run per candidate.
+        with local_pool(cfg), rollout_runner(cfg, rollout_candidate_task) as submit:
+            out = ablate_stage.run(cfg, submit=submit, progress=on_progress)
     finally:
         RolloutContext.close_all()
     rows = [{"variant": name, **{k: v for k, v in row.items() if isinstance(v, (int, float, str)) or v is None}}
@@ -45,14 +42,5 @@ def ablate_flow(params: str | None = "params.yaml", overrides: list[str] | None 
     return {"path": out["path"]}
 
 
-def main() -> None:
-    cli(_run_with_configured_runner, __doc__)
-
-
-def _run_with_configured_runner(params=None, overrides=None):
-    cfg = load_cfg(params, overrides)
-    return ablate_flow.with_options(task_runner=task_runner(cfg))(params=params, overrides=overrides)
-
-
 if __name__ == "__main__":
-    main()
+    cli(ablate_flow, __doc__)

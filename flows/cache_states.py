@@ -5,7 +5,7 @@ from __future__ import annotations
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
-from flows._common import cli, load_cfg, prefect_logger
+from flows._common import cli, prefect_logger, stage_cfg
 
 
 @task(name="cache-states", cache_policy=NO_CACHE)
@@ -16,8 +16,9 @@ def cache_states_task(cfg) -> dict:
 
 
 @flow(name="cache_states", log_prints=True)
-def cache_states_flow(params: str | None = "params.yaml", overrides: list[str] | None = None) -> dict:
-    cfg = load_cfg(params, overrides)
+def cache_states_flow(params: str | None = "params.yaml", overrides: list[str] | None = None,
+                      output_paths: dict[str, str] | None = None) -> dict:
+    cfg = stage_cfg(params, overrides, output_paths, "cache_states")
     out = cache_states_task(cfg)
     prefect_logger().info("cached %s first-turn states into %s", out.get("count"), out.get("path"))
     return out

@@ -8,16 +8,17 @@ from pathlib import Path
 from prefect import flow
 from prefect.artifacts import create_markdown_artifact
 
-from flows._common import cli, load_cfg, local_pool, prefect_logger
+from flows._common import cli, local_pool, prefect_logger, stage_cfg
 
 
 @flow(name="evaluate", log_prints=True)
 def evaluate_flow(params: str | None = "params.yaml", overrides: list[str] | None = None,
+                  output_paths: dict[str, str] | None = None,
                   coordinator: str | None = None) -> str:
     from trinity.pipeline import evaluate_stage
     from trinity.pipeline.rollouts import RolloutContext
 
-    cfg = load_cfg(params, overrides)
+    cfg = stage_cfg(params, overrides, output_paths, "evaluate")
     logger = prefect_logger()
     try:
         with local_pool(cfg):

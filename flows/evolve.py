@@ -7,7 +7,7 @@ from prefect import flow, task
 from prefect.artifacts import create_progress_artifact, create_table_artifact, update_progress_artifact
 from prefect.cache_policies import NO_CACHE
 
-from flows._common import cli, load_cfg, local_pool, prefect_logger, task_runner
+from flows._common import cli, local_pool, prefect_logger, rollout_runner, stage_cfg
 
 
 @task(name="rollout-candidate", cache_policy=NO_CACHE)
@@ -17,17 +17,13 @@ def rollout_candidate_task(cfg_yaml, generation, candidate, params, item_uids, r
     return rollout_candidate(cfg_yaml, generation, candidate, params, item_uids, repeats)
 
 
-def _submit(fn, *args):
-    # Every candidate's rollout becomes one Prefect task run, concurrent on the task runner.
-    return rollout_candidate_task.submit(*args)
-
-
 @flow(name="evolve", log_prints=True)
-def evolve_flow(params: str | None = "params.yaml", overrides: list[str] | None = None) -> dict:
+def evolve_flow(params: str | None = "params.yaml", overrides: list[str] | None = None,
+                output_paths: dict[str, str] | None = None) -> dict:
     from trinity.pipeline import evolve_stage
     from trinity.pipeline.rollouts import RolloutContext
 
-    cfg = load_cfg(params, overrides)
+    cfg = stage_cfg(params, overrides, output_paths, "evolve")
     logger = prefect_logger()
     total = int(cfg.evolve.generations)
     progress_id = create_progress_artifact(progress=0.0, key="evolve-progress", description="generations done (%)")
@@ -41,21 +37,13 @@ def evolve_flow(params: str | None = "params.yaml", overrides: list[str] | None 
             create_table_artifact(key="evolve-generation", table=[row], description=f"generation {gen}")
 
     try:
-        with local_pool(cfg):
-            out = evolve_stage.run(cfg, submit=_submit, progress=on_progress)
+        # Every candidate's rollout becomes one Prefect task run, concurrent on the task runner.
+        with local_pool(cfg), rollout_runner(cfg, rollout_candidate_task) as submit:
+            out = evolve_stage.run(cfg, submit=submit, progress=on_progress)
     finally:
         RolloutContext.close_all()
     return {"run_dir": out["run_dir"]}
 
 
-def main() -> None:
-    cli(_run_with_configured_runner, __doc__)
-
-
-def _run_with_configured_runner(params=None, overrides=None):
-    cfg = load_cfg(params, overrides)
-    return evolve_flow.with_options(task_runner=task_runner(cfg))(params=params, overrides=overrides)
-
-
 if __name__ == "__main__":
-    main()
+    cli(evolve_flow, __doc__)

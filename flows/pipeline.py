@@ -1,11 +1,14 @@
 """The whole pipeline as one flow (prepare -> cache_states -> evolve -> ablate -> evaluate), for the Prefect UI
-and for scheduled retraining. `dvc repro` runs the same stages one by one with caching."""
+and for scheduled retraining. `dvc repro` runs the same stages one by one with caching.
+
+Started from a deployment (the UI, the retraining schedule), every stage writes into one new folder under
+`paths.deployment_runs`, never into the DVC outputs: only `dvc repro` writes those, so dvc.lock stays true."""
 
 from __future__ import annotations
 
 from prefect import flow
 
-from flows._common import cli, load_cfg, task_runner
+from flows._common import cli, load_cfg, run_outputs
 from flows.ablate import ablate_flow
 from flows.cache_states import cache_states_flow
 from flows.evaluate import evaluate_flow
@@ -14,13 +17,18 @@ from flows.prepare import prepare_flow
 
 
 @flow(name="pipeline", log_prints=True)
-def pipeline_flow(params: str | None = None, overrides: list[str] | None = None) -> str:
+def pipeline_flow(params: str | None = None, overrides: list[str] | None = None,
+                  output_paths: dict[str, str] | None = None) -> str:
+    from trinity.pipeline.workspace import PIPELINE
+
     cfg = load_cfg(params, overrides)
-    prepare_flow(params=params, overrides=overrides)
-    cache_states_flow(params=params, overrides=overrides)
-    evolve_flow.with_options(task_runner=task_runner(cfg))(params=params, overrides=overrides)
-    ablate_flow.with_options(task_runner=task_runner(cfg))(params=params, overrides=overrides)
-    return evaluate_flow(params=params, overrides=overrides)
+    out = run_outputs(cfg, PIPELINE, "pipeline", output_paths)
+    kw = {"params": params, "overrides": overrides, "output_paths": out}
+    prepare_flow(**kw)
+    cache_states_flow(**kw)
+    evolve_flow(**kw)
+    ablate_flow(**kw)
+    return evaluate_flow(**kw)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 from prefect.artifacts import create_table_artifact
 
-from flows._common import cli, load_cfg, prefect_logger
+from flows._common import cli, prefect_logger, stage_cfg
 
 
 @task(name="prepare-suites", cache_policy=NO_CACHE)
@@ -19,8 +19,9 @@ def prepare_suites_task(cfg) -> dict:
 
 
 @flow(name="prepare", log_prints=True)
-def prepare_flow(params: str | None = "params.yaml", overrides: list[str] | None = None) -> dict:
-    cfg = load_cfg(params, overrides)
+def prepare_flow(params: str | None = "params.yaml", overrides: list[str] | None = None,
+                 output_paths: dict[str, str] | None = None) -> dict:
+    cfg = stage_cfg(params, overrides, output_paths, "prepare")
     manifest = prepare_suites_task(cfg)
     rows = [{"suite": s, **{k: v for k, v in m.items() if isinstance(v, (int, float, str))}}
             for s, m in manifest.get("suites", manifest).items() if isinstance(m, dict)]

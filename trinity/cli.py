@@ -1,5 +1,6 @@
 """The `trinity` command line. Every subcommand takes Hydra overrides (key=value) after its options.
 
+  trinity run [STAGE...] [overrides]  the pipeline (or chosen stages and what they need) through `dvc repro`
   trinity setup                       assemble and verify the local model files (idempotent)
   trinity config [overrides]          print the composed config (`make params` writes params.yaml with it)
   trinity plan [--json] [overrides]   what the config will cost before it runs: episodes, pool calls, tokens,
@@ -16,6 +17,12 @@ import argparse
 import sys
 
 from trinity.errors import TrinityError
+
+
+def _cmd_run(args) -> int:
+    from trinity import repro
+
+    return repro.run(list(args.overrides), force=args.force, dry=args.dry)
 
 
 def _cmd_setup(args) -> int:
@@ -190,21 +197,52 @@ def _cmd_serve(args) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="trinity", description="TRINITY: an evolved LLM coordinator.")
-    sub = ap.add_subparsers(dest="command", required=True)
+OVERRIDES_HELP = ("Hydra overrides, key=value, applied to the composed config (conf/), e.g. "
+                  "evolve.generations=5 experiment=paper; `trinity config [overrides]` prints the result")
 
-    p = sub.add_parser("setup", help="assemble and verify the local model files")
+
+def _version() -> str:
+    import importlib.metadata as md
+
+    try:
+        return md.version("trinity")
+    except md.PackageNotFoundError:
+        return "unknown (not installed)"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="trinity", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--version", action="version", version=f"trinity {_version()}")
+    ap.add_argument("--log-level", default="WARNING", type=str.upper,
+                    choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="logging level (default WARNING)")
+    sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, summary: str, example: str):
+        return sub.add_parser(name, help=summary, description=summary, epilog=f"example: {example}",
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+
+    p = command("run", "run the pipeline (or the named stages, and what they depend on) through `dvc repro`, "
+                "with this environment's Python; writes params.yaml from the overrides when it changed",
+                "trinity run evolve evolve.generations=8")
+    p.add_argument("--force", action="store_true", help="rerun the stages even when DVC finds them up to date")
+    p.add_argument("--dry", action="store_true", help="print what would run, run nothing")
+    p.add_argument("overrides", nargs="*", metavar="STAGE|OVERRIDE",
+                   help="stage names (prepare, cache_states, evolve, ablate, evaluate) and " + OVERRIDES_HELP)
+    p.set_defaults(func=_cmd_run)
+
+    p = command("setup", "assemble and verify the local model files", "trinity setup --verify")
     p.add_argument("--verify", action="store_true", help="re-hash assembled files (slow: ~1.7 GB)")
     p.add_argument("--extra", nargs="*", default=[], help="more asset keys (e.g. gemma-3-270m)")
-    p.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. pool=local")
+    p.add_argument("overrides", nargs="*", help=OVERRIDES_HELP)
     p.set_defaults(func=_cmd_setup)
 
-    p = sub.add_parser("config", help="print the composed configuration")
-    p.add_argument("overrides", nargs="*")
+    p = command("config", "print the composed configuration", "trinity config experiment=paper")
+    p.add_argument("overrides", nargs="*", help=OVERRIDES_HELP)
     p.set_defaults(func=_cmd_config)
 
-    p = sub.add_parser("plan", help="estimate a configuration's pool calls, tokens, cost and wall time")
+    p = command("plan", "estimate a configuration's pool calls, tokens, cost and wall time",
+                "trinity plan --json evolve.generations=10")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     p.add_argument("--output-fraction", type=float, default=None,
                    help="typical reply length as a fraction of its output cap (default plan.typical_output_fraction "
@@ -213,30 +251,33 @@ def build_parser() -> argparse.ArgumentParser:
                    help="assumed P(a Verifier accepts) (default plan.accept_probability or 0.5)")
     p.add_argument("--suggest-worker", type=float, default=None,
                    help="assumed P(a Thinker suggests a Worker next) (default plan.thinker_suggests_worker or 0.5)")
-    p.add_argument("overrides", nargs="*")
+    p.add_argument("overrides", nargs="*", help=OVERRIDES_HELP)
     p.set_defaults(func=_cmd_plan)
 
-    p = sub.add_parser("pool", help="manage the local pool's servers; calibrate a simulated profile from a pool")
+    p = command("pool", "manage the local pool's servers; calibrate a simulated profile from a pool",
+                "trinity pool status")
     p.add_argument("action", choices=["up", "down", "status", "calibrate"])
     p.add_argument("--items", type=int, default=10, help="calibrate: validation items per training suite")
     p.add_argument("--output", default="conf/pool/profile/calibrated.yaml",
                    help="calibrate: the profile file to write (its name is the profile's name)")
     p.add_argument("--force", action="store_true", help="calibrate: overwrite an existing profile file")
-    p.add_argument("overrides", nargs="*")
+    p.add_argument("overrides", nargs="*", help=OVERRIDES_HELP)
     p.set_defaults(func=_cmd_pool)
 
-    p = sub.add_parser("eval", help="evaluate a trained coordinator and the baselines (outside the pipeline)")
+    p = command("eval", "evaluate a trained coordinator and the baselines (outside the pipeline)",
+                "trinity eval --coordinator data/evolve/coordinator --suite mmlu")
     p.add_argument("--coordinator", required=True, help="a trained coordinator folder or .safetensors file")
     p.add_argument("--suite", action="append", help="a task suite (repeatable); default: eval.suites or all")
     p.add_argument("--output", help="folder for tables, metrics and the report (default: the config's paths)")
-    p.add_argument("overrides", nargs="*")
+    p.add_argument("overrides", nargs="*", help=OVERRIDES_HELP)
     p.set_defaults(func=_cmd_eval)
 
-    p = sub.add_parser("serve", help="serve the trained coordinator as an OpenAI-compatible endpoint")
+    p = command("serve", "serve the trained coordinator as an OpenAI-compatible endpoint",
+                "trinity serve --coordinator data/evolve/coordinator --port 8000")
     p.add_argument("--coordinator", required=True, help="a trained coordinator folder or .safetensors file")
     p.add_argument("--host", help="listen address (default serve.host, loopback); others need a token")
     p.add_argument("--port", type=int, help="listen port (default serve.port)")
-    p.add_argument("overrides", nargs="*")
+    p.add_argument("overrides", nargs="*", help=OVERRIDES_HELP)
     p.set_defaults(func=_cmd_serve)
     return ap
 
@@ -271,6 +312,9 @@ def main(argv: list[str] | None = None) -> int:
         if not hasattr(args, "overrides"):
             parser.error(f"unrecognized arguments: {' '.join(rest)}")
         args.overrides = list(args.overrides or []) + rest
+    import logging
+
+    logging.basicConfig(level=getattr(logging, args.log_level), format="%(asctime)s %(levelname)s %(name)s %(message)s")
     _terminate_as_exit()
     try:
         return args.func(args)

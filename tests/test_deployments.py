@@ -1,0 +1,141 @@
+"""Deployments through the Prefect API of a real `prefect server`: a run of `trinity-evolve` started the way
+the UI starts it honours runner.kind=dask, and writes into its own run folder, never into the DVC outputs.
+
+The server, the deployment runner (`python -m flows.deploy`) and the Dask cluster are real processes; the
+pool is the scripted loopback HTTP stub and the coordinator the real offline backbone."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from omegaconf import OmegaConf
+
+from pool_stub import StubServer, stub_pool_cfg
+from test_serve_local import _free_ports
+from trinity import config
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+
+def _wait(predicate, timeout_s: float, what: str, procs=()):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for p in procs:
+            if p.poll() is not None:
+                raise AssertionError(f"{what}: process {p.args[:3]} exited with {p.returncode}")
+        try:
+            value = predicate()
+        except Exception:
+            value = None
+        if value:
+            return value
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _handler(body):
+    system = body["messages"][0]["content"]
+    if "Verifier" in system:
+        return "ACCEPT"
+    if "Thinker" in system:
+        return "<suggestion>check</suggestion><suggested_role>worker</suggested_role>"
+    return "The answer is (A). <idea>a guess</idea>"
+
+
+def test_ui_run_of_evolve_uses_dask_and_its_own_folder(tmp_path):
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
+    from prefect.deployments import run_deployment
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from trinity.pipeline import cache_states_stage
+    from trinity.tasks.prepare import prepare_suites
+
+    (port,) = _free_ports(1)
+    api = f"http://127.0.0.1:{port}/api"
+    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect"), "PREFECT_API_URL": api,
+           "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1", "PYTHONPATH": str(REPO)}
+    env.pop("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", None)
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    procs: list[subprocess.Popen] = []
+    with StubServer(_handler) as stub:
+        cfg = config.compose([
+            "tasks.train=[mmlu]", "tasks.transfer=[gpqa_diamond]", "tasks.max_items_per_suite=8",
+            "evolve.popsize=4", "evolve.generations=1", "evolve.episodes_per_candidate=2",
+            "evolve.validation.every=1", "evolve.validation.n_items=2", "protocol.max_turns=2",
+            "runner.kind=dask", "runner.dask_workers=2",
+            f"paths.data={tmp_path}/data", f"paths.prepared={tmp_path}/data/prepared",
+            f"paths.states={tmp_path}/data/states", f"paths.runs={tmp_path}/data/evolve",
+            f"paths.eval={tmp_path}/data/eval", f"paths.ablations={tmp_path}/data/ablations",
+            f"paths.metrics={tmp_path}/metrics", f"paths.reports={tmp_path}/reports",
+            f"paths.cache={tmp_path}/cache", f"paths.deployment_runs={tmp_path}/runs",
+        ])
+        OmegaConf.set_struct(cfg, False)
+        cfg.pool = OmegaConf.merge(stub_pool_cfg(stub.base_url, models=["a", "b", "c"]), {"host": "127.0.0.1"})
+        prepare_suites(cfg, cfg.paths.prepared)
+        cache_states_stage.run(cfg)
+        params = tmp_path / "params.yaml"
+        params.write_text(config.to_yaml(cfg))
+        try:
+            procs.append(subprocess.Popen(
+                [str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+                env=env, cwd=tmp_path, stdout=open(logs / "server.log", "wb"), stderr=subprocess.STDOUT))
+            _wait(lambda: httpx.get(f"{api}/health", timeout=2).status_code == 200, 180, "prefect server", procs)
+            procs.append(subprocess.Popen([sys.executable, "-m", "flows.deploy"], env=env, cwd=REPO,
+                                          stdout=open(logs / "deploy.log", "wb"), stderr=subprocess.STDOUT))
+            with temporary_settings({PREFECT_API_URL: api}):
+                async def deployed():
+                    async with get_client() as client:
+                        return await client.read_deployment_by_name("evolve/trinity-evolve")
+
+                import asyncio
+
+                _wait(lambda: asyncio.run(deployed()), 120, "the trinity-evolve deployment", procs)
+                run = run_deployment("evolve/trinity-evolve", parameters={"params": str(params)}, timeout=900)
+                assert run.state is not None and run.state.is_completed(), (
+                    run.state, (logs / "deploy.log").read_text()[-4000:])
+
+                async def messages():
+                    async with get_client() as client:
+                        found = await client.read_logs(
+                            log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=[run.id])), limit=200)
+                        return [log.message for log in found]
+
+                lines = asyncio.run(messages())
+        finally:
+            for p in reversed(procs):
+                _stop(p)
+
+    # The rollouts ran on a Dask cluster, as runner.kind says, though the deployment was built from the flow.
+    assert any("rollouts run on DaskTaskRunner" in m for m in lines), lines[:40]
+    # The run wrote into its own folder; the DVC output paths of evolve stayed empty.
+    folders = list((tmp_path / "runs").glob("*-evolve"))
+    assert len(folders) == 1, list((tmp_path / "runs").iterdir())
+    out = folders[0]
+    inner = out / str(tmp_path).lstrip("/")
+    generations = list(inner.glob("data/evolve/**/generations.parquet"))
+    assert generations, sorted(str(p) for p in inner.rglob("*"))[:40]
+    assert json.loads((inner / "metrics/evolve.json").read_text())
+    assert not (tmp_path / "data/evolve").exists()
+    assert not (tmp_path / "metrics/evolve.json").exists()

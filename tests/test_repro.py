@@ -1,0 +1,67 @@
+"""`trinity run`: stages and overrides told apart, params.yaml written only when it changed, and the
+stages' `python` is this environment's interpreter whatever comes first on PATH."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from trinity import repro
+from trinity.errors import ConfigError, TrinityError
+
+STAGES = ["prepare", "cache_states", "evolve", "ablate", "evaluate"]
+
+
+def test_stages_and_overrides_are_split_in_order():
+    assert repro.split_targets(["evolve", "seed=3", "prepare", "evolve.generations=2"], STAGES) == (
+        ["evolve", "prepare"], ["seed=3", "evolve.generations=2"])
+    with pytest.raises(ConfigError, match=r"unknown stage\(s\) \['evolv'\]"):
+        repro.split_targets(["evolv"], STAGES)
+
+
+def test_params_written_only_when_changed(tmp_path):
+    path = tmp_path / "params.yaml"
+    assert repro.write_params("a: 1\n", path)
+    before = path.stat().st_mtime_ns
+    assert not repro.write_params("a: 1\n", path)
+    assert path.stat().st_mtime_ns == before
+    assert repro.write_params("a: 2\n", path) and path.read_text() == "a: 2\n"
+
+
+def test_project_root_is_found_from_a_subfolder(tmp_path):
+    (tmp_path / "dvc.yaml").write_text("stages: {}\n")
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    assert repro.project_root(tmp_path / "a" / "b") == tmp_path.resolve()
+    with pytest.raises(TrinityError, match="no dvc.yaml"):
+        repro.project_root(Path("/"))
+
+
+def test_repro_command_uses_this_environments_dvc():
+    cmd = repro.repro_command(["evolve"], force=True, dry=True)
+    assert cmd[1:] == ["repro", "--force", "--dry", "evolve"]
+    assert Path(cmd[0]).name == "dvc"
+
+
+def test_stage_commands_run_this_interpreter(tmp_path):
+    """A stage whose cmd says `python` gets the interpreter running trinity, even with another first on PATH."""
+    decoy = tmp_path / "decoy"
+    decoy.mkdir()
+    (decoy / "python").write_text("#!/bin/sh\necho decoy > which.txt\n")
+    (decoy / "python").chmod(0o755)
+    (tmp_path / "dvc.yaml").write_text(
+        "stages:\n  probe:\n    cmd: python -c \"import sys; open('which.txt', 'w').write(sys.executable)\"\n"
+        "    outs:\n      - which.txt\n")
+    subprocess.run([*repro.dvc_executable(), "init", "--no-scm", "-q"], cwd=tmp_path, check=True)
+    env = {**os.environ, "PATH": f"{decoy}{os.pathsep}{os.environ.get('PATH', '')}"}
+    code = ("import sys; from trinity import repro; "
+            f"sys.exit(repro.run(['probe', 'seed=5'], root=__import__('pathlib').Path({str(tmp_path)!r})))")
+    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (tmp_path / "which.txt").read_text() == sys.executable
+    assert "seed: 5" in (tmp_path / "params.yaml").read_text()
+    assert "params.yaml updated" in result.stdout

@@ -1,0 +1,80 @@
+"""Where a run outside `dvc repro` writes: its own folder, never a DVC stage's outputs.
+
+`dvc repro` is the only writer of the pipeline's outputs (data/, metrics/, reports/), so `dvc.lock`
+always describes them. A run triggered from the Prefect UI or by the retraining schedule gets a fresh
+folder `<paths.deployment_runs>/<UTC time>-<label>/` and the stages it runs write there instead; what
+they read from stages they do not run (the prepared items, the cached states, the evolved coordinator)
+still comes from the pipeline's outputs. Caches (`paths.cache`) stay shared: they are keyed on content.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from pathlib import Path
+from typing import Iterable, Mapping
+
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from trinity.errors import ConfigError
+
+# The `paths.*` keys each stage writes (dvc.yaml's outs, metrics and plots of that stage live under
+# them; tests/test_workspace.py checks this against dvc.yaml).
+STAGE_OUTPUTS: dict[str, tuple[str, ...]] = {
+    "prepare": ("prepared",),
+    "cache_states": ("states", "metrics"),
+    "evolve": ("runs", "metrics", "reports"),
+    "ablate": ("ablations", "metrics"),
+    "evaluate": ("eval", "metrics", "reports"),
+}
+PIPELINE = tuple(STAGE_OUTPUTS)
+
+
+def new_run_folder(root: str | os.PathLike, label: str, *, now: dt.datetime | None = None) -> Path:
+    """A folder that did not exist before: `<root>/<YYYYmmddTHHMMSSZ>-<label>[-n]`, created here."""
+    now = now or dt.datetime.now(dt.timezone.utc)
+    stamp = now.strftime("%Y%m%dT%H%M%SZ")
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    for n in range(1000):
+        folder = root / (f"{stamp}-{label}" if n == 0 else f"{stamp}-{label}-{n}")
+        try:
+            folder.mkdir()
+            return folder
+        except FileExistsError:
+            continue
+    raise ConfigError(f"could not create a new run folder under {root}")
+
+
+def output_paths(cfg: DictConfig, stages: Iterable[str], folder: str | os.PathLike) -> dict[str, str]:
+    """`paths.<key>` -> its place inside `folder`, for every key the given stages write."""
+    unknown = [s for s in stages if s not in STAGE_OUTPUTS]
+    if unknown:
+        raise ConfigError(f"unknown stage(s) {unknown}; known: {list(STAGE_OUTPUTS)}")
+    keys = sorted({k for s in stages for k in STAGE_OUTPUTS[s]})
+    out = {}
+    for key in keys:
+        value = OmegaConf.select(cfg, f"paths.{key}")
+        if value is None:
+            raise ConfigError(f"config key 'paths.{key}' is missing")
+        rel = Path(str(value))
+        # An absolute path keeps its layout below the run folder, without its root.
+        rel = rel.relative_to(rel.anchor) if rel.is_absolute() else rel
+        out[key] = str(Path(folder) / rel)
+    return out
+
+
+def apply_output_paths(cfg: DictConfig, mapping: Mapping[str, str] | None) -> DictConfig:
+    """The config with `paths.<key>` replaced by `mapping[key]` (a copy; `cfg` is left alone)."""
+    if not mapping:
+        return cfg
+    out = cfg.copy()
+    with open_dict(out):
+        for key, value in mapping.items():
+            if key not in STAGE_OUTPUTS_KEYS:
+                raise ConfigError(f"output path key {key!r} is not a stage output; known: {sorted(STAGE_OUTPUTS_KEYS)}")
+            out.paths[key] = str(value)
+    return out
+
+
+STAGE_OUTPUTS_KEYS = frozenset(k for keys in STAGE_OUTPUTS.values() for k in keys)
