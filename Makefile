@@ -32,8 +32,7 @@ $(STAMP_DEPS): pyproject.toml | $(BIN)/python
 	@touch $@
 
 $(STAMP_ASSETS): requirements/offline-assets.txt | $(BIN)/python
-	$(PIP) install -q --no-deps -r requirements/offline-assets.txt
-	$(PIP) install -q --no-deps --ignore-requires-python dataframebench==0.1.1
+	$(PIP) install -q --no-deps --ignore-requires-python -r requirements/offline-assets.txt
 	@touch $@
 
 setup: $(STAMP_DEPS) $(STAMP_ASSETS) ## create .venv, install dependencies and offline assets, assemble models (idempotent)

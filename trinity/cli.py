@@ -48,6 +48,11 @@ def _cmd_setup(args) -> int:
 def _cmd_config(args) -> int:
     from trinity import config
 
+    if args.reference:
+        from trinity.config_reference import render
+
+        print(render(), end="")
+        return 0
     print(config.to_yaml(config.compose(args.overrides)), end="")
     return 0
 
@@ -238,6 +243,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_setup)
 
     p = command("config", "print the composed configuration", "trinity config experiment=paper")
+    p.add_argument("--reference", action="store_true",
+                   help="print the reference of every option of every config group (docs/CONFIG.md)")
     p.add_argument("overrides", nargs="*", help=OVERRIDES_HELP)
     p.set_defaults(func=_cmd_config)
 
