@@ -22,7 +22,18 @@ CONF_ENV = "TRINITY_CONF_DIR"
 
 
 def conf_dir() -> Path:
-    return Path(os.environ.get(CONF_ENV, REPO_ROOT / "conf")).resolve()
+    """$TRINITY_CONF_DIR, else the checkout's conf/ (editable install, tests), else the copy shipped
+    inside the installed package (setup.py puts conf/ there as trinity/conf)."""
+    if os.environ.get(CONF_ENV):
+        return Path(os.environ[CONF_ENV]).resolve()
+    checkout = REPO_ROOT / "conf"
+    if (checkout / "config.yaml").is_file():
+        return checkout.resolve()
+    packaged = Path(__file__).resolve().parent / "conf"
+    if (packaged / "config.yaml").is_file():
+        return packaged
+    raise ConfigError(f"no config folder: neither {checkout} nor {packaged} holds config.yaml; "
+                      f"set ${CONF_ENV} to a conf/ folder")
 
 
 def compose(overrides: Iterable[str] = (), *, validate_cfg: bool = True) -> DictConfig:
