@@ -403,3 +403,12 @@ def test_charts_stay_readable_with_many_methods(tmp_path):
     paths = report.charts(summary, tmp_path)
     assert [p.name for p in paths] == ["test_bars.png", "cost_vs_reward.png"]
     assert all(p.stat().st_size > 1000 for p in paths)
+
+
+def test_cost_chart_plots_dollars_only_where_every_call_has_a_price():
+    base = {"suite": ["all", "all"], "method": ["trinity", "single:a"], "tokens_per_query": [900.0, 300.0]}
+    priced = pl.DataFrame({**base, "cost_per_query_usd": [0.002, 0.0005]})
+    assert report.cost_axis(priced) == ("cost_per_query_usd", "dollars per query (list prices)")
+    local = pl.DataFrame({**base, "cost_per_query_usd": [0.002, 0.0]})   # one method ran on unpriced models
+    assert report.cost_axis(local)[0] == "tokens_per_query"
+    assert report.cost_axis(pl.DataFrame({**base, "cost_per_query_usd": [0.0, 0.0]}))[0] == "tokens_per_query"

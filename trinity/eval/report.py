@@ -279,6 +279,15 @@ def _colors(n: int) -> list:
     return [cmap(i % cmap.N) for i in range(n)]
 
 
+def cost_axis(summary: pl.DataFrame) -> tuple[str, str]:
+    """Dollars per query when every method that used tokens has a price on them, else tokens per query:
+    a pool with unpriced models (local servers) would plot its calls as free."""
+    used = summary.filter(pl.col("tokens_per_query") > 0)
+    if not used.is_empty() and bool((used["cost_per_query_usd"] > 0).all()):
+        return "cost_per_query_usd", "dollars per query (list prices)"
+    return "tokens_per_query", "tokens per query (prompt + completion)"
+
+
 def charts(summary: pl.DataFrame, out_dir: Path) -> list[Path]:
     import matplotlib
 
@@ -321,16 +330,18 @@ def charts(summary: pl.DataFrame, out_dir: Path) -> list[Path]:
 
     s = summary.filter(pl.col("suite") == "all")
     if not s.is_empty():
+        column, label = cost_axis(s)
         fig, ax = plt.subplots(figsize=(8, 4.5))
         for m in s["method"].unique(maintain_order=True).to_list():
             for r in s.filter(pl.col("method") == m).iter_rows(named=True):
-                ax.errorbar(r["tokens_per_query"], r["mean_reward"],
+                ax.errorbar(r[column], r["mean_reward"],
                             yerr=[[max(0.0, r["mean_reward"] - r["ci_low"])], [max(0.0, r["ci_high"] - r["mean_reward"])]],
                             fmt="o" if r["set"] == "test" else "s", color=color[m], capsize=2,
                             label=f"{m} ({r['set']})")
-        ax.set_xlabel("tokens per query (prompt + completion)")
+        ax.set_xlabel(label)
         ax.set_ylabel("mean reward")
-        ax.set_title("Cost vs reward (all suites pooled; o test, s validation)")
+        unit = "dollars" if column == "cost_per_query_usd" else "tokens: no prices for some pool calls"
+        ax.set_title(f"Cost ({unit}) vs reward (all suites pooled; o test, s validation)")
         ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.0, 1.0), ncol=1 if s.height <= 20 else 2)
         fig.tight_layout()
         p = out_dir / "cost_vs_reward.png"
