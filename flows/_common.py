@@ -79,14 +79,33 @@ def task_runner(cfg: DictConfig):
     if cfg.runner.kind == "dask":
         from prefect_dask import DaskTaskRunner
 
-        # the default client, so the flow's own rollouts (validation) find the run's scheduler and share
-        # the run-wide budget and limits with the workers (trinity.pool.shared_limits)
+        # Defined here so that the thread path never imports dask.
+        class ConnectedDaskTaskRunner(DaskTaskRunner):
+            """Connects when entered, as the default client. prefect_dask connects at the first task, but
+            the flow builds its own rollout context (validation rollouts) before that, and the context
+            must find the run's scheduler to share the run-wide budget and limits with the workers
+            (trinity.pool.shared_limits)."""
+
+            def __enter__(self):
+                import distributed
+
+                super().__enter__()
+                try:
+                    distributed.get_worker()  # on a worker this is a task's copy of the flow's context
+                except ValueError:
+                    try:
+                        self.client  # noqa: B018 - the property connects (or starts the local cluster)
+                    except BaseException:
+                        self.__exit__(*sys.exc_info())
+                        raise
+                return self
+
         client_kwargs = {"set_as_default": True}
         if cfg.runner.dask_address:
-            return DaskTaskRunner(address=cfg.runner.dask_address, client_kwargs=client_kwargs)
-        return DaskTaskRunner(cluster_kwargs={"n_workers": int(cfg.runner.get("dask_workers", 2)),
-                                              "threads_per_worker": 1, "processes": True},
-                              client_kwargs=client_kwargs)
+            return ConnectedDaskTaskRunner(address=cfg.runner.dask_address, client_kwargs=client_kwargs)
+        return ConnectedDaskTaskRunner(cluster_kwargs={"n_workers": int(cfg.runner.get("dask_workers", 2)),
+                                                       "threads_per_worker": 1, "processes": True},
+                                       client_kwargs=client_kwargs)
     return ThreadPoolTaskRunner(max_workers=int(cfg.runner.max_workers))
 
 
@@ -108,7 +127,9 @@ def rollout_runner(cfg: DictConfig, task) -> Iterator[Callable]:
 
 
 def describe_runner(runner) -> str:
-    name = type(runner).__name__
+    # The Prefect class it is (or extends), the name users know from Prefect's docs.
+    name = next((c.__name__ for c in type(runner).__mro__ if c.__module__.startswith("prefect")),
+                type(runner).__name__)
     address = getattr(getattr(runner, "_client", None), "scheduler", None)
     address = getattr(address, "address", None)
     return f"{name} (scheduler {address})" if address else name

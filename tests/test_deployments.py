@@ -1,5 +1,6 @@
-"""Deployments through the Prefect API of a real `prefect server`: a run of `trinity-evolve` started the way
-the UI starts it honours runner.kind=dask, and writes into its own run folder, never into the DVC outputs.
+"""Deployments through the Prefect REST API of a real `prefect server`, as the UI uses it: a run of
+`trinity-evolve` is triggered, and its state, logs and artifacts are read back. The run honours
+runner.kind=dask and writes into its own run folder, never into the DVC outputs.
 
 The server, the deployment runner (`python -m flows.deploy`) and the Dask cluster are real processes; the
 pool is the scripted loopback HTTP stub and the coordinator the real offline backbone."""
@@ -123,12 +124,25 @@ def test_ui_run_of_evolve_uses_dask_and_its_own_folder(tmp_path):
                         return [log.message for log in found]
 
                 lines = asyncio.run(messages())
+
+                async def artifacts():
+                    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
+
+                    async with get_client() as client:
+                        found = await client.read_artifacts(
+                            artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[run.id])))
+                        return {a.key: a for a in found if a.key}
+
+                arts = asyncio.run(artifacts())
         finally:
             for p in reversed(procs):
                 _stop(p)
 
     # The rollouts ran on a Dask cluster, as runner.kind says, though the deployment was built from the flow.
     assert any("rollouts run on DaskTaskRunner" in m for m in lines), lines[:40]
+    # The UI reads the run's progress and where it wrote from its artifacts.
+    assert {"evolve-progress", "evolve-generation", "evolve-outputs"} <= set(arts), sorted(arts)
+    assert "DVC outputs are untouched" in str(arts["evolve-outputs"].data)
     # The run wrote into its own folder; the DVC output paths of evolve stayed empty.
     folders = list((tmp_path / "runs").glob("*-evolve"))
     assert len(folders) == 1, list((tmp_path / "runs").iterdir())

@@ -4,7 +4,9 @@ A `RolloutContext` owns, per process, one event loop in a background thread, the
 Coordinator. Synchronous callers (the evolution loop, Prefect tasks on a thread pool) submit work to
 that loop, so concurrently running candidates share one pool client (limits, budget, response
 cache) and one feature-batching service (features of different episodes go through one forward
-pass). On a Dask worker, each worker process builds its own context from the config.
+pass). On a Dask worker, each worker process builds its own context from the config; its pool client's
+budget, concurrency and rate limits are then the run's, kept on the scheduler (trinity.pool.shared_limits),
+and each batch of rollouts hands its call counts over to the run's totals.
 """
 
 from __future__ import annotations
@@ -128,10 +130,13 @@ class RolloutContext:
 
     _instances: dict[str, "RolloutContext"] = {}
     _lock = threading.Lock()
+    shared_limits: Any = None  # the run's limits on Dask (trinity.pool.shared_limits.DaskLimits), else None
 
-    def __init__(self, cfg: DictConfig, *, with_coordinator: bool = True) -> None:
+    def __init__(self, cfg: DictConfig, *, with_coordinator: bool = True, run_key: str | None = None) -> None:
+        """`run_key` names the run's shared limits on Dask (default: the config's key)."""
         from trinity.pool.budget import Budget
         from trinity.pool.client import PoolClient
+        from trinity.pool.shared_limits import run_limits
 
         self.cfg = cfg
         self.agents = list(cfg.pool.models)
@@ -139,11 +144,12 @@ class RolloutContext:
         b = cfg.evolve.budget
         self.budget = Budget(max_cost_usd=b.max_cost_usd, max_tokens=b.max_tokens, max_calls=b.max_calls)
         cache_path = Path(cfg.paths.cache) / "responses.sqlite"
+        # found here, in the caller's thread: a Dask task's worker is only visible from its own thread
+        self.shared_limits = limits = run_limits(self.budget, run_key or config_key(cfg) + str(with_coordinator))
 
         async def build():
-            return PoolClient.from_config(
-                cfg.pool, cache_path=cache_path, cache_mode=cfg.evolve.response_cache, budget=self.budget
-            )
+            return PoolClient.from_config(cfg.pool, cache_path=cache_path, cache_mode=cfg.evolve.response_cache,
+                                          budget=None if limits else self.budget, limits=limits)
 
         self.pool = self.loop.run(build())
         self.grader = make_grader(cfg, judge=self.pool)
@@ -177,7 +183,7 @@ class RolloutContext:
         with cls._lock:
             ctx = cls._instances.get(key)
             if ctx is None:
-                ctx = cls._instances[key] = cls(cfg, with_coordinator=with_coordinator)
+                ctx = cls._instances[key] = cls(cfg, with_coordinator=with_coordinator, run_key=key)
             return ctx
 
     @classmethod
@@ -202,7 +208,7 @@ class RolloutContext:
             list(specs), self.pool, self.agents, protocol_cfg, self.grader,
             max_concurrency=int(self.cfg.evolve.max_concurrent_episodes), progress=progress,
         )
-        return self.loop.run(coro)
+        return self.loop.run(self._handing_over(coro))
 
     def run_chunks(self, chunks: Sequence[tuple[Sequence[EpisodeSpec], Any]],
                    on_chunk_done: Callable[[int, list[Trace]], None] | None = None) -> list[list[Trace]]:
@@ -221,7 +227,15 @@ class RolloutContext:
         async def all_chunks() -> list[list[Trace]]:
             return list(await asyncio.gather(*(one(i, s, p) for i, (s, p) in enumerate(chunks))))
 
-        return self.loop.run(all_chunks())
+        return self.loop.run(self._handing_over(all_chunks()))
+
+    async def _handing_over(self, coro: Awaitable) -> Any:
+        """On Dask the driver reports the run's totals: a batch's calls are handed over before it returns."""
+        try:
+            return await coro
+        finally:
+            if self.shared_limits is not None:
+                await self.pool.hand_over_totals()
 
     def specs_for(self, router: Router, items: Sequence[TaskItem], *, generation: int, candidate: int,
                   repeats: int = 1) -> list[EpisodeSpec]:

@@ -5,6 +5,8 @@ reserved before a call is sent, so concurrent calls never exceed it; cost and to
 a reply, so they stop NEW calls once spent (calls already in flight finish and are saved). Cache hits are
 free: they spend no budget and count as `cache_hits`, not `real_calls`.
 Both classes are thread-safe: one client may serve several event loops (one per worker thread).
+On Dask the run's amounts live on the scheduler (trinity.pool.shared_limits), which applies this same
+Budget arithmetic to them and mirrors them into each process's Budget.
 """
 
 from __future__ import annotations
@@ -73,6 +75,15 @@ class Budget:
             self.tokens += tokens
             self.cost_usd += cost_usd
 
+    def spent(self) -> dict:
+        with self._lock:
+            return {"calls": self.calls, "tokens": self.tokens, "cost_usd": self.cost_usd}
+
+    def load_spent(self, spent: Mapping[str, Any]) -> None:
+        """Take amounts spent elsewhere (the run-wide ledger of a Dask run) as this budget's own."""
+        with self._lock:
+            self.calls, self.tokens, self.cost_usd = int(spent["calls"]), int(spent["tokens"]), float(spent["cost_usd"])
+
     def to_dict(self) -> dict:
         return {"max_cost_usd": self.max_cost_usd, "max_tokens": self.max_tokens, "max_calls": self.max_calls,
                 "calls": self.calls, "tokens": self.tokens, "cost_usd": self.cost_usd,
@@ -109,11 +120,34 @@ class RunTotals:
                 t["cost_usd"] += result.cost_usd
                 t["latency_s"] += result.latency_s
 
-    def snapshot(self) -> dict:
+    def take(self) -> dict[str, dict]:
+        """The counts per model so far, leaving zeros: what a Dask worker hands to the run's totals."""
+        with self._lock:
+            taken = self._per_model
+            self._per_model = {name: dict.fromkeys(COUNTERS, 0) for name in taken}
+        return taken
+
+    def add(self, per_model: Mapping[str, Mapping[str, Any]]) -> None:
+        """Add counts taken from another RunTotals (e.g. given back after a failed hand-over)."""
+        with self._lock:
+            add_counts(self._per_model, per_model)
+
+    def snapshot(self, plus: Mapping[str, Mapping[str, Any]] | None = None) -> dict:
+        """`plus`: counts per model made elsewhere (the other processes of a Dask run), added in."""
         with self._lock:
             per_model = {name: dict(t) for name, t in self._per_model.items()}
+        add_counts(per_model, plus or {})
         overall = dict.fromkeys(COUNTERS, 0)
         for t in per_model.values():
             for key in COUNTERS:
                 overall[key] += t[key]
         return {"overall": overall, "per_model": per_model}
+
+
+def add_counts(into: dict[str, dict], per_model: Mapping[str, Mapping[str, Any]]) -> dict[str, dict]:
+    """Add per-model counters into `into` (in place; a model not there yet starts at zero)."""
+    for name, counts in per_model.items():
+        t = into.setdefault(name, dict.fromkeys(COUNTERS, 0))
+        for key in COUNTERS:
+            t[key] += counts.get(key, 0)
+    return into

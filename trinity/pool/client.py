@@ -5,14 +5,19 @@ concurrency and requests-per-minute limits, and exactly one retry loop (`_call_n
 raises for pool, HTTP, cache-miss or budget failures: it returns `CallResult(ok=False)` so a failing model
 costs an episode a turn, never a generation.
 
+The budget and the limits are asked through one `RunLimits` object (trinity.pool.shared_limits): kept in
+this process by default, run-wide across processes when the rollout context takes part in a Dask run.
+
 Cache hits (and requests that shared another call's reply while it was in flight) are free: cost_usd 0,
-cached=True, no budget spent; `price_usd` still says what the reply would have cost.
+cached=True, no budget spent and, on Dask, no round trip to the scheduler; `price_usd` still says what
+the reply would have cost.
 
 Event loops: the httpx connections (the per-model "lanes" that also enforce max_concurrency) and the
 in-flight table belong to one event loop, so the client keeps one such state per loop and can be used
 from several threads or successive `asyncio.run` calls. Concurrency limits therefore apply per loop (one
 loop per process is the intended use); the requests-per-minute limit, budget, totals and cache are shared
-by all loops.
+by all loops. With DaskLimits the budget, max_concurrency and requests-per-minute hold across the run's
+processes as well.
 
 Config (cfg.pool): `sampling` {temperature, max_tokens, timeout_s}; optional `retry` {max_retries,
 backoff_base_s, backoff_max_s, jitter, retry_after_max_s}; `models` (ordered) name -> {model_id, base_url
@@ -29,7 +34,6 @@ import email.utils
 import json
 import logging
 import random
-import threading
 import time
 import weakref
 from dataclasses import dataclass, replace
@@ -45,6 +49,7 @@ from trinity.pool.errors import (BudgetExhaustedError, CacheMissError, CallFailu
                                  PoolConfigError, PoolConnectionError, PoolTimeoutError, UnknownModelError,
                                  status_error)
 from trinity.pool.providers import ModelEndpoint, resolve_endpoint
+from trinity.pool.shared_limits import LocalLimits, RunLimits
 from trinity.pool.types import CallResult
 
 log = logging.getLogger(__name__)
@@ -93,23 +98,6 @@ def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -
     except (TypeError, ValueError):
         return None
     return max(when.timestamp() - (time.time() if now is None else now), 0.0)
-
-
-class RequestRateLimiter:
-    """Spaces requests evenly at `per_minute`. Thread-safe, so every event loop shares one limit."""
-
-    def __init__(self, per_minute: float):
-        self.interval_s = 60.0 / float(per_minute)
-        self._next = 0.0
-        self._lock = threading.Lock()
-
-    async def wait(self) -> None:
-        with self._lock:
-            now = time.monotonic()
-            slot = max(now, self._next)
-            self._next = slot + self.interval_s
-        if slot > now:
-            await asyncio.sleep(slot - now)
 
 
 class _Lanes:
@@ -167,7 +155,12 @@ class _Reply:
 class PoolClient:
     def __init__(self, endpoints: Sequence[ModelEndpoint], *, cache: ResponseCache | None = None,
                  cache_mode: str = "read_write", budget: Budget | None = None,
-                 retry: RetryPolicy | None = None, transport: httpx.AsyncBaseTransport | None = None):
+                 retry: RetryPolicy | None = None, transport: httpx.AsyncBaseTransport | None = None,
+                 limits: RunLimits | None = None):
+        """`limits`: where the budget and the per-model limits are kept (default: this process, around
+        `budget`); one built elsewhere carries its own budget, so `budget` is then left out."""
+        if limits is not None and budget is not None and limits.budget is not budget:
+            raise PoolConfigError("pass the budget inside `limits` or as `budget`, not two different ones")
         if cache_mode not in CACHE_MODES:
             raise PoolConfigError(f"cache_mode must be one of {'|'.join(CACHE_MODES)}, got {cache_mode!r}")
         if cache_mode == "replay_only" and cache is None:
@@ -178,11 +171,10 @@ class PoolClient:
         self.model_names: list[str] = list(self._endpoints)
         self.cache = cache if cache_mode != "off" else None
         self.cache_mode = cache_mode if cache is not None else "off"
-        self.budget = budget
+        self.limits: RunLimits = limits if limits is not None else LocalLimits(budget, self._endpoints.values())
+        self.budget = self.limits.budget
         self.retry = retry or RetryPolicy()
         self._transport = transport
-        self._limiters = {name: RequestRateLimiter(ep.requests_per_minute)
-                          for name, ep in self._endpoints.items() if ep.requests_per_minute}
         self._totals = RunTotals(self.model_names)
         self._states: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState]" = \
             weakref.WeakKeyDictionary()
@@ -192,7 +184,8 @@ class PoolClient:
     @classmethod
     def from_config(cls, pool_cfg: Any, *, cache_path: str | Path | None = None, cache_mode: str = "read_write",
                     budget: Budget | None = None, retry: RetryPolicy | None = None,
-                    transport: httpx.AsyncBaseTransport | None = None) -> "PoolClient":
+                    transport: httpx.AsyncBaseTransport | None = None,
+                    limits: RunLimits | None = None) -> "PoolClient":
         """From `cfg.pool`. Raises MissingApiKeyError (naming the variable) when a model needs a key that
         is not set, and CacheError when the cache file is not usable, before any call is made.
         Retry settings come from `retry` or else the optional `pool.retry` mapping."""
@@ -205,7 +198,8 @@ class PoolClient:
             cache = ResponseCache(cache_path)
             len(cache)  # open now: a broken file fails here, not in the middle of a run
         return cls(endpoints, cache=cache, cache_mode=cache_mode, budget=budget,
-                   retry=retry or RetryPolicy.from_config(pool_cfg.get("retry")), transport=transport)
+                   retry=retry or RetryPolicy.from_config(pool_cfg.get("retry")), transport=transport,
+                   limits=limits)
 
     # --- public API -------------------------------------------------------------------------------
 
@@ -232,10 +226,16 @@ class PoolClient:
     def totals(self) -> dict:
         """{"overall": {...}, "per_model": {name: {...}}, "budget": {...} | None}; counters: calls,
         real_calls, cache_hits, failures, budget_refusals, retries, prompt_tokens, completion_tokens,
-        cost_usd (real calls only), latency_s (summed over real calls)."""
-        snapshot = self._totals.snapshot()
-        snapshot["budget"] = self.budget.to_dict() if self.budget is not None else None
+        cost_usd (real calls only), latency_s (summed over real calls). On Dask: the whole run's, this
+        process's calls not yet handed over plus those every process handed over."""
+        snapshot = self._totals.snapshot(plus=self.limits.handed_over())
+        snapshot["budget"] = self.limits.budget_dict()
         return snapshot
+
+    async def hand_over_totals(self) -> None:
+        """Add this process's counts so far to the run's totals (on Dask, where each process counts its
+        own calls); nothing to do when the run is this process."""
+        await self.limits.hand_over(self._totals)
 
     async def aclose(self) -> None:
         """Close this event loop's connections (and forget those of loops already closed) and the cache
@@ -341,10 +341,9 @@ class PoolClient:
     async def _call_network(self, ep: ModelEndpoint, body: dict, started: float) -> CallResult:
         """The one retry loop of the project."""
         content = json.dumps(body, ensure_ascii=False).encode("utf-8")
-        if self.budget is not None:
-            refusal = self.budget.try_reserve_call()
-            if refusal is not None:
-                return self._failure(ep, BudgetExhaustedError(refusal), 0, started)
+        refusal = await self.limits.reserve_call()
+        if refusal is not None:
+            return self._failure(ep, BudgetExhaustedError(refusal), 0, started)
         retries = 0
         while True:
             try:
@@ -359,8 +358,7 @@ class PoolClient:
                 retries += 1
                 await asyncio.sleep(delay)
         cost = ep.cost_usd(reply.prompt_tokens, reply.completion_tokens)
-        if self.budget is not None:
-            self.budget.spend(reply.prompt_tokens + reply.completion_tokens, cost)
+        await self.limits.spend(reply.prompt_tokens + reply.completion_tokens, cost)
         return CallResult(model=ep.name, text=reply.text, ok=True, prompt_tokens=reply.prompt_tokens,
                           completion_tokens=reply.completion_tokens, cached_prompt_tokens=reply.cached_prompt_tokens,
                           latency_s=time.perf_counter() - started, cost_usd=cost, price_usd=cost, retries=retries,
@@ -368,10 +366,8 @@ class PoolClient:
 
     async def _send_once(self, ep: ModelEndpoint, content: bytes) -> _Reply:
         """One HTTP attempt; every failure becomes a typed CallFailure."""
-        async with self._state().lanes[ep.name].lease() as http:
-            limiter = self._limiters.get(ep.name)
-            if limiter is not None:  # inside the lease, so a granted slot is used at once
-                await limiter.wait()
+        # limits inside the lane's lease, so a granted rate slot is used at once
+        async with self._state().lanes[ep.name].lease() as http, self.limits.request(ep):
             try:
                 # asyncio.timeout bounds the whole attempt; httpx's timeout only bounds each read
                 async with asyncio.timeout(ep.timeout_s):
