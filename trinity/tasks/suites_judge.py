@@ -89,4 +89,4 @@ class MTBench(TaskSuite):
         system, user = self.judge_messages(item, reply)
         verdict = await judge_score(judge, str(model), system, user,
                                     max_tokens=int(self.options.get("judge_max_tokens", 512)))
-        return Grade(verdict.score, reply, verdict.error)
+        return Grade(verdict.score, reply, verdict.error, repeatable=verdict.error is None)
