@@ -14,8 +14,9 @@ import httpx
 import numpy as np
 import openai
 import pytest
-from pool_stub import StubServer, error
-from test_serve_support import AGENTS, echo_roles, make_app, serve_cfg, steered
+from pool_stub import StubServer, completion, error
+from prometheus_client.parser import text_string_to_metric_families
+from test_serve_support import AGENTS, echo_roles, make_app, role_of, serve_cfg, steered
 
 from trinity.errors import ConfigError
 from trinity.serve.masked import choose_masked
@@ -78,8 +79,9 @@ def test_non_streaming_reply_carries_a_trace_consistent_with_usage(running):
     server, _ = running()
     reply = ask(client(server), "REQ-one")
     assert reply.object == "chat.completion" and reply.model == "trinity"
-    assert reply.choices[0].message.content == "Answer for REQ-one: 42 <idea>idea of REQ-one</idea>"
+    assert reply.choices[0].message.content == "Answer for REQ-one: 42"   # the <idea> is for the agents
     trace = trace_of(reply)
+    assert trace["final_answer"] == "Answer for REQ-one: 42 <idea>idea of REQ-one</idea>" and trace["answer_turn"] == 0
     assert [(t["agent"], t["role"]) for t in trace["turns"]] == [("alpha", "worker"), ("beta", "verifier")]
     assert trace["turns"][1]["verdict"] == "ACCEPT" and trace["end_reason"] == "accept"
     # each stub call: 10 prompt + 5 completion tokens at $1 / $2 per Mtok
@@ -96,12 +98,13 @@ def test_streaming_sends_trace_events_content_usage_and_done(running):
     stream = ask(c, "REQ-two", stream=True, stream_options={"include_usage": True})
     chunks = list(stream)
     content = "".join(ch.choices[0].delta.content or "" for ch in chunks if ch.choices)
-    assert content == "Answer for REQ-two: 42 <idea>idea of REQ-two</idea>"
+    assert content == "Answer for REQ-two: 42"
     events = [ch.model_extra["trinity"] for ch in chunks if not ch.choices and ch.model_extra.get("trinity")]
     turns = [e["turn"] for e in events if e["event"] == "turn"]
     end = [e["trace"] for e in events if e["event"] == "end"]
     assert [(t["agent"], t["role"], t["verdict"]) for t in turns] == [("alpha", "worker", None), ("beta", "verifier", "ACCEPT")]
     assert len(end) == 1 and end[0]["end_reason"] == "accept" and len(end[0]["turns"]) == 2
+    assert end[0]["final_answer"] == "Answer for REQ-two: 42 <idea>idea of REQ-two</idea>"   # raw in the trace
     usage = [ch.usage for ch in chunks if ch.usage is not None]
     assert len(usage) == 1 and usage[0].total_tokens == 30 == end[0]["prompt_tokens"] + end[0]["completion_tokens"]
     assert [ch.choices[0].finish_reason for ch in chunks if ch.choices][-1] == "stop"
@@ -111,6 +114,20 @@ def test_streaming_sends_trace_events_content_usage_and_done(running):
             "model": "trinity", "stream": True, "messages": [{"role": "user", "content": "REQ-raw"}]}) as r:
         lines = [line for line in r.iter_lines() if line.startswith("data: ")]
     assert r.headers["content-type"].startswith("text/event-stream") and lines[-1] == "data: [DONE]"
+
+
+def test_content_holds_no_protocol_tag_streaming_or_not(running, stub):
+    raw = ("<think>six sevens</think>Final: 42\n<suggestion>s</suggestion> <suggested_role>worker</suggested_role>"
+           "\n<idea>multiply</idea>")
+    stub.handler_box["fn"] = lambda body: completion(raw) if role_of(body) == "worker" else echo_roles(body)
+    server, _ = running()
+    reply = ask(client(server), "REQ-tags")
+    assert reply.choices[0].message.content == "Final: 42" and trace_of(reply)["final_answer"] == raw
+    chunks = list(ask(client(server), "REQ-tags2", stream=True))
+    assert "".join(ch.choices[0].delta.content or "" for ch in chunks if ch.choices) == "Final: 42"
+    end = [ch.model_extra["trinity"]["trace"] for ch in chunks
+           if not ch.choices and ch.model_extra.get("trinity", {}).get("event") == "end"]
+    assert end[0]["final_answer"] == raw
 
 
 def test_models_health_and_metrics(running):
@@ -127,6 +144,57 @@ def test_models_health_and_metrics(running):
     assert 'trinity_serve_episodes_total{end_reason="accept"} 1.0' in text
     assert "# TYPE trinity_serve_request_duration_seconds histogram" in text
     assert "REQ-metrics" not in text
+
+
+def _samples(text: str, parse=text_string_to_metric_families) -> dict[tuple, float]:
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value for family in parse(text) for s in family.samples}
+
+
+def test_metrics_come_from_prometheus_client_on_the_apps_own_registry(running):
+    import prometheus_client
+    from prometheus_client.openmetrics.parser import text_string_to_metric_families as openmetrics_families
+
+    server, _ = running()
+    c = client(server)
+    ask(c, "REQ-m1")
+    list(ask(c, "REQ-m2", stream=True))
+    ask(c, "REQ-m3", extra_body={"trinity": {"max_turns": 1}})       # one Worker turn, then the turn limit
+    assert httpx.post(f"{server.base_url}/chat/completions", json={"model": "gpt-5", "messages": []}).status_code == 404
+    assert httpx.post(f"{server.base_url}/chat/completions", json={"model": "trinity", "n": 2, "messages": [
+        {"role": "user", "content": "x"}]}).status_code == 400
+    r = httpx.get(f"http://127.0.0.1:{server.port}/metrics")
+    assert r.status_code == 200 and r.headers["content-type"] == "text/plain; version=0.0.4; charset=utf-8"
+    m = _samples(r.text)
+    chat = ("path", "/v1/chat/completions")
+    assert m[("trinity_serve_requests_total", (chat, ("status", "200")))] == 3
+    assert m[("trinity_serve_requests_total", (chat, ("status", "404")))] == 1
+    assert m[("trinity_serve_requests_total", (chat, ("status", "400")))] == 1
+    assert m[("trinity_serve_request_duration_seconds_count", (chat,))] == 5
+    assert m[("trinity_serve_request_duration_seconds_bucket", (("le", "+Inf"), chat))] == 5
+    assert m[("trinity_serve_episodes_total", (("end_reason", "accept"),))] == 2
+    assert m[("trinity_serve_episodes_total", (("end_reason", "turn_limit"),))] == 1
+    assert m[("trinity_serve_episode_turns_count", ())] == 3 and m[("trinity_serve_episode_turns_sum", ())] == 2 + 2 + 1
+    assert m[("trinity_serve_episode_turns_bucket", (("le", "1.0"),))] == 1
+    assert m[("trinity_serve_pool_calls_total", (("model", "alpha"), ("ok", "true"), ("role", "worker")))] == 3
+    assert m[("trinity_serve_pool_calls_total", (("model", "beta"), ("ok", "true"), ("role", "verifier")))] == 2
+    # each stub call: 10 prompt + 5 completion tokens at $1 / $2 per Mtok
+    assert m[("trinity_serve_pool_tokens_total", (("kind", "prompt"), ("model", "alpha")))] == 30
+    assert m[("trinity_serve_pool_tokens_total", (("kind", "completion"), ("model", "beta")))] == 10
+    assert m[("trinity_serve_pool_cost_usd_total", (("model", "alpha"),))] == pytest.approx(3 * 20e-6)
+    assert m[("trinity_serve_in_flight_episodes", ())] == 0
+    assert "REQ-m" not in r.text
+    # a scraper asking for OpenMetrics gets it, same values
+    r = httpx.get(f"http://127.0.0.1:{server.port}/metrics",
+                  headers={"Accept": "application/openmetrics-text; version=1.0.0"})
+    assert r.headers["content-type"].startswith("application/openmetrics-text") and r.text.endswith("# EOF\n")
+    om = _samples(r.text, openmetrics_families)
+    assert om[("trinity_serve_episodes_total", (("end_reason", "accept"),))] == 2
+    # its own registry: another app starts from zero, and the process-global registry holds none of it
+    other, _ = running()
+    ask(client(other), "REQ-m4")
+    m = _samples(httpx.get(f"http://127.0.0.1:{other.port}/metrics").text)
+    assert m[("trinity_serve_episodes_total", (("end_reason", "accept"),))] == 1
+    assert b"trinity_serve" not in prometheus_client.generate_latest(prometheus_client.REGISTRY)
 
 
 # ---------------------------------------------------------------------- role policy and overrides
@@ -312,7 +380,7 @@ def test_concurrent_requests_are_never_mixed(running, stub):
     assert len(results) == 24
     ids = set()
     for tag, text, trace in results:
-        assert text == f"Answer for {tag}: 42 <idea>idea of {tag}</idea>"
+        assert text == f"Answer for {tag}: 42"
         assert trace["end_reason"] == "accept" and len(trace["turns"]) == 2
         ids.add(trace["request_id"])
     assert len(ids) == 24 and app.state.gate.in_flight == 0
@@ -415,7 +483,7 @@ def test_answer_first_keeps_the_verifier_out_until_a_worker_has_answered(running
     trace = trace_of(reply)
     assert [(t["agent"], t["role"]) for t in trace["turns"]] == [("beta", "worker"), ("gamma", "verifier")]
     assert trace["end_reason"] == "accept"
-    assert reply.choices[0].message.content == "Answer for REQ-af: 42 <idea>idea of REQ-af</idea>"
+    assert reply.choices[0].message.content == "Answer for REQ-af: 42"
 
     exact, _ = running(plan, answer_first=False)            # the protocol exactly as trained
     reply = ask(client(exact), "REQ-af2")

@@ -176,14 +176,8 @@ def _cmd_eval(args) -> int:
 
 
 def _cmd_serve(args) -> int:
-    import contextlib
-    from pathlib import Path
-
     from trinity import config
-    from trinity.pipeline.evolve_stage import coordinator_file
-    from trinity.pool.servers import LocalPool, server_specs
     from trinity.serve.server import serve
-    from trinity.serve.settings import ServeSettings
 
     overrides = list(args.overrides)
     if args.host:
@@ -192,13 +186,7 @@ def _cmd_serve(args) -> int:
         overrides.append(f"serve.port={args.port}")
     cfg = config.compose(overrides)
     config.check_api_keys(cfg)
-    ServeSettings.from_cfg(cfg).check_exposure()  # before any server starts
-    if not coordinator_file(Path(args.coordinator)).is_file():
-        print(f"error: no saved coordinator at {coordinator_file(Path(args.coordinator))}", file=sys.stderr)
-        return 2
-    pool = LocalPool(cfg.pool, model_cache=cfg.paths.model_cache) if server_specs(cfg.pool) else None
-    with pool if pool is not None else contextlib.nullcontext():  # stops only the servers it started
-        serve(cfg, args.coordinator)
+    serve(cfg, args.coordinator)  # refuses a wrong coordinator or a taken port before it starts the local pool
     return 0
 
 

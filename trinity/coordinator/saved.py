@@ -84,6 +84,25 @@ def load_saved(path: str | os.PathLike) -> tuple[np.ndarray, dict[str, Any], dic
     return params, meta, extras
 
 
+def saved_pool_models(path: str | os.PathLike) -> list[str]:
+    """The pool model names, in head order, a saved coordinator was trained for. Reads the file's header
+    only (no tensor), so a server can refuse a coordinator before it loads or starts anything."""
+    path = Path(path)
+    if not path.is_file():
+        raise CoordinatorFileError(f"no saved coordinator at {path}")
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            meta = json.loads((f.metadata() or {})["trinity"])
+    except Exception as e:
+        raise CoordinatorFileError(f"{path} is not a saved coordinator: {e}") from None
+    if meta.get("format") != FORMAT:
+        raise CoordinatorFileError(f"{path} has format {meta.get('format')!r}, expected {FORMAT!r}")
+    models = meta.get("pool_models")
+    if not isinstance(models, list) or not models:
+        raise CoordinatorFileError(f"{path} does not record the pool it was trained for (metadata 'pool_models')")
+    return [str(m) for m in models]
+
+
 def check_metadata(saved: dict[str, Any], expected: dict[str, Any], path: str | os.PathLike = "") -> None:
     problems = []
     for key in CHECKED_KEYS:

@@ -21,6 +21,9 @@ _TAG_NAMES = {
     "suggested_role": r"suggested[_\- ]?role",
 }
 _ANY_PROTOCOL_TAG = re.compile(r"<\s*/?\s*(?:" + "|".join(_TAG_NAMES.values()) + r")\s*>", re.I)
+_PROTOCOL_TAG_TOKEN = re.compile(
+    r"<\s*(?P<close>/)?\s*(?:" + "|".join(f"(?P<{tag}>{pattern})" for tag, pattern in _TAG_NAMES.items()) + r")\s*>",
+    re.I)
 _THINK_BLOCK = re.compile(r"<think>.*?</think>", re.I | re.S)
 _THINK_CLOSE = re.compile(r"</think>", re.I)
 _THINK_OPEN = re.compile(r"<think>", re.I)
@@ -78,6 +81,49 @@ def worker_thought(reply: str) -> str:
     if idea is not None:
         return idea
     return visible.strip() or (reply or "").strip()
+
+
+def visible_answer(reply: str) -> str:
+    """What a person should read of a Worker reply: the reply without <think> reasoning and without any
+    protocol tag or what it holds (the <idea> summary is for the other agents, not for the user).
+
+    Tags nest: a closing tag closes the innermost open tag of its name and any opened inside it; a
+    closing tag that closes nothing is dropped alone. An opening tag never closed hides the rest of the
+    reply, because that rest is protocol text cut by the token limit or left open by a sloppy model.
+    Where a tag block is cut out of a line, the text around it is joined by one space if either side had
+    one; a block on its own line(s) leaves the line breaks of the wider side. The result is stripped and
+    may be empty (a reply of nothing but tags or reasoning).
+    """
+    text = strip_reasoning(reply)
+    kept: list[str] = []
+    open_tags: list[str] = []
+    position = 0
+    for token in _PROTOCOL_TAG_TOKEN.finditer(text):
+        if not open_tags:
+            kept.append(text[position:token.start()])
+        name = next(tag for tag in _TAG_NAMES if token.group(tag) is not None)
+        if token.group("close") is None:
+            open_tags.append(name)
+        elif name in open_tags:
+            del open_tags[len(open_tags) - 1 - open_tags[::-1].index(name):]
+        position = token.end()
+    if not open_tags:
+        kept.append(text[position:])
+    return _join_around_cuts(kept).strip()
+
+
+def _join_around_cuts(pieces: list[str]) -> str:
+    out = pieces[0] if pieces else ""
+    for piece in pieces[1:]:
+        left, right = out.rstrip(" \t"), piece.lstrip(" \t")
+        if left.endswith("\n") or right.startswith("\n") or not left.strip() or not right.strip():
+            left_lines = left[len(left.rstrip("\r\n")):].count("\n")
+            right_lines = right[:len(right) - len(right.lstrip("\r\n"))].count("\n")
+            out = left.rstrip("\r\n") + "\n" * max(left_lines, right_lines) + right.lstrip("\r\n")
+        else:
+            spaced = len(left) < len(out) or len(right) < len(piece)
+            out = left + (" " if spaced else "") + right
+    return out
 
 
 @dataclass(frozen=True)

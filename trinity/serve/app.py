@@ -19,7 +19,7 @@ from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator, Callable
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from trinity.serve import schema
@@ -156,9 +156,10 @@ def create_app(settings: ServeSettings, runner: EpisodeRunner, *, metrics: Metri
         return models_entry()
 
     @app.get("/metrics")
-    async def prometheus(request: Request) -> PlainTextResponse:
+    async def prometheus(request: Request) -> Response:
         check_bearer(request.headers, token)
-        return PlainTextResponse(metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+        body, content_type = metrics.render(request.headers.get("accept"))
+        return Response(body, media_type=content_type)
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request):

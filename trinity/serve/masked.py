@@ -6,11 +6,13 @@ will really have. That role is the router's own unless the previous turn was a T
 suggestion, which overrides it (TRINITY_SPEC); `forced_role()` says so (RequestPool predicts it from
 the Thinker's reply with the protocol's own parser), so a denied model never gets the forced role.
 Sampling draws two uniforms from the episode rng, agent first, like RoutingHead.choose.
+With `answer_first` and no visible answer yet, roles are barred before drawing: the Verifier always
+(it would end the episode answerless), and on the last turn the Thinker too (nothing would follow it).
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Collection
 
 import numpy as np
 
@@ -20,15 +22,16 @@ from trinity.serve.settings import RolePolicy
 
 
 def choose_masked(p_agent: np.ndarray, p_role: np.ndarray, policy: RolePolicy, forced_role: str | None,
-                  rng: np.random.Generator | None, mode: str, *, no_verifier: bool = False) -> tuple[int, str]:
+                  rng: np.random.Generator | None, mode: str, *, barred_roles: Collection[str] = ()) -> tuple[int, str]:
     """(agent index, router role) with the agent allowed for `forced_role or router role`.
-    `no_verifier`: the Verifier's probability is set to 0 and the other roles renormalised (serving with
-    `serve.answer_first` before any Worker has answered)."""
+    `barred_roles` get probability 0 and the others are renormalised; the Worker cannot be barred."""
     if mode not in MODES:
         raise ValueError(f"routing mode must be one of {MODES}, got {mode!r}")
-    if no_verifier:
+    if "worker" in barred_roles:
+        raise ValueError("the Worker role cannot be barred")
+    if barred_roles:
         p_role = np.asarray(p_role, dtype=np.float64).copy()
-        p_role[ROLES.index("verifier")] = 0.0
+        p_role[[ROLES.index(r) for r in barred_roles]] = 0.0
         if p_role.sum() <= 0.0:
             p_role[ROLES.index("worker")] = 1.0
     if mode == "sample":
@@ -54,7 +57,8 @@ class MaskedRouter:
 
     def __init__(self, base: Any, *, mode: str, policy: RolePolicy,
                  forced_role: Callable[[], str | None] = lambda: None,
-                 answer_first: bool = False, answered: Callable[[], bool] = lambda: True):
+                 answer_first: bool = False, answered: Callable[[], bool] = lambda: True,
+                 last_turn: int | None = None):
         if mode not in MODES:
             raise ValueError(f"routing mode must be one of {MODES}, got {mode!r}")
         self.base = base
@@ -63,9 +67,12 @@ class MaskedRouter:
         self.forced_role = forced_role
         self.answer_first = answer_first
         self.answered = answered
+        self.last_turn = last_turn
 
     async def choose(self, transcript: str, turn: int, rng: np.random.Generator) -> tuple[int, str]:
         feature = await self.base.service.features(transcript, self.base.svf_deltas)
         p_agent, p_role = self.base.head.probabilities(feature)
-        return choose_masked(p_agent, p_role, self.policy, self.forced_role(), rng, self.mode,
-                             no_verifier=self.answer_first and not self.answered())
+        barred: tuple[str, ...] = ()
+        if self.answer_first and not self.answered():
+            barred = ("verifier", "thinker") if turn == self.last_turn else ("verifier",)
+        return choose_masked(p_agent, p_role, self.policy, self.forced_role(), rng, self.mode, barred_roles=barred)

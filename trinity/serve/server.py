@@ -1,7 +1,7 @@
 """Build the serving app from the composed config and a saved coordinator; run it with uvicorn.
 
     app = build_app(cfg, coordinator_path)            # loads and checks the coordinator, opens the pool
-    serve(cfg, coordinator_path)                      # blocking (the CLI)
+    serve(cfg, coordinator_path)                      # blocking (the CLI): checks, local pool, uvicorn
     with ServerThread(app) as server: server.base_url # in a background thread (tests, benchmarks)
 """
 
@@ -17,6 +17,7 @@ from omegaconf import DictConfig
 
 from trinity.serve.app import create_app
 from trinity.serve.episode import EpisodeRunner
+from trinity.serve.preflight import check_saved_pool, reserve_port
 from trinity.serve.settings import ServeSettings
 
 
@@ -48,21 +49,40 @@ def build_app(cfg: DictConfig, coordinator_path: str | os.PathLike, *, backbone:
 
 
 def serve(cfg: DictConfig, coordinator_path: str | os.PathLike) -> None:
+    """`trinity serve`: refuse what can be refused before anything starts (exposure, the coordinator's
+    file and pool, a taken port; trinity.serve.preflight), then start the pool's local servers if the
+    config has any, build the app and serve on the port reserved first. The servers this started are
+    stopped on exit, on Ctrl-C and on SIGTERM (uvicorn re-raises the signal once it has shut down)."""
+    import contextlib
     import logging
 
     import uvicorn
 
+    from trinity.pool.servers import LocalPool, server_specs
+
     settings = ServeSettings.from_cfg(cfg)
     settings.check_exposure()
-    app = build_app(cfg, coordinator_path)
-    log = logging.getLogger("trinity.serve")  # one line per episode: id, end reason, turns, tokens, cost
-    if not log.handlers:
-        handler = logging.StreamHandler()
-        handler.setFormatter(logging.Formatter("%(levelname)s:     %(name)s %(message)s"))
-        log.addHandler(handler)
-        log.setLevel(logging.INFO)
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level="info", access_log=True,
-                timeout_graceful_shutdown=10)
+    check_saved_pool(cfg, coordinator_path)
+    specs = server_specs(cfg.pool)  # a pool config error, too, before the port is taken
+    with contextlib.closing(reserve_port(settings.host, settings.port)) as sock:
+        local = LocalPool(cfg.pool, model_cache=cfg.paths.model_cache) if specs else None
+        with local if local is not None else contextlib.nullcontext():  # stops only the servers it started
+            app = build_app(cfg, coordinator_path)
+            log = logging.getLogger("trinity.serve")  # one line per episode: id, end reason, turns, tokens, cost
+            if not log.handlers:
+                handler = logging.StreamHandler()
+                handler.setFormatter(logging.Formatter("%(levelname)s:     %(name)s %(message)s"))
+                log.addHandler(handler)
+                log.setLevel(logging.INFO)
+            server = uvicorn.Server(uvicorn.Config(app, host=settings.host, port=settings.port, log_level="info",
+                                                   access_log=True, timeout_graceful_shutdown=10))
+            # uvicorn names the address only for sockets it binds itself
+            host = f"[{settings.host}]" if ":" in settings.host else settings.host
+            log.info("serving '%s' on http://%s:%d/v1", settings.model_name, host, sock.getsockname()[1])
+            try:
+                server.run(sockets=[sock])
+            except KeyboardInterrupt:  # Ctrl-C is how a person stops it: no traceback (as uvicorn.run)
+                pass
 
 
 class ServerThread:

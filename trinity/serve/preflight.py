@@ -1,0 +1,79 @@
+"""What `trinity serve` checks before it starts anything: the saved coordinator's pool, then the port.
+
+Starting the local pool takes minutes and loading the backbone seconds, so a refusal that needs neither
+comes first: a coordinator trained for another pool (its head's agent rows name models by position, so
+another order, count or set of names would route to the wrong models) and a port that is taken.
+The port is then held bound (not listening: a client is refused, not left waiting) until uvicorn
+serves on that very socket, so nothing can take it while the pool starts.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import socket
+from pathlib import Path
+from typing import Any, Sequence
+
+from trinity.coordinator.saved import CoordinatorMismatchError, saved_pool_models
+from trinity.errors import ConfigError
+
+
+def _listed(names: Sequence[str]) -> str:
+    return "[" + ", ".join(names) + "]"
+
+
+def pool_difference(trained: Sequence[str], configured: Sequence[str]) -> str | None:
+    """How the configured pool differs from the one a coordinator was trained on (None: it does not)."""
+    trained, configured = list(trained), list(configured)
+    if trained == configured:
+        return None
+    parts = []
+    if len(trained) != len(configured):
+        parts.append(f"it was trained on {len(trained)} model{'s' if len(trained) != 1 else ''}, "
+                     f"this config has {len(configured)}")
+    missing = [m for m in trained if m not in configured]
+    new = [m for m in configured if m not in trained]
+    if missing:
+        parts.append(f"{_listed(missing)} {'is' if len(missing) == 1 else 'are'} not in this config's pool")
+    if new:
+        parts.append(f"{_listed(new)} {'was' if len(new) == 1 else 'were'} not in the pool it was trained on")
+    if not parts:
+        parts.append("the order differs (the head's agent rows follow the trained order)")
+    elif [m for m in trained if m in configured] != [m for m in configured if m in trained]:
+        parts.append("the models in both are in another order")
+    return "; ".join(parts)
+
+
+def check_saved_pool(cfg: Any, coordinator_path: str | os.PathLike) -> None:
+    """Refuse a coordinator (a folder holding coordinator.safetensors, or the file) that was trained for
+    another pool than `cfg.pool.models`, naming the difference. Its other settings (backbone, roles, ...)
+    are checked when it loads (Coordinator.load)."""
+    from trinity.pipeline.evolve_stage import coordinator_file
+
+    path = coordinator_file(Path(coordinator_path))
+    trained = saved_pool_models(path)
+    configured = [str(name) for name in cfg.pool.models]
+    difference = pool_difference(trained, configured)
+    if difference is not None:
+        raise CoordinatorMismatchError(
+            f"the coordinator at {path} was trained on pool {_listed(trained)}; this config's pool "
+            f"(pool={cfg.pool.get('name', '?')}) is {_listed(configured)}: {difference}. Serve it with the pool it "
+            f"was trained on; nothing was started")
+
+
+def reserve_port(host: str, port: int) -> socket.socket:
+    """A socket bound to (host, port), not yet listening, for uvicorn to serve on. SO_REUSEADDR as
+    uvicorn sets it, so a port left in TIME_WAIT by a server just stopped is not taken for busy."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError as e:
+        sock.close()
+        if e.errno == errno.EADDRINUSE:
+            raise ConfigError(f"port {port} on {host} is already in use (config key 'serve.port', or --port): stop "
+                              f"what listens there or choose another port; nothing was started") from None
+        raise ConfigError(f"cannot listen on {host}:{port} (config keys 'serve.host' and 'serve.port', or --host "
+                          f"and --port): {e.strerror or e}; nothing was started") from None
+    return sock
