@@ -49,7 +49,7 @@ def deployment_run_id() -> str | None:
 def run_outputs(cfg: DictConfig, stages: tuple[str, ...], label: str,
                 output_paths: dict[str, str] | None) -> dict[str, str] | None:
     """Where this flow run writes. Given `output_paths` (a parent flow chose them): those. A run
-    started from a deployment (UI or schedule): a new folder under `paths.deployment_runs`, so only
+    started from a deployment (UI or schedule): a new folder under `paths.ad_hoc_runs`, so only
     `dvc repro` ever writes the DVC outputs that dvc.lock describes. Otherwise (the DVC stage, the
     CLI): None, the configured paths."""
     from trinity.pipeline.workspace import new_run_folder, output_paths as stage_output_paths
@@ -58,7 +58,7 @@ def run_outputs(cfg: DictConfig, stages: tuple[str, ...], label: str,
         return output_paths
     if deployment_run_id() is None:
         return None
-    folder = new_run_folder(OmegaConf.select(cfg, "paths.deployment_runs", default="runs"), label)
+    folder = new_run_folder(OmegaConf.select(cfg, "paths.ad_hoc_runs", default="runs"), label)
     mapping = stage_output_paths(cfg, stages, folder)
     prefect_logger().info("deployment run: writing to %s (DVC outputs untouched): %s", folder, mapping)
     try:

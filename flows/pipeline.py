@@ -2,7 +2,7 @@
 and for scheduled retraining. `dvc repro` runs the same stages one by one with caching.
 
 Started from a deployment (the UI, the retraining schedule), every stage writes into one new folder under
-`paths.deployment_runs`, never into the DVC outputs: only `dvc repro` writes those, so dvc.lock stays true."""
+`paths.ad_hoc_runs`, never into the DVC outputs: only `dvc repro` writes those, so dvc.lock stays true."""
 
 from __future__ import annotations
 

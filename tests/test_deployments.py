@@ -90,7 +90,7 @@ def test_ui_run_of_evolve_uses_dask_and_its_own_folder(tmp_path):
             f"paths.states={tmp_path}/data/states", f"paths.runs={tmp_path}/data/evolve",
             f"paths.eval={tmp_path}/data/eval", f"paths.ablations={tmp_path}/data/ablations",
             f"paths.metrics={tmp_path}/metrics", f"paths.reports={tmp_path}/reports",
-            f"paths.cache={tmp_path}/cache", f"paths.deployment_runs={tmp_path}/runs",
+            f"paths.cache={tmp_path}/cache", f"paths.ad_hoc_runs={tmp_path}/runs",
         ])
         OmegaConf.set_struct(cfg, False)
         cfg.pool = OmegaConf.merge(stub_pool_cfg(stub.base_url, models=["a", "b", "c"]), {"host": "127.0.0.1"})

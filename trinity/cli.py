@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from trinity.errors import TrinityError
 
@@ -147,31 +148,41 @@ def _calibrate(cfg, args) -> int:
 
 
 def _cmd_eval(args) -> int:
-    from pathlib import Path
-
-    from trinity import config
+    from trinity import config, repro
+    from trinity.eval.adhoc import prepare_request
     from trinity.pipeline import evaluate_stage
     from trinity.pipeline.rollouts import RolloutContext
+    from trinity.pipeline.workspace import apply_output_paths
     from trinity.pool.servers import LocalPool, server_specs
 
     overrides = list(args.overrides)
     if args.suite:
         overrides.append(f"eval.suites=[{','.join(args.suite)}]")
-    if args.output:
-        out = Path(args.output)
-        overrides += [f"paths.eval={out / 'data'}", f"paths.reports={out / 'reports'}", f"paths.metrics={out / 'metrics'}"]
+    if args.method:
+        overrides.append(f"eval.methods=[{','.join(args.method)}]")
     cfg = config.compose(overrides)
     config.check_api_keys(cfg)
+    try:
+        root = repro.project_root()
+    except TrinityError:
+        root = Path.cwd()
+    # every argument is checked before the pool or the backbone loads; only the run's folder is made
+    request = prepare_request(cfg, coordinator=args.coordinator, suites=args.suite or [],
+                              methods=args.method or [], output=args.output, root=root)
+    cfg = apply_output_paths(cfg, request.output_paths)
+    print(f"trinity eval: writing to {request.output}", flush=True)
     pool = LocalPool(cfg.pool, model_cache=cfg.paths.model_cache) if server_specs(cfg.pool) else None
     try:
         if pool is not None:
             pool.__enter__()
-        out = evaluate_stage.run(cfg, coordinator_path=Path(args.coordinator), progress=print)
+        out = evaluate_stage.run(cfg, coordinator_path=request.coordinator, progress=print,
+                                 strict=bool(args.method))
     finally:
         RolloutContext.close_all()
         if pool is not None:
             pool.__exit__(None, None, None)
     print(f"report: {out['report']}")
+    print(f"results: {request.output}")
     return 0
 
 
@@ -263,7 +274,11 @@ def build_parser() -> argparse.ArgumentParser:
                 "trinity eval --coordinator data/evolve/coordinator --suite mmlu")
     p.add_argument("--coordinator", required=True, help="a trained coordinator folder or .safetensors file")
     p.add_argument("--suite", action="append", help="a task suite (repeatable); default: eval.suites or all")
-    p.add_argument("--output", help="folder for tables, metrics and the report (default: the config's paths)")
+    p.add_argument("--method", action="append",
+                   help="a method or group of eval.methods (repeatable), e.g. trinity, random, single:<model>; "
+                        "default: eval.methods. A method that cannot run is an error here, not a skip")
+    p.add_argument("--output", help="folder for tables, metrics and the report (default: a new "
+                                    "runs/<UTC time>-eval/, paths.ad_hoc_runs); never inside the pipeline's outputs")
     p.add_argument("overrides", nargs="*", help=OVERRIDES_HELP)
     p.set_defaults(func=_cmd_eval)
 

@@ -153,7 +153,10 @@ def fingerprint(params, extra=None) -> str:
     return h.hexdigest()[:12]
 
 
-def run(cfg: DictConfig, *, coordinator_path: Path | None = None, progress: Callable[[str], None] | None = None) -> dict:
+def run(cfg: DictConfig, *, coordinator_path: Path | None = None, progress: Callable[[str], None] | None = None,
+        strict: bool = False) -> dict:
+    """`strict` (an ad-hoc `trinity eval`): a requested method that cannot run is an error; the stage
+    (strict=False) skips it and the report lists why."""
     say = progress or log.info
     needed = min_items(cfg)
     set_names(cfg)   # a typo in eval.sets fails before the backbone loads
@@ -173,6 +176,8 @@ def run(cfg: DictConfig, *, coordinator_path: Path | None = None, progress: Call
         load_ablation=lambda name: load_ablation(cfg, ctx, name),
     )
     methods, skipped = method_registry.expand_with_skips(list(cfg.eval.methods), mctx)
+    if strict and skipped:
+        raise method_registry.MethodSkipped("; ".join(f"method '{s.method}' cannot run: {s.reason}" for s in skipped))
     for s in skipped:
         say(f"evaluate: skipping {s.method}: {s.reason}")
 

@@ -2,7 +2,7 @@
 
 `dvc repro` is the only writer of the pipeline's outputs (data/, metrics/, reports/), so `dvc.lock`
 always describes them. A run triggered from the Prefect UI or by the retraining schedule gets a fresh
-folder `<paths.deployment_runs>/<UTC time>-<label>/` and the stages it runs write there instead; what
+folder `<paths.ad_hoc_runs>/<UTC time>-<label>/` and the stages it runs write there instead; what
 they read from stages they do not run (the prepared items, the cached states, the evolved coordinator)
 still comes from the pipeline's outputs. Caches (`paths.cache`) stay shared: they are keyed on content.
 """
