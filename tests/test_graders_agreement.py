@@ -25,6 +25,19 @@ def test_grader_agreement_subset(capsys):
     for name in ("gsm8k", "math500"):
         assert report["math"][name]["agreement"] == 1.0
         assert report["math"][name]["wrong_accepted"] == 0
+    latex = report["math"]["latex"]     # the whole LaTeX table, whatever the limit
+    assert latex["equivalent"] >= 140 and latex["wrong"] >= 110
+    assert latex["equivalent_accepted"] == latex["equivalent"], latex["equivalent_missed"]
+    assert latex["wrong_accepted"] == 0, latex["wrong_accepted_forms"]
+
+
+def test_latex_table_is_well_formed():
+    checks = _module().latex_checks()
+    assert len({(ref, reply) for _, ref, reply, _ in checks}) == len(checks)      # no duplicate check
+    families = {family for family, *_ in checks}
+    assert {"fraction", "root", "interval", "pi", "percent", "negative", "decimal", "boxed"} <= families
+    for family in families:     # every family has forms both ways
+        assert {same for fam, _, _, same in checks if fam == family} == {True, False}, family
 
 
 def test_wrong_return_variant_changes_values():

@@ -30,6 +30,10 @@ def test_extract_math_answer(reply, expected):
     ("\\$18", "18"), ("18 dollars", "18"), ("x = 5", "5"), ("\\frac{\\sqrt{2}}{2}", "\\sqrt{2}/2"),
     ("2\\sqrt{3}", "\\sqrt{12}"), ("(1, 2)", "(1,2)"), ("10^\\circ", "10"), ("\\frac{\\pi}{4}", "pi/4"),
     ("(x+1)^2", "x^2+2x+1"), ("50\\%", "50"),
+    # the forms math-verify decides: set and interval algebra, a boxed reference, the unicode minus, i
+    ("(1, \\infty) \\cup (-\\infty, -1)", "(-\\infty, -1) \\cup (1, \\infty)"), ("\\left[1, 2\\right)", "[1, 2)"),
+    ("2, -3", "-3, 2"), ("\\sqrt{12}", "\\boxed{2\\sqrt{3}}"), ("\u22127", "-7"), ("2i + 1", "1 + 2i"),
+    ("i \\cdot 2 + 1", "1 + 2i"), ("1.2 \\times 10^4", "12000"), ("1e2", "100"),
 ])
 def test_equivalent(a, b):
     assert answers_equivalent(a, b)
@@ -38,6 +42,8 @@ def test_equivalent(a, b):
 @pytest.mark.parametrize("a,b", [
     ("17", "18"), ("0.51", "1/2"), ("", "3"), ("(1, 3)", "(1, 2)"), ("\\sqrt{3}", "\\sqrt{2}"),
     ("__import__('os').system('true')", "0"),
+    ("[1, 2]", "[1, 2)"), ("(-1, 3)", "(3, -1)"), ("x = 3 \\text{ or } x = 5", "5"), ("-3", "-3, 2"),
+    ("1 - 2i", "1 + 2i"), ("1e400", "5"),     # 10**400 once overflowed float() and raised
 ])
 def test_not_equivalent(a, b):
     assert not answers_equivalent(a, b)

@@ -1,20 +1,21 @@
 """Math answers: extract the final answer from a reply and decide equivalence with the reference.
 
-Equivalence: normalised string equality, then exact rational comparison of plain numbers, then sympy
-(simplify(a - b) == 0, or numeric closeness) in a separate worker process with a time limit. Model
-output is never eval'ed unchecked: only whitelisted identifiers reach sympy's parser.
+Extraction is ours (the protocol's "The answer is 7. <idea>...</idea>" replies, '####', the last number).
+Equivalence: normalised string equality, then exact rational comparison of plain numbers, then
+math-verify (LaTeX parsed to sympy: intervals, sets, tuples, roots, pi, percentages) in a worker
+process under a time limit. math-verify parses with ANTLR, never with eval.
 """
 
 from __future__ import annotations
 
+import os
 import re
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
-from fractions import Fraction
-import multiprocessing
 import threading
+from fractions import Fraction
 
-SYMPY_TIMEOUT_S = 5.0
+from trinity.tasks.graders.worker_pool import WorkerError, WorkerPool, WorkerTimeout
+
+VERIFY_TIMEOUT_S = 5.0
 
 
 # ---------------------------------------------------------------- extraction
@@ -108,7 +109,8 @@ def _as_fraction(s: str) -> Fraction | None:
     m = re.fullmatch(r"(-?)\\frac\{(-?\d+)\}\{(-?\d+)\}", t)
     if m:
         t = f"{m.group(1)}{m.group(2)}/{m.group(3)}"
-    if not re.fullmatch(r"[+-]?(\d+(\.\d*)?|\.\d+)(e[+-]?\d+)?(/[+-]?\d+)?", t):
+    # a short exponent only: Fraction('1e999999999') would build that integer here, outside any time limit
+    if not re.fullmatch(r"[+-]?(\d+(\.\d*)?|\.\d+)(e[+-]?\d{1,3})?(/[+-]?\d+)?", t):
         return None
     try:
         return Fraction(t)
@@ -116,159 +118,64 @@ def _as_fraction(s: str) -> Fraction | None:
         return None
 
 
-# ---------------------------------------------------------------- latex -> sympy text
-_FUNCS = {"sqrt", "pi", "log", "ln", "sin", "cos", "tan", "exp", "oo", "E", "I", "Abs", "cot", "sec", "csc",
-          "asin", "acos", "atan"}
+# ---------------------------------------------------------------- equivalence
+def _as_latex(s: str) -> str:
+    """Plain-text spellings that math-verify's LaTeX parser would misread ('pi' as p*i)."""
+    s = re.sub(r"(?<![\\A-Za-z])pi(?![A-Za-z])", r"\\pi", s)
+    # math-verify reads i as the imaginary unit only where it stands alone ('2 i', not '2i'), and
+    # decides that per side: '1 + 2i' against '2 i + 1' would compare a symbol with the unit
+    return re.sub(r"(?<=[\d})])i(?![A-Za-z])", " i", s)
 
 
-def _replace_command(s: str, name: str, n_args: int, build) -> str:
-    out, i, key = [], 0, "\\" + name
-    while True:
-        j = s.find(key, i)
-        if j < 0:
-            out.append(s[i:])
-            return "".join(out)
-        out.append(s[i:j])
-        k = j + len(key)
-        args = []
-        for _ in range(n_args):
-            while k < len(s) and s[k] == " ":
-                k += 1
-            got = _braced(s, k)
-            if got is None:
-                if k < len(s):
-                    args.append(s[k])
-                    k += 1
-                    continue
-                return "".join(out) + s[j:]
-            args.append(got[0])
-            k = got[1]
-        out.append(build(*args))
-        i = k
+def _verify(candidate: str, reference: str, step_timeout_s: int) -> bool:
+    """Runs in a worker process on its main thread, where math-verify's signal-based timeouts work."""
+    from math_verify import LatexExtractionConfig, parse, verify
+
+    config = [LatexExtractionConfig()]
+    # no string fallback: an answer math-verify cannot parse was already compared as text by the caller
+    gold = parse(f"${reference}$", config, fallback_mode="no_fallback", parsing_timeout=step_timeout_s)
+    pred = parse(f"${candidate}$", config, fallback_mode="no_fallback", parsing_timeout=step_timeout_s)
+    return bool(gold and pred and verify(gold, pred, timeout_seconds=step_timeout_s))
 
 
-def latex_to_expr_text(s: str) -> str:
-    s = normalize(s)
-    s = re.sub(r"\\sqrt\[([^\]]+)\]\{", r"\\nthroot{\1}{", s)
-    for _ in range(4):  # nested commands
-        s = _replace_command(s, "frac", 2, lambda a, b: f"(({a})/({b}))")
-        s = _replace_command(s, "nthroot", 2, lambda n, a: f"(({a})**(1/({n})))")
-        s = _replace_command(s, "sqrt", 1, lambda a: f"sqrt({a})")
-    for src, dst in (("\\cdot", "*"), ("\\times", "*"), ("\\div", "/"), ("\\pi", "pi"), ("\\infty", "oo"),
-                     ("\\ln", "log"), ("\\log", "log"), ("\\sin", "sin"), ("\\cos", "cos"), ("\\tan", "tan"),
-                     ("\\exp", "exp"), ("^", "**"), ("{", "("), ("}", ")"), ("\\", "")):
-        s = s.replace(src, dst)
-    return s.strip()
-
-
-def _safe(text: str) -> bool:
-    if "__" in text or not re.fullmatch(r"[\w\s+\-*/().,]*", text):
-        return False
-    return all(len(w) == 1 or w in _FUNCS for w in re.findall(r"[A-Za-z_]\w*", text))
-
-
-def _split_top(text: str) -> list[str]:
-    parts, depth, cur = [], 0, []
-    for ch in text:
-        if ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-        if ch == "," and depth == 0:
-            parts.append("".join(cur))
-            cur = []
-        else:
-            cur.append(ch)
-    parts.append("".join(cur))
-    return [p.strip() for p in parts]
-
-
-def _sympy_equal(a: str, b: str) -> bool:
-    """Runs in the worker process."""
-    import sympy
-    from sympy.parsing.sympy_parser import (convert_xor, implicit_multiplication_application, parse_expr,
-                                            standard_transformations)
-    trans = standard_transformations + (implicit_multiplication_application, convert_xor)
-    ea = parse_expr(a, transformations=trans, evaluate=True)
-    eb = parse_expr(b, transformations=trans, evaluate=True)
-    if isinstance(ea, tuple) or isinstance(eb, tuple):
-        return False
-    try:
-        if sympy.simplify(ea - eb) == 0:
-            return True
-    except Exception:
-        pass
-    try:
-        va, vb = complex(sympy.N(ea)), complex(sympy.N(eb))
-        return abs(va - vb) <= 1e-6 * max(1.0, abs(vb))
-    except Exception:
-        return False
-
-
-_pool: ProcessPoolExecutor | None = None
+_pool: WorkerPool | None = None
 _pool_lock = threading.Lock()
 
 
-def _get_pool() -> ProcessPoolExecutor:
+def _get_pool() -> WorkerPool:
     global _pool
     with _pool_lock:
         if _pool is None:
-            _pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+            _pool = WorkerPool(min(4, os.cpu_count() or 1), warm_imports=("math_verify", __name__))
         return _pool
 
 
-def _reset_pool() -> None:
-    global _pool
-    with _pool_lock:
-        if _pool is not None:
-            for proc in list(getattr(_pool, "_processes", {}).values()):
-                proc.kill()
-            _pool.shutdown(wait=False, cancel_futures=True)
-            _pool = None
+def verify_equal(candidate: str, reference: str, timeout_s: float = VERIFY_TIMEOUT_S) -> bool:
+    """math-verify's verdict, in a worker process; a timeout or an error on this input counts as 'not
+    equal', but a worker that cannot start raises: every verdict would silently be 'wrong'.
 
-
-def sympy_equal(a: str, b: str, timeout_s: float = SYMPY_TIMEOUT_S) -> bool:
-    """Symbolic equality in a worker process; a timeout or any error counts as 'not equal'."""
-    if not (_safe(a) and _safe(b)):
-        return False
+    math-verify's own per-step alarms stop most slow cases without losing the worker; they are set
+    a second under our limit, which also stops what a signal cannot interrupt (a huge integer power
+    computed in C) by killing the worker."""
+    step_timeout_s = max(1, int(timeout_s) - 1)
     try:
-        return bool(_get_pool().submit(_sympy_equal, a, b).result(timeout=timeout_s))
-    except FutureTimeout:
-        _reset_pool()
-        return False
-    except Exception:
+        return bool(_get_pool().call(_verify, _as_latex(candidate), _as_latex(reference), step_timeout_s,
+                                     timeout_s=timeout_s))
+    except (WorkerTimeout, WorkerError):
         return False
 
 
-def _scalar_equal(a: str, b: str, timeout_s: float) -> bool:
-    na, nb = normalize(a), normalize(b)
-    if na == nb:
-        return True
-    fa, fb = _as_fraction(na), _as_fraction(nb)
-    if fa is not None and fb is not None:
-        return fa == fb or abs(float(fa) - float(fb)) <= 1e-9 * max(1.0, abs(float(fb)))
-    if not na or not nb:
-        return False
-    return sympy_equal(latex_to_expr_text(na), latex_to_expr_text(nb), timeout_s)
-
-
-def answers_equivalent(candidate: str, reference: str, timeout_s: float = SYMPY_TIMEOUT_S) -> bool:
-    """True when `candidate` and `reference` denote the same value (tuples/intervals element-wise)."""
+def answers_equivalent(candidate: str, reference: str, timeout_s: float = VERIFY_TIMEOUT_S) -> bool:
+    """True when `candidate` and `reference` denote the same value (sets, intervals, tuples included)."""
     if candidate is None or not str(candidate).strip():
         return False
     ca, rb = normalize(candidate), normalize(reference)
-    if ca == rb or ca.replace(" ", "") == rb.replace(" ", ""):
+    if ca.replace(" ", "") == rb.replace(" ", ""):
         return True
-    pa, pb = _split_top(_strip_brackets(ca)), _split_top(_strip_brackets(rb))
-    if len(pb) > 1 or len(pa) > 1:
-        same_brackets = _brackets(ca) == _brackets(rb) or not _brackets(ca) or not _brackets(rb)
-        return len(pa) == len(pb) and same_brackets and all(_scalar_equal(x, y, timeout_s) for x, y in zip(pa, pb))
-    return _scalar_equal(ca, rb, timeout_s)
-
-
-def _brackets(s: str) -> str:
-    return (s[0] + s[-1]) if len(s) >= 2 and s[0] in "([{" and s[-1] in ")]}" else ""
-
-
-def _strip_brackets(s: str) -> str:
-    return s[1:-1] if _brackets(s) else s
+    fa, fb = _as_fraction(ca), _as_fraction(rb)
+    if fa is not None and fb is not None:   # plain numbers: exact, and no worker round trip
+        # in fractions, not floats: float(10**400) overflows
+        return abs(fa - fb) <= max(1, abs(fb)) / 10**9
+    if not ca or not rb:
+        return False
+    return verify_equal(ca, rb, timeout_s)
