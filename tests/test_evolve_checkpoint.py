@@ -1,8 +1,10 @@
-"""Checkpoint files: round trip, corrupt and mismatched checkpoints, and the ways to start over."""
+"""Checkpoint files: round trip, corrupt and mismatched checkpoints, the ways to start over, and the episode
+parts the checkpoint references instead of holding the rows."""
 
 from __future__ import annotations
 
 import numpy as np
+import polars as pl
 import pytest
 from omegaconf import OmegaConf
 
@@ -119,3 +121,108 @@ def test_a_checkpoint_unreadable_after_a_library_upgrade_names_the_versions(tmp_
     assert load_checkpoint(path, "f") == {"fingerprint": "f"}
     path.write_bytes(MAGIC + hashlib.sha256(ok).hexdigest().encode() + b"\n" + ok)
     assert load_checkpoint(path, "f") == {"fingerprint": "f"}
+
+
+# ---------------------------------------------------------------------- episode parts beside the checkpoint
+def _fingerprint(cfg):
+    return config_fingerprint(cfg, 18)  # the toy problem's 3 agents x 6 features
+
+
+def _parts(out):
+    return sorted(p.name for p in (out / "episodes").glob("*.parquet"))
+
+
+def test_one_part_per_generation_with_its_rows_and_none_in_the_checkpoint(tmp_path):
+    generations = 5
+    cfg = toy_cfg(generations=generations, every=2, tmp=tmp_path)
+    out = tmp_path / "run"
+    run(out, cfg)
+    validated = {1, 3, 4}  # every 2nd generation and the last
+    expected = {"x0.parquet": 2 * 16,
+                **{f"gen-{g:04d}.parquet": 6 * 8 + (2 * 16 if g in validated else 0) for g in range(generations)}}
+    assert _parts(out) == sorted(expected)
+    for name, rows in expected.items():
+        assert pl.read_parquet(out / "episodes" / name).height == rows, name
+
+    payload = load_checkpoint(out / "checkpoint.pkl", _fingerprint(cfg))
+    assert "episode_rows" not in payload
+    assert [(r["file"], r["rows"]) for r in payload["episode_parts"]] == list(expected.items())
+    # the published table is the parts in order, nothing more
+    parts = pl.concat([pl.read_parquet(out / "episodes" / name) for name in expected])
+    assert pl.read_parquet(out / "episodes.parquet").equals(parts)
+
+
+def test_checkpoint_size_does_not_grow_with_the_episodes(tmp_path):
+    """The checkpoint used to hold every episode row: on this fixture it grew from ~61 kB after generation 2
+    to ~137 kB after generation 8 (2.25x, +12.7 kB per generation, its rows re-pickled every time). Without
+    rows only the per-generation summaries grow (~0.6 kB per generation on ~30 kB of state)."""
+    out = tmp_path / "run"
+    sizes = {}
+
+    def measure(report):
+        sizes[report["generations_done"]] = (out / "checkpoint.pkl").stat().st_size
+
+    run(out, toy_cfg(generations=8, every=2, tmp=tmp_path), progress=measure)
+    assert sizes[8] < 1.25 * sizes[2], sizes
+    assert sizes[8] - sizes[2] < 6 * 2_000, sizes  # per generation, far under one generation's rows
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate", "swap", "missing"])
+def test_a_damaged_part_is_refused_on_resume_naming_the_file(tmp_path, damage):
+    cfg = toy_cfg(generations=3, tmp=tmp_path)
+    out = tmp_path / "run"
+    run(out, cfg)
+    part = out / "episodes" / "gen-0001.parquet"
+    data = part.read_bytes()
+    if damage == "flip":
+        part.write_bytes(data[:100] + bytes([data[100] ^ 0xFF]) + data[101:])
+    elif damage == "truncate":
+        part.write_bytes(data[: len(data) // 2])
+    elif damage == "swap":
+        part.write_bytes((out / "episodes" / "gen-0000.parquet").read_bytes())
+    else:
+        part.unlink()
+    with pytest.raises(CheckpointError, match="gen-0001.parquet") as e:
+        run(out, cfg)
+    assert "resume=false" in str(e.value)
+    fresh = run(out, cfg, fresh=True)  # starting over rewrites every part
+    assert not fresh.resumed and _parts(out) == ["gen-0000.parquet", "gen-0001.parquet", "gen-0002.parquet",
+                                                  "x0.parquet"]
+
+
+def test_a_checkpoint_with_the_rows_inside_is_upgraded_and_resumes(tmp_path):
+    """Version 2 held every episode row in the checkpoint: resuming one writes the rows out as parts, re-saves
+    the checkpoint without them, and ends as a run never stopped."""
+    import shutil
+
+    from evolve_fixture import ToyProblem, save_coordinator
+    from trinity.evolve.loop import run_evolution
+
+    cfg = toy_cfg(generations=5, every=2, tmp=tmp_path / "ref")
+    run(tmp_path / "ref" / "run", cfg)
+    problem = ToyProblem(cfg)
+
+    def stop_in_generation_3(g, xs):
+        if g == 3:
+            raise KeyboardInterrupt
+        return problem.evaluate_population(g, xs)
+
+    out = tmp_path / "old" / "run"
+    cfg_old = toy_cfg(generations=5, every=2, tmp=tmp_path / "old")
+    with pytest.raises(KeyboardInterrupt):
+        run_evolution(cfg_old, n_params=problem.n_params, evaluate_population=stop_in_generation_3,
+                      evaluate_mean=problem.evaluate_mean, save_coordinator=save_coordinator, out_dir=out,
+                      describe_mean=problem.describe_mean)
+    payload = load_checkpoint(out / "checkpoint.pkl", _fingerprint(cfg))
+    parts = payload.pop("episode_parts")
+    rows = pl.concat([pl.read_parquet(out / "episodes" / r["file"]) for r in parts]).to_dicts()
+    save_checkpoint(out / "checkpoint.pkl", {**payload, "version": 2, "episode_rows": rows})
+    shutil.rmtree(out / "episodes")
+
+    resumed = run(out, cfg_old)
+    assert resumed.resumed and resumed.generations_completed == 5
+    upgraded = load_checkpoint(out / "checkpoint.pkl", _fingerprint(cfg))
+    assert upgraded["version"] == 3 and "episode_rows" not in upgraded
+    assert _parts(out) == _parts(tmp_path / "ref" / "run")
+    ref_episodes = pl.read_parquet(tmp_path / "ref" / "run" / "episodes.parquet")
+    assert pl.read_parquet(out / "episodes.parquet").equals(ref_episodes)

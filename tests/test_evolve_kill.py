@@ -1,4 +1,5 @@
-"""SIGKILL a real evolution run mid-generation (twice), resume, and match an uninterrupted run exactly."""
+"""SIGKILL a real evolution run mid-generation (twice), or stop it between a generation's episode part and
+its checkpoint; resume, and match an uninterrupted run exactly, episode parts included."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
+import pytest
 
 from evolve_fixture import REPO, run, toy_cfg
 from trinity.evolve.checkpoint import config_fingerprint, load_checkpoint
@@ -40,9 +42,27 @@ def _kill_when(proc: subprocess.Popen, marker: Path, timeout: float = 60.0) -> N
     assert proc.returncode == -signal.SIGKILL
 
 
-def _next_generation(out_dir: Path) -> int:
+def _checkpoint(out_dir: Path) -> dict:
     cfg = toy_cfg(generations=GENERATIONS)
-    return load_checkpoint(out_dir / "checkpoint.pkl", config_fingerprint(cfg, 18))["next_generation"]
+    return load_checkpoint(out_dir / "checkpoint.pkl", config_fingerprint(cfg, 18))
+
+
+def _next_generation(out_dir: Path) -> int:
+    return _checkpoint(out_dir)["next_generation"]
+
+
+def _parts(out_dir: Path) -> list[str]:
+    return sorted(p.name for p in (out_dir / "episodes").iterdir())
+
+
+def _committed(generations: int) -> list[str]:
+    return sorted(["x0.parquet", *(f"gen-{g:04d}.parquet" for g in range(generations))])
+
+
+def _same_parts(a: Path, b: Path) -> None:
+    assert _parts(a) == _parts(b)
+    for name in _parts(a):
+        assert pl.read_parquet(a / "episodes" / name).equals(pl.read_parquet(b / "episodes" / name)), name
 
 
 def test_sigkill_mid_generation_and_resume_matches_uninterrupted_run(tmp_path):
@@ -51,8 +71,11 @@ def test_sigkill_mid_generation_and_resume_matches_uninterrupted_run(tmp_path):
     out = tmp_path / "killed" / "run"
     _kill_when(_start(out, tmp_path / "m1"), tmp_path / "m1" / "g3_c2")
     assert _next_generation(out) == 3  # generations 0-2 committed, generation 3 was in progress
+    assert _parts(out) == _committed(3)  # generation 3's part is written only once it finishes
     _kill_when(_start(out, tmp_path / "m2"), tmp_path / "m2" / "g4_c4")  # kill the resumed process too
     assert _next_generation(out) == 4
+    assert _parts(out) == _committed(4)
+    assert not (out / "episodes.parquet").exists()  # the full table is written when a run stops
     assert not (tmp_path / "m2" / "g2_c0").exists()  # it resumed, it did not start over
     assert (tmp_path / "m1" / "val_g-1_sample").exists() and (tmp_path / "m1" / "val_g-1_argmax").exists()
     assert not list((tmp_path / "m2").glob("val_g-1_*"))  # ... nor validated x0 again
@@ -70,6 +93,10 @@ def test_sigkill_mid_generation_and_resume_matches_uninterrupted_run(tmp_path):
     # no duplicate rows after two resumes: x0 and generations 1, 3, 5 validated, each with both routing modes
     assert episodes_b.height == GENERATIONS * 6 * 8 + (1 + 3) * 2 * 16
     assert episodes_a.equals(episodes_b)
+    _same_parts(a, b)
+    refs = _checkpoint(b)["episode_parts"]
+    assert [r["file"] for r in refs] == ["x0.parquet", *(f"gen-{g:04d}.parquet" for g in range(GENERATIONS))]
+    assert sum(r["rows"] for r in refs) == episodes_b.height
     routing_a, routing_b = pl.read_parquet(a / "routing.parquet"), pl.read_parquet(b / "routing.parquet")
     assert routing_a.equals(routing_b) and routing_b["generation"].unique().sort().to_list() == list(range(-1, GENERATIONS))
     timing = ["wall_s"]  # measured time is the only column allowed to differ
@@ -82,3 +109,35 @@ def test_sigkill_mid_generation_and_resume_matches_uninterrupted_run(tmp_path):
     metrics_a.pop("wall_s"), metrics_b.pop("wall_s")
     assert metrics_a == metrics_b
     assert np.array_equal(np.load(b / "coordinator" / "params.npy"), ref.params)
+
+
+def test_stop_between_a_part_and_its_checkpoint_rewrites_the_part(tmp_path, monkeypatch):
+    """The part of generation 3 is on disk, its checkpoint is not: the resumed run drops that part (here
+    made unreadable, so reading it would fail) and any temp file a kill left, runs generation 3 again and
+    ends as a run never stopped."""
+    import trinity.evolve.loop as loop
+
+    ref = run(tmp_path / "ref" / "run", toy_cfg(generations=GENERATIONS, tmp=tmp_path / "ref"))
+    out = tmp_path / "killed" / "run"
+    cfg = toy_cfg(generations=GENERATIONS, tmp=tmp_path / "killed")
+    save = loop.save_checkpoint
+
+    def die_before_committing_generation_3(path, payload):
+        if payload["next_generation"] == 4:
+            raise KeyboardInterrupt  # nothing after this line runs: as a kill
+        save(path, payload)
+
+    monkeypatch.setattr(loop, "save_checkpoint", die_before_committing_generation_3)
+    with pytest.raises(KeyboardInterrupt):
+        run(out, cfg)
+    monkeypatch.undo()
+    assert _checkpoint(out)["next_generation"] == 3 and _parts(out) == _committed(4)
+    (out / "episodes" / "gen-0003.parquet").write_bytes(b"torn")
+    (out / "episodes" / ".gen-0004.parquet.x1y2.tmp").write_bytes(b"half")
+
+    resumed = run(out, cfg)
+    assert resumed.resumed and resumed.params.tobytes() == ref.params.tobytes()
+    assert _parts(out) == _committed(GENERATIONS)
+    _same_parts(tmp_path / "ref" / "run", out)
+    ref_episodes = pl.read_parquet(tmp_path / "ref" / "run" / "episodes.parquet")
+    assert pl.read_parquet(out / "episodes.parquet").equals(ref_episodes)

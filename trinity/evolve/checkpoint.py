@@ -3,7 +3,9 @@
 Format: a magic line, the SHA-256 of the body, then the pickled payload. A torn or edited file fails
 the checksum and a checkpoint from another configuration fails the fingerprint: both are a clear
 CheckpointError instead of a silently different run. The file is pickle, so only load run folders
-you wrote yourself.
+you wrote yourself. The payload is the evolution state; the episode rows live in Parquet parts beside
+it, referenced by name, row count and SHA-256 (trinity.evolve.episode_parts), so the file stays about
+the same size however many generations the run has.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from omegaconf import DictConfig, OmegaConf
 from trinity.evolve.errors import CheckpointError
 
 MAGIC = b"TRINITY-EVOLVE-CHECKPOINT v1\n"
+RESUME_HINT = "delete the run folder or start over with evolve.resume=false (run_evolution(..., fresh=True))"
 FINGERPRINT_SECTIONS = ("evolve", "protocol", "pool", "coordinator", "tasks")
 # Settings that change how a run is executed, never what it computes: a budget raised after a budget
 # stop, or a different concurrency, must still resume the same run.
@@ -91,7 +94,7 @@ def save_checkpoint(path: Path, payload: dict[str, Any]) -> None:
 
 def load_checkpoint(path: Path, fingerprint: str) -> dict[str, Any]:
     path = Path(path)
-    hint = "delete it or start over with evolve.resume=false (run_evolution(..., fresh=True))"
+    hint = RESUME_HINT
     try:
         data = path.read_bytes()
     except OSError as e:

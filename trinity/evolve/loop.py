@@ -19,9 +19,16 @@ Before generation 0, x0 (the strategy's initial mean: uniform routing when x0 = 
 for the best, so the kept coordinator is x0 unless a later validation beats it strictly; the outputs
 then say so (`beats_x0`). x0's validation is a committed step of the checkpointed run like a generation.
 
-A generation is atomic: it is committed to the checkpoint (strategy state, RNG state, rows, best) only
-once finished, so a run killed at any moment resumes at the start of the generation it was in and,
-given deterministic evaluations, ends with the same coordinator and tables as a run never stopped.
+A generation is atomic: it is committed only once finished, first its episode rows as their own Parquet
+part (trinity.evolve.episode_parts), then the checkpoint (strategy state, RNG state, per-generation
+summaries, best, and references to the parts). A run killed at any moment resumes at the start of the
+generation it was in (a part written after the last checkpoint is removed and written again) and, given
+deterministic evaluations, ends with the same coordinator and tables as a run never stopped.
+
+Checkpoint versions: 3 is this layout. A version 2 checkpoint (the same state with every episode row
+inside) is still read: its rows are written out as parts and it is re-saved as version 3 before the run
+goes on. Older ones start the run over, with a warning.
+
 A spent budget (BudgetExhausted from a callback, or a trace that ended with 'budget') discards the
 generation in progress and stops at the last committed boundary, with everything saved.
 """
@@ -43,12 +50,13 @@ from trinity.evolve.checkpoint import (capture_rng, config_fingerprint, load_che
                                        save_checkpoint, seed_global_rngs)
 from trinity.evolve.diagnostics import routing_rows, training_diagnostics, x0_comparison
 from trinity.evolve.efficiency import Throughput, efficiency, generation_summary, pool_throughputs
+from trinity.evolve.episode_parts import prune_parts, read_parts, write_part
 from trinity.evolve.errors import BudgetExhausted
 from trinity.evolve.fitness import FitnessWeights, shaped_fitness
-from trinity.evolve.outputs import RunPaths, write_outputs
+from trinity.evolve.outputs import RunPaths, totals, write_outputs
 from trinity.evolve.progress import progress_report, x0_report
 from trinity.evolve.strategies import EpisodeRecord, Strategy, make_strategy
-from trinity.evolve.tables import episode_row
+from trinity.evolve.tables import concat_episodes, episode_row, episodes_frame
 from trinity.seeding import derive_seed
 
 log = logging.getLogger("trinity.evolve")
@@ -60,7 +68,10 @@ DescribeMean = Callable[[int, np.ndarray], dict]
 
 VALIDATION_MODES = ("sample", "argmax")  # every validation of the mean runs both, in this order
 X0_GENERATION = -1
-CHECKPOINT_VERSION = 2  # 2: x0 validated as generation -1, both validation modes, diagnostics, routing rows
+# 2: x0 validated as generation -1, both validation modes, diagnostics, routing rows
+# 3: episode rows in per-step Parquet parts, the checkpoint holds references to them
+CHECKPOINT_VERSION = 3
+ROWS_IN_CHECKPOINT_VERSION = 2  # the same run state with every episode row inside: upgraded on resume
 
 
 @dataclass(frozen=True)
@@ -140,6 +151,8 @@ def run_evolution(
         paths.clear()
     resumed = paths.checkpoint.exists()
     run = load_checkpoint(paths.checkpoint, fingerprint) if resumed else None
+    if run is not None and run.get("version") == ROWS_IN_CHECKPOINT_VERSION:
+        run = _upgrade_rows_in_checkpoint(run, paths)
     if run is not None and run.get("version") != CHECKPOINT_VERSION:
         log.warning("evolve: %s was written by an older evolution loop (version %s, no x0 baseline or learning "
                     "diagnostics); starting this run over", paths.checkpoint, run.get("version"))
@@ -151,7 +164,13 @@ def run_evolution(
     else:
         seed_global_rngs(derive_seed(cfg.seed, "evolve", "global-rng"))
         run = _new_run(strategy, s, fingerprint)
-    write_outputs(paths, run, plot=False, references=reference_lines)  # tables = checkpointed rows, whatever a kill left behind
+    # Parts past the checkpoint are from a step it did not commit: that step runs again and rewrites them.
+    removed = prune_parts(paths.parts, run["episode_parts"])
+    if removed:
+        log.info("evolve: removed episode parts the checkpoint does not reference: %s", ", ".join(removed))
+    frames = read_parts(paths.parts, run["episode_parts"], paths.checkpoint)
+    episodes = concat_episodes(frames)
+    write_outputs(paths, run, episodes, final=False, references=reference_lines)
     started, walls = time.perf_counter(), []
     while not run["finished"]:
         g = run["next_generation"]
@@ -159,27 +178,32 @@ def run_evolution(
         x0_step = run["x0"] is None
         try:
             if x0_step:
-                run = _validate_x0(run, strategy, s, evaluate_mean, describe_mean, save_coordinator, paths)
+                run, rows = _validate_x0(run, strategy, s, evaluate_mean, describe_mean, save_coordinator, paths)
             else:
-                run = _generation(run, g, strategy, s, evaluate_population, evaluate_mean, describe_mean,
-                                  save_coordinator, paths)
+                run, rows = _generation(run, g, strategy, s, evaluate_population, evaluate_mean, describe_mean,
+                                        save_coordinator, paths)
         except BudgetExhausted as e:
             run = _stop_on_budget(run, str(e), strategy, save_coordinator, paths)
             save_checkpoint(paths.checkpoint, run)
             where = "the validation of x0" if x0_step else f"generation {g}"
             log.warning("evolve: budget exhausted in %s, stopped at its start: %s", where, e)
             break
+        frame = episodes_frame(rows)
+        ref = write_part(paths.parts, X0_GENERATION if x0_step else g, frame)  # before the checkpoint naming it
+        run = {**run, "episode_parts": run["episode_parts"] + [ref]}
         save_checkpoint(paths.checkpoint, run)
-        write_outputs(paths, run, plot=False, references=reference_lines)
+        frames.append(frame)
+        episodes = concat_episodes(frames)
+        write_outputs(paths, run, episodes, final=False, references=reference_lines)
         if x0_step:
-            report = x0_report(run, s.generations, time.perf_counter() - started)
+            report = x0_report(run, totals(episodes), s.generations, time.perf_counter() - started)
         else:
             walls.append(time.perf_counter() - t0)
-            report = progress_report(run, s.generations, walls, time.perf_counter() - started)
+            report = progress_report(run, totals(episodes), s.generations, walls, time.perf_counter() - started)
         log.info(report["line"])
         if progress is not None:
             progress(report)
-    write_outputs(paths, run, plot=True, references=reference_lines)
+    write_outputs(paths, run, episodes, final=True, references=reference_lines)
     versus = x0_comparison(run)
     if versus["beats_x0"] is False and any(r["validation_reward"] is not None for r in run["generation_rows"]):
         log.warning("evolve: no validation of the mean beat x0 (the initial mean; uniform routing when x0 = 0), "
@@ -198,8 +222,23 @@ def _new_run(strategy: Strategy, s: EvolveSettings, fingerprint: str) -> dict[st
     return {"version": CHECKPOINT_VERSION, "fingerprint": fingerprint, "strategy": strategy.name,
             "n_params": strategy.n_params, "popsize": strategy.popsize, "generations_planned": s.generations,
             "validation_routing": s.routing, "state": strategy.init(), "next_generation": 0, "rng": capture_rng(),
-            "x0": None, "episode_rows": [], "generation_rows": [], "routing_rows": [], "best": None,
+            "x0": None, "episode_parts": [], "generation_rows": [], "routing_rows": [], "best": None,
             "stale_validations": 0, "finished": False, "stop_reason": None, "stop_detail": None}
+
+
+def _upgrade_rows_in_checkpoint(run: dict[str, Any], paths: RunPaths) -> dict[str, Any]:
+    """A version 2 checkpoint, its rows written out as one part per step (x0 included), re-saved as the
+    current version: the parts first, so a kill in between leaves the old checkpoint to upgrade again."""
+    by_step: dict[int, list[dict[str, Any]]] = {}
+    for row in run["episode_rows"]:
+        by_step.setdefault(int(row["generation"]), []).append(row)
+    refs = [write_part(paths.parts, g, episodes_frame(rows)) for g, rows in sorted(by_step.items())]
+    run = {k: v for k, v in run.items() if k != "episode_rows"}
+    run = {**run, "version": CHECKPOINT_VERSION, "episode_parts": refs}
+    save_checkpoint(paths.checkpoint, run)
+    log.info("evolve: upgraded %s to checkpoint version %d (%d episode parts)", paths.checkpoint,
+             CHECKPOINT_VERSION, len(refs))
+    return run
 
 
 def _check_budget(traces: Sequence[Trace], where: str) -> None:
@@ -261,8 +300,9 @@ def _meta(run: dict[str, Any], strategy: Strategy, state: dict, g: int, s: Evolv
 
 def _validate_x0(run: dict[str, Any], strategy: Strategy, s: EvolveSettings, evaluate_mean: EvaluateMean,
                  describe_mean: DescribeMean | None, save_coordinator: SaveCoordinator,
-                 paths: RunPaths) -> dict[str, Any]:
-    """Generation -1: the initial mean, validated like any later mean; it is the first best."""
+                 paths: RunPaths) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Generation -1: the initial mean, validated like any later mean; it is the first best. Returns the
+    run and x0's episode rows (the caller writes them as a part)."""
     t0 = time.perf_counter()
     x0 = strategy.mean(run["state"])
     val = _validate(X0_GENERATION, x0, s, evaluate_mean)
@@ -272,16 +312,17 @@ def _validate_x0(run: dict[str, Any], strategy: Strategy, s: EvolveSettings, eva
                "calls": sum(r["calls"] for r in val.rows), "cost_usd": float(sum(r["cost_usd"] for r in val.rows)),
                **generation_summary(val.traces, s.throughputs), "wall_s": time.perf_counter() - t0}
     x0_info["efficiency"] = efficiency(x0_info["floor_s"], x0_info["wall_s"])
-    return {**run, "x0": x0_info, "rng": capture_rng(), "episode_rows": run["episode_rows"] + val.rows,
+    return {**run, "x0": x0_info, "rng": capture_rng(),
             "routing_rows": run["routing_rows"] + _describe(describe_mean, X0_GENERATION, x0),
             "best": {"params": x0, "generation": X0_GENERATION, "validation_reward": val.reward},
-            "stale_validations": 0, "stop_reason": None, "stop_detail": None}
+            "stale_validations": 0, "stop_reason": None, "stop_detail": None}, val.rows
 
 
 def _generation(run: dict[str, Any], g: int, strategy: Strategy, s: EvolveSettings,
                 evaluate_population: EvaluatePopulation, evaluate_mean: EvaluateMean,
                 describe_mean: DescribeMean | None, save_coordinator: SaveCoordinator,
-                paths: RunPaths) -> dict[str, Any]:
+                paths: RunPaths) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """One generation; returns the run and the generation's episode rows (the caller writes them as a part)."""
     t0 = time.perf_counter()
     state, candidates = strategy.ask(run["state"])
     decisions: dict[str, Any] = {}
@@ -345,10 +386,10 @@ def _generation(run: dict[str, Any], g: int, strategy: Strategy, s: EvolveSettin
     plateau = val is not None and s.patience is not None and stale >= s.patience and not last
     stop = "completed" if last else "plateau" if plateau else None
     return {**run, "state": state, "next_generation": g + 1, "rng": capture_rng(),
-            "episode_rows": run["episode_rows"] + all_rows, "generation_rows": run["generation_rows"] + [gen_row],
+            "generation_rows": run["generation_rows"] + [gen_row],
             "routing_rows": run["routing_rows"] + routing, "best": best, "stale_validations": stale,
             "finished": stop is not None, "stop_reason": stop,
-            "stop_detail": f"no validation improvement in {stale} validations" if plateau else None}
+            "stop_detail": f"no validation improvement in {stale} validations" if plateau else None}, all_rows
 
 
 def _stop_on_budget(run: dict[str, Any], detail: str, strategy: Strategy, save_coordinator: SaveCoordinator,

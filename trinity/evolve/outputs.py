@@ -1,4 +1,14 @@
-"""Where a run writes, and the files derived from its checkpointed rows (tables, metrics, plots)."""
+"""Where a run writes, and the files derived from its checkpoint and episode parts (tables, metrics, plots).
+
+A run folder:
+    checkpoint.pkl                  evolution state and references to the episode parts (trinity.evolve.checkpoint)
+    episodes/x0.parquet             x0's validation episodes (generation -1), written once
+    episodes/gen-0000.parquet ...   one part per committed generation, written once
+    episodes.parquet                all parts in one table: written when the run stops (completed, plateau,
+                                    budget), removed while it runs, so it is never older than the parts
+    generations.parquet, routing.parquet   rewritten after every step (one row per generation)
+    coordinator/                    the best mean so far, rewritten when it changes
+"""
 
 from __future__ import annotations
 
@@ -12,8 +22,7 @@ import polars as pl
 
 from trinity.evolve.checkpoint import atomic_write_bytes
 from trinity.evolve.diagnostics import matrix_from_rows, x0_comparison
-from trinity.evolve.tables import (episodes_frame, generations_frame, routing_frame, write_generations_csv,
-                                   write_parquet)
+from trinity.evolve.tables import generations_frame, routing_frame, write_generations_csv, write_parquet
 
 
 @dataclass(frozen=True)
@@ -33,6 +42,10 @@ class RunPaths:
     @property
     def episodes(self) -> Path:
         return self.out_dir / "episodes.parquet"
+
+    @property
+    def parts(self) -> Path:
+        return self.out_dir / "episodes"
 
     @property
     def generations(self) -> Path:
@@ -59,12 +72,13 @@ class RunPaths:
         return self.reports_dir / "routing.png"
 
     def clear(self) -> None:
-        """Start over: remove this run's checkpoint and everything derived from it."""
+        """Start over: remove this run's checkpoint, its episode parts and everything derived from them."""
         for path in (self.checkpoint, self.episodes, self.generations, self.routing, self.metrics,
                      self.generations_csv, self.plot, self.routing_plot):
             path.unlink(missing_ok=True)
-        if self.coordinator.is_dir():
-            shutil.rmtree(self.coordinator)
+        for folder in (self.coordinator, self.parts):
+            if folder.is_dir():
+                shutil.rmtree(folder)
 
 
 def totals(episodes: pl.DataFrame) -> dict[str, Any]:
@@ -116,14 +130,18 @@ def metrics_summary(run: dict[str, Any], episodes: pl.DataFrame, generations: pl
     }
 
 
-def write_outputs(paths: RunPaths, run: dict[str, Any], *, plot: bool,
+def write_outputs(paths: RunPaths, run: dict[str, Any], episodes: pl.DataFrame, *, final: bool,
                   references: dict[str, float] | None = None) -> None:
-    """`references`: named expected rewards on the validation items (e.g. the simulated pool's oracle and
-    random routing), written to the metrics and drawn as lines on the evolution plot."""
-    episodes = episodes_frame(run["episode_rows"])
+    """`episodes`: the committed steps' episodes (concat_episodes of the parts). `final`: the run stopped;
+    only then is the episodes table written (every generation it would re-write all rows so far) and are
+    the plots drawn. `references`: named expected rewards on the validation items (e.g. the simulated
+    pool's oracle and random routing), written to the metrics and drawn as lines on the evolution plot."""
     generations = generations_frame(run["generation_rows"])
     routing = routing_frame(run["routing_rows"])
-    write_parquet(episodes, paths.episodes)
+    if final:
+        write_parquet(episodes, paths.episodes)
+    else:
+        paths.episodes.unlink(missing_ok=True)
     write_parquet(generations, paths.generations)
     write_parquet(routing, paths.routing)
     write_generations_csv(generations, paths.generations_csv)
@@ -131,7 +149,7 @@ def write_outputs(paths: RunPaths, run: dict[str, Any], *, plot: bool,
     if references:
         summary["references"] = dict(references)
     atomic_write_bytes(paths.metrics, (json.dumps(summary, indent=2) + "\n").encode())
-    if plot:
+    if final:
         from trinity.evolve.plots import plot_evolution, plot_routing
 
         plot_evolution(generations, paths.plot, title=f"{run['strategy']}: fitness and validation",

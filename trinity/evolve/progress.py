@@ -24,13 +24,11 @@ def _duration(seconds: float | None) -> str:
     return f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s"
 
 
-def _totals(run: dict[str, Any]) -> dict[str, Any]:
-    rows = run["episode_rows"]
-    calls = sum(r["calls"] for r in rows)
-    hits = sum(r["cache_hits"] for r in rows)
-    return {"episodes_done": len(rows), "calls": calls, "cache_hits": hits,
-            "cache_hit_share": hits / calls if calls else 0.0, "cost_usd": float(sum(r["cost_usd"] for r in rows)),
-            "tokens": sum(r["tokens"] for r in rows)}
+def _totals(episodes: dict[str, Any]) -> dict[str, Any]:
+    """The report's names for the committed episodes' totals (trinity.evolve.outputs.totals)."""
+    return {"episodes_done": episodes["episodes"], "calls": episodes["calls"], "cache_hits": episodes["cache_hits"],
+            "cache_hit_share": episodes["cache_hit_share"], "cost_usd": episodes["cost_usd"],
+            "tokens": episodes["tokens"]}
 
 
 def _floor(row: dict[str, Any]) -> str:
@@ -60,10 +58,11 @@ def _modes(selection: str, rewards: dict[str, Any]) -> str:
     return "".join(f" {m} {rewards[f'validation_reward_{m}']:.3f}" for m in (selection, other))
 
 
-def x0_report(run: dict[str, Any], generations: int, elapsed_s: float) -> dict[str, Any]:
-    """The report of x0's validation (generation -1, before generation 0)."""
+def x0_report(run: dict[str, Any], episodes: dict[str, Any], generations: int, elapsed_s: float) -> dict[str, Any]:
+    """The report of x0's validation (generation -1, before generation 0); `episodes`: the committed
+    episodes' totals (trinity.evolve.outputs.totals)."""
     x0 = run["x0"]
-    totals = _totals(run)
+    totals = _totals(episodes)
     report = {
         "event": "x0", "generation": -1, "generations_done": 0, "generations": generations, **totals,
         "validation_reward": x0["validation_reward"], "validation_reward_sample": x0["validation_reward_sample"],
@@ -79,13 +78,15 @@ def x0_report(run: dict[str, Any], generations: int, elapsed_s: float) -> dict[s
     return report
 
 
-def progress_report(run: dict[str, Any], generations: int, walls: Sequence[float], elapsed_s: float) -> dict[str, Any]:
+def progress_report(run: dict[str, Any], episodes: dict[str, Any], generations: int, walls: Sequence[float],
+                    elapsed_s: float) -> dict[str, Any]:
     """`generation` is the 0-based index just finished (as in the tables), `generations_done` the count.
 
-    `walls` are the wall times of the generations run in this process (the ETA ignores earlier ones)."""
+    `episodes`: the committed episodes' totals (trinity.evolve.outputs.totals). `walls` are the wall times
+    of the generations run in this process (the ETA ignores earlier ones)."""
     gen = run["generation_rows"][-1]
     done = run["next_generation"]
-    totals = _totals(run)
+    totals = _totals(episodes)
     remaining = 0 if run["finished"] else max(generations - done, 0)
     eta = (sum(walls) / len(walls)) * remaining if walls else None
     best = run["best"] or {}

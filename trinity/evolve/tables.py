@@ -1,8 +1,10 @@
 """Polars tables with declared schemas: one row per episode, one row per generation, and the routing
 matrix of the mean (one row per generation, suite and model; generation -1 is x0).
 
-Tables are always rewritten whole from the rows held in the checkpoint, so a resumed run never
-duplicates rows (and rows are also deduplicated on their episode id as a second guard).
+The generations and routing tables are rewritten whole from the rows held in the checkpoint; the
+episodes table is the concatenation of the checkpointed episode parts (trinity.evolve.episode_parts). A
+resumed run never duplicates rows either way (and rows are also deduplicated on their episode id as a
+second guard).
 """
 
 from __future__ import annotations
@@ -118,6 +120,14 @@ def episode_row(trace: Trace, *, phase: str, generation: int, candidate: int,
 
 def episodes_frame(rows: Sequence[dict[str, Any]]) -> pl.DataFrame:
     df = pl.DataFrame(list(rows), schema=EPISODES_SCHEMA, orient="row") if rows else EPISODES_SCHEMA.to_frame()
+    return df.unique(subset=list(EPISODE_ID_COLUMNS), keep="last", maintain_order=True)
+
+
+def concat_episodes(frames: Sequence[pl.DataFrame]) -> pl.DataFrame:
+    """One episodes table from per-step frames (in memory or read back from their parts)."""
+    if not frames:
+        return EPISODES_SCHEMA.to_frame()
+    df = pl.concat([f.select(EPISODES_SCHEMA.names()).cast(dict(EPISODES_SCHEMA)) for f in frames], how="vertical")
     return df.unique(subset=list(EPISODE_ID_COLUMNS), keep="last", maintain_order=True)
 
 
