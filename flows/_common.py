@@ -15,11 +15,20 @@ from omegaconf import DictConfig, OmegaConf
 from trinity import config
 from trinity.errors import TrinityError
 
-os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-# No telemetry from an offline tool (its heartbeat also races table creation on a fresh database).
-os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-os.environ.setdefault("DO_NOT_TRACK", "1")
+ENVIRONMENT_DEFAULTS = {
+    "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120",
+    "TOKENIZERS_PARALLELISM": "false",
+    # No telemetry from an offline tool (its heartbeat also races table creation on a fresh database).
+    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    "DO_NOT_TRACK": "1",
+}
+
+
+def apply_environment_defaults() -> None:
+    """Set what the environment leaves unset; called by the entry points (stage CLI, deployments), never
+    at import time."""
+    for key, value in ENVIRONMENT_DEFAULTS.items():
+        os.environ.setdefault(key, value)
 
 
 def load_cfg(params: str | None, overrides: list[str] | None) -> DictConfig:
@@ -110,18 +119,25 @@ def task_runner(cfg: DictConfig):
 
 
 @contextlib.contextmanager
-def rollout_runner(cfg: DictConfig, task) -> Iterator[Callable]:
-    """A `submit(fn, *args)` that runs `task` on the task runner `cfg.runner` names, chosen when the
-    flow runs (not when it is deployed), so a run from the Prefect UI honours runner.kind too."""
+def rollout_runner(cfg: DictConfig) -> Iterator[Callable]:
+    """A `submit(fn, *args)` that runs `fn` (a module-level function of trinity, e.g. one candidate's
+    rollouts) as a Prefect task run on the task runner `cfg.runner` names. The runner is chosen when the
+    flow runs, not when it is deployed, so a run from the Prefect UI honours runner.kind too."""
     import inspect
 
+    from prefect import task
+    from prefect.cache_policies import NO_CACHE
+
     runner = task_runner(cfg)
-    signature = inspect.signature(task.fn)
+    tasks: dict[Callable, object] = {}
     with runner:
         prefect_logger().info("rollouts run on %s", describe_runner(runner))
 
         def submit(fn, *args, **kwargs):
-            return runner.submit(task, parameters=dict(signature.bind(*args, **kwargs).arguments))
+            as_task = tasks.get(fn)
+            if as_task is None:
+                as_task = tasks[fn] = task(fn, name=fn.__name__.replace("_", "-"), cache_policy=NO_CACHE)
+            return runner.submit(as_task, parameters=dict(inspect.signature(fn).bind(*args, **kwargs).arguments))
 
         yield submit
 
@@ -148,6 +164,22 @@ def local_pool(cfg: DictConfig) -> Iterator[None]:
         yield
 
 
+def work_artifact(stage: str) -> Callable[[str, int, int], None]:
+    """A trinity.progress listener behind one Prefect progress artifact, `<stage>-work`, that follows
+    the stage's current work (episodes of a generation, of the evaluation, states computed) with its
+    label as the description. Created here, in the flow's thread; updated from any thread by id."""
+    from prefect.artifacts import create_progress_artifact, update_progress_artifact
+
+    artifact = create_progress_artifact(progress=0.0, key=f"{stage.replace('_', '-')}-work",
+                                        description=f"{stage}: starting")
+
+    def on_work(label: str, done: int, total: int) -> None:
+        share = 100.0 * done / total if total else 100.0
+        update_progress_artifact(artifact, progress=share, description=f"{label}: {done}/{total}")
+
+    return on_work
+
+
 def prefect_logger() -> logging.Logger:
     try:
         from prefect import get_run_logger
@@ -170,6 +202,7 @@ def cli(flow_fn: Callable, description: str) -> None:
     # SIGTERM (a killed `dvc repro`, a stopped worker) unwinds like Ctrl-C: the pool servers this
     # process started are stopped and finished work stays saved.
     signal.signal(signal.SIGTERM, _raise_interrupt)
+    apply_environment_defaults()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     try:
         flow_fn(params=None if args.overrides else args.params, overrides=args.overrides)

@@ -8,7 +8,6 @@ from prefect import flow
 from prefect.artifacts import create_progress_artifact, create_table_artifact, update_progress_artifact
 
 from flows._common import cli, local_pool, prefect_logger, rollout_runner, stage_cfg
-from flows.evolve import rollout_candidate_task
 
 
 @flow(name="ablate", log_prints=True)
@@ -31,7 +30,7 @@ def ablate_flow(params: str | None = "params.yaml", overrides: list[str] | None 
 
     try:
         # The same rollout task as the evolve flow: one Prefect task run per candidate.
-        with local_pool(cfg), rollout_runner(cfg, rollout_candidate_task) as submit:
+        with local_pool(cfg), rollout_runner(cfg) as submit:
             out = ablate_stage.run(cfg, submit=submit, progress=on_progress)
     finally:
         RolloutContext.close_all()

@@ -5,14 +5,14 @@ from __future__ import annotations
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
-from flows._common import cli, prefect_logger, stage_cfg
+from flows._common import cli, prefect_logger, stage_cfg, work_artifact
 
 
 @task(name="cache-states", cache_policy=NO_CACHE)
 def cache_states_task(cfg) -> dict:
     from trinity.pipeline.cache_states_stage import run
 
-    return run(cfg)
+    return run(cfg, on_work=work_artifact("cache_states"))
 
 
 @flow(name="cache_states", log_prints=True)

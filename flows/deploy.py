@@ -18,6 +18,7 @@ from flows.evaluate import evaluate_flow
 from flows.evolve import evolve_flow
 from flows.pipeline import pipeline_flow
 from flows.prepare import prepare_flow
+from flows._common import apply_environment_defaults
 from trinity import config
 
 
@@ -39,6 +40,7 @@ def main() -> None:
     ap.add_argument("--cron", default=None, help="cron schedule for trinity-retrain (default: schedule.cron)")
     ap.add_argument("overrides", nargs="*", help="Hydra overrides used by every deployment's default parameters")
     args = ap.parse_args()
+    apply_environment_defaults()
     cfg = config.compose(args.overrides)
     cron = args.cron or cfg.schedule.cron
     serve(*deployments(cron, list(args.overrides) or list(cfg.schedule.overrides)))

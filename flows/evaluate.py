@@ -8,7 +8,7 @@ from pathlib import Path
 from prefect import flow
 from prefect.artifacts import create_markdown_artifact
 
-from flows._common import cli, local_pool, prefect_logger, stage_cfg
+from flows._common import cli, local_pool, prefect_logger, stage_cfg, work_artifact
 
 
 @flow(name="evaluate", log_prints=True)
@@ -23,7 +23,7 @@ def evaluate_flow(params: str | None = "params.yaml", overrides: list[str] | Non
     try:
         with local_pool(cfg):
             out = evaluate_stage.run(cfg, coordinator_path=Path(coordinator) if coordinator else None,
-                                     progress=logger.info)
+                                     progress=logger.info, on_work=work_artifact("evaluate"))
     finally:
         RolloutContext.close_all()
     create_markdown_artifact(key="evaluation-report", markdown=Path(out["report"]).read_text())

@@ -3,18 +3,10 @@ runner (threads by default, or Dask), and each generation publishes a progress a
 
 from __future__ import annotations
 
-from prefect import flow, task
+from prefect import flow
 from prefect.artifacts import create_progress_artifact, create_table_artifact, update_progress_artifact
-from prefect.cache_policies import NO_CACHE
 
-from flows._common import cli, local_pool, prefect_logger, rollout_runner, stage_cfg
-
-
-@task(name="rollout-candidate", cache_policy=NO_CACHE)
-def rollout_candidate_task(cfg_yaml, generation, candidate, params, item_uids, repeats):
-    from trinity.pipeline.evolve_stage import rollout_candidate
-
-    return rollout_candidate(cfg_yaml, generation, candidate, params, item_uids, repeats)
+from flows._common import cli, local_pool, prefect_logger, rollout_runner, stage_cfg, work_artifact
 
 
 @flow(name="evolve", log_prints=True)
@@ -38,8 +30,8 @@ def evolve_flow(params: str | None = "params.yaml", overrides: list[str] | None 
 
     try:
         # Every candidate's rollout becomes one Prefect task run, concurrent on the task runner.
-        with local_pool(cfg), rollout_runner(cfg, rollout_candidate_task) as submit:
-            out = evolve_stage.run(cfg, submit=submit, progress=on_progress)
+        with local_pool(cfg), rollout_runner(cfg) as submit:
+            out = evolve_stage.run(cfg, submit=submit, progress=on_progress, on_work=work_artifact("evolve"))
     finally:
         RolloutContext.close_all()
     return {"run_dir": out["run_dir"]}

@@ -11,7 +11,7 @@ def test_default_is_the_embedded_local_experiment():
     assert list(cfg.pool.models) == ["qwen-coder-1.5b", "qwen-coder-0.5b", "smollm2-135m"]
     assert cfg.coordinator.backbone.id == "smollm2-135m-instruct"
     assert cfg.evolve.strategy == "sep_cma"
-    assert cfg.protocol.roles == ["worker", "thinker", "verifier"]
+    assert cfg.paths.cache == ".trinity" and cfg.paths.prepared == "data/prepared"   # conf/paths/default.yaml
 
 
 def test_paper_experiment_mirrors_the_spec():

@@ -141,7 +141,7 @@ def test_pipeline_grader_regrades_what_the_suite_calls_not_repeatable(monkeypatc
             calls.append(reply)
             return Grade(0.0, reply, "timed out", repeatable=reply == "fixed")
 
-    monkeypatch.setattr("trinity.tasks.base.get_suite", lambda name, cfg: Flaky())
+    monkeypatch.setattr("trinity.tasks.registry.get_suite", lambda name, cfg: Flaky())
     grade = make_grader(OmegaConf.create({}))
     item = TaskItem(suite="toy", item_id="1", prompt="p", reference="r")
 

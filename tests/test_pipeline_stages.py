@@ -79,10 +79,16 @@ def test_prepare_cache_states_evolve_evaluate_on_a_scripted_pool(run_cfg):
         OmegaConf.set_struct(cfg, False)
         cfg.pool = OmegaConf.merge(pool, {"host": "127.0.0.1"})
         try:
-            states = cache_states_stage.run(cfg)
+            told = []
+            states = cache_states_stage.run(cfg, on_work=lambda label, done, total: told.append((done, total)))
+            assert told[-1] == (states["count"], states["count"])
             assert states["count"] == sum(len(load_items(cfg.paths.prepared, s)) for s in ("mmlu", "gsm8k", "gpqa_diamond"))
 
-            out = evolve_stage.run(cfg)
+            work = []
+            out = evolve_stage.run(cfg, on_work=lambda label, done, total: work.append((label, done, total)))
+            last = {label: (done, total) for label, done, total in work}
+            assert last["generation 0: episodes"] == (16, 16) and last["generation 1: episodes"] == (16, 16)
+            assert any(label.startswith("generation 1: validation") for label in last)
             gens = pl.read_parquet(f"{cfg.paths.runs}/generations.parquet")
             eps = pl.read_parquet(f"{cfg.paths.runs}/episodes.parquet")
             assert gens.height == 2
@@ -128,8 +134,7 @@ def test_rollouts_on_a_local_dask_cluster_match_the_inline_run(run_cfg):
     from prefect import flow
     from prefect.testing.utilities import prefect_test_harness
 
-    from flows._common import task_runner
-    from flows.evolve import rollout_candidate_task
+    from flows._common import rollout_runner
     from trinity.pipeline.evolve_stage import rollout_candidate
     from trinity.tasks.prepare import prepare_suites
 
@@ -148,10 +153,11 @@ def test_rollouts_on_a_local_dask_cluster_match_the_inline_run(run_cfg):
         rng = np.random.default_rng(0)
         cands = [(rng.normal(size=RolloutContext.get(cfg).coordinator.num_params) * 0.5).tolist() for _ in range(2)]
 
-        @flow(task_runner=task_runner(cfg))
+        @flow
         def rollouts():
-            futures = [rollout_candidate_task.submit(cfg_yaml, 0, c, x, uids, 1) for c, x in enumerate(cands)]
-            return [f.result() for f in futures]
+            with rollout_runner(cfg) as submit:
+                futures = [submit(rollout_candidate, cfg_yaml, 0, c, x, uids, 1) for c, x in enumerate(cands)]
+                return [f.result() for f in futures]
 
         try:
             with prefect_test_harness(server_startup_timeout=120):

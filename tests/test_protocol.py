@@ -147,7 +147,6 @@ def test_config_from_composed_hydra_config():
     ({"max_turns": 0}, "max_turns"),
     ({"review_format": "Task: {query}"}, "review_format"),
     ({"thinker_system": " "}, "thinker_system"),
-    ({"roles": ["worker", "thinker"]}, "roles"),
 ])
 def test_config_errors_name_the_key(override, key):
     values = {"worker_system": "w", "thinker_system": "t", "verifier_system": "v", **override}

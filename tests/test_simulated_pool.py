@@ -22,7 +22,7 @@ from trinity.pool.simulated.profile import parse_model, parse_profile
 from trinity.pool.simulated.replies import writer_for
 from trinity.pool.simulated.server import Refused, SimulatedPool
 from trinity.pool.types import CallResult
-from trinity.tasks.base import get_suite
+from trinity.tasks.registry import get_suite
 from trinity.tasks.prepare import load_items, prepare_suites
 
 

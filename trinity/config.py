@@ -127,9 +127,6 @@ def validate(cfg: DictConfig) -> None:
     _non_negative(cfg, "evolve.episodes_per_candidate", allow_null=False, positive=True)
     _non_negative(cfg, "evolve.popsize", positive=True)
     _non_negative(cfg, "protocol.max_turns", allow_null=False, positive=True)
-    roles = list(_require(cfg, "protocol.roles"))
-    if sorted(roles) != ["thinker", "verifier", "worker"]:
-        raise ConfigError(f"config key 'protocol.roles' must list worker, thinker, verifier; got {roles}")
     from trinity.pipeline.items import train_items_mode
 
     train_items_mode(cfg)  # evolve.train_items: resample | fixed

@@ -385,7 +385,8 @@ def output_cap(cfg: DictConfig, pc: Any, role: str, suite: str, model: str, note
 
 
 def _judge(cfg: DictConfig, suite: str) -> tuple[str, int] | None:
-    from trinity.tasks.base import suite_class, suite_options
+    from trinity.tasks.base import suite_options
+    from trinity.tasks.registry import suite_class
 
     if getattr(suite_class(suite), "kind", None) != "judge":
         return None

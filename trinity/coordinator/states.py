@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import torch
@@ -21,14 +21,25 @@ from trinity.coordinator.coordinator import Coordinator
 from trinity.coordinator.saved import check_metadata
 
 
-def write_state_cache(coord: Coordinator, items: Sequence[tuple[str, str]], out_path: str | os.PathLike) -> Path:
-    """Features of (uid, first-turn transcript) pairs into `out_path` (+ a JSON index); returns the path."""
+STATE_SLICE = 64   # prompts per precompute call: progress news, with the same slices on every run
+
+
+def write_state_cache(coord: Coordinator, items: Sequence[tuple[str, str]], out_path: str | os.PathLike,
+                      progress: Callable[[int], None] | None = None) -> Path:
+    """Features of (uid, first-turn transcript) pairs into `out_path` (+ a JSON index); returns the path.
+    `progress(n)` after each slice of n prompts."""
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     uids = [uid for uid, _ in items]
     if len(set(uids)) != len(uids):
         raise ValueError("write_state_cache: uids must be unique")
-    features = coord.precompute([text for _, text in items])
+    texts = [text for _, text in items]
+    parts = []
+    for start in range(0, len(texts), STATE_SLICE):
+        parts.append(coord.precompute(texts[start:start + STATE_SLICE]))
+        if progress is not None:
+            progress(len(parts[-1]))
+    features = np.concatenate(parts) if parts else coord.precompute([])
     keys = [coord.cache.key(coord.engine.tokens(text), None) for _, text in items]
     meta = coord.state_identity()
     tmp = out_path.with_name(out_path.name + f".partial-{os.getpid()}")

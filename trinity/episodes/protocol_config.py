@@ -20,7 +20,6 @@ _TEMPLATE_FIELDS = {
 @dataclass(frozen=True)
 class ProtocolConfig:
     max_turns: int = 5
-    roles: tuple[str, ...] = ROLES
     coordinator_system: str = "You are a coordinator that dispatches work among {n_agents} agents."
     collaboration_instructions: str = ""
     worker_system: str = ""
@@ -50,8 +49,6 @@ class ProtocolConfig:
             cfg = OmegaConf.to_container(cfg, resolve=True)
         known = {f.name for f in fields(cls)}
         values = {k: v for k, v in dict(cfg).items() if k in known}
-        if "roles" in values:
-            values["roles"] = tuple(values["roles"])
         if isinstance(values.get("max_tokens"), Mapping):
             values["max_tokens"] = _freeze(values["max_tokens"])
         config = cls(**values)
@@ -61,8 +58,6 @@ class ProtocolConfig:
     def validate(self) -> None:
         if isinstance(self.max_turns, bool) or not isinstance(self.max_turns, int) or self.max_turns < 1:
             raise ConfigError(f"config key 'protocol.max_turns' must be a positive integer, got {self.max_turns!r}")
-        if sorted(self.roles) != sorted(ROLES):
-            raise ConfigError(f"config key 'protocol.roles' must list {', '.join(ROLES)}; got {list(self.roles)}")
         _check_caps(self.max_tokens)
         for key in ("worker_system", "thinker_system", "verifier_system"):
             if not str(getattr(self, key)).strip():

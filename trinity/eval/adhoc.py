@@ -59,7 +59,7 @@ def check_coordinator(path: str | os.PathLike, pool_models: Sequence[str]) -> Pa
 
 
 def check_suites(suites: Sequence[str], prepared: Path) -> None:
-    from trinity.tasks.base import suite_names
+    from trinity.tasks.registry import suite_names
 
     known = suite_names()
     for suite in suites:

@@ -21,6 +21,7 @@ from omegaconf import DictConfig
 from trinity.episodes.protocol import SharedMessage
 from trinity.episodes.protocol_config import ProtocolConfig
 from trinity.pipeline import items as item_sel
+from trinity.progress import Listener, Progress
 from trinity.seeding import derive_seed
 
 log = logging.getLogger("trinity.cache_states")
@@ -30,7 +31,8 @@ def first_turn_transcript(protocol: ProtocolConfig, prompt: str) -> str:
     return SharedMessage(prompt, protocol.collaboration_instructions, protocol.thought_format).text
 
 
-def run(cfg: DictConfig) -> dict:
+def run(cfg: DictConfig, *, on_work: Listener | None = None) -> dict:
+    """`on_work(label, done, total)`: the first-turn states computed so far (trinity.progress)."""
     from trinity.coordinator.coordinator import Coordinator
     from trinity.coordinator.states import write_state_cache
 
@@ -40,14 +42,17 @@ def run(cfg: DictConfig) -> dict:
     out_dir.mkdir(parents=True, exist_ok=True)
     suites = list(dict.fromkeys(list(cfg.tasks.train) + list(cfg.tasks.transfer)))
     counts = {}
+    by_suite = {}
     for suite in suites:
         items = []
         for split in ("train", "validation", "test"):
             items += item_sel.load_split(cfg, [suite], split)
-        pairs = [(it.uid, first_turn_transcript(protocol, it.prompt)) for it in items]
-        write_state_cache(coord, pairs, out_dir / f"{suite}.safetensors")
-        counts[suite] = len(pairs)
-        log.info("cache_states: %s: %d first-turn features", suite, len(pairs))
+        by_suite[suite] = [(it.uid, first_turn_transcript(protocol, it.prompt)) for it in items]
+    with Progress("cache_states: first-turn states", sum(map(len, by_suite.values())), listeners=[on_work]) as bar:
+        for suite, pairs in by_suite.items():
+            write_state_cache(coord, pairs, out_dir / f"{suite}.safetensors", progress=bar.advance)
+            counts[suite] = len(pairs)
+            log.info("cache_states: %s: %d first-turn features", suite, len(pairs))
     stats = write_feature_stats(out_dir, suites, Path(cfg.paths.metrics) / "states.json",
                                 seed=derive_seed(int(cfg.seed), "feature_stats"))
     log.info("cache_states: prompt-dependent share of the feature %s (mean norm %s, rms deviation %s), "

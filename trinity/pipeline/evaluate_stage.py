@@ -32,6 +32,7 @@ from trinity.eval.tables import RESULTS_SCHEMA, paired_tests, results_frame, sum
 from trinity.pipeline import items as item_sel
 from trinity.pipeline.evolve_stage import coordinator_file
 from trinity.pipeline.rollouts import RolloutContext, config_key
+from trinity.progress import Listener, Progress
 
 log = logging.getLogger("trinity.evaluate")
 
@@ -154,9 +155,10 @@ def fingerprint(params, extra=None) -> str:
 
 
 def run(cfg: DictConfig, *, coordinator_path: Path | None = None, progress: Callable[[str], None] | None = None,
-        strict: bool = False) -> dict:
+        strict: bool = False, on_work: Listener | None = None) -> dict:
     """`strict` (an ad-hoc `trinity eval`): a requested method that cannot run is an error; the stage
-    (strict=False) skips it and the report lists why."""
+    (strict=False) skips it and the report lists why. `progress` gets a line per finished chunk,
+    `on_work(label, done, total)` the episodes done (trinity.progress)."""
     say = progress or log.info
     needed = min_items(cfg)
     set_names(cfg)   # a typo in eval.sets fails before the backbone loads
@@ -220,9 +222,11 @@ def run(cfg: DictConfig, *, coordinator_path: Path | None = None, progress: Call
         path.with_suffix(".tmp").replace(path)
         by_key[pending[i][0]] = frame
         done += len(specs)
+        bar.at_least(done)   # episodes of methods with their own episode function are counted here
         say(f"eval {done}/{total} episodes: {set_name}/{suite} {method} mean reward {frame['reward'].mean():.3f}")
 
-    run_all(ctx, pending, save)
+    with Progress("evaluate: episodes", total, listeners=[on_work]) as bar, ctx.counting_episodes(bar.advance):
+        run_all(ctx, pending, save)
     frames = [by_key[k] for k in sorted(by_key)]
     results = pl.concat(frames) if frames else results_frame([])
     summary = summarize(results, samples=int(cfg.eval.bootstrap_samples), seed=int(cfg.seed))

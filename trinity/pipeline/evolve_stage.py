@@ -11,11 +11,12 @@ validation items, from first-turn features, without pool calls).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import shutil
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
@@ -24,6 +25,7 @@ from trinity.episodes.protocol_config import ProtocolConfig
 from trinity.episodes.trace import Trace
 from trinity.pipeline import items as item_sel
 from trinity.pipeline.rollouts import RolloutContext, config_key
+from trinity.progress import Listener, Progress
 from trinity.tasks.types import TaskItem
 
 log = logging.getLogger("trinity.evolve")
@@ -89,8 +91,11 @@ def run_dir(cfg: DictConfig) -> Path:
     return Path(cfg.paths.cache) / "runs" / config_fingerprint(cfg, 0)
 
 
-def run(cfg: DictConfig, *, submit: Submit = inline_submit, progress: Callable[[dict], None] | None = None) -> dict:
-    out = evolve(cfg, out_dir=run_dir(cfg), submit=submit, progress=progress)
+def run(cfg: DictConfig, *, submit: Submit = inline_submit, progress: Callable[[dict], None] | None = None,
+        on_work: Listener | None = None) -> dict:
+    """`progress` gets each generation's report; `on_work(label, done, total)` the episodes done inside a
+    generation or a validation (trinity.progress)."""
+    out = evolve(cfg, out_dir=run_dir(cfg), submit=submit, progress=progress, on_work=on_work)
     publish(out["run_dir"], Path(cfg.paths.runs))
     (Path(cfg.paths.runs) / "pool_totals.json").write_text(json.dumps(out["pool_totals"], indent=2, default=str))
     return out
@@ -98,7 +103,7 @@ def run(cfg: DictConfig, *, submit: Submit = inline_submit, progress: Callable[[
 
 def evolve(cfg: DictConfig, *, out_dir: Path, submit: Submit = inline_submit,
            progress: Callable[[dict], None] | None = None, metrics_dir: Path | None = None,
-           reports_dir: Path | None = None) -> dict:
+           reports_dir: Path | None = None, on_work: Listener | None = None) -> dict:
     """One evolution run of `cfg` in `out_dir` (resumes from its checkpoint); the ablate stage reuses it
     with its own folders per variant. Returns the run folder, the EvolutionResult and the pool totals."""
     from trinity.evolve.loop import run_evolution
@@ -114,25 +119,41 @@ def evolve(cfg: DictConfig, *, out_dir: Path, submit: Submit = inline_submit,
     log.info("coordinator: %d parameters; pool: %s; %d train items, %d validation items",
              coord.num_params, ", ".join(ctx.agents), len(train), len(val))
 
+    @contextlib.contextmanager
+    def counted(label: str, total: int) -> Iterator[Progress]:
+        # episodes run in this process are counted one by one; those on Dask workers when their
+        # candidate's result arrives (Progress.at_least)
+        with Progress(label, total, listeners=[on_work]) as bar, ctx.counting_episodes(bar.advance):
+            yield bar
+
     def evaluate_population(generation: int, candidates: list[np.ndarray], record_decisions: bool = False):
         chosen = item_sel.generation_items(cfg, train, generation)
-        if record_decisions:  # on-policy strategies: one batch in this process, decisions recorded
-            return ctx.run_recorded(candidates, chosen, generation=generation, repeats=repeats)
-        uids = [it.uid for it in chosen]
-        futures = [
-            submit(rollout_candidate, cfg_yaml, generation, c, np.asarray(x).tolist(), uids, repeats)
-            for c, x in enumerate(candidates)
-        ]
-        return [f.result() for f in futures]
+        total = len(candidates) * len(chosen) * repeats
+        with counted(f"generation {generation}: episodes", total) as bar:
+            if record_decisions:  # on-policy strategies: one batch in this process, decisions recorded
+                return ctx.run_recorded(candidates, chosen, generation=generation, repeats=repeats)
+            uids = [it.uid for it in chosen]
+            futures = [
+                submit(rollout_candidate, cfg_yaml, generation, c, np.asarray(x).tolist(), uids, repeats)
+                for c, x in enumerate(candidates)
+            ]
+            results, finished = [], 0
+            for f in futures:
+                results.append(f.result())
+                finished += len(results[-1])
+                bar.at_least(finished)
+            return results
 
     def evaluate_mean(generation: int, mean: np.ndarray, mode: str) -> list[Trace]:
-        return ctx.run_candidate(np.asarray(mean), val, generation=generation, candidate=-1, mode=mode)
+        with counted(f"generation {generation}: validation ({mode})", len(val)):
+            return ctx.run_candidate(np.asarray(mean), val, generation=generation, candidate=-1, mode=mode)
 
     def all_modes(generation: int, mean: np.ndarray, modes) -> dict[str, list[Trace]]:
         """Every routing mode's validation at once on the rollout loop (the loop's `_validate`)."""
         chunks = [(ctx.specs_for(ctx.router_for(np.asarray(mean), mode), val, generation=generation, candidate=-1),
                    cfg.protocol) for mode in modes]
-        return dict(zip(modes, ctx.run_chunks(chunks)))
+        with counted(f"generation {generation}: validation", sum(len(c[0]) for c in chunks)):
+            return dict(zip(modes, ctx.run_chunks(chunks)))
 
     evaluate_mean.all_modes = all_modes  # type: ignore[attr-defined]
 

@@ -12,12 +12,13 @@ and each batch of rollouts hands its call counts over to the run's totals.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import threading
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Sequence
+from typing import Any, Awaitable, Callable, Iterator, Sequence
 
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
@@ -104,7 +105,7 @@ def make_grader(cfg: DictConfig, judge=None) -> Callable[[TaskItem, str], Awaita
     repeatable (a sandbox timeout, a judge that failed): the next episode grades again."""
     from collections import OrderedDict
 
-    from trinity.tasks.base import get_suite
+    from trinity.tasks.registry import get_suite
 
     suites: dict[str, object] = {}
     memo: OrderedDict[tuple[str, str], float] = OrderedDict()
@@ -208,11 +209,37 @@ class RolloutContext:
             self.loop.stop()
 
     # -- running episodes ----------------------------------------------------------------------
+    @contextlib.contextmanager
+    def counting_episodes(self, on_episode: Callable[[], None]) -> Iterator[None]:
+        """Call `on_episode()` as each episode this context runs finishes (any batch, any caller thread),
+        while the block runs: a stage's progress inside a generation or an evaluation."""
+        listeners = self._listeners()
+        listeners.append(on_episode)
+        try:
+            yield
+        finally:
+            listeners.remove(on_episode)
+
+    def _listeners(self) -> list[Callable[[], None]]:
+        # kept in the instance dict, created on first use, so contexts built without __init__ (test
+        # stand-ins) count too
+        return self.__dict__.setdefault("_episode_listeners", [])
+
+    def _episode_done(self, done: int, total: int, trace: Trace) -> None:
+        for listener in list(self._listeners()):
+            listener()
+
     def run_specs(self, specs: Sequence[EpisodeSpec], *, protocol_cfg=None, progress=None) -> list[Trace]:
         protocol_cfg = protocol_cfg if protocol_cfg is not None else self.cfg.protocol
+
+        def finished(done: int, total: int, trace: Trace) -> None:
+            self._episode_done(done, total, trace)
+            if progress is not None:
+                progress(done, total, trace)
+
         coro = run_episodes(
             list(specs), self.pool, self.agents, protocol_cfg, self.grader,
-            max_concurrency=int(self.cfg.evolve.max_concurrent_episodes), progress=progress,
+            max_concurrency=int(self.cfg.evolve.max_concurrent_episodes), progress=finished,
         )
         return self.loop.run(self._handing_over(coro))
 
@@ -225,7 +252,7 @@ class RolloutContext:
         async def one(i: int, specs, protocol_cfg) -> list[Trace]:
             traces = await run_episodes(list(specs), self.pool, self.agents,
                                         protocol_cfg if protocol_cfg is not None else self.cfg.protocol,
-                                        self.grader, max_concurrency=limit)
+                                        self.grader, max_concurrency=limit, progress=self._episode_done)
             if on_chunk_done is not None:
                 on_chunk_done(i, traces)
             return traces

@@ -4,11 +4,12 @@
     suite = get_suite("gsm8k", cfg)          # cfg optional
     reward = await suite.grade(item, reply, judge=pool_client)
 
-Nothing is loaded at import time; the suite modules register themselves on first registry access.
+The registry (trinity.tasks.registry) names every suite class; importing it reads no data and starts nothing.
 """
 
-from trinity.tasks.base import SUITES, FilteredRow, Grade, TaskSuite, get_suite, suite_class, suite_names
+from trinity.tasks.base import FilteredRow, Grade, TaskSuite
 from trinity.tasks.prepare import load_items, prepare_suites
+from trinity.tasks.registry import SUITES, get_suite, suite_class, suite_names
 from trinity.tasks.types import MalformedRow, TaskItem
 
 __all__ = ["SUITES", "FilteredRow", "Grade", "TaskSuite", "get_suite", "suite_class", "suite_names",

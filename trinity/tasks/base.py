@@ -1,4 +1,7 @@
-"""The TaskSuite interface and the suite registry (name -> class)."""
+"""The TaskSuite interface (a loader, a prompt format, an extractor, a grader), its Grade and row helpers.
+
+The name -> class registry is trinity.tasks.registry, which imports the suite modules; they import this
+module, never the registry."""
 
 from __future__ import annotations
 
@@ -7,7 +10,6 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, ClassVar, Mapping
 
-from trinity.errors import ConfigError
 from trinity.tasks.sources import read_local_file
 from trinity.tasks.types import MalformedRow, TaskItem
 
@@ -118,29 +120,6 @@ def as_json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
-# ---------------------------------------------------------------- registry
-SUITES: dict[str, type[TaskSuite]] = {}
-
-
-def register(cls: type[TaskSuite]) -> type[TaskSuite]:
-    if cls.kind not in KINDS:
-        raise ValueError(f"suite {cls.name}: kind must be one of {KINDS}")
-    SUITES[cls.name] = cls
-    return cls
-
-
-def suite_names() -> list[str]:
-    _load_builtin_suites()
-    return sorted(SUITES)
-
-
-def suite_class(name: str) -> type[TaskSuite]:
-    _load_builtin_suites()
-    if name not in SUITES:
-        raise ConfigError(f"unknown task suite '{name}'; known: {', '.join(sorted(SUITES))}")
-    return SUITES[name]
-
-
 def suite_options(cfg: Any, name: str) -> dict[str, Any]:
     """Options for suite `name` from a composed config (tasks.suite_options, local_files, judge_model)."""
     from omegaconf import OmegaConf
@@ -162,15 +141,3 @@ def suite_options(cfg: Any, name: str) -> dict[str, Any]:
         options.setdefault("judge_model", str(judge))
     options.setdefault("seed", int(cfg.get("seed", 0) or 0))
     return options
-
-
-def get_suite(name: str, cfg: Any = None, **overrides: Any) -> TaskSuite:
-    """An instance of suite `name`, configured from `cfg` (optional) and keyword overrides."""
-    options = suite_options(cfg, name)
-    options.update(overrides)
-    return suite_class(name)(options)
-
-
-def _load_builtin_suites() -> None:
-    # importing the modules registers their suites; done lazily, nothing happens at import time
-    from trinity.tasks import suites_code, suites_judge, suites_math, suites_mc, suites_online  # noqa: F401

@@ -22,7 +22,8 @@ import polars as pl
 
 from trinity.errors import TrinityError
 from trinity.seeding import derive_seed
-from trinity.tasks.base import FilteredRow, TaskSuite, as_json, get_suite
+from trinity.tasks.base import FilteredRow, TaskSuite, as_json
+from trinity.tasks.registry import get_suite
 from trinity.tasks.types import MalformedRow, TaskItem
 
 SPLITS = ("train", "validation", "test")

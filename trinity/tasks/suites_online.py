@@ -19,7 +19,7 @@ import re
 import zlib
 from typing import Any, Mapping
 
-from trinity.tasks.base import Grade, register, require
+from trinity.tasks.base import Grade, require
 from trinity.tasks.graders.math_answer import answers_equivalent, extract_math_answer, normalize
 from trinity.tasks.graders.sandbox import SandboxLimits
 from trinity.tasks.suites_code import CODE_INSTRUCTION, CodeSuite
@@ -82,7 +82,6 @@ for _t in _TESTS:
 '''
 
 
-@register
 class LiveCodeBench(CodeSuite):
     """Problems of `train_release` get seeded train/validation splits; problems added after it, up to
     `test_release`, are the test split (the paper trains on v1 and tests on newer problems)."""
@@ -135,7 +134,6 @@ class LiveCodeBench(CodeSuite):
         return _LCB_HARNESS.format(code=code, tests=json.dumps(ref["tests"]), fn=ref.get("fn_name"))
 
 
-@register
 class MBPP(CodeSuite):
     name = "mbpp"
     online = True
@@ -176,7 +174,6 @@ def _tests(row: Mapping[str, Any]) -> list[str]:
     return [str(t) for t in tests]
 
 
-@register
 class MATH500Full(MathSuite):
     """The full MATH-500 from the hub (the packaged `math500` holds a 311-problem subset)."""
 
@@ -197,7 +194,6 @@ class MATH500Full(MathSuite):
                          subject=row.get("subject"), level=row.get("level"))
 
 
-@register
 class RLPR(MathSuite):
     """RLPR (general-domain reasoning with reference answers). Graded by the math grader, falling back
     to normalised exact match for non-numeric answers (the paper's probability-based reward is not used)."""

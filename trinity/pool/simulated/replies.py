@@ -74,7 +74,7 @@ class HumanEvalWriter:
 
     def _solution(self, item: TaskItem) -> str:
         if self._solutions is None:
-            from trinity.tasks.base import get_suite
+            from trinity.tasks.registry import get_suite
 
             rows = get_suite("humaneval").load_rows()
             self._solutions = {str(r["task_id"]): str(r["canonical_solution"]) for r in rows
@@ -100,13 +100,13 @@ KIND_WRITERS: dict[str, Callable[[], ReplyWriter]] = {"mc": ChoiceWriter, "math"
 
 
 def supported_suites(names: list[str]) -> list[str]:
-    from trinity.tasks.base import suite_class
+    from trinity.tasks.registry import suite_class
 
     return [n for n in names if n in SUITE_WRITERS or suite_class(n).kind in KIND_WRITERS]
 
 
 def writer_for(suite: str) -> ReplyWriter:
-    from trinity.tasks.base import suite_class
+    from trinity.tasks.registry import suite_class
 
     if suite in SUITE_WRITERS:
         return SUITE_WRITERS[suite]()

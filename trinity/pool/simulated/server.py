@@ -79,7 +79,7 @@ class SimulatedPool:
             return False
         key = hashlib.sha256(f"{item.uid}\x1f{text}".encode()).hexdigest()
         if key not in self._grades:
-            from trinity.tasks.base import get_suite
+            from trinity.tasks.registry import get_suite
 
             answer = text.replace(item.prompt.strip(), "", 1)
             self._grades[key] = (await get_suite(item.suite).grade(item, answer)) >= 1.0
