@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import types
 
 import numpy as np
 import polars as pl
@@ -54,8 +53,8 @@ class StandInCoordinator:
 class PricedPool(Pool):
     """List prices, and the first pool model's replies always hit max_tokens (finish_reason "length")."""
 
-    def endpoint(self, model):
-        return types.SimpleNamespace(cost_usd=lambda p, c: (p + c) * 2e-6)
+    def list_price(self, model, prompt_tokens, completion_tokens):
+        return (prompt_tokens + completion_tokens) * 2e-6
 
     def _result(self, model, messages, reply, delay):
         result = super()._result(model, messages, reply, delay)

@@ -16,8 +16,9 @@ import copy
 import hashlib
 import json
 import logging
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Protocol, runtime_checkable
 
 import numpy as np
 import polars as pl
@@ -154,6 +155,31 @@ def fingerprint(params, extra=None) -> str:
     return h.hexdigest()[:12]
 
 
+@runtime_checkable
+class ListPrices(Protocol):
+    """A pool that knows its models' list prices (PoolClient); results are costed at them, else at what
+    each trace paid."""
+
+    def list_price(self, model: str, prompt_tokens: int, completion_tokens: int) -> float: ...
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One method on one suite of one item set: the unit that is run, saved and resumed."""
+
+    set_name: str
+    suite: str
+    method: str
+    path: Path                     # its saved results (under <paths.cache>/eval/<config key>/)
+    specs: list                    # the episodes to run
+    protocol: Any                  # the protocol config it runs under
+    episode: Any = None            # a method's own episode function (Mixture-of-Agents), else None
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return self.set_name, self.suite, self.method
+
+
 def run(cfg: DictConfig, *, coordinator_path: Path | None = None, progress: Callable[[str], None] | None = None,
         strict: bool = False, on_work: Listener | None = None) -> dict:
     """`strict` (an ad-hoc `trinity eval`): a requested method that cannot run is an error; the stage
@@ -164,10 +190,25 @@ def run(cfg: DictConfig, *, coordinator_path: Path | None = None, progress: Call
     set_names(cfg)   # a typo in eval.sets fails before the backbone loads
     ctx = RolloutContext.get(cfg)
     coordinator_path = Path(coordinator_path or Path(cfg.paths.runs) / "coordinator")
+    mctx = method_context(cfg, ctx, coordinator_path)
+    methods, skipped = choose_methods(cfg, mctx, strict=strict, say=say)
+    sets = eval_sets(cfg)
+    finished, pending = plan_chunks(cfg, ctx, mctx, methods, sets)
+    results = run_chunks(ctx, finished, pending, say=say, on_work=on_work)
+    summary = summarize(results, samples=int(cfg.eval.bootstrap_samples), seed=int(cfg.seed))
+    paired = paired_tests(results, "trinity", samples=int(cfg.eval.bootstrap_samples), seed=int(cfg.seed),
+                          min_items=needed)
+    write_tables(cfg, results, summary, paired)
+    report = write_report(cfg, ctx, methods, skipped, sets, results, summary, paired, coordinator_path, needed)
+    return {"summary": summary, "paired": paired, "report": str(report), "skipped": skipped}
+
+
+def method_context(cfg: DictConfig, ctx: RolloutContext, coordinator_path: Path) -> method_registry.MethodContext:
+    """What the methods are built from: the trained coordinator (when saved), the pool, the ablations."""
     params = None
     if coordinator_file(coordinator_path).exists():
         params = load_checked_params(ctx.coordinator, coordinator_file(coordinator_path))
-    mctx = method_registry.MethodContext(
+    return method_registry.MethodContext(
         agents=ctx.agents, strongest=0,
         coordinator_router=(lambda mode: ctx.router_for(params, mode)) if params is not None else None,
         no_coordinator=f"none at {coordinator_file(coordinator_path)}",
@@ -177,68 +218,84 @@ def run(cfg: DictConfig, *, coordinator_path: Path | None = None, progress: Call
         ablation_names=lambda: ablation_names(cfg),
         load_ablation=lambda name: load_ablation(cfg, ctx, name),
     )
+
+
+def choose_methods(cfg: DictConfig, mctx: method_registry.MethodContext, *, strict: bool,
+                   say: Callable[[str], None]) -> tuple[list, list]:
     methods, skipped = method_registry.expand_with_skips(list(cfg.eval.methods), mctx)
     if strict and skipped:
         raise method_registry.MethodSkipped("; ".join(f"method '{s.method}' cannot run: {s.reason}" for s in skipped))
     for s in skipped:
         say(f"evaluate: skipping {s.method}: {s.reason}")
+    return methods, skipped
 
-    chunks = Path(cfg.paths.cache) / "eval" / config_key(cfg)
-    chunks.mkdir(parents=True, exist_ok=True)
-    sets = eval_sets(cfg)
-    by_key: dict[tuple, pl.DataFrame] = {}
-    pending: list[tuple[tuple, Path, list, object, object]] = []   # key, path, specs, protocol, episode fn
+
+def plan_chunks(cfg: DictConfig, ctx: RolloutContext, mctx: method_registry.MethodContext, methods: list,
+                sets: dict) -> tuple[dict[tuple, pl.DataFrame], list[Chunk]]:
+    """Every (set, suite, method): its results when an earlier, interrupted run saved them, else a Chunk
+    to run."""
+    folder = Path(cfg.paths.cache) / "eval" / config_key(cfg)
+    folder.mkdir(parents=True, exist_ok=True)
+    finished: dict[tuple, pl.DataFrame] = {}
+    pending: list[Chunk] = []
     for set_name, by_suite in sets.items():
         for suite, items in by_suite.items():
             for m in methods:
-                key = (set_name, suite, m.name)
                 tag = f"__{m.fingerprint}" if m.fingerprint else ""
-                path = chunks / f"{set_name}__{m.name.replace(':', '_')}__{suite}{tag}.parquet"
-                if path.exists():  # finished in an earlier, interrupted run
+                path = folder / f"{set_name}__{m.name.replace(':', '_')}__{suite}{tag}.parquet"
+                if path.exists():
                     frame = pl.read_parquet(path)
                     if frame.schema == pl.Schema(RESULTS_SCHEMA):  # else written by older code: run it again
-                        by_key[key] = frame
+                        finished[(set_name, suite, m.name)] = frame
                         continue
                 protocol = m.protocol if m.protocol is not None else cfg.protocol
                 if m.max_turns is not None:
                     protocol = OmegaConf.merge(protocol, {"max_turns": m.max_turns})
                 router = m.build(mctx) if m.episode is None else None
                 specs = ctx.specs_for(router, items, generation=-1, candidate=-1, repeats=int(cfg.eval.repeats))
-                pending.append((key, path, specs, protocol, m.episode))
-    total = sum(len(p[2]) for p in pending)
-    say(f"evaluate: {len(methods)} methods, {len(by_key)} chunks already done, {len(pending)} to run ({total} episodes)")
+                pending.append(Chunk(set_name, suite, m.name, path, specs, protocol, m.episode))
+    return finished, pending
+
+
+def run_chunks(ctx: RolloutContext, finished: dict[tuple, pl.DataFrame], pending: list[Chunk], *,
+               say: Callable[[str], None], on_work: Listener | None) -> pl.DataFrame:
+    """Run every pending chunk at once, saving each as it finishes; the results of all chunks."""
+    total = sum(len(c.specs) for c in pending)
+    say(f"evaluate: {len(finished)} chunks already done, {len(pending)} to run ({total} episodes)")
+    price = ctx.pool.list_price if isinstance(ctx.pool, ListPrices) else None
+    by_key = dict(finished)
     done = 0
-
-    def list_price(model: str, prompt_tokens: int, completion_tokens: int) -> float:
-        return ctx.pool.endpoint(model).cost_usd(prompt_tokens, completion_tokens)
-
-    price = list_price if hasattr(ctx.pool, "endpoint") else None  # test doubles: what the trace paid
 
     def save(i: int, traces) -> None:
         nonlocal done
-        (set_name, suite, method), path, specs, _, _ = pending[i]
-        frame = results_frame(trace_rows(set_name, method, traces, price=price))
-        frame.write_parquet(path.with_suffix(".tmp"))
-        path.with_suffix(".tmp").replace(path)
-        by_key[pending[i][0]] = frame
-        done += len(specs)
+        chunk = pending[i]
+        frame = results_frame(trace_rows(chunk.set_name, chunk.method, traces, price=price))
+        frame.write_parquet(chunk.path.with_suffix(".tmp"))
+        chunk.path.with_suffix(".tmp").replace(chunk.path)
+        by_key[chunk.key] = frame
+        done += len(chunk.specs)
         bar.at_least(done)   # episodes of methods with their own episode function are counted here
-        say(f"eval {done}/{total} episodes: {set_name}/{suite} {method} mean reward {frame['reward'].mean():.3f}")
+        say(f"eval {done}/{total} episodes: {chunk.set_name}/{chunk.suite} {chunk.method} "
+            f"mean reward {frame['reward'].mean():.3f}")
 
     with Progress("evaluate: episodes", total, listeners=[on_work]) as bar, ctx.counting_episodes(bar.advance):
         run_all(ctx, pending, save)
     frames = [by_key[k] for k in sorted(by_key)]
-    results = pl.concat(frames) if frames else results_frame([])
-    summary = summarize(results, samples=int(cfg.eval.bootstrap_samples), seed=int(cfg.seed))
-    paired = paired_tests(results, "trinity", samples=int(cfg.eval.bootstrap_samples), seed=int(cfg.seed),
-                          min_items=needed)
-    cut_by_suite, cut_by_model = truncation(results, "suite"), truncation(results, "model")
+    return pl.concat(frames) if frames else results_frame([])
 
+
+def write_tables(cfg: DictConfig, results: pl.DataFrame, summary: pl.DataFrame, paired: pl.DataFrame) -> None:
     out = Path(cfg.paths.eval)
     out.mkdir(parents=True, exist_ok=True)
     results.write_parquet(out / "results.parquet")
     summary.write_parquet(out / "summary.parquet")
     paired.write_parquet(out / "paired.parquet")
+
+
+def write_report(cfg: DictConfig, ctx: RolloutContext, methods: list, skipped: list, sets: dict,
+                 results: pl.DataFrame, summary: pl.DataFrame, paired: pl.DataFrame, coordinator_path: Path,
+                 needed: int) -> Path:
+    """reports/report.md with its charts, and metrics/eval.json; returns the report's path."""
     reports = Path(cfg.paths.reports)
     reports.mkdir(parents=True, exist_ok=True)
     (reports / "eval").mkdir(exist_ok=True)
@@ -275,6 +332,7 @@ def run(cfg: DictConfig, *, coordinator_path: Path | None = None, progress: Call
         context = [f"**This run used the {label(cfg)}: a benchmark with a known optimum, not real models.**", "",
                    *context]
         reference_section, reference_metrics = simulated
+    cut_by_suite, cut_by_model = truncation(results, "suite"), truncation(results, "model")
     lead = learning_section(paired, evolution_x0(cfg, coordinator_path, needed), test_names=report_mod.TEST_NAMES)
     text = report_mod.markdown(
         summary, paired, title=title, context=context, charts=pngs, lead=lead,
@@ -289,7 +347,7 @@ def run(cfg: DictConfig, *, coordinator_path: Path | None = None, progress: Call
     mdir.mkdir(parents=True, exist_ok=True)
     metrics = {**eval_metrics(summary, paired, results), **reference_metrics}
     (mdir / "eval.json").write_text(json.dumps(metrics, indent=2, sort_keys=True))
-    return {"summary": summary, "paired": paired, "report": str(reports / "report.md"), "skipped": skipped}
+    return reports / "report.md"
 
 
 # The standard baselines a configuration may leave out of eval.methods (each one config line away).
@@ -371,21 +429,21 @@ def eval_metrics(summary: pl.DataFrame, paired: pl.DataFrame, results: pl.DataFr
     return metrics
 
 
-def run_all(ctx: RolloutContext, pending: list, on_chunk_done: Callable[[int, list], None]) -> None:
+def run_all(ctx: RolloutContext, pending: list[Chunk], on_chunk_done: Callable[[int, list], None]) -> None:
     """Every pending chunk at once on the context's loop: router chunks through ctx.run_chunks, chunks
     of methods with their own episode function (e.g. Mixture-of-Agents) alongside them on the same
     loop and pool, so the pool's slots stay busy across all of them."""
-    routed = [i for i, p in enumerate(pending) if p[4] is None]
-    own = [i for i, p in enumerate(pending) if p[4] is not None]
+    routed = [i for i, c in enumerate(pending) if c.episode is None]
+    own = [i for i, c in enumerate(pending) if c.episode is not None]
     side = None
     if own:
         coro = run_episode_fn_chunks(
-            [(pending[i][4], pending[i][2], pending[i][3]) for i in own], ctx.pool, ctx.agents, ctx.grader,
+            [(pending[i].episode, pending[i].specs, pending[i].protocol) for i in own], ctx.pool, ctx.agents, ctx.grader,
             max_concurrency=int(ctx.cfg.evolve.max_concurrent_episodes),
             on_chunk_done=lambda j, traces: on_chunk_done(own[j], traces))
         side = ctx.loop.submit(coro)
     try:
-        ctx.run_chunks([(pending[i][2], pending[i][3]) for i in routed],
+        ctx.run_chunks([(pending[i].specs, pending[i].protocol) for i in routed],
                        on_chunk_done=lambda j, traces: on_chunk_done(routed[j], traces))
         if side is not None:
             ctx.loop.run(_join(side))

@@ -203,6 +203,10 @@ class PoolClient:
 
     # --- public API -------------------------------------------------------------------------------
 
+    def list_price(self, model: str, prompt_tokens: int, completion_tokens: int) -> float:
+        """What a call of `model` costs at its list prices (whether or not it was paid: cache hits)."""
+        return self.endpoint(model).cost_usd(prompt_tokens, completion_tokens)
+
     def endpoint(self, model: str) -> ModelEndpoint:
         try:
             return self._endpoints[model]
