@@ -70,8 +70,8 @@ test: setup ## run the whole test suite (includes the real local-model tests mar
 	$(BIN)/python -m pytest $(PYTEST_ARGS); rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$rc
 
-test-fast: setup ## run the tests that need no local model
-	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS); rc=$$?; [ $$rc -eq 5 ] && exit 1; exit $$rc
+test-fast: setup ## run the tests that need no local model, one pytest worker per core (pytest-xdist)
+	$(BIN)/python -m pytest -m "not slow" -n auto $(PYTEST_ARGS); rc=$$?; [ $$rc -eq 5 ] && exit 1; exit $$rc
 
 pool-up: setup ## start the local pool's llama.cpp servers (one per model, loopback)
 	$(BIN)/trinity pool up

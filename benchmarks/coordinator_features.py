@@ -113,7 +113,7 @@ def main() -> None:
 
     from trinity import config
     from trinity.coordinator.coordinator import Coordinator
-    from trinity.coordinator.engine import FeatureRequest
+    from trinity.coordinator.features.engine import FeatureRequest
 
     layer = "model.layers.{}"
     cfg = config.compose([f"paths.cache={tempfile.mkdtemp()}", f"coordinator.backbone.device={args.device}",

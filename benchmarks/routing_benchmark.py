@@ -86,7 +86,7 @@ def train_and_test(cfg, run: Path, fresh: bool) -> dict:
 def baselines(ctx, cfg, test) -> dict[str, dict[str, float]]:
     """Every single model as the only Worker for one turn, and uniformly random routing, on the same
     test items (the evaluation stage's `single:<model>` and `random`)."""
-    from trinity.eval.routers import RandomRouter, SingleWorkerRouter
+    from trinity.routers.baselines import RandomRouter, SingleWorkerRouter
 
     one_turn = OmegaConf.create(OmegaConf.to_container(cfg.protocol, resolve=True))
     one_turn.max_turns = 1

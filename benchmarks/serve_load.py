@@ -5,7 +5,7 @@
 
 Without --url it starts, in a child process, a loopback stub pool (tests/pool_stub.py, each call answers
 after --delay seconds) and the TRINITY server over it with a steered head (Worker, then Verifier: two
-pool calls per request; tests/test_serve_support.py). Every request carries its own tag; a reply
+pool calls per request; tests/serve_support.py). Every request carries its own tag; a reply
 "matches" when its content names that tag and its trace has a request id no other reply has, so a
 dropped, duplicated or mixed-up reply shows. Prints one JSON line: latency p50/p90/p99, requests/s,
 status counts, errors, matched.
@@ -36,7 +36,7 @@ def serve_stub(delay: float, max_concurrency: int) -> None:
     import tempfile
 
     from pool_stub import StubServer
-    from test_serve_support import echo_roles, make_app, serve_cfg, steered
+    from serve_support import echo_roles, make_app, serve_cfg, steered
 
     from trinity.serve.server import ServerThread
 

@@ -16,6 +16,7 @@ from flows.ablate import ablate_flow
 from flows.cache_states import cache_states_flow
 from flows.evaluate import evaluate_flow
 from flows.evolve import evolve_flow
+from flows.frontier import frontier_flow
 from flows.pipeline import pipeline_flow
 from flows.prepare import prepare_flow
 from flows._common import apply_environment_defaults
@@ -27,7 +28,7 @@ def deployments(cron: str | None, overrides: list[str]):
     out = [
         f.to_deployment(name=f"trinity-{f.name}", parameters=default, tags=["trinity"],
                         description=(f.description or "").strip().splitlines()[0] if f.description else None)
-        for f in (prepare_flow, cache_states_flow, evolve_flow, ablate_flow, evaluate_flow)
+        for f in (prepare_flow, cache_states_flow, evolve_flow, frontier_flow, ablate_flow, evaluate_flow)
     ]
     out.append(pipeline_flow.to_deployment(
         name="trinity-retrain", parameters=default, cron=cron, tags=["trinity", "retrain"],

@@ -1,5 +1,6 @@
 """Stage `evaluate`: the trained coordinator and the baselines on validation, test and transfer items;
-writes data/eval, metrics/eval.json and reports/report.md with charts."""
+writes data/eval, metrics/eval.json and reports/report.md with charts (and, when the frontier stage trained
+one, which head of the cost-quality frontier to serve for a budget)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ def evaluate_flow(params: str | None = "params.yaml", overrides: list[str] | Non
     try:
         with local_pool(cfg):
             out = evaluate_stage.run(cfg, coordinator_path=Path(coordinator) if coordinator else None,
-                                     progress=logger.info, on_work=work_artifact("evaluate"))
+                                     progress=logger.info, on_work=work_artifact("evaluate"),
+                                     frontier_path=Path(cfg.paths.frontier) if cfg.paths.get("frontier") else None)
     finally:
         RolloutContext.close_all()
     create_markdown_artifact(key="evaluation-report", markdown=Path(out["report"]).read_text())

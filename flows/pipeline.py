@@ -1,4 +1,4 @@
-"""The whole pipeline as one flow (prepare -> cache_states -> evolve -> ablate -> evaluate), for the Prefect UI
+"""The whole pipeline as one flow (prepare -> cache_states -> evolve -> frontier -> ablate -> evaluate), for the Prefect UI
 and for scheduled retraining. `dvc repro` runs the same stages one by one with caching.
 
 Started from a deployment (the UI, the retraining schedule), every stage writes into one new folder under
@@ -13,6 +13,7 @@ from flows.ablate import ablate_flow
 from flows.cache_states import cache_states_flow
 from flows.evaluate import evaluate_flow
 from flows.evolve import evolve_flow
+from flows.frontier import frontier_flow
 from flows.prepare import prepare_flow
 
 
@@ -27,6 +28,7 @@ def pipeline_flow(params: str | None = None, overrides: list[str] | None = None,
     prepare_flow(**kw)
     cache_states_flow(**kw)
     evolve_flow(**kw)
+    frontier_flow(**kw)
     ablate_flow(**kw)
     return evaluate_flow(**kw)
 

@@ -1,3 +1,7 @@
+"""Shared test set-up. Helper modules beside the tests (pool_stub, scripted_pool, serve_support,
+coordinator_support, evolve_fixture) are imported by name: pytest puts this folder on sys.path, so no
+test edits sys.path or imports another test module."""
+
 import os
 
 # Prefect's temporary server can be slow to start on a fresh database (ENVIRONMENT.md).

@@ -7,6 +7,11 @@ Verifier turn when the pick was wrong, with deterministic tokens, cost and cache
 the mean by argmax or by sampling the softmax of the logits (a uniform draw per item, the same every
 generation); `describe_mean` gives its routing matrix over two suites (even and odd items).
 
+An on-policy method (REINFORCE) trains a routing head, agent rows then role rows ((3 + 3) x d; the toy
+reads only the agent rows): its episodes sample agent and role from the head with a random stream per
+(generation, candidate, item) and come with their recorded decisions. Black-box strategies see the
+agent rows alone (3 x d), exactly as before on-policy methods had their own interface.
+
     python tests/evolve_fixture.py OUT_DIR [--marker-dir DIR] [--sleep S]
 """
 
@@ -26,7 +31,10 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from trinity.coordinator.head import Decision, RoutingHead  # noqa: E402
 from trinity.episodes.trace import EpisodeId, Trace, Turn  # noqa: E402
+from trinity.evolve.algorithms import ALGORITHMS  # noqa: E402
+from trinity.routers.base import ROLES  # noqa: E402
 from trinity.seeding import derive_seed, rng  # noqa: E402
 
 AGENTS = ("alpha", "beta", "gamma")
@@ -34,8 +42,11 @@ AGENTS = ("alpha", "beta", "gamma")
 
 def toy_cfg(*, strategy: str = "sep_cma", generations: int = 6, popsize: int | None = 6, every: int | None = 2,
             patience: int | None = None, sigma0: float = 0.5, episodes: int = 8, seed: int = 3,
-            tmp: Path | None = None) -> DictConfig:
+            tmp: Path | None = None, learning_rate: float = 0.05) -> DictConfig:
+    """`learning_rate` goes to an on-policy method (`evolve.<strategy>.learning_rate`): the code default
+    is sized for the real head, far too slow for a few toy generations."""
     paths = {"metrics": str(tmp / "metrics"), "reports": str(tmp / "reports")} if tmp else {}
+    own = {strategy: {"learning_rate": learning_rate}} if ALGORITHMS[strategy].kind == "on_policy" else {}
     return OmegaConf.create({
         "seed": seed,
         "paths": paths,
@@ -48,7 +59,7 @@ def toy_cfg(*, strategy: str = "sep_cma", generations: int = 6, popsize: int | N
             "episodes_per_candidate": episodes,
             "fitness": {"entropy_weight": 0.15, "turn_weight": 0.10, "cost_weight": 0.0, "cost_unit": "usd"},
             "validation": {"every": every, "items": 16}, "early_stop_patience": patience, "resume": True,
-            "budget": {"max_cost_usd": None, "max_tokens": None, "max_calls": None},
+            "budget": {"max_cost_usd": None, "max_tokens": None, "max_calls": None}, **own,
         },
     })
 
@@ -67,10 +78,11 @@ class ToyProblem:
         self.train_items = np.arange(n_items - self.val_items)
         self.valid_items = np.arange(n_items - self.val_items, n_items)
         self.n_features = n_features
-        self.n_params = len(AGENTS) * n_features
+        self.on_policy = ALGORITHMS[str(cfg.evolve.strategy)].kind == "on_policy"
+        self.n_params = (len(AGENTS) + (len(ROLES) if self.on_policy else 0)) * n_features
 
     def probabilities(self, params: np.ndarray, item: int) -> np.ndarray:
-        z = params.reshape(len(AGENTS), self.n_features) @ self.features[item]
+        z = params.reshape(-1, self.n_features)[: len(AGENTS)] @ self.features[item]
         z = np.exp(z - z.max())
         return z / z.sum()
 
@@ -88,8 +100,9 @@ class ToyProblem:
         items = self.train_items if items is None else items
         return float(np.mean([self.pick(params, i) == self.targets[i] for i in items]))
 
-    def trace(self, params: np.ndarray, item: int, generation: int, candidate: int, mode: str = "argmax") -> Trace:
-        agent = self.pick(params, item, mode)
+    def trace(self, params: np.ndarray, item: int, generation: int, candidate: int, mode: str = "argmax",
+              agent: int | None = None) -> Trace:
+        agent = self.pick(params, item, mode) if agent is None else agent
         # drawn from numpy's GLOBAL RNG on purpose: a resumed run matches only if its state was checkpointed
         latency = 0.5 + round(float(np.random.random()), 6)
         right = agent == int(self.targets[item])
@@ -107,16 +120,27 @@ class ToyProblem:
         # Common random numbers: the items depend on the generation only, never on the candidate.
         return rng(self.seed, "items", generation).choice(self.train_items, self.episodes, replace=False)
 
-    def evaluate_population(self, generation: int, candidates: list[np.ndarray]) -> list[list[Trace]]:
+    def evaluate_population(self, generation: int, candidates: list[np.ndarray], record_decisions: bool = False):
         items = self.items_for(generation)
-        out = []
+        out, decisions = [], {}
         for c, params in enumerate(candidates):
             if self.marker_dir is not None:
                 (self.marker_dir / f"g{generation}_c{c}").touch()
             if self.sleep:
                 time.sleep(self.sleep)
-            out.append([self.trace(params, int(i), generation, c) for i in items])
-        return out
+            if not record_decisions:
+                out.append([self.trace(params, int(i), generation, c) for i in items])
+                continue
+            head = RoutingHead(np.asarray(params).reshape(-1, self.n_features), len(AGENTS))
+            traces = []
+            for i in items:
+                feature = self.features[int(i)]
+                agent, role = head.choose(feature, rng(self.seed, "toy-policy", generation, c, int(i)))
+                traces.append(self.trace(params, int(i), generation, c, agent=agent))
+                decision = Decision(feature, agent, ROLES.index(role), tuple(head.role_mask))
+                decisions[traces[-1].episode.key()] = [decision]
+            out.append(traces)
+        return (out, decisions) if record_decisions else out
 
     def evaluate_mean(self, generation: int, params: np.ndarray, mode: str) -> list[Trace]:
         if self.marker_dir is not None:
@@ -142,7 +166,8 @@ def run(out_dir: Path, cfg: DictConfig, *, sleep: float = 0.0, marker_dir: Path 
 
     problem = ToyProblem(cfg, sleep=sleep, marker_dir=marker_dir)
     kw.setdefault("describe_mean", problem.describe_mean)
-    return run_evolution(cfg, n_params=problem.n_params, evaluate_population=problem.evaluate_population,
+    kw.setdefault("evaluate_population", problem.evaluate_population)
+    return run_evolution(cfg, n_params=problem.n_params,
                          evaluate_mean=problem.evaluate_mean, save_coordinator=save_coordinator,
                          out_dir=out_dir, **kw)
 

@@ -26,6 +26,7 @@ import argparse
 import asyncio
 import itertools
 import json
+import socket
 import sys
 import threading
 from dataclasses import dataclass, field
@@ -35,6 +36,19 @@ _REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found"
             409: "Conflict", 422: "Unprocessable Entity", 429: "Too Many Requests",
             500: "Internal Server Error", 502: "Bad Gateway", 503: "Service Unavailable"}
 
+
+
+def free_ports(n: int) -> list[int]:
+    """`n` distinct loopback ports that were free a moment ago (held together, so they differ), for
+    servers a test starts."""
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
 
 @dataclass
 class Reply:

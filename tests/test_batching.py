@@ -2,7 +2,7 @@
 
 import pytest
 
-from trinity.coordinator.batching import length_batches, resolve_max_padding
+from trinity.coordinator.features.length_buckets import length_batches, resolve_max_padding
 from trinity.errors import ConfigError
 
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
+from pool_stub import free_ports
 
-from test_serve_local import _free_ports
 
 pytestmark = pytest.mark.slow
 
@@ -42,7 +42,7 @@ def test_sigterm_to_trinity_serve_stops_the_pool_servers_it_started(tmp_path):
     # the pool's own ports (model names hold dots, which a command-line override cannot address)
     busy = [m.port for m in cfg.pool.models.values() if port_in_use("127.0.0.1", int(m.port))]
     assert not busy, f"ports {busy} of the local pool are in use: stop that pool first (trinity pool down)"
-    ports = _free_ports(1)
+    ports = free_ports(1)
     coord = Coordinator.from_config(cfg)
     coord.save(tmp_path / "coord" / "coordinator.safetensors", np.zeros(coord.num_params))
     env = {**os.environ, "TRINITY_SERVE_TOKEN": ""}

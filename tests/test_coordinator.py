@@ -12,19 +12,19 @@ import asyncio
 import numpy as np
 import pytest
 import torch
-from test_coordinator_support import tiny_backbone, transcripts
+from coordinator_support import tiny_backbone, transcripts
 
 from trinity import config
 from trinity.coordinator.coordinator import Coordinator
-from trinity.coordinator.engine import FeatureEngine, FeatureRequest
+from trinity.coordinator.features.engine import FeatureEngine, FeatureRequest
 from trinity.coordinator.head import RoutingHead
 from trinity.coordinator.layout import ParamLayout
 from trinity.coordinator.prompt import PromptRenderer
 from trinity.coordinator.saved import CoordinatorMismatchError
-from trinity.coordinator.states import preload_state_cache, read_state_cache, write_state_cache
 from trinity.coordinator.svf import SVFAdapter, scaled_singular_values
 from trinity.errors import TrinityError
-from trinity.routing import ROLES, Router
+from trinity.pipeline.state_files import preload_state_cache, read_state_cache, write_state_cache
+from trinity.routers.base import ROLES, Router
 
 SVF_MATRICES = ["model.layers.2.self_attn.*_proj", "model.layers.2.mlp.*_proj", "lm_head"]
 
@@ -168,7 +168,7 @@ def test_padding_bound_splits_uneven_prompts_and_features_still_match():
 
 
 def test_identical_prompts_are_computed_once_memory_and_disk(tmp_path):
-    from trinity.coordinator.feature_cache import FeatureCache
+    from trinity.coordinator.features.content_cache import FeatureCache
 
     backbone = tiny_backbone()
     renderer = PromptRenderer(backbone.tokenizer, "You dispatch work among {n_agents} agents.", 3)

@@ -11,7 +11,7 @@ import importlib.util
 
 import numpy as np
 import pytest
-from test_coordinator_support import transcripts
+from coordinator_support import transcripts
 
 from trinity import config
 from trinity.coordinator.coordinator import Coordinator

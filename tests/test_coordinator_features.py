@@ -16,7 +16,7 @@ import numpy as np
 import polars as pl
 import pytest
 from omegaconf import OmegaConf
-from test_coordinator_support import tiny_backbone
+from coordinator_support import tiny_backbone
 from test_reinforce import _numeric_grad
 
 from trinity import config
@@ -25,9 +25,9 @@ from trinity.coordinator.feature_norm import ABS_FLOOR, FLOOR_FRACTION, FeatureN
 from trinity.coordinator.feature_stats import feature_stats
 from trinity.coordinator.head import RoutingHead
 from trinity.coordinator.saved import CoordinatorMismatchError, load_saved, save_params
-from trinity.coordinator.states import read_state_cache
 from trinity.errors import ConfigError
-from trinity.routing import ROLES
+from trinity.pipeline.state_files import read_state_cache
+from trinity.routers.base import ROLES
 from trinity.tasks.prepare import COLUMNS
 
 TRAIN, TRANSFER = ["mmlu", "gsm8k"], ["gpqa_diamond"]
@@ -284,7 +284,8 @@ def test_log_prob_gradient_matches_finite_differences_under_normalisation(roles)
 
 
 def test_reinforce_gradient_from_recorded_decisions_is_the_normalised_one(setup):
-    from trinity.evolve.strategies import EpisodeRecord, make_strategy
+    from trinity.evolve.algorithms import make_algorithm
+    from trinity.evolve.on_policy import EpisodeRecord
 
     coord = Coordinator.from_config(setup["cfg"], backbone=tiny_backbone())
     params = np.random.default_rng(3).normal(0, 0.3, coord.num_params)
@@ -299,8 +300,8 @@ def test_reinforce_gradient_from_recorded_decisions_is_the_normalised_one(setup)
         records.append(EpisodeRecord(float(e), list(router.decisions)))
     for dec, f in zip(records[0].decisions, raw[0]):  # a decision holds what W multiplied
         assert np.allclose(dec.feature, coord.feature_norm.apply(f), atol=1e-4 * max(1.0, np.abs(dec.feature).max()))
-    strategy = make_strategy("reinforce", coord.num_params, sigma0=0.03, popsize=2, seed=0)
-    grad, baseline = strategy.gradient(params, records)
+    method = make_algorithm("reinforce", coord.num_params, popsize=2)
+    grad, baseline = method.gradient(params, records)
 
     def surrogate(x: np.ndarray) -> float:  # 1/N sum (R - b) sum_t log pi(a_t | raw f_t), with the coordinator's head
         head = coord.head_for(x)

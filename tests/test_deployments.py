@@ -18,8 +18,7 @@ import httpx
 import pytest
 from omegaconf import OmegaConf
 
-from pool_stub import StubServer, stub_pool_cfg
-from test_serve_local import _free_ports
+from pool_stub import StubServer, free_ports, stub_pool_cfg
 from trinity import config
 
 pytestmark = pytest.mark.slow
@@ -72,7 +71,7 @@ def test_ui_run_of_evolve_uses_dask_and_its_own_folder(tmp_path):
     from trinity.pipeline import cache_states_stage
     from trinity.tasks.prepare import prepare_suites
 
-    (port,) = _free_ports(1)
+    (port,) = free_ports(1)
     api = f"http://127.0.0.1:{port}/api"
     env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect"), "PREFECT_API_URL": api,
            "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1", "PYTHONPATH": str(REPO)}

@@ -9,10 +9,10 @@ import pytest
 from trinity.episodes.trace import EpisodeId, Trace, Turn
 from trinity.errors import ConfigError
 from trinity.eval import methods
-from trinity.eval.routers import RandomRouter, SingleWorkerRouter, WorkerVerifierLoopRouter
 from trinity.eval.stats import bootstrap_ci
 from trinity.eval.tables import results_frame, summarize, trace_rows
-from trinity.routing import ROLES
+from trinity.routers.base import ROLES
+from trinity.routers.baselines import RandomRouter, SingleWorkerRouter, WorkerVerifierLoopRouter
 
 
 def test_bootstrap_interval_on_known_data():

@@ -13,7 +13,6 @@ import pytest
 from scripted_pool import Fail, ScriptedPool
 from trinity.config import compose
 from trinity.coordinator.head import RoutingHead
-from trinity.coordinator.router import CoordinatorRouter
 from trinity.episodes.protocol import sample_index_for
 from trinity.episodes.protocol_config import ProtocolConfig
 from trinity.episodes.runner import EpisodeSpec, run_episodes
@@ -21,8 +20,9 @@ from trinity.errors import ConfigError
 from trinity.eval import methods, report
 from trinity.eval.episodes import run_episode_fn
 from trinity.eval.moa import MoAPrompts, moa_episode
-from trinity.eval.routers import RoleOnlyRouter
 from trinity.eval.tables import paired_tests, results_frame, summarize, trace_rows
+from trinity.routers.baselines import RoleOnlyRouter, SingleWorkerRouter
+from trinity.routers.coordinator import CoordinatorRouter
 from trinity.tasks.types import TaskItem
 
 CFG = compose(["eval.methods=[trinity,trinity:argmax,single_worker,role_select,random,loop,moa,ablations]"])
@@ -144,7 +144,7 @@ def test_default_method_list_expands_to_every_baseline_and_skips_clearly():
 
 def test_users_register_their_own_methods_and_groups():
     methods.register_method("always_small", lambda arg, c: methods.Method(
-        "always_small", lambda cc: methods.SingleWorkerRouter(1), max_turns=1))
+        "always_small", lambda cc: SingleWorkerRouter(1), max_turns=1))
     methods.register_group("smalls", lambda c: ["always_small", f"single:{AGENTS[1]}"])
     try:
         assert [m.name for m in methods.expand(["smalls"], ctx())] == ["always_small", f"single:{AGENTS[1]}"]

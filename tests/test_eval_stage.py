@@ -16,12 +16,12 @@ from omegaconf import OmegaConf
 from test_eval_methods import AGENTS, D, GOOD, FixedFeatures, Pool, grade, head_weights, script
 from trinity.config import compose
 from trinity.coordinator.head import RoutingHead
-from trinity.coordinator.router import CoordinatorRouter
 from trinity.coordinator.saved import check_metadata, load_params, save_params
 from trinity.errors import ConfigError
 from trinity.pipeline import evaluate_stage
 from trinity.pipeline.rollouts import LoopThread, RolloutContext
-from trinity.routing import ROLES
+from trinity.routers.base import ROLES
+from trinity.routers.coordinator import CoordinatorRouter
 from trinity.tasks.types import TaskItem
 
 L = len(AGENTS)

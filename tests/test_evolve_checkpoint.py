@@ -1,5 +1,5 @@
 """Checkpoint files: round trip, corrupt and mismatched checkpoints, the ways to start over, and the episode
-parts the checkpoint references instead of holding the rows."""
+parts the checkpoint references instead of holding the rows, and checkpoints older versions wrote."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from trinity.errors import TrinityError
 from trinity.evolve.checkpoint import (MAGIC, capture_rng, config_fingerprint, load_checkpoint, restore_rng,
                                        save_checkpoint)
 from trinity.evolve.errors import CheckpointError
+from trinity.evolve.upgrade import CHECKPOINT_VERSION
 
 
 def test_round_trip_and_rng_state(tmp_path):
@@ -222,7 +223,72 @@ def test_a_checkpoint_with_the_rows_inside_is_upgraded_and_resumes(tmp_path):
     resumed = run(out, cfg_old)
     assert resumed.resumed and resumed.generations_completed == 5
     upgraded = load_checkpoint(out / "checkpoint.pkl", _fingerprint(cfg))
-    assert upgraded["version"] == 3 and "episode_rows" not in upgraded
+    assert upgraded["version"] == CHECKPOINT_VERSION and "episode_rows" not in upgraded
     assert _parts(out) == _parts(tmp_path / "ref" / "run")
     ref_episodes = pl.read_parquet(tmp_path / "ref" / "run" / "episodes.parquet")
     assert pl.read_parquet(out / "episodes.parquet").equals(ref_episodes)
+
+
+def _as_version_3(name, state):
+    """The state as version 3 held it: a plain dict, sep-CMA-ES's random stream inside its pickled ES
+    (numpy's randn bound to the RandomState pycma's `seed` option had seeded)."""
+    import pickle
+
+    old = {"strategy": name, "generation": state.generation, "pending": None, "mean": np.array(state.mean)}
+    if name == "sep_cma":
+        es = pickle.loads(state.es)
+        source = np.random.RandomState()
+        source.set_state(state.rng)
+        es.opts["randn"] = es.sm.randn = source.randn
+        return {**old, "sigma": state.sigma, "es": pickle.dumps(es), "numpy_rng": np.random.get_state()}
+    if name == "random_search":
+        return {**old, "sigma": state.sigma, "rng": state.rng, "best_fitness": state.best_fitness}
+    return {**old, "sigma": 0.05, "adam_m": np.array(state.adam_m), "adam_v": np.array(state.adam_v),
+            "step": state.step, "grad_norm": state.grad_norm, "baseline": state.baseline}
+
+
+@pytest.mark.parametrize("name", ["sep_cma", "random_search", "reinforce"])
+def test_a_checkpoint_with_a_plain_dict_state_is_upgraded_and_resumes(tmp_path, name):
+    """Version 3 held the strategy state as a plain dict (and REINFORCE's learning rate in `sigma`); it is
+    read, its state made the algorithm's typed value with the same numbers, and the run ends as one never
+    stopped. (Checked once against checkpoints the version 3 code itself wrote, for all three.)"""
+    from evolve_fixture import ToyProblem
+
+    cfg = toy_cfg(strategy=name, generations=5, every=2, tmp=tmp_path / "ref")
+    reference = run(tmp_path / "ref" / "run", cfg)
+    problem = ToyProblem(cfg)
+
+    def stop_in_generation_3(g, xs, **kw):
+        if g == 3:
+            raise KeyboardInterrupt
+        return problem.evaluate_population(g, xs, **kw)
+
+    out = tmp_path / "old" / "run"
+    cfg_old = toy_cfg(strategy=name, generations=5, every=2, tmp=tmp_path / "old")
+    with pytest.raises(KeyboardInterrupt):
+        run(out, cfg_old, evaluate_population=stop_in_generation_3)
+    fingerprint = config_fingerprint(cfg, problem.n_params)
+    payload = load_checkpoint(out / "checkpoint.pkl", fingerprint)
+    rows = [{k: v for k, v in r.items() if k != "learning_rate"} for r in payload["generation_rows"]]
+    save_checkpoint(out / "checkpoint.pkl", {**payload, "version": 3, "state": _as_version_3(name, payload["state"]),
+                                             "generation_rows": rows})
+
+    resumed = run(out, cfg_old)
+    assert resumed.resumed and resumed.generations_completed == 5
+    assert np.array_equal(resumed.final_mean, reference.final_mean) and np.array_equal(resumed.params, reference.params)
+    upgraded = load_checkpoint(out / "checkpoint.pkl", fingerprint)
+    assert upgraded["version"] == CHECKPOINT_VERSION and not isinstance(upgraded["state"], dict)
+    ref_episodes = pl.read_parquet(tmp_path / "ref" / "run" / "episodes.parquet")
+    assert pl.read_parquet(out / "episodes.parquet").equals(ref_episodes)
+
+
+def test_a_version_3_state_of_an_unknown_algorithm_is_refused_naming_it(tmp_path):
+    out = tmp_path / "run"
+    cfg = toy_cfg(generations=2, tmp=tmp_path)
+    run(out, cfg)
+    fingerprint = config_fingerprint(cfg, 18)
+    payload = load_checkpoint(out / "checkpoint.pkl", fingerprint)
+    save_checkpoint(out / "checkpoint.pkl", {**payload, "version": 3, "state": {"strategy": "gone", "generation": 2}})
+    with pytest.raises(CheckpointError, match="'gone' state") as e:
+        run(out, cfg)
+    assert "resume=false" in str(e.value)

@@ -154,6 +154,7 @@ def test_both_validation_modes_and_selection_by_the_configured_routing(tmp_path)
 # ---------------------------------------------------------------------- per-generation diagnostics
 def _turn(i, role, *, agent=0, called=True, ok=True, finish=None, cost=0.0):
     return Turn(i, AGENTS[agent], agent, role, False, called=called, ok=ok, finish_reason=finish, cost_usd=cost,
+                price_usd=cost,
                 prompt_tokens=10, completion_tokens=5)
 
 

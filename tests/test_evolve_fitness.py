@@ -12,7 +12,7 @@ from trinity.evolve.fitness import FitnessWeights, agent_entropy, shaped_fitness
 
 
 def _trace(item: str, agents: list[str], reward: float, *, cost: float = 0.0, tokens: int = 0) -> Trace:
-    turns = [Turn(i, a, 0, "worker", False, prompt_tokens=tokens, completion_tokens=0, cost_usd=cost)
+    turns = [Turn(i, a, 0, "worker", False, prompt_tokens=tokens, completion_tokens=0, cost_usd=cost, price_usd=cost)
              for i, a in enumerate(agents)]
     return Trace(EpisodeId(0, 0, item), seed=1, turns=turns, reward=reward)
 
@@ -52,6 +52,27 @@ def test_cost_term_in_dollars_and_ktokens():
     assert kt.fitness == pytest.approx(0.7918011509388858 - 0.1, abs=1e-12)
     with pytest.raises(ConfigError, match="cost_unit"):
         FitnessWeights(cost_unit="eur")
+
+
+def test_dollars_are_list_prices_so_a_cache_hit_costs_as_much_as_the_call_it_replays():
+    paid = _trace("a", ["x"], 1.0, cost=0.03)
+    replayed = Trace(EpisodeId(0, 1, "a"), seed=1, reward=1.0,
+                     turns=[Turn(0, "x", 0, "worker", False, cost_usd=0.0, price_usd=0.03, cached=True)])
+    weights = FitnessWeights(cost_weight=1.0, cost_unit="usd")
+    assert shaped_fitness([replayed], max_turns=5, weights=weights).cost == pytest.approx(0.03)
+    assert (shaped_fitness([replayed], max_turns=5, weights=weights).fitness
+            == pytest.approx(shaped_fitness([paid], max_turns=5, weights=weights).fitness))
+
+
+def test_the_protocol_records_the_list_price_of_a_cached_reply():
+    from trinity.episodes.protocol import _record_call
+    from trinity.pool.types import CallResult
+
+    turn = Turn(0, "x", 0, "worker", False)
+    _record_call(turn, CallResult(model="x", text="hi", ok=True, cost_usd=0.0, price_usd=0.02, cached=True), False)
+    assert (turn.cost_usd, turn.price_usd) == (0.0, 0.02)
+    _record_call(turn, CallResult(model="x", text="hi", ok=True, cost_usd=0.05), False)   # a double with no price
+    assert turn.price_usd == 0.05
 
 
 def test_edge_cases():

@@ -9,18 +9,9 @@ from trinity import config
 from trinity.errors import ConfigError
 from trinity.pool import servers
 from trinity.pool.servers import LocalPool, PoolServerError
+from pool_stub import free_ports
 
 
-def _free_ports(n: int) -> list[int]:
-    socks, ports = [], []
-    for _ in range(n):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        socks.append(s)
-        ports.append(s.getsockname()[1])
-    for s in socks:
-        s.close()
-    return ports
 
 
 def _cfg(tmp_path, models=None, **extra):
@@ -29,7 +20,7 @@ def _cfg(tmp_path, models=None, **extra):
     cfg = config.compose([f"pool.state_dir={tmp_path / 'pool'}"])
     OmegaConf.set_struct(cfg, False)
     names = list(cfg.pool.models)
-    ports = _free_ports(len(names))
+    ports = free_ports(len(names))
     for name, port in zip(names, ports):
         cfg.pool.models[name].port = port
         cfg.pool.models[name].n_parallel = 1

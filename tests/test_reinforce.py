@@ -1,5 +1,6 @@
-"""REINFORCE on the routing head: the score-function gradient, learning on a scripted environment, and
-the evolution loop's on-policy path (decisions recorded per episode, resumable like the ES path)."""
+"""REINFORCE on the routing head: the score-function gradient, learning on a scripted environment, the
+on-policy interface (an update per generation's episodes, a repeated one harmless), and the evolution
+loop's on-policy path (decisions recorded per episode, resumable like the ES path)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ from evolve_fixture import save_coordinator, toy_cfg
 from trinity.coordinator.head import Decision, RoutingHead
 from trinity.episodes.trace import EpisodeId, Trace, Turn
 from trinity.errors import ConfigError
-from trinity.evolve.strategies import EpisodeRecord, make_strategy
-from trinity.routing import ROLES
+from trinity.evolve.algorithms import make_algorithm
+from trinity.evolve.on_policy import EpisodeBatch, EpisodeRecord
+from trinity.routers.base import ROLES
 from trinity.seeding import rng as seeded_rng
 
 N_AGENTS, D = 3, 5
@@ -42,7 +44,7 @@ def test_log_prob_gradient_matches_finite_differences(roles):
                 assert not analytic[N_AGENTS + i].any()
 
 
-def test_strategy_gradient_is_the_baselined_score_function():
+def test_gradient_is_the_baselined_score_function():
     r = np.random.default_rng(1)
     w = r.normal(size=(N_AGENTS + 3, D))
     records = []
@@ -50,8 +52,8 @@ def test_strategy_gradient_is_the_baselined_score_function():
         decisions = [Decision(r.normal(size=D), int(r.integers(N_AGENTS)), int(r.choice([0, 2])), (True, False, True))
                      for _ in range(1 + e % 3)]
         records.append(EpisodeRecord(float(e % 2), decisions))
-    strategy = make_strategy("reinforce", w.size, sigma0=0.03, popsize=2, seed=0)
-    grad, baseline = strategy.gradient(w.ravel(), records)
+    method = make_algorithm("reinforce", w.size, popsize=2)
+    grad, baseline = method.gradient(w.ravel(), records)
     assert baseline == 0.5
 
     def surrogate(x: np.ndarray) -> float:  # 1/N sum (R - b) sum_t log pi(a_t | f_t)
@@ -88,33 +90,44 @@ def _p_agent0(params: np.ndarray) -> float:
 @pytest.mark.parametrize("optimizer, lr", [("adam", 0.05), ("sgd", 0.5)])
 def test_reinforce_raises_the_probability_of_the_rewarded_agent(optimizer, lr):
     n = (N_AGENTS + 3) * D
-    strategy = make_strategy("reinforce", n, sigma0=0.03, popsize=4, seed=0,
-                             options={"learning_rate": lr, "optimizer": optimizer})
-    state = strategy.init()
-    start = _p_agent0(strategy.mean(state))
+    method = make_algorithm("reinforce", n, popsize=4, options={"learning_rate": lr, "optimizer": optimizer})
+    state = method.init(np.zeros(n))
+    start = _p_agent0(method.mean(state))
     for g in range(30):
-        state, xs = strategy.ask(state)
-        assert all(np.array_equal(x, strategy.mean(state)) for x in xs)  # every candidate is the current policy
-        eps = _scripted_episodes(xs[0], g, len(xs), 8)
-        fitness = [np.mean([rec.reward for rec, _ in rows]) for rows in eps]
-        state = strategy.tell(state, fitness, [[rec for rec, _ in rows] for rows in eps])
-    end = _p_agent0(strategy.mean(state))
+        eps = _scripted_episodes(method.mean(state), g, method.popsize, 8)
+        state = method.update(state, EpisodeBatch(g, [rec for rows in eps for rec, _ in rows]))
+    end = _p_agent0(method.mean(state))
     assert abs(start - 1 / 3) < 1e-9 and end > 0.6, (start, end)
-    assert state["generation"] == 30 and strategy.sigma(state) == lr
+    assert state.generation == 30 and method.describe(state) == {"learning_rate": lr}
 
 
 def test_options_are_checked_and_svf_is_refused():
     with pytest.raises(ConfigError, match="evolve.reinforce.lr"):
-        make_strategy("reinforce", 12, sigma0=0.1, popsize=2, seed=0, options={"lr": 0.1})
+        make_algorithm("reinforce", 12, popsize=2, options={"lr": 0.1})
     with pytest.raises(ConfigError, match="evolve.reinforce.optimizer"):
-        make_strategy("reinforce", 12, sigma0=0.1, popsize=2, seed=0, options={"optimizer": "lbfgs"})
-    strategy = make_strategy("reinforce", 13, sigma0=0.1, popsize=2, seed=0)  # 13 is no (L + 3) x d head
-    state, xs = strategy.ask(strategy.init())
+        make_algorithm("reinforce", 12, popsize=2, options={"optimizer": "lbfgs"})
+    with pytest.raises(ConfigError, match="evolve.reinforce.learning_rate"):
+        make_algorithm("reinforce", 12, popsize=2, options={"learning_rate": 0})
+    method = make_algorithm("reinforce", 13, popsize=2)  # 13 is no (L + 3) x d head
     rec = EpisodeRecord(1.0, [Decision(np.ones(2), 0, 0, (True, True, True))])
     with pytest.raises(ConfigError, match="head only"):
-        strategy.tell(state, [0.0, 1.0], [[rec], [EpisodeRecord(0.0, rec.decisions)]])
-    with pytest.raises(ValueError, match="learns from episodes"):
-        strategy.tell(state, [0.0, 1.0])
+        method.update(method.init(np.zeros(13)), EpisodeBatch(0, [rec, EpisodeRecord(0.0, rec.decisions)]))
+
+
+def test_an_update_learns_once_per_generation():
+    n = (N_AGENTS + 3) * D
+    method = make_algorithm("reinforce", n, popsize=2, options={"learning_rate": 0.1})
+    start = method.init(np.zeros(n))
+    batch = EpisodeBatch(0, [rec for rows in _scripted_episodes(method.mean(start), 0, 2, 6) for rec, _ in rows])
+    once = method.update(start, batch)
+    assert once.generation == 1 and not np.array_equal(method.mean(once), method.mean(start))
+    assert method.update(once, batch) is once  # a repeated update of the same generation is harmless
+    again = method.update(start, batch)  # a pure function of the state and the episodes
+    assert np.array_equal(method.mean(again), method.mean(once)) and np.array_equal(again.adam_v, once.adam_v)
+    with pytest.raises(ValueError, match="generation 1, the episodes are from generation 5"):
+        method.update(once, EpisodeBatch(5, batch.episodes))
+    with pytest.raises(AttributeError):  # the state is a value: nothing can change it in place
+        once.step = 7  # type: ignore[misc]
 
 
 # ------------------------------------------------------------------ the evolution loop's on-policy path
@@ -139,7 +152,7 @@ class ScriptedOnPolicy:
         return population, decisions
 
     def evaluate_population(self, generation, candidates, record_decisions=False):
-        assert record_decisions, "an on-policy strategy must ask for recorded decisions"
+        assert record_decisions, "an on-policy method must ask for recorded decisions"
         if generation == self.stop_at:
             raise KeyboardInterrupt
         self.record_calls += 1

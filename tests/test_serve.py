@@ -1,6 +1,6 @@
 """Serving: the official openai client against `trinity serve` over a loopback stub pool.
 
-The head is steered (test_serve_support.steered) so each test knows which model and role each turn
+The head is steered (serve_support.steered) so each test knows which model and role each turn
 gets; the pool is a real HTTP stub whose replies name the request, so mixed-up replies would show.
 """
 
@@ -16,10 +16,10 @@ import openai
 import pytest
 from pool_stub import StubServer, completion, error
 from prometheus_client.parser import text_string_to_metric_families
-from test_serve_support import AGENTS, echo_roles, make_app, role_of, serve_cfg, steered
+from serve_support import AGENTS, echo_roles, make_app, role_of, serve_cfg, steered
 
 from trinity.errors import ConfigError
-from trinity.serve.masked import choose_masked
+from trinity.routers.masked import choose_masked
 from trinity.serve.server import ServerThread
 from trinity.serve.settings import RolePolicy, ServeSettings
 
@@ -445,7 +445,7 @@ def test_serve_settings_from_the_default_config_and_bad_policies(cfg, stub, tmp_
 def test_build_app_loads_a_saved_coordinator_with_the_real_feature_path(stub, tmp_path):
     """The CLI's path: a coordinator saved by Coordinator.save, loaded and checked, its head over a
     (tiny) backbone's features; zero parameters = uniform head, argmax = the first model as Worker."""
-    from test_coordinator_support import tiny_backbone
+    from coordinator_support import tiny_backbone
 
     from trinity.coordinator.coordinator import Coordinator
     from trinity.coordinator.saved import CoordinatorMismatchError

@@ -9,7 +9,7 @@ import asyncio
 
 import pytest
 from scripted_pool import ScriptedPool
-from test_serve_support import AGENTS, serve_cfg, steered
+from serve_support import AGENTS, serve_cfg, steered
 
 from trinity.serve.episode import EpisodeRunner
 from trinity.serve.schema import parse_chat_request

@@ -9,7 +9,7 @@ import asyncio
 
 import pytest
 from scripted_pool import ScriptedPool
-from test_serve_support import AGENTS, serve_cfg, steered
+from serve_support import AGENTS, serve_cfg, steered
 
 from trinity.episodes.parsing import visible_answer
 from trinity.serve.episode import EpisodeRunner

@@ -12,17 +12,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_serve_local import _free_ports
 
 from trinity import config
 from trinity.coordinator.saved import save_params
 from trinity.pool.servers import port_in_use
 from trinity.serve.preflight import pool_difference
+from pool_stub import free_ports
 
 
 @pytest.fixture
 def setup(tmp_path):
-    pool_port, serve_port = _free_ports(2)
+    pool_port, serve_port = free_ports(2)
     overrides = ["pool=simulated", f"pool.port={pool_port}", f"pool.state_dir={tmp_path / 'pool'}",
                  f"paths.cache={tmp_path / 'cache'}"]
     pool = [str(name) for name in config.compose(overrides).pool.models]

@@ -3,23 +3,15 @@ free loopback ports, and the official openai client, non-streaming and streaming
 
 from __future__ import annotations
 
-import socket
 
 import numpy as np
 import openai
 import pytest
+from pool_stub import free_ports
 
 pytestmark = pytest.mark.slow
 
 
-def _free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
 
 
 def test_serve_over_the_local_pool_with_the_real_coordinator(tmp_path, monkeypatch):
@@ -32,7 +24,7 @@ def test_serve_over_the_local_pool_with_the_real_coordinator(tmp_path, monkeypat
     # raw features: a zero head needs no feature statistics, and there are no cached states here
     cfg = config.compose([f"paths.cache={tmp_path / 'cache'}", f"pool.state_dir={tmp_path / 'pool'}",
                           "coordinator.features.normalize=none"])
-    for name, port in zip(cfg.pool.models, _free_ports(len(cfg.pool.models))):
+    for name, port in zip(cfg.pool.models, free_ports(len(cfg.pool.models))):
         cfg.pool.models[name].port = port
     agents = list(cfg.pool.models)
     coord = Coordinator.from_config(cfg)

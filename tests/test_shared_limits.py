@@ -23,11 +23,11 @@ from omegaconf import OmegaConf
 
 from pool_stub import StubServer, completion, stub_pool_cfg
 from trinity import config
-from trinity.eval.routers import SingleWorkerRouter
 from trinity.pipeline.rollouts import RolloutContext
 from trinity.pool.budget import Budget
 from trinity.pool.client import PoolClient
 from trinity.pool.shared_limits import LocalLimits
+from trinity.routers.baselines import SingleWorkerRouter
 from trinity.tasks.types import TaskItem
 
 REPO = Path(__file__).resolve().parents[1]

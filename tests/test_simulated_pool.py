@@ -13,7 +13,6 @@ from omegaconf import OmegaConf
 from trinity import config
 from trinity.episodes.runner import EpisodeSpec, run_episodes
 from trinity.errors import ConfigError
-from trinity.eval.routers import RandomRouter
 from trinity.pipeline.rollouts import make_grader
 from trinity.pool.client import PoolClient
 from trinity.pool.servers import LocalPool, PoolServerError, port_in_use, simulated_world
@@ -22,6 +21,7 @@ from trinity.pool.simulated.profile import parse_model, parse_profile
 from trinity.pool.simulated.replies import writer_for
 from trinity.pool.simulated.server import Refused, SimulatedPool
 from trinity.pool.types import CallResult
+from trinity.routers.baselines import RandomRouter
 from trinity.tasks.registry import get_suite
 from trinity.tasks.prepare import load_items, prepare_suites
 

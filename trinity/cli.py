@@ -9,6 +9,7 @@
   trinity pool calibrate [--items N]  measure the configured pool; write a simulated profile that plays it
   trinity eval --coordinator PATH --suite NAME   evaluate a trained coordinator and the baselines
   trinity serve --coordinator PATH    an OpenAI-compatible endpoint running one episode per request
+  trinity serve --frontier PATH       the same over a cost-quality frontier: each request picks a head
 """
 
 from __future__ import annotations
@@ -168,7 +169,7 @@ def _cmd_eval(args) -> int:
         root = Path.cwd()
     # every argument is checked before the pool or the backbone loads; only the run's folder is made
     request = prepare_request(cfg, coordinator=args.coordinator, suites=args.suite or [],
-                              methods=args.method or [], output=args.output, root=root)
+                              methods=args.method or [], output=args.output, root=root, frontier=args.frontier)
     cfg = apply_output_paths(cfg, request.output_paths)
     print(f"trinity eval: writing to {request.output}", flush=True)
     pool = LocalPool(cfg.pool, model_cache=cfg.paths.model_cache) if server_specs(cfg.pool) else None
@@ -176,11 +177,16 @@ def _cmd_eval(args) -> int:
         if pool is not None:
             pool.__enter__()
         out = evaluate_stage.run(cfg, coordinator_path=request.coordinator, progress=print,
-                                 strict=bool(args.method))
+                                 strict=bool(args.method), frontier_path=request.frontier)
     finally:
         RolloutContext.close_all()
         if pool is not None:
             pool.__exit__(None, None, None)
+    if out.get("frontier") is not None:
+        from trinity.eval.frontier import text_table
+
+        print(f"which head of {request.frontier} to serve for a budget per query:")
+        print(text_table(out["frontier"]))
     print(f"report: {out['report']}")
     print(f"results: {request.output}")
     return 0
@@ -197,7 +203,8 @@ def _cmd_serve(args) -> int:
         overrides.append(f"serve.port={args.port}")
     cfg = config.compose(overrides)
     config.check_api_keys(cfg)
-    serve(cfg, args.coordinator)  # refuses a wrong coordinator or a taken port before it starts the local pool
+    # refuses a wrong coordinator (or frontier head) or a taken port before it starts the local pool
+    serve(cfg, args.coordinator, frontier=args.frontier)
     return 0
 
 
@@ -232,7 +239,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="rerun the stages even when DVC finds them up to date")
     p.add_argument("--dry", action="store_true", help="print what would run, run nothing")
     p.add_argument("overrides", nargs="*", metavar="STAGE|OVERRIDE",
-                   help="stage names (prepare, cache_states, evolve, ablate, evaluate) and " + OVERRIDES_HELP)
+                   help="stage names (prepare, cache_states, evolve, frontier, ablate, evaluate) and " + OVERRIDES_HELP)
     p.set_defaults(func=_cmd_run)
 
     p = command("setup", "assemble and verify the local model files", "trinity setup --verify")
@@ -279,12 +286,17 @@ def build_parser() -> argparse.ArgumentParser:
                         "default: eval.methods. A method that cannot run is an error here, not a skip")
     p.add_argument("--output", help="folder for tables, metrics and the report (default: a new "
                                     "runs/<UTC time>-eval/, paths.ad_hoc_runs); never inside the pipeline's outputs")
+    p.add_argument("--frontier", help="a cost-quality frontier folder (data/frontier): print, and add to the report, "
+                                      "which of its heads to serve for a budget per query")
     p.add_argument("overrides", nargs="*", help=OVERRIDES_HELP)
     p.set_defaults(func=_cmd_eval)
 
-    p = command("serve", "serve the trained coordinator as an OpenAI-compatible endpoint",
-                "trinity serve --coordinator data/evolve/coordinator --port 8000")
-    p.add_argument("--coordinator", required=True, help="a trained coordinator folder or .safetensors file")
+    p = command("serve", "serve the trained coordinator (or a cost-quality frontier of them) as an "
+                "OpenAI-compatible endpoint", "trinity serve --coordinator data/evolve/coordinator --port 8000")
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--coordinator", help="a trained coordinator folder or .safetensors file")
+    which.add_argument("--frontier", help="a cost-quality frontier folder (data/frontier): each request picks a head "
+                                          "with trinity.max_cost_usd or trinity.quality (low | medium | high)")
     p.add_argument("--host", help="listen address (default serve.host, loopback); others need a token")
     p.add_argument("--port", type=int, help="listen port (default serve.port)")
     p.add_argument("overrides", nargs="*", help=OVERRIDES_HELP)

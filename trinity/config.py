@@ -143,6 +143,10 @@ def validate(cfg: DictConfig) -> None:
         raise ConfigError(f"config key 'runner.kind' must be threads|dask, got {kind!r}")
     _validate_training(cfg)
     _validate_ablations(cfg)
+    from trinity.evolve.fitness import frontier_cost_unit, frontier_cost_weights
+
+    frontier_cost_weights(cfg)   # evolve.cost_weights (the frontier stage)
+    frontier_cost_unit(cfg)
 
 
 def _validate_throughputs(cfg: DictConfig, models: DictConfig) -> None:
@@ -163,8 +167,8 @@ def _validate_throughputs(cfg: DictConfig, models: DictConfig) -> None:
 
 
 def _validate_training(cfg: DictConfig) -> None:
-    from trinity.evolve.strategies import STRATEGIES
-    from trinity.routing import ROLES
+    from trinity.evolve.algorithms import ALGORITHMS
+    from trinity.routers.base import ROLES
 
     roles = _get(cfg, "coordinator.roles")
     if roles is not None:
@@ -179,13 +183,14 @@ def _validate_training(cfg: DictConfig) -> None:
         _non_negative(cfg, f"coordinator.feature_cache.{key}")
     _non_negative(cfg, "coordinator.feature_cache.max_batch", positive=True)
     if _get(cfg, "coordinator.feature_cache") is not None:
-        from trinity.coordinator.batching import resolve_max_padding
+        from trinity.coordinator.features.length_buckets import resolve_max_padding
 
         resolve_max_padding(_get(cfg, "coordinator.feature_cache.max_padding"), "cpu")
     strategy = _get(cfg, "evolve.strategy")
-    if strategy is not None and strategy not in STRATEGIES:
-        raise ConfigError(f"config key 'evolve.strategy': unknown strategy {strategy!r}; known: {sorted(STRATEGIES)}")
-    if strategy is not None and getattr(STRATEGIES[strategy], "on_policy", False) and _get(cfg, "coordinator.svf.enabled"):
+    if strategy is not None and strategy not in ALGORITHMS:
+        raise ConfigError(f"config key 'evolve.strategy': unknown strategy {strategy!r}; known: {sorted(ALGORITHMS)}")
+    # an on-policy method learns from the head's recorded routing decisions; SVF parameters make none
+    if strategy is not None and ALGORITHMS[strategy].kind == "on_policy" and _get(cfg, "coordinator.svf.enabled"):
         raise ConfigError(f"config key 'coordinator.svf.enabled' must be false with evolve.strategy={strategy} "
                           "(policy gradient trains the routing head only)")
 

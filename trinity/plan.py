@@ -10,6 +10,9 @@ Workload (what the pipeline really runs; see trinity.evolve.loop, trinity.pipeli
   each validation in BOTH routing modes (sample, argmax). popsize null -> ceil(4 + 3 ln n), with n from
   the backbone's hidden size (its config.json when cached, else a table of known backbones) and the SVF
   matrices. Early stopping (`early_stop_patience`) and budgets are not modelled: a full run is assumed.
+- frontier (`evolve.cost_weights`): every weight other than the main run's runs the same evolution at the
+  main run's popsize; then every head (the main one too) and the baselines single_worker, random and moa on
+  the test items (the baselines' chunks are the evaluate stage's: counted here, free there, not modelled).
 - ablate (`ablations.enabled`): every selected variant runs the same evolution at the main run's popsize.
 - evaluate: every method of `eval.methods` expanded as trinity.eval.methods expands it (groups to one per
   pool model; `ablations` to one per enabled variant; methods that need a trained coordinator count as if
@@ -63,7 +66,7 @@ from typing import Any, Mapping
 from omegaconf import DictConfig, OmegaConf
 
 from trinity.errors import ConfigError
-from trinity.routing import ROLES
+from trinity.routers.base import ROLES
 
 CHARS_PER_TOKEN = 4
 MESSAGE_OVERHEAD = 8        # chat-template tokens per message (role markers)
@@ -515,6 +518,34 @@ def ablate_parts(cfg: DictConfig, agents: list[str], infos: dict[str, SuiteInfo]
     return parts
 
 
+def frontier_parts(cfg: DictConfig, agents: list[str], infos: dict[str, SuiteInfo], popsize: int) -> list[Part]:
+    from trinity.pipeline import frontier_stage
+
+    weights = frontier_stage.variants(cfg)
+    parts = []
+    for name, (_, variant) in weights.items():
+        runs = evolve_parts(variant, agents, infos, popsize, stage="frontier", prefix=f"{name}: ")
+        parts.append(Part("frontier", name, f"{runs[0].detail} + {validations(variant) + 1} validations x 2 modes",
+                          [j for p in runs for j in p.jobs]))
+    reps = int(cfg.eval.get("repeats", 1) or 1)
+    n = cfg.eval.get("items_per_suite")
+    items = {s: infos[s].counts["test"] if n is None else min(int(n), infos[s].counts["test"]) for s in eval_suites(cfg)}
+    mode = frontier_stage.routing_mode(cfg)
+    heads = [frontier_stage.main_head(cfg)[0], *weights]
+    for head in heads:   # estimated with x0's routing in the mode they are served with, as every coordinator
+        route = x0_route(cfg, agents, mode)
+        parts.append(Part("frontier", f"test {head}", f"{sum(items.values()):,} items x {reps} rep",
+                          [Job(k * reps, route, infos[s], cfg) for s, k in items.items() if k]))
+    from trinity.eval import methods as registry
+
+    ctx = registry.MethodContext(agents=agents, strongest=0, moa=OmegaConf.select(cfg, "eval.moa"))
+    for m in registry.expand_with_skips(list(frontier_stage.BASELINES), ctx)[0]:
+        route, note = method_route(m.name, cfg, agents, m.max_turns)
+        parts.append(Part("frontier", f"test {m.name}", f"{sum(items.values()):,} items x {reps} rep",
+                          [Job(k * reps, route, infos[s], cfg) for s, k in items.items() if k], note))
+    return parts
+
+
 def eval_items(cfg: DictConfig, infos: dict[str, SuiteInfo]) -> dict[str, int]:
     """Items per suite an evaluated method runs: the validation items evolution used + the test items."""
     train = list(cfg.tasks.train)
@@ -701,7 +732,10 @@ def build_plan(cfg: DictConfig, assumptions: Assumptions | None = None) -> dict[
     suites = list(cfg.tasks.train) + list(cfg.tasks.transfer) + eval_suites(cfg)
     infos = suite_infos(cfg, suites)
     popsize = resolve_popsize(cfg, len(agents), notes)
+    from trinity.pipeline.frontier_stage import cost_weights
+
     stages = {"evolve": evolve_parts(cfg, agents, infos, popsize),
+              "frontier": frontier_parts(cfg, agents, infos, popsize) if cost_weights(cfg) else [],
               "ablate": ablate_parts(cfg, agents, infos, popsize) if variants else [],
               "evaluate": evaluate_parts(cfg, agents, infos, notes)}
     out_stages = [_stage_json(name, parts, cfg, a, notes) for name, parts in stages.items() if parts]

@@ -30,19 +30,19 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from trinity.coordinator.backbone import Backbone, load_backbone
-from trinity.coordinator.batching import resolve_max_padding
-from trinity.coordinator.engine import FeatureEngine
-from trinity.coordinator.feature_cache import FeatureCache
 from trinity.coordinator.feature_norm import (STATE_IDENTITY, FeatureNorm, FeatureNormError, check_mode, configured_mode,
                                               fit_feature_norm)
+from trinity.coordinator.features.content_cache import FeatureCache
+from trinity.coordinator.features.engine import FeatureEngine, FeatureRequest
+from trinity.coordinator.features.length_buckets import resolve_max_padding
+from trinity.coordinator.features.request_queue import FeatureService
 from trinity.coordinator.head import RoutingHead, check_roles
 from trinity.coordinator.layout import ParamLayout
 from trinity.coordinator.prompt import PromptRenderer
-from trinity.coordinator.router import CoordinatorRouter
 from trinity.coordinator.saved import check_metadata, load_saved, save_params, saved_feature_norm
-from trinity.coordinator.service import FeatureService
 from trinity.coordinator.svf import SVFAdapter
 from trinity.errors import ConfigError
+from trinity.routers.coordinator import CoordinatorRouter
 
 log = logging.getLogger(__name__)
 
@@ -197,8 +197,6 @@ class Coordinator:
                                  mode or self.routing, record=record)
 
     def precompute(self, transcripts: Sequence[str], svf_deltas: np.ndarray | None = None) -> np.ndarray:
-        from trinity.coordinator.engine import FeatureRequest
-
         if not transcripts:
             return np.zeros((0, self.hidden_size), dtype=np.float32)
         return self.engine.features([FeatureRequest(t, svf_deltas) for t in transcripts])

@@ -151,7 +151,7 @@ def fit_feature_norm(states_dir: str | Path, prepared_dir: str | Path, train_sui
     another setup (e.g. the last-token ablation reads position -1, the cache holds -2) is recomputed
     with `compute(items) -> (n, d) features` when given, and refused otherwise. No cache at all is an
     error that says to run the cache_states stage."""
-    from trinity.coordinator.states import read_state_cache
+    from trinity.pipeline.state_files import read_state_cache
     from trinity.tasks.prepare import load_items
 
     states_dir = Path(states_dir)

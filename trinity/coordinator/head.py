@@ -1,6 +1,6 @@
 """The routing head: one bias-free linear map W in R^{(L+3) x d} on the coordinator's feature.
 
-Rows 0..L-1 are the agent logits in pool order; rows L..L+2 the role logits in trinity.routing.ROLES
+Rows 0..L-1 are the agent logits in pool order; rows L..L+2 the role logits in trinity.routers.base.ROLES
 order. Agent and role are drawn independently from their two softmaxes (training and default
 serving), or taken by argmax for deterministic serving.
 
@@ -23,7 +23,7 @@ from typing import Sequence
 import numpy as np
 
 from trinity.coordinator.feature_norm import FeatureNorm
-from trinity.routing import ROLES
+from trinity.routers.base import ROLES
 
 MODES = ("sample", "argmax")
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from trinity.routing import ROLES
+from trinity.routers.base import ROLES
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ applied with a batched matmul, so many candidates share one forward pass.
 
 How each kind of matrix is handled:
 - a linear layer inside a decoder layer: adapted as above; the features of a candidate are recomputed
-  only from the first adapted layer onward (the activations entering it are shared, see engine.py);
+  only from the first adapted layer onward (the activations entering it are shared, see features/engine.py);
 - the token embeddings: adapted row-wise (rows U[ids] diag(S') V^T for the prompt's tokens only, never
   the full vocab x d matrix); every layer then depends on the offsets, so nothing is shared;
 - the LM head (or anything else outside the decoder): the feature is read BEFORE the head, so its

@@ -30,7 +30,7 @@ from trinity.episodes.parsing import ACCEPT, ThinkerAdvice, parse_thinker, parse
 from trinity.episodes.protocol_config import ProtocolConfig
 from trinity.episodes.trace import EpisodeId, Trace, Turn
 from trinity.pool.types import CallResult
-from trinity.routing import ROLES, Router
+from trinity.routers.base import ROLES, Router
 from trinity.seeding import derive_seed
 from trinity.tasks.types import TaskItem
 
@@ -101,6 +101,7 @@ def _record_call(turn: Turn, result: CallResult, keep_reply: bool) -> None:
     turn.cached_prompt_tokens = result.cached_prompt_tokens
     turn.latency_s = result.latency_s
     turn.cost_usd = result.cost_usd
+    turn.price_usd = result.price_usd or result.cost_usd   # a pool that reports no price paid list price
     turn.cached = result.cached
     turn.ok = result.ok
     turn.error = result.error if not result.ok else None

@@ -7,7 +7,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from trinity.errors import ConfigError
-from trinity.routing import ROLES
+from trinity.routers.base import ROLES
 
 # Placeholders each format template must contain (checked once, so a typo fails before any call).
 _TEMPLATE_FIELDS = {

@@ -28,7 +28,7 @@ class Turn:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     latency_s: float = 0.0
-    cost_usd: float = 0.0
+    cost_usd: float = 0.0              # what the call was paid (a response-cache hit: 0)
     cached: bool = False
     ok: bool = True
     verdict: str | None = None     # ACCEPT | REJECT for verifier turns
@@ -40,6 +40,8 @@ class Turn:
     reply: str | None = None           # the model's reply, kept only when protocol.record_replies is on
     finish_reason: str | None = None   # as the pool server reported it: "stop", "length" (hit max_tokens), ...
     cached_prompt_tokens: int = 0      # of prompt_tokens, those served from the server's KV prefix cache
+    price_usd: float = 0.0             # the call at list prices, paid or not: a cost-aware fitness must not
+    #                                    favour whichever candidate reached a shared call second
 
 
 @dataclass
@@ -68,6 +70,10 @@ class Trace:
     @property
     def cost_usd(self) -> float:
         return sum(t.cost_usd for t in self.turns)
+
+    @property
+    def price_usd(self) -> float:
+        return sum(t.price_usd for t in self.turns)
 
     @property
     def calls(self) -> int:

@@ -2,8 +2,9 @@
 written to a folder of the run's own, never into the evaluate stage's DVC outputs.
 
 Checks, in order, each a ConfigError naming the argument: the coordinator (exists, is a saved
-coordinator, was trained for this config's pool), the suites (known, prepared), the methods (known,
-their pool models in the pool), the output folder (not inside a pipeline output, writable).
+coordinator, was trained for this config's pool), the frontier when given (a frontier folder holding a
+frontier, every head trained for this pool), the suites (known, prepared), the methods (known, their pool
+models in the pool), the output folder (not inside a pipeline output, writable).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ class EvalRequest:
     coordinator: Path              # the coordinator file (…/coordinator.safetensors)
     output: Path                   # the run's folder
     output_paths: dict[str, str]   # paths.<key> -> inside `output`
+    frontier: Path | None = None   # a frontier folder (the frontier stage's): its budget table is reported
 
 
 def pipeline_outputs(root: Path) -> list[Path]:
@@ -95,6 +97,25 @@ def check_methods(cfg: DictConfig, methods: Sequence[str], pool_models: Sequence
             raise ConfigError(f"--method {name}: cannot run: {skipped[0].reason}")
 
 
+def check_frontier(path: str | os.PathLike, pool_models: Sequence[str]) -> Path:
+    """A frontier folder that holds a frontier (the frontier stage ran with evolve.cost_weights) whose
+    heads were trained for this config's pool."""
+    from trinity.eval.frontier import load_table
+
+    folder = Path(path)
+    if not folder.is_dir():
+        raise ConfigError(f"--frontier {path}: no such folder")
+    try:
+        manifest, table = load_table(folder)
+    except ConfigError as e:
+        raise ConfigError(f"--frontier {path}: {e}") from None
+    if table is None:
+        raise ConfigError(f"--frontier {path}: holds no frontier ({manifest.get('reason', 'the stage was off')})")
+    for head in manifest.get("heads", []):
+        check_coordinator(folder / str(head["path"]), pool_models)
+    return folder
+
+
 def check_output(output: Path, root: Path) -> None:
     target = output.resolve()
     for out in pipeline_outputs(root):
@@ -111,13 +132,14 @@ def check_output(output: Path, root: Path) -> None:
 
 
 def prepare_request(cfg: DictConfig, *, coordinator: str, suites: Sequence[str], methods: Sequence[str],
-                    output: str | None, root: Path) -> EvalRequest:
+                    output: str | None, root: Path, frontier: str | None = None) -> EvalRequest:
     """Check every argument, then make the run's folder (the only thing written before the run).
     `methods` are the ones the user named (strict); empty means the config's eval.methods."""
     from trinity.pipeline.workspace import new_run_folder, output_paths
 
     models = list(cfg.pool.models.keys())
     file = check_coordinator(coordinator, models)
+    frontier_folder = check_frontier(frontier, models) if frontier is not None else None
     check_suites(suites or list(OmegaConf.select(cfg, "eval.suites") or []), Path(cfg.paths.prepared))
     # methods the user named must run; the config's default list keeps the stage's skip list
     check_methods(cfg, methods or list(cfg.eval.methods), models, strict=bool(methods))
@@ -126,4 +148,5 @@ def prepare_request(cfg: DictConfig, *, coordinator: str, suites: Sequence[str],
         folder = Path(output)
     else:
         folder = new_run_folder(OmegaConf.select(cfg, "paths.ad_hoc_runs", default="runs"), "eval")
-    return EvalRequest(coordinator=file, output=folder, output_paths=output_paths(cfg, ("evaluate",), folder))
+    return EvalRequest(coordinator=file, output=folder, output_paths=output_paths(cfg, ("evaluate",), folder),
+                       frontier=frontier_folder)

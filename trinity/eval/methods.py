@@ -1,4 +1,5 @@
 """The registry of evaluation methods: name -> how to build its router (or its own episode function).
+The baselines' router classes come from the router registry (trinity.routers.registry.ROUTER_CLS).
 
 Names in `eval.methods` are `<method>` or `<method>:<argument>`:
 - `trinity`: the trained coordinator, routed as configured (coordinator.routing, `sample` by default);
@@ -19,13 +20,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from trinity.coordinator.head import MODES as ROUTING_MODES
 from trinity.errors import ConfigError
 from trinity.eval.episodes import EpisodeFn
 from trinity.eval.moa import MoAPrompts, moa_episode
-from trinity.eval.routers import RandomRouter, RoleOnlyRouter, SingleWorkerRouter, WorkerVerifierLoopRouter
-from trinity.routing import Router
-
-ROUTING_MODES = ("sample", "argmax")   # as trinity.coordinator.head.MODES (not imported: the registry needs no coordinator)
+from trinity.routers.base import Router
+from trinity.routers.registry import ROUTER_CLS
 
 
 class MethodSkipped(ConfigError):
@@ -107,24 +107,24 @@ def _trinity(arg, ctx: MethodContext) -> Method:
 
 def _single(arg, ctx: MethodContext) -> Method:
     idx = _agent(arg, ctx, "single")
-    return Method(f"single:{ctx.agents[idx]}", lambda c: SingleWorkerRouter(idx), max_turns=1)
+    return Method(f"single:{ctx.agents[idx]}", lambda c: ROUTER_CLS["single"](idx), max_turns=1)
 
 
 def _roles(arg, ctx: MethodContext) -> Method:
     idx = _agent(arg, ctx, "roles")
     name = f"roles:{ctx.agents[idx]}"
     router = _coordinator(ctx, name)
-    return Method(name, lambda c: RoleOnlyRouter(router(ctx.coordinator_routing), idx),
+    return Method(name, lambda c: ROUTER_CLS["roles"](router(ctx.coordinator_routing), idx),
                   fingerprint=ctx.coordinator_fingerprint)
 
 
 def _loop(arg, ctx: MethodContext) -> Method:
     idx = _agent(arg, ctx, "loop") if arg else ctx.strongest
-    return Method(f"loop:{ctx.agents[idx]}", lambda c: WorkerVerifierLoopRouter(idx))
+    return Method(f"loop:{ctx.agents[idx]}", lambda c: ROUTER_CLS["loop"](idx))
 
 
 def _random(arg, ctx: MethodContext) -> Method:
-    return Method("random", lambda c: RandomRouter(len(c.agents)))
+    return Method("random", lambda c: ROUTER_CLS["random"](len(c.agents)))
 
 
 def _moa(arg, ctx: MethodContext) -> Method:

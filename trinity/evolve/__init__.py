@@ -1,5 +1,6 @@
-"""Evolution: search strategies with explicit state, fitness shaping, checkpoints, Polars tables, plots,
-learning diagnostics (x0 baseline, both validation modes, episode shares, the mean's routing matrix).
+"""Evolution: black-box strategies and on-policy methods with explicit state (one registry), fitness
+shaping, checkpoints, Polars tables, plots, learning diagnostics (x0 baseline, both validation modes,
+episode shares, the mean's routing matrix).
 
 Importing this package is cheap; the names below load their modules (pycma, polars) on first use.
 """
@@ -12,12 +13,13 @@ from typing import Any
 _EXPORTS = {
     "BudgetExhausted": "trinity.evolve.errors",
     "CheckpointError": "trinity.evolve.errors",
-    "STRATEGIES": "trinity.evolve.strategies",
-    "Strategy": "trinity.evolve.strategies",
-    "EpisodeRecord": "trinity.evolve.strategies",
-    "register_strategy": "trinity.evolve.strategies",
-    "make_strategy": "trinity.evolve.strategies",
+    "ALGORITHMS": "trinity.evolve.algorithms",
+    "make_algorithm": "trinity.evolve.algorithms",
+    "BlackBoxStrategy": "trinity.evolve.strategies",
     "default_popsize": "trinity.evolve.strategies",
+    "OnPolicyMethod": "trinity.evolve.on_policy",
+    "EpisodeRecord": "trinity.evolve.on_policy",
+    "EpisodeBatch": "trinity.evolve.on_policy",
     "FitnessWeights": "trinity.evolve.fitness",
     "FitnessParts": "trinity.evolve.fitness",
     "shaped_fitness": "trinity.evolve.fitness",

@@ -10,7 +10,9 @@ Choices the spec leaves open, fixed here:
   agent named on every turn of every one of the candidate's episodes, pooled. Its maximum is ln(#agents).
   No turns at all gives H = 0.
 - The turn term averages per episode; an episode with no turns counts as one turn (term 0), never < 0.
-- Cost is per episode, in dollars (`usd`) or thousands of prompt+completion tokens (`ktokens`).
+- Cost is per episode, in dollars (`usd`) or thousands of prompt+completion tokens (`ktokens`). Dollars
+  are at list prices (`Trace.price_usd`), response-cache hits included: candidates share calls through
+  common random numbers, and what one paid the next gets free, so paid dollars would reward being second.
 """
 
 from __future__ import annotations
@@ -53,6 +55,47 @@ class FitnessParts:
     fitness: float
 
 
+FRONTIER_UNITS = ("auto", *COST_UNITS)
+
+
+def frontier_cost_weights(cfg: Any) -> list[float]:
+    """`evolve.cost_weights` (the frontier stage trains one coordinator per weight): distinct numbers
+    >= 0; [] or absent: no frontier."""
+    from omegaconf import OmegaConf
+
+    raw = OmegaConf.select(cfg, "evolve.cost_weights", default=None)
+    if raw is None:
+        return []
+    values = OmegaConf.to_container(raw, resolve=True) if OmegaConf.is_config(raw) else raw
+    if not isinstance(values, list):
+        raise ConfigError(f"config key 'evolve.cost_weights' must be a list of numbers >= 0, got {raw!r}")
+    out: list[float] = []
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+            raise ConfigError(f"config key 'evolve.cost_weights' must hold numbers >= 0, got {v!r}")
+        if float(v) in out:
+            raise ConfigError(f"config key 'evolve.cost_weights': {v!r} is listed twice")
+        out.append(float(v))
+    return out
+
+
+def frontier_cost_unit(cfg: Any) -> str:
+    """`evolve.cost_weights_unit`, resolved: `auto` is dollars when every pool model has a price (a free
+    model would cost nothing in dollars and take every turn), else thousands of tokens."""
+    from omegaconf import OmegaConf
+
+    unit = OmegaConf.select(cfg, "evolve.cost_weights_unit", default="auto")
+    if unit not in FRONTIER_UNITS:
+        raise ConfigError(f"config key 'evolve.cost_weights_unit' must be one of {'|'.join(FRONTIER_UNITS)}, "
+                          f"got {unit!r}")
+    if unit != "auto":
+        return str(unit)
+    models = OmegaConf.select(cfg, "pool.models", default=None) or {}
+    priced = all(float(m.get("price_in_per_mtok") or 0) > 0 or float(m.get("price_out_per_mtok") or 0) > 0
+                 for m in models.values())
+    return "usd" if models and priced else "ktokens"
+
+
 def agent_entropy(traces: Sequence[Trace]) -> float:
     counts = Counter(turn.agent for trace in traces for turn in trace.turns)
     total = sum(counts.values())
@@ -64,7 +107,7 @@ def agent_entropy(traces: Sequence[Trace]) -> float:
 def episode_cost(trace: Trace, unit: str) -> float:
     if unit == "ktokens":
         return (trace.prompt_tokens + trace.completion_tokens) / 1000.0
-    return float(trace.cost_usd)
+    return float(trace.price_usd)
 
 
 def shaped_fitness(traces: Sequence[Trace], *, max_turns: int, weights: FitnessWeights) -> FitnessParts:

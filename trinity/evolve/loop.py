@@ -1,11 +1,17 @@
 """The evolution loop: ask -> evaluate -> fitness -> tell, validation of the mean, checkpoint per generation.
 
+The algorithm comes from the registry (trinity.evolve.algorithms, `evolve.strategy`); its `kind` picks
+the generation step, and its state (an immutable value, RNG included) is what the checkpoint keeps:
+- "black_box" (sep-CMA-ES, random search): ask for candidates, evaluate them, tell their shaped fitness.
+- "on_policy" (REINFORCE): run the current policy `popsize` times with every routing decision recorded,
+  update on those episodes (their rewards and decisions; the shaped fitness is only reported).
+
 It knows nothing of the pool, the coordinator or the episode runner: the caller passes callbacks.
 - `evaluate_population(generation, candidates) -> traces per candidate`: the caller gives every candidate
-  of a generation the same items and sampling seeds (common random numbers). For an on-policy strategy
-  (REINFORCE) the loop calls `evaluate_population(generation, candidates, record_decisions=True)`, which
-  returns `(traces per candidate, {episode key: routing decisions in turn order})`; the episodes of
-  different candidates should then use different random streams (they are all the same policy).
+  of a generation the same items and sampling seeds (common random numbers). For an on-policy method
+  the loop calls `evaluate_population(generation, copies of the policy, record_decisions=True)`, which
+  returns `(traces per copy, {episode key: routing decisions in turn order})`; the episodes of
+  different copies should then use different random streams (they are all the same policy).
 - `evaluate_mean(generation, params, mode) -> traces` on the validation items, the mean routed with
   `mode` ("sample" or "argmax"). Every validation runs both modes (VALIDATION_MODES, in that order); the
   one named by `coordinator.routing` (default "sample") is `validation_reward` and picks the best.
@@ -25,9 +31,9 @@ summaries, best, and references to the parts). A run killed at any moment resume
 generation it was in (a part written after the last checkpoint is removed and written again) and, given
 deterministic evaluations, ends with the same coordinator and tables as a run never stopped.
 
-Checkpoint versions: 3 is this layout. A version 2 checkpoint (the same state with every episode row
-inside) is still read: its rows are written out as parts and it is re-saved as version 3 before the run
-goes on. Older ones start the run over, with a warning.
+Checkpoint versions: 4 is this layout. Versions 2 (every episode row inside) and 3 (the strategy state a
+plain dict) are still read: trinity.evolve.upgrade brings them up to 4, with the same numbers, and
+re-saves them before the run goes on. Older ones start the run over, with a warning.
 
 A spent budget (BudgetExhausted from a callback, or a trace that ended with 'budget') discards the
 generation in progress and stops at the last committed boundary, with everything saved.
@@ -46,17 +52,20 @@ from omegaconf import DictConfig, OmegaConf
 
 from trinity.episodes.trace import Trace
 from trinity.errors import ConfigError, TrinityError
+from trinity.evolve.algorithms import Algorithm, make_algorithm
 from trinity.evolve.checkpoint import (capture_rng, config_fingerprint, load_checkpoint, restore_rng,
                                        save_checkpoint, seed_global_rngs)
 from trinity.evolve.diagnostics import routing_rows, training_diagnostics, x0_comparison
 from trinity.evolve.efficiency import Throughput, efficiency, generation_summary, pool_throughputs
 from trinity.evolve.episode_parts import prune_parts, read_parts, write_part
 from trinity.evolve.errors import BudgetExhausted
-from trinity.evolve.fitness import FitnessWeights, shaped_fitness
+from trinity.evolve.fitness import FitnessParts, FitnessWeights, shaped_fitness
+from trinity.evolve.on_policy import EpisodeBatch, EpisodeRecord, OnPolicyMethod
 from trinity.evolve.outputs import RunPaths, totals, write_outputs
 from trinity.evolve.progress import progress_report, x0_report
-from trinity.evolve.strategies import EpisodeRecord, Strategy, make_strategy
+from trinity.evolve.strategies import BlackBoxStrategy
 from trinity.evolve.tables import concat_episodes, episode_row, episodes_frame
+from trinity.evolve.upgrade import CHECKPOINT_VERSION, upgrade
 from trinity.seeding import derive_seed
 
 log = logging.getLogger("trinity.evolve")
@@ -68,10 +77,6 @@ DescribeMean = Callable[[int, np.ndarray], dict]
 
 VALIDATION_MODES = ("sample", "argmax")  # every validation of the mean runs both, in this order
 X0_GENERATION = -1
-# 2: x0 validated as generation -1, both validation modes, diagnostics, routing rows
-# 3: episode rows in per-step Parquet parts, the checkpoint holds references to them
-CHECKPOINT_VERSION = 3
-ROWS_IN_CHECKPOINT_VERSION = 2  # the same run state with every episode row inside: upgraded on resume
 
 
 @dataclass(frozen=True)
@@ -85,7 +90,7 @@ class EvolveSettings:
     resume: bool
     max_turns: int
     weights: FitnessWeights
-    options: dict          # evolve.<strategy>: strategy-specific settings (e.g. evolve.reinforce.learning_rate)
+    options: dict          # evolve.<strategy>: the algorithm's own settings (e.g. evolve.reinforce.learning_rate)
     routing: str = "sample"  # coordinator.routing: the validation mode whose reward selects the best mean
     # pool.models.<m>.throughput: what each generation's floor_s is computed with (None: not measured)
     throughputs: dict[str, Throughput | None] = field(default_factory=dict)
@@ -145,14 +150,13 @@ def run_evolution(
                      Path(reports_dir or OmegaConf.select(cfg, "paths.reports") or "reports"))
     paths.out_dir.mkdir(parents=True, exist_ok=True)
     fingerprint = config_fingerprint(cfg, n_params)
-    strategy = make_strategy(s.strategy, n_params, sigma0=s.sigma0, popsize=s.popsize,
-                             seed=derive_seed(cfg.seed, "evolve", s.strategy), options=s.options)
+    algorithm = make_algorithm(s.strategy, n_params, popsize=s.popsize, options=s.options)
     if fresh or not s.resume:
         paths.clear()
     resumed = paths.checkpoint.exists()
     run = load_checkpoint(paths.checkpoint, fingerprint) if resumed else None
-    if run is not None and run.get("version") == ROWS_IN_CHECKPOINT_VERSION:
-        run = _upgrade_rows_in_checkpoint(run, paths)
+    if run is not None:
+        run = upgrade(run, paths)
     if run is not None and run.get("version") != CHECKPOINT_VERSION:
         log.warning("evolve: %s was written by an older evolution loop (version %s, no x0 baseline or learning "
                     "diagnostics); starting this run over", paths.checkpoint, run.get("version"))
@@ -163,7 +167,7 @@ def run_evolution(
         log.info("evolve: resuming %s at generation %d/%d", paths.checkpoint, run["next_generation"], s.generations)
     else:
         seed_global_rngs(derive_seed(cfg.seed, "evolve", "global-rng"))
-        run = _new_run(strategy, s, fingerprint)
+        run = _new_run(algorithm, s, fingerprint, derive_seed(cfg.seed, "evolve", s.strategy))
     # Parts past the checkpoint are from a step it did not commit: that step runs again and rewrites them.
     removed = prune_parts(paths.parts, run["episode_parts"])
     if removed:
@@ -178,12 +182,12 @@ def run_evolution(
         x0_step = run["x0"] is None
         try:
             if x0_step:
-                run, rows = _validate_x0(run, strategy, s, evaluate_mean, describe_mean, save_coordinator, paths)
+                run, rows = _validate_x0(run, algorithm, s, evaluate_mean, describe_mean, save_coordinator, paths)
             else:
-                run, rows = _generation(run, g, strategy, s, evaluate_population, evaluate_mean, describe_mean,
+                run, rows = _generation(run, g, algorithm, s, evaluate_population, evaluate_mean, describe_mean,
                                         save_coordinator, paths)
         except BudgetExhausted as e:
-            run = _stop_on_budget(run, str(e), strategy, save_coordinator, paths)
+            run = _stop_on_budget(run, str(e), algorithm, save_coordinator, paths)
             save_checkpoint(paths.checkpoint, run)
             where = "the validation of x0" if x0_step else f"generation {g}"
             log.warning("evolve: budget exhausted in %s, stopped at its start: %s", where, e)
@@ -212,33 +216,20 @@ def run_evolution(
     best = run["best"]
     return EvolutionResult(
         params=np.array(best["params"]), best_generation=best["generation"],
-        best_validation_reward=best["validation_reward"], final_mean=strategy.mean(run["state"]),
+        best_validation_reward=best["validation_reward"], final_mean=algorithm.mean(run["state"]),
         generations_completed=run["next_generation"], stop_reason=run["stop_reason"],
         stop_detail=run["stop_detail"], resumed=resumed, paths=paths,
         x0_validation_reward=versus["x0_validation_reward"], beats_x0=versus["beats_x0"])
 
 
-def _new_run(strategy: Strategy, s: EvolveSettings, fingerprint: str) -> dict[str, Any]:
-    return {"version": CHECKPOINT_VERSION, "fingerprint": fingerprint, "strategy": strategy.name,
-            "n_params": strategy.n_params, "popsize": strategy.popsize, "generations_planned": s.generations,
-            "validation_routing": s.routing, "state": strategy.init(), "next_generation": 0, "rng": capture_rng(),
-            "x0": None, "episode_parts": [], "generation_rows": [], "routing_rows": [], "best": None,
-            "stale_validations": 0, "finished": False, "stop_reason": None, "stop_detail": None}
-
-
-def _upgrade_rows_in_checkpoint(run: dict[str, Any], paths: RunPaths) -> dict[str, Any]:
-    """A version 2 checkpoint, its rows written out as one part per step (x0 included), re-saved as the
-    current version: the parts first, so a kill in between leaves the old checkpoint to upgrade again."""
-    by_step: dict[int, list[dict[str, Any]]] = {}
-    for row in run["episode_rows"]:
-        by_step.setdefault(int(row["generation"]), []).append(row)
-    refs = [write_part(paths.parts, g, episodes_frame(rows)) for g, rows in sorted(by_step.items())]
-    run = {k: v for k, v in run.items() if k != "episode_rows"}
-    run = {**run, "version": CHECKPOINT_VERSION, "episode_parts": refs}
-    save_checkpoint(paths.checkpoint, run)
-    log.info("evolve: upgraded %s to checkpoint version %d (%d episode parts)", paths.checkpoint,
-             CHECKPOINT_VERSION, len(refs))
-    return run
+def _new_run(algorithm: Algorithm, s: EvolveSettings, fingerprint: str, seed: int) -> dict[str, Any]:
+    x0 = np.zeros(algorithm.n_params)  # the spec's x0: W = 0 routes uniformly
+    return {"version": CHECKPOINT_VERSION, "fingerprint": fingerprint, "strategy": algorithm.name,
+            "n_params": algorithm.n_params, "popsize": algorithm.popsize, "generations_planned": s.generations,
+            "validation_routing": s.routing, "state": _KINDS[algorithm.kind].init(algorithm, x0, s, seed),
+            "next_generation": 0, "rng": capture_rng(), "x0": None, "episode_parts": [], "generation_rows": [],
+            "routing_rows": [], "best": None, "stale_validations": 0, "finished": False, "stop_reason": None,
+            "stop_detail": None}
 
 
 def _check_budget(traces: Sequence[Trace], where: str) -> None:
@@ -285,28 +276,28 @@ def _describe(describe_mean: DescribeMean | None, g: int, params: np.ndarray) ->
     return routing_rows(g, describe_mean(g, params)) if describe_mean is not None else []
 
 
-def _meta(run: dict[str, Any], strategy: Strategy, state: dict, g: int, s: EvolveSettings,
+def _meta(run: dict[str, Any], algorithm: Algorithm, state: Any, g: int, s: EvolveSettings,
           val: _Validation | None, x0_reward: float | None) -> dict[str, Any]:
     """The saved coordinator's metadata; `beats_x0` is None while x0 is unvalidated."""
     reward = val.reward if val is not None else None
     beats = None if reward is None or x0_reward is None else bool(g != X0_GENERATION and reward > x0_reward)
     meta = {"generation": g, "validation_reward": reward, "validation_routing": s.routing,
-            "x0_validation_reward": x0_reward, "beats_x0": beats, "strategy": strategy.name,
-            "sigma": strategy.sigma(state), "n_params": strategy.n_params, "fingerprint": run["fingerprint"]}
+            "x0_validation_reward": x0_reward, "beats_x0": beats, "strategy": algorithm.name,
+            **algorithm.describe(state), "n_params": algorithm.n_params, "fingerprint": run["fingerprint"]}
     if val is not None:
         meta.update(validation_episodes=val.episodes, **{f"validation_reward_{m}": r for m, r in val.by_mode.items()})
     return meta
 
 
-def _validate_x0(run: dict[str, Any], strategy: Strategy, s: EvolveSettings, evaluate_mean: EvaluateMean,
+def _validate_x0(run: dict[str, Any], algorithm: Algorithm, s: EvolveSettings, evaluate_mean: EvaluateMean,
                  describe_mean: DescribeMean | None, save_coordinator: SaveCoordinator,
                  paths: RunPaths) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Generation -1: the initial mean, validated like any later mean; it is the first best. Returns the
     run and x0's episode rows (the caller writes them as a part)."""
     t0 = time.perf_counter()
-    x0 = strategy.mean(run["state"])
+    x0 = algorithm.mean(run["state"])
     val = _validate(X0_GENERATION, x0, s, evaluate_mean)
-    save_coordinator(paths.coordinator, x0, _meta(run, strategy, run["state"], X0_GENERATION, s, val, val.reward))
+    save_coordinator(paths.coordinator, x0, _meta(run, algorithm, run["state"], X0_GENERATION, s, val, val.reward))
     x0_info = {"validation_reward": val.reward, "validation_episodes": len(val.rows),
                **{f"validation_reward_{m}": r for m, r in val.by_mode.items()},
                "calls": sum(r["calls"] for r in val.rows), "cost_usd": float(sum(r["cost_usd"] for r in val.rows)),
@@ -318,41 +309,74 @@ def _validate_x0(run: dict[str, Any], strategy: Strategy, s: EvolveSettings, eva
             "stale_validations": 0, "stop_reason": None, "stop_detail": None}, val.rows
 
 
-def _generation(run: dict[str, Any], g: int, strategy: Strategy, s: EvolveSettings,
+def _evaluated(population: list[list[Trace]], copies: int, s: EvolveSettings) -> list[FitnessParts]:
+    """The shaped fitness of each candidate's episodes, once none of them spent the budget."""
+    if len(population) != copies:
+        raise TrinityError(f"evaluate_population returned {len(population)} trace lists for {copies} candidates")
+    for traces in population:
+        _check_budget(traces, "training")
+    return [shaped_fitness(traces, max_turns=s.max_turns, weights=s.weights) for traces in population]
+
+
+def _black_box_step(algorithm: BlackBoxStrategy, state: Any, g: int, s: EvolveSettings,
+                    evaluate_population: EvaluatePopulation) -> tuple[Any, list[list[Trace]], list[FitnessParts]]:
+    candidates, state = algorithm.ask(state)
+    population = evaluate_population(g, candidates)
+    parts = _evaluated(population, len(candidates), s)
+    return algorithm.tell(state, candidates, [p.fitness for p in parts]), population, parts
+
+
+def _on_policy_step(algorithm: OnPolicyMethod, state: Any, g: int, s: EvolveSettings,
+                    evaluate_population: EvaluatePopulation) -> tuple[Any, list[list[Trace]], list[FitnessParts]]:
+    # popsize copies of the one policy: the same episode budget as a strategy's population, each copy
+    # (a "candidate" in the episode ids) its own random streams
+    policy = algorithm.mean(state)
+    population, decisions = evaluate_population(g, [policy.copy() for _ in range(algorithm.popsize)],
+                                                record_decisions=True)
+    parts = _evaluated(population, algorithm.popsize, s)
+    episodes = tuple(EpisodeRecord(t.reward, tuple(decisions.get(t.episode.key(), ())))
+                     for traces in population for t in traces)
+    return algorithm.update(state, EpisodeBatch(g, episodes)), population, parts
+
+
+Step = Callable[[Any, Any, int, EvolveSettings, EvaluatePopulation], tuple[Any, list[list[Trace]], list[FitnessParts]]]
+
+
+@dataclass(frozen=True)
+class _Kind:
+    """How the loop starts and steps an algorithm of one kind (trinity.evolve.algorithms)."""
+
+    init: Callable[[Any, np.ndarray, EvolveSettings, int], Any]
+    step: Step
+
+
+_KINDS = {
+    "black_box": _Kind(init=lambda a, x0, s, seed: a.init(x0, sigma0=s.sigma0, seed=seed), step=_black_box_step),
+    # no sampling distribution (no sigma0) and no randomness of its own: the episodes carry it
+    "on_policy": _Kind(init=lambda a, x0, s, seed: a.init(x0), step=_on_policy_step),
+}
+
+
+def _generation(run: dict[str, Any], g: int, algorithm: Algorithm, s: EvolveSettings,
                 evaluate_population: EvaluatePopulation, evaluate_mean: EvaluateMean,
                 describe_mean: DescribeMean | None, save_coordinator: SaveCoordinator,
                 paths: RunPaths) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """One generation; returns the run and the generation's episode rows (the caller writes them as a part)."""
     t0 = time.perf_counter()
-    state, candidates = strategy.ask(run["state"])
-    decisions: dict[str, Any] = {}
-    if strategy.on_policy:
-        population, decisions = evaluate_population(g, candidates, record_decisions=True)
-    else:
-        population = evaluate_population(g, candidates)
-    if len(population) != len(candidates):
-        raise TrinityError(f"evaluate_population returned {len(population)} trace lists for {len(candidates)} candidates")
-    for traces in population:
-        _check_budget(traces, "training")
-    parts = [shaped_fitness(traces, max_turns=s.max_turns, weights=s.weights) for traces in population]
+    state, population, parts = _KINDS[algorithm.kind].step(algorithm, run["state"], g, s, evaluate_population)
     fitness = np.array([p.fitness for p in parts])
-    if strategy.on_policy:
-        episodes = [[EpisodeRecord(t.reward, decisions.get(t.episode.key(), ())) for t in traces] for traces in population]
-        state = strategy.tell(state, fitness, episodes)
-    else:
-        state = strategy.tell(state, fitness)
     rows = [episode_row(t, phase="train", generation=g, candidate=c, candidate_fitness=parts[c].fitness)
             for c, traces in enumerate(population) for t in traces]
 
     best, stale = run["best"], run["stale_validations"]
     x0_reward = (run["x0"] or {}).get("validation_reward")
     last = g == s.generations - 1
-    mean = strategy.mean(state)
+    mean = algorithm.mean(state)
     val: _Validation | None = None
     if last or (s.validate_every and (g + 1) % s.validate_every == 0):
         val = _validate(g, mean, s, evaluate_mean)
         if best is None or best["validation_reward"] is None or val.reward > best["validation_reward"]:
-            save_coordinator(paths.coordinator, mean, _meta(run, strategy, state, g, s, val, x0_reward))
+            save_coordinator(paths.coordinator, mean, _meta(run, algorithm, state, g, s, val, x0_reward))
             best, stale = {"params": mean, "generation": g, "validation_reward": val.reward}, 0
         else:
             stale += 1
@@ -368,7 +392,8 @@ def _generation(run: dict[str, Any], g: int, strategy: Strategy, s: EvolveSettin
         "generation": g, "episodes": len(rows), "fitness_min": float(fitness.min()),
         "fitness_mean": float(fitness.mean()), "fitness_max": float(fitness.max()),
         "reward_mean": float(np.mean([p.reward for p in parts])), "best_candidate": int(np.argmax(fitness)),
-        "sigma": strategy.sigma(state), "mean_norm": float(np.linalg.norm(mean)),
+        "sigma": None, "learning_rate": None, **algorithm.describe(state),  # the kind's own step size
+        "mean_norm": float(np.linalg.norm(mean)),
         "validation_reward": val.reward if val is not None else None,
         "validation_reward_sample": by_mode.get("sample"), "validation_reward_argmax": by_mode.get("argmax"),
         "validation_episodes": len(val_rows), "agent_entropy": float(np.mean([p.entropy for p in parts])),
@@ -392,18 +417,18 @@ def _generation(run: dict[str, Any], g: int, strategy: Strategy, s: EvolveSettin
             "stop_detail": f"no validation improvement in {stale} validations" if plateau else None}, all_rows
 
 
-def _stop_on_budget(run: dict[str, Any], detail: str, strategy: Strategy, save_coordinator: SaveCoordinator,
+def _stop_on_budget(run: dict[str, Any], detail: str, algorithm: Algorithm, save_coordinator: SaveCoordinator,
                     paths: RunPaths) -> dict[str, Any]:
     """Keep the committed state (and RNG) of the last finished step; make sure a coordinator exists (x0,
     unvalidated, when the budget ran out while validating it)."""
     best = run["best"]
     if best is None:
-        mean = strategy.mean(run["state"])
+        mean = algorithm.mean(run["state"])
         g = run["next_generation"] - 1
         save_coordinator(paths.coordinator, mean, {"generation": g, "validation_reward": None,
                                                    "x0_validation_reward": None, "beats_x0": None,
-                                                   "strategy": strategy.name, "sigma": strategy.sigma(run["state"]),
-                                                   "n_params": strategy.n_params, "fingerprint": run["fingerprint"],
+                                                   "strategy": algorithm.name, **algorithm.describe(run["state"]),
+                                                   "n_params": algorithm.n_params, "fingerprint": run["fingerprint"],
                                                    "stop_reason": "budget"})
         best = {"params": mean, "generation": g, "validation_reward": None}
     return {**run, "best": best, "finished": False, "stop_reason": "budget", "stop_detail": detail}

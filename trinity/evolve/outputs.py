@@ -90,8 +90,8 @@ def totals(episodes: pl.DataFrame) -> dict[str, Any]:
 
 
 # The last generation's learning diagnostics, as `final_<column>` in the metrics.
-FINAL_COLUMNS = ("fitness_mean", "fitness_max", "sigma", "mean_norm", "verifier_first_share", "no_answer_share",
-                 "truncated_call_share", "turn_term_mean", "cost_term_mean", "agent_entropy")
+FINAL_COLUMNS = ("fitness_mean", "fitness_max", "sigma", "learning_rate", "mean_norm", "verifier_first_share",
+                 "no_answer_share", "truncated_call_share", "turn_term_mean", "cost_term_mean", "agent_entropy")
 
 
 def median_efficiency(generations: pl.DataFrame) -> float | None:

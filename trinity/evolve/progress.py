@@ -98,6 +98,7 @@ def progress_report(run: dict[str, Any], episodes: dict[str, Any], generations: 
         "validation_reward_sample": gen["validation_reward_sample"],
         "validation_reward_argmax": gen["validation_reward_argmax"],
         "best_validation_reward": best.get("validation_reward"), **versus, "sigma": gen["sigma"],
+        "learning_rate": gen.get("learning_rate"),
         "mean_norm": gen["mean_norm"], "verifier_first_share": gen["verifier_first_share"],
         "no_answer_share": gen["no_answer_share"], "truncated_call_share": gen["truncated_call_share"],
         "reward_mean": gen["reward_mean"], "agent_entropy": gen["agent_entropy"],
@@ -112,7 +113,14 @@ def progress_report(run: dict[str, Any], episodes: dict[str, Any], generations: 
         f"cache {totals['cache_hit_share']:.1%} | cost ${totals['cost_usd']:.4f} | "
         f"fitness mean {gen['fitness_mean']:.3f} max {gen['fitness_max']:.3f} | "
         f"verifier-first {gen['verifier_first_share']:.0%} no-answer {gen['no_answer_share']:.0%} "
-        f"truncated {gen['truncated_call_share']:.0%} | sigma {gen['sigma']:.3g} |mean| {gen['mean_norm']:.3g}"
+        f"truncated {gen['truncated_call_share']:.0%} | {_step_size(gen)} |mean| {gen['mean_norm']:.3g}"
         f"{val}{_versus_x0(versus, validated_after_x0)}{_floor(gen)} | ETA {_duration(eta)}"
     )
     return report
+
+
+def _step_size(gen: dict) -> str:
+    """A black-box strategy's sigma, or an on-policy method's learning rate (the other one is null)."""
+    if gen.get("sigma") is None and gen.get("learning_rate") is not None:
+        return f"lr {gen['learning_rate']:.3g}"
+    return f"sigma {gen['sigma']:.3g}"

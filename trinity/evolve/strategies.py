@@ -1,42 +1,33 @@
-"""Search strategies with explicit, serialisable state (the evosax / treequest shape).
+"""Black-box search strategies (sep-CMA-ES, random search): they see one fitness per candidate, nothing else.
 
-A strategy object holds only its settings; everything that changes lives in a plain `state` dict
-(numbers, numpy arrays, bytes) returned by `init`, `ask` and `tell`, so a checkpoint is that dict.
+The evosax / treequest shape: a strategy object holds only its settings (dimension, popsize, options);
+everything that changes is an immutable state value, returned by every call and picklable as is, so a
+checkpoint is that value and a strategy never keeps or touches hidden or global random state.
 
-- `ask(state) -> (state, candidates)`: a state with candidates pending returns them again unchanged.
-- `tell(state, fitness) -> state`: fitness is MAXIMISED, one value per pending candidate; telling a
-  state with nothing pending returns it unchanged, so a repeated tell is harmless.
-- `mean(state)` is the point validated and kept as the coordinator; `sigma(state)` the step size.
+    state = strategy.init(x0, sigma0=..., seed=...)
+    candidates, state = strategy.ask(state)         # a state with candidates pending returns them again
+    state = strategy.tell(state, candidates, fitness)
 
-Register a new strategy with `@register_strategy("name")`. Black-box strategies (sep-CMA-ES, random
-search) see only fitness. An on-policy strategy (`on_policy = True`, e.g. `reinforce`) also needs every
-episode's reward and per-turn routing decisions: the loop then asks the rollouts to record them and
-passes `episodes` (one list of EpisodeRecord per candidate) to `tell`.
-Strategy-specific settings come from `evolve.<strategy name>` (e.g. `evolve.reinforce.learning_rate`).
+Fitness is MAXIMISED, one value per candidate asked. Telling a state that already took this
+generation's fitness (the same candidates) returns it unchanged, so a repeated tell is harmless; telling
+candidates the state did not ask for is an error. `mean(state)` is the point validated and kept as the
+coordinator; `describe(state)` the generation table's step-size column.
+
+Learning from episodes instead of fitness is another interface: trinity.evolve.on_policy. Both kinds
+share one registry, trinity.evolve.algorithms.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import pickle
-from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar, Mapping, Sequence
 
 import numpy as np
 
 from trinity.errors import ConfigError
-
-State = dict[str, Any]
-STRATEGIES: dict[str, type["Strategy"]] = {}
-
-
-def register_strategy(name: str) -> Callable[[type["Strategy"]], type["Strategy"]]:
-    def wrap(cls: type[Strategy]) -> type[Strategy]:
-        cls.name = name
-        STRATEGIES[name] = cls
-        return cls
-
-    return wrap
 
 
 def default_popsize(n_params: int) -> int:
@@ -44,231 +35,188 @@ def default_popsize(n_params: int) -> int:
     return int(math.ceil(4 + 3 * math.log(max(n_params, 1))))
 
 
-def make_strategy(name: str, n_params: int, *, sigma0: float, popsize: int | None, seed: int,
-                  options: Mapping[str, Any] | None = None) -> "Strategy":
-    try:
-        cls = STRATEGIES[name]
-    except KeyError:
-        raise ConfigError(f"config key 'evolve.strategy': unknown strategy {name!r}; known: {sorted(STRATEGIES)}") from None
-    return cls(n_params, sigma0=sigma0, popsize=popsize or default_popsize(n_params), seed=seed, options=options)
+def frozen_array(x: Any) -> np.ndarray:
+    """A read-only float64 copy: state values are shared between states, so nobody may write into them."""
+    a = np.array(x, dtype=np.float64)
+    a.setflags(write=False)
+    return a
 
 
-@dataclass(frozen=True)
-class EpisodeRecord:
-    """What an on-policy strategy learns from: an episode's reward and its routing decisions in turn
-    order (trinity.coordinator.head.Decision: feature, agent, role index, allowed-role mask)."""
+def check_options(kind_of: str, name: str, defaults: Mapping[str, Any], options: Mapping[str, Any] | None) -> dict:
+    unknown = sorted(set(options or {}) - set(defaults))
+    if unknown:
+        raise ConfigError(f"config key 'evolve.{name}.{unknown[0]}': unknown option for {kind_of} {name!r}; "
+                          f"known: {sorted(defaults)}")
+    return {**defaults, **dict(options or {})}
 
-    reward: float
-    decisions: Sequence[Any]
+
+def _digest(candidates: Sequence[np.ndarray]) -> str:
+    h = hashlib.sha256()
+    for x in candidates:
+        h.update(np.ascontiguousarray(x, dtype=np.float64).tobytes())
+    return h.hexdigest()
 
 
-class Strategy:
+@dataclass(frozen=True, eq=False, kw_only=True)
+class SearchState:
+    """What every black-box state has; each strategy's state adds its own fields."""
+
+    generation: int                               # tells so far
+    mean: np.ndarray                              # the point validated and kept
+    sigma: float                                  # the step size samples are drawn with
+    pending: tuple[np.ndarray, ...] | None = None  # asked, not told yet
+    told: str | None = None                       # digest of the last candidates told (a repeat is a no-op)
+
+
+class BlackBoxStrategy:
+    """The black-box interface; subclasses implement `init`, `_sample` and `_update`."""
+
+    kind: ClassVar[str] = "black_box"
     name: ClassVar[str] = ""
-    on_policy: ClassVar[bool] = False   # True: `tell` needs `episodes` (rewards + routing decisions)
     option_defaults: ClassVar[dict[str, Any]] = {}
 
-    def __init__(self, n_params: int, *, sigma0: float, popsize: int, seed: int,
-                 options: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, n_params: int, *, popsize: int | None = None, options: Mapping[str, Any] | None = None) -> None:
         self.n_params = int(n_params)
-        self.sigma0 = float(sigma0)
-        self.popsize = int(popsize)
-        self.seed = int(seed)
-        unknown = sorted(set(options or {}) - set(self.option_defaults))
-        if unknown:
-            raise ConfigError(f"config key 'evolve.{self.name}.{unknown[0]}': unknown option for strategy "
-                              f"{self.name!r}; known: {sorted(self.option_defaults)}")
-        self.options = {**self.option_defaults, **dict(options or {})}
+        self.popsize = int(popsize or default_popsize(self.n_params))
+        self.options = check_options("strategy", self.name, self.option_defaults, options)
 
-    def init(self) -> State:
+    def init(self, x0: np.ndarray, *, sigma0: float, seed: int) -> SearchState:
         raise NotImplementedError
 
-    def _ask(self, state: State) -> tuple[State, list[np.ndarray]]:
+    def _sample(self, state: Any) -> tuple[list[np.ndarray], Any]:
+        """Draw a population from a state with nothing pending: (candidates, state with the RNG advanced)."""
         raise NotImplementedError
 
-    def _tell(self, state: State, fitness: np.ndarray, episodes: list[list[EpisodeRecord]] | None = None) -> State:
+    def _update(self, state: Any, fitness: np.ndarray) -> Any:
+        """Learn from the fitness of `state.pending`."""
         raise NotImplementedError
 
-    def ask(self, state: State) -> tuple[State, list[np.ndarray]]:
-        if state["pending"] is not None:
-            return state, [x.copy() for x in state["pending"]]
-        new, xs = self._ask(state)
-        new["pending"] = [np.array(x, dtype=np.float64) for x in xs]
-        return new, [x.copy() for x in new["pending"]]
+    def ask(self, state: SearchState) -> tuple[list[np.ndarray], SearchState]:
+        if state.pending is None:
+            xs, state = self._sample(state)
+            state = replace(state, pending=tuple(frozen_array(x) for x in xs))
+        return [np.array(x) for x in state.pending], state
 
-    def tell(self, state: State, fitness: list[float] | np.ndarray,
-             episodes: list[list[EpisodeRecord]] | None = None) -> State:
-        if state["pending"] is None:
-            return state
+    def tell(self, state: SearchState, candidates: Sequence[np.ndarray],
+             fitness: Sequence[float] | np.ndarray) -> SearchState:
+        digest = _digest(candidates)
+        if state.pending is None:
+            if digest == state.told:
+                return state
+            raise ValueError(f"tell: strategy {self.name!r} did not ask for these candidates (generation "
+                             f"{state.generation} has nothing pending; ask first)")
+        if digest != _digest(state.pending):
+            raise ValueError(f"tell: these are not the {len(state.pending)} candidates strategy {self.name!r} "
+                             f"asked for in generation {state.generation}")
         f = np.asarray(fitness, dtype=np.float64)
-        if f.shape != (len(state["pending"]),):
-            raise ValueError(f"tell needs {len(state['pending'])} fitness values, got shape {f.shape}")
-        if self.on_policy:
-            if episodes is None or len(episodes) != len(state["pending"]):
-                raise ValueError(f"strategy {self.name!r} learns from episodes: tell needs one list of "
-                                 f"EpisodeRecord per candidate ({len(state['pending'])})")
-            new = self._tell(state, f, episodes)
-        else:
-            new = self._tell(state, f)
-        new["pending"] = None
-        new["generation"] = state["generation"] + 1
-        return new
+        if f.shape != (len(state.pending),):
+            raise ValueError(f"tell needs {len(state.pending)} fitness values, got shape {f.shape}")
+        new = self._update(state, f)
+        return replace(new, generation=state.generation + 1, pending=None, told=digest)
 
-    def mean(self, state: State) -> np.ndarray:
-        return np.array(state["mean"], dtype=np.float64)
+    def mean(self, state: SearchState) -> np.ndarray:
+        return np.array(state.mean)
 
-    def sigma(self, state: State) -> float:
-        return float(state["sigma"])
+    def describe(self, state: SearchState) -> dict[str, float]:
+        """The generation table's step-size column for this kind."""
+        return {"sigma": float(state.sigma)}
 
 
-class _GlobalNumpyRNG:
-    """Run pycma against its own saved numpy global RNG state and give the caller's back afterwards."""
+# ---------------------------------------------------------------------------------------------- sep-CMA-ES
+class LentRandn:
+    """pycma's `randn` option: normal samples from the RandomState the caller lends it for one call.
 
-    def __init__(self, state: Any | None) -> None:
-        self.inner = state
+    pycma shares this one object between its options and its sampler, and a pickle keeps that sharing;
+    it is pickled empty, so the ES blob holds no random source and the state's `rng` is the only one."""
 
-    def __enter__(self) -> "_GlobalNumpyRNG":
-        self.outer = np.random.get_state()
-        if self.inner is not None:
-            np.random.set_state(self.inner)
-        return self
+    def __init__(self) -> None:
+        self.source: np.random.RandomState | None = None
 
-    def __exit__(self, *exc: object) -> None:
-        self.inner = np.random.get_state()
-        np.random.set_state(self.outer)
+    def __call__(self, *shape: int) -> np.ndarray:
+        if self.source is None:
+            raise RuntimeError("sep-CMA-ES sampled outside SepCMA: its random source comes from the state")
+        return self.source.randn(*shape)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"source": None}
 
 
-@register_strategy("sep_cma")
-class SepCMA(Strategy):
-    """sep-CMA-ES through pycma (CMA_diagonal), x0 = 0; pycma minimises, so fitness is negated here.
+@dataclass(frozen=True, eq=False, kw_only=True)
+class SepCMAState(SearchState):
+    es: bytes                 # the pickled pycma CMAEvolutionStrategy, its `randn` empty (LentRandn)
+    rng: dict[str, Any]       # RandomState.get_state(legacy=False): where every sample comes from
 
-    pycma keeps its state in an object and samples from numpy's global RNG (its `seed` option reseeds it).
-    The state holds the pickled ES and that RNG's state; each call unpickles, runs inside the saved RNG
-    state, and pickles again, so the strategy has no hidden state and leaves the caller's RNG alone.
-    (An unpickled ES samples from its own pickled copy of the RandomState; both are saved either way.)
-    """
 
-    def init(self) -> State:
+class SepCMA(BlackBoxStrategy):
+    """sep-CMA-ES through pycma (CMA_diagonal); pycma minimises, so fitness is negated here.
+
+    pycma keeps its state in an object: the state holds it pickled, and its normal samples come from
+    pycma's own `randn` option, fed from a numpy RandomState whose state the state carries. A RandomState
+    (not a Generator) because it is the stream pycma's `seed` option used to draw from numpy's global RNG:
+    the same seed gives the same candidates as before the state was made explicit, and that legacy
+    stream is one numpy promises never to change."""
+
+    name = "sep_cma"
+
+    def init(self, x0: np.ndarray, *, sigma0: float, seed: int) -> SepCMAState:
         import cma
 
-        opts = {"CMA_diagonal": True, "popsize": self.popsize, "seed": self.seed % (2**32 - 1) + 1, "verbose": -9}
-        with _GlobalNumpyRNG(None) as rng:
-            es = cma.CMAEvolutionStrategy(np.zeros(self.n_params), self.sigma0, opts)
-            blob = pickle.dumps(es)
-        return {"strategy": self.name, "generation": 0, "pending": None, "es": blob, "numpy_rng": rng.inner,
-                "mean": np.zeros(self.n_params), "sigma": self.sigma0}
+        randn = LentRandn()
+        # seed nan: pycma must not seed (or read) numpy's global RNG; it samples only through `randn`
+        opts = {"CMA_diagonal": True, "popsize": self.popsize, "seed": float("nan"), "randn": randn, "verbose": -9}
+        es = cma.CMAEvolutionStrategy(np.asarray(x0, dtype=np.float64), float(sigma0), opts)
+        rng = np.random.RandomState(seed % (2**32 - 1) + 1)  # the value pycma's `seed` option was given
+        return SepCMAState(generation=0, mean=frozen_array(es.mean), sigma=float(es.sigma), es=pickle.dumps(es),
+                           rng=rng.get_state(legacy=False))
 
-    def _ask(self, state: State) -> tuple[State, list[np.ndarray]]:
-        with _GlobalNumpyRNG(state["numpy_rng"]) as rng:
-            es = pickle.loads(state["es"])
-            xs = es.ask()
-            blob = pickle.dumps(es)
-        return {**state, "es": blob, "numpy_rng": rng.inner}, xs
+    def _run(self, state: SepCMAState, step: Any) -> tuple[Any, bytes, Any, Any]:
+        """Unpickle the ES, lend it the state's random stream for `step(es)`, take both back."""
+        es = pickle.loads(state.es)
+        source = np.random.RandomState()
+        source.set_state(state.rng)
+        es.opts["randn"].source = source
+        try:
+            out = step(es)
+        finally:
+            es.opts["randn"].source = None
+        return out, pickle.dumps(es), source.get_state(legacy=False), es
 
-    def _tell(self, state: State, fitness: np.ndarray) -> State:
-        with _GlobalNumpyRNG(state["numpy_rng"]) as rng:
-            es = pickle.loads(state["es"])  # pickled right after ask: it expects exactly the pending population
-            es.tell([np.array(x) for x in state["pending"]], list(-fitness))
-            mean, sigma = np.array(es.mean, dtype=np.float64), float(es.sigma)
-            blob = pickle.dumps(es)
-        return {**state, "es": blob, "numpy_rng": rng.inner, "mean": mean, "sigma": sigma}
+    def _sample(self, state: SepCMAState) -> tuple[list[np.ndarray], SepCMAState]:
+        xs, blob, rng, _ = self._run(state, lambda es: es.ask())
+        return xs, replace(state, es=blob, rng=rng)
+
+    def _update(self, state: SepCMAState, fitness: np.ndarray) -> SepCMAState:
+        # the blob was pickled right after ask: it expects exactly the pending population
+        _, blob, rng, es = self._run(state, lambda es: es.tell([np.array(x) for x in state.pending], list(-fitness)))
+        return replace(state, es=blob, rng=rng, mean=frozen_array(es.mean), sigma=float(es.sigma))
 
 
-@register_strategy("random_search")
-class RandomSearch(Strategy):
-    """The same-budget baseline: Gaussian samples around x0 = 0 with sigma0; the mean is the best so far."""
+# ------------------------------------------------------------------------------------------- random search
+@dataclass(frozen=True, eq=False, kw_only=True)
+class RandomSearchState(SearchState):
+    center: np.ndarray        # x0: every generation samples around it
+    best_fitness: float       # of `mean`; -inf before any tell
+    rng: dict[str, Any]       # numpy Generator bit_generator.state
 
-    def init(self) -> State:
-        rng = np.random.default_rng(self.seed)
-        return {"strategy": self.name, "generation": 0, "pending": None, "rng": rng.bit_generator.state,
-                "mean": np.zeros(self.n_params), "best_fitness": -math.inf, "sigma": self.sigma0}
 
-    def _ask(self, state: State) -> tuple[State, list[np.ndarray]]:
+class RandomSearch(BlackBoxStrategy):
+    """The same-budget baseline: Gaussian samples around x0 with sigma0; the mean is the best so far."""
+
+    name = "random_search"
+
+    def init(self, x0: np.ndarray, *, sigma0: float, seed: int) -> RandomSearchState:
+        x0 = frozen_array(x0)
+        return RandomSearchState(generation=0, mean=x0, sigma=float(sigma0), center=x0, best_fitness=-math.inf,
+                                 rng=np.random.default_rng(seed).bit_generator.state)
+
+    def _sample(self, state: RandomSearchState) -> tuple[list[np.ndarray], RandomSearchState]:
         rng = np.random.default_rng()
-        rng.bit_generator.state = state["rng"]
-        xs = self.sigma0 * rng.standard_normal((self.popsize, self.n_params))
-        return {**state, "rng": rng.bit_generator.state}, list(xs)
+        rng.bit_generator.state = state.rng
+        xs = state.center + state.sigma * rng.standard_normal((self.popsize, self.n_params))
+        return list(xs), replace(state, rng=rng.bit_generator.state)
 
-    def _tell(self, state: State, fitness: np.ndarray) -> State:
+    def _update(self, state: RandomSearchState, fitness: np.ndarray) -> RandomSearchState:
         i = int(np.argmax(fitness))
-        if fitness[i] > state["best_fitness"]:
-            return {**state, "mean": state["pending"][i].copy(), "best_fitness": float(fitness[i])}
-        return dict(state)
-
-
-@register_strategy("reinforce")
-class Reinforce(Strategy):
-    """The paper's same-budget policy-gradient baseline: REINFORCE on the routing head only (SVF off).
-
-    Every generation runs popsize x episodes_per_candidate episodes, all with the current policy (each
-    "candidate" is a copy of the mean, sampled with its own random stream), then takes one ascent step
-    on the mean-reward-baselined estimate
-        g = 1/N sum_episodes (R - mean R) sum_turns d log pi(agent, role | feature) / dW,
-    where d log pi / dW = outer(onehot(action) - softmax, feature) for the agent and the role softmax
-    (RoutingHead.log_prob_grad). R is the episode's terminal task reward. Adam (default) or plain SGD.
-    `sigma(state)` reports the learning rate. Disallowed roles (coordinator.roles) get zero gradient.
-    """
-
-    on_policy = True
-    option_defaults = {"learning_rate": 0.001, "optimizer": "adam", "beta1": 0.9, "beta2": 0.999, "eps": 1e-8}
-
-    def __init__(self, n_params: int, **kw: Any) -> None:
-        super().__init__(n_params, **kw)
-        if self.options["optimizer"] not in ("adam", "sgd"):
-            raise ConfigError(f"config key 'evolve.reinforce.optimizer' must be adam|sgd, got {self.options['optimizer']!r}")
-        if not float(self.options["learning_rate"]) > 0:
-            raise ConfigError(f"config key 'evolve.reinforce.learning_rate' must be > 0, got {self.options['learning_rate']!r}")
-
-    def init(self) -> State:
-        zeros = np.zeros(self.n_params)
-        return {"strategy": self.name, "generation": 0, "pending": None, "mean": zeros, "sigma": float(self.options["learning_rate"]),
-                "adam_m": zeros.copy(), "adam_v": zeros.copy(), "step": 0, "grad_norm": 0.0, "baseline": None}
-
-    def _ask(self, state: State) -> tuple[State, list[np.ndarray]]:
-        return dict(state), [np.array(state["mean"]) for _ in range(self.popsize)]
-
-    def gradient(self, params: np.ndarray, records: Sequence[EpisodeRecord]) -> tuple[np.ndarray, float | None]:
-        """(flat gradient of the expected reward estimate at `params`, the baseline used)."""
-        from trinity.coordinator.head import RoutingHead
-        from trinity.routing import ROLES
-
-        turns = [d for r in records for d in r.decisions]
-        if not turns:
-            return np.zeros(self.n_params), None
-        d = int(np.asarray(turns[0].feature).size)
-        rows = self.n_params // d
-        if rows * d != self.n_params or rows <= len(ROLES):
-            raise ConfigError(f"config key 'evolve.strategy': reinforce trains the routing head only; {self.n_params} "
-                              f"parameters are not (agents + {len(ROLES)}) x {d} (is coordinator.svf.enabled on?)")
-        weights = np.asarray(params, dtype=np.float64).reshape(rows, d)
-        heads: dict[tuple[bool, ...], RoutingHead] = {}
-        rewards = np.array([r.reward for r in records], dtype=np.float64)
-        baseline = float(rewards.mean())
-        grad = np.zeros((rows, d))
-        for record, reward in zip(records, rewards):
-            advantage = reward - baseline
-            if advantage == 0.0:
-                continue
-            for dec in record.decisions:
-                mask = tuple(bool(m) for m in dec.role_mask)
-                head = heads.get(mask)
-                if head is None:
-                    head = heads[mask] = RoutingHead(weights, rows - len(ROLES), [ROLES[i] for i, m in enumerate(mask) if m])
-                grad += advantage * head.log_prob_grad(dec.feature, dec.agent, dec.role)
-        return grad.ravel() / len(records), baseline
-
-    def _tell(self, state: State, fitness: np.ndarray, episodes: list[list[EpisodeRecord]] | None = None) -> State:
-        records = [r for per_candidate in episodes or [] for r in per_candidate]
-        mean = np.array(state["mean"], dtype=np.float64)
-        grad, baseline = self.gradient(mean, records)
-        lr = float(self.options["learning_rate"])
-        step = int(state["step"]) + 1
-        m, v = np.array(state["adam_m"]), np.array(state["adam_v"])
-        if self.options["optimizer"] == "adam":
-            b1, b2, eps = float(self.options["beta1"]), float(self.options["beta2"]), float(self.options["eps"])
-            m = b1 * m + (1 - b1) * grad
-            v = b2 * v + (1 - b2) * grad ** 2
-            update = lr * (m / (1 - b1 ** step)) / (np.sqrt(v / (1 - b2 ** step)) + eps)
-        else:
-            update = lr * grad
-        return {**state, "mean": mean + update, "adam_m": m, "adam_v": v, "step": step,
-                "grad_norm": float(np.linalg.norm(grad)), "baseline": baseline}
+        if fitness[i] > state.best_fitness:
+            return replace(state, mean=state.pending[i], best_fitness=float(fitness[i]))
+        return state

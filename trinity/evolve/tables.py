@@ -60,7 +60,8 @@ GENERATIONS_SCHEMA = pl.Schema({
     "fitness_max": pl.Float64,
     "reward_mean": pl.Float64,     # mean over candidates of the fitness's reward part
     "best_candidate": pl.Int64,
-    "sigma": pl.Float64,           # step size after this generation's tell
+    "sigma": pl.Float64,           # a black-box strategy's step size after this generation's tell; else null
+    "learning_rate": pl.Float64,   # an on-policy method's (evolve.<name>.learning_rate); else null
     "mean_norm": pl.Float64,       # L2 norm of the mean after this generation's tell
     "validation_reward": pl.Float64,  # the mean's, routed as coordinator.routing (selects the best); null when not validated
     "validation_reward_sample": pl.Float64,  # the same validation routed by sampling
@@ -89,8 +90,8 @@ GENERATIONS_SCHEMA = pl.Schema({
     "efficiency": pl.Float64,      # floor_s / wall_s (measured, so it differs between runs too); null: unknown
 })
 CSV_COLUMNS = ("generation", "fitness_min", "fitness_mean", "fitness_max", "validation_reward",
-               "validation_reward_sample", "validation_reward_argmax", "sigma", "mean_norm", "agent_entropy",
-               "turn_term_mean", "cost_term_mean", "verifier_first_share", "no_answer_share",
+               "validation_reward_sample", "validation_reward_argmax", "sigma", "learning_rate", "mean_norm",
+               "agent_entropy", "turn_term_mean", "cost_term_mean", "verifier_first_share", "no_answer_share",
                "truncated_call_share", "cache_hit_share", "cost_usd")
 
 ROUTING_SCHEMA = pl.Schema({

@@ -34,7 +34,7 @@ def first_turn_transcript(protocol: ProtocolConfig, prompt: str) -> str:
 def run(cfg: DictConfig, *, on_work: Listener | None = None) -> dict:
     """`on_work(label, done, total)`: the first-turn states computed so far (trinity.progress)."""
     from trinity.coordinator.coordinator import Coordinator
-    from trinity.coordinator.states import write_state_cache
+    from trinity.pipeline.state_files import write_state_cache
 
     protocol = ProtocolConfig.from_cfg(cfg.protocol)
     coord = Coordinator.from_config(cfg)
@@ -68,7 +68,7 @@ def write_feature_stats(out_dir: Path, suites: list[str], metrics_path: Path, *,
     """feature_stats over every suite's cached states (returned, and written to `metrics_path` with a
     per-suite summary); each suite's own numbers go into its index JSON under `feature_stats`."""
     from trinity.coordinator.feature_stats import feature_stats
-    from trinity.coordinator.states import read_state_cache
+    from trinity.pipeline.state_files import read_state_cache
 
     blocks, names, per_suite = [], [], {}
     for suite in suites:

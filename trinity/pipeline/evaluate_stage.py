@@ -181,11 +181,13 @@ class Chunk:
 
 
 def run(cfg: DictConfig, *, coordinator_path: Path | None = None, progress: Callable[[str], None] | None = None,
-        strict: bool = False, on_work: Listener | None = None) -> dict:
+        strict: bool = False, on_work: Listener | None = None, frontier_path: Path | None = None) -> dict:
     """`strict` (an ad-hoc `trinity eval`): a requested method that cannot run is an error; the stage
     (strict=False) skips it and the report lists why. `progress` gets a line per finished chunk,
-    `on_work(label, done, total)` the episodes done (trinity.progress)."""
+    `on_work(label, done, total)` the episodes done (trinity.progress). `frontier_path`: a frontier
+    folder (the frontier stage's); when it holds a frontier the report says which head to serve for a budget."""
     say = progress or log.info
+    frontier = load_frontier(frontier_path)
     needed = min_items(cfg)
     set_names(cfg)   # a typo in eval.sets fails before the backbone loads
     ctx = RolloutContext.get(cfg)
@@ -199,8 +201,20 @@ def run(cfg: DictConfig, *, coordinator_path: Path | None = None, progress: Call
     paired = paired_tests(results, "trinity", samples=int(cfg.eval.bootstrap_samples), seed=int(cfg.seed),
                           min_items=needed)
     write_tables(cfg, results, summary, paired)
-    report = write_report(cfg, ctx, methods, skipped, sets, results, summary, paired, coordinator_path, needed)
-    return {"summary": summary, "paired": paired, "report": str(report), "skipped": skipped}
+    report = write_report(cfg, ctx, methods, skipped, sets, results, summary, paired, coordinator_path, needed,
+                          frontier=frontier)
+    return {"summary": summary, "paired": paired, "report": str(report), "skipped": skipped,
+            "frontier": frontier[1] if frontier is not None else None}
+
+
+def load_frontier(path: Path | None) -> tuple[dict, pl.DataFrame] | None:
+    """(manifest, table) of the frontier folder at `path`; None without one, or when it is off."""
+    if path is None or not (Path(path) / "frontier.json").is_file():
+        return None
+    from trinity.eval.frontier import load_table
+
+    manifest, table = load_table(path)
+    return None if table is None else (manifest, table)
 
 
 def method_context(cfg: DictConfig, ctx: RolloutContext, coordinator_path: Path) -> method_registry.MethodContext:
@@ -294,8 +308,9 @@ def write_tables(cfg: DictConfig, results: pl.DataFrame, summary: pl.DataFrame, 
 
 def write_report(cfg: DictConfig, ctx: RolloutContext, methods: list, skipped: list, sets: dict,
                  results: pl.DataFrame, summary: pl.DataFrame, paired: pl.DataFrame, coordinator_path: Path,
-                 needed: int) -> Path:
-    """reports/report.md with its charts, and metrics/eval.json; returns the report's path."""
+                 needed: int, frontier: tuple[dict, pl.DataFrame] | None = None) -> Path:
+    """reports/report.md with its charts, and metrics/eval.json; returns the report's path. With a
+    `frontier` (manifest, table) the report ends with which head to serve for a budget."""
     reports = Path(cfg.paths.reports)
     reports.mkdir(parents=True, exist_ok=True)
     (reports / "eval").mkdir(exist_ok=True)
@@ -342,12 +357,28 @@ def write_report(cfg: DictConfig, ctx: RolloutContext, methods: list, skipped: l
         truncated_worker_by_model=truncation(results, "model", role="worker"), not_run=not_run(cfg))
     if reference_section:
         text = text.rstrip("\n") + "\n\n" + "\n".join(reference_section) + "\n"
+    if frontier is not None:
+        text = text.rstrip("\n") + "\n\n" + "\n".join(frontier_section(frontier, reports)) + "\n"
     (reports / "report.md").write_text(text)
     mdir = Path(cfg.paths.metrics)
     mdir.mkdir(parents=True, exist_ok=True)
     metrics = {**eval_metrics(summary, paired, results), **reference_metrics}
     (mdir / "eval.json").write_text(json.dumps(metrics, indent=2, sort_keys=True))
     return reports / "report.md"
+
+
+def frontier_section(frontier: tuple[dict, pl.DataFrame], reports: Path) -> list[str]:
+    """The frontier's section, with its picture: the frontier stage's (reports/frontier.png) when it lies
+    beside the report, else drawn here from the frontier's own table (a `trinity eval` folder)."""
+    from trinity.eval import frontier as fr
+
+    manifest, table = frontier
+    chart = "frontier.png"
+    if not (reports / chart).is_file():
+        chart = "eval/frontier.png"
+        fr.plot(table, reports / chart, title=f"cost-quality frontier\n({manifest.get('items', '?')} test items, "
+                                              f"{manifest.get('routing', '?')} routing)")
+    return fr.section(table, manifest=manifest, chart=chart)
 
 
 # The standard baselines a configuration may leave out of eval.methods (each one config line away).

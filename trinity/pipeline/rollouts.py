@@ -25,7 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from trinity.episodes.runner import EpisodeSpec, run_episodes
 from trinity.episodes.trace import Trace
-from trinity.routing import Router
+from trinity.routers.base import Router
 from trinity.tasks.types import TaskItem
 
 
@@ -173,7 +173,7 @@ class RolloutContext:
         (last-token ablation) or adapts the backbone (SVF) skips them and computes its own."""
         import json
 
-        from trinity.coordinator.states import preload_state_cache
+        from trinity.pipeline.state_files import preload_state_cache
 
         if self.coordinator.svf is not None:
             return

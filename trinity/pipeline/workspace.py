@@ -24,6 +24,7 @@ STAGE_OUTPUTS: dict[str, tuple[str, ...]] = {
     "prepare": ("prepared",),
     "cache_states": ("states", "metrics"),
     "evolve": ("runs", "metrics", "reports"),
+    "frontier": ("frontier", "metrics", "reports"),
     "ablate": ("ablations", "metrics"),
     "evaluate": ("eval", "metrics", "reports"),
 }

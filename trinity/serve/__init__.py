@@ -1,8 +1,8 @@
 """Serving: the trained coordinator behind an OpenAI-compatible HTTP API (`trinity serve`).
 
-settings.py (conf/serve, role policy) · schema.py (wire format, per-request overrides) · masked.py (the
-head's probabilities masked by the role policy) · episode.py (one request = one episode; the answer a
-client reads) · limits.py (bearer token, body size, concurrency gate) · metrics.py (prometheus_client,
-own registry) · app.py (FastAPI routes) · preflight.py (what is refused before anything starts) ·
-server.py (build from config, local pool, uvicorn).
+settings.py (conf/serve, role policy) · schema.py (wire format, per-request overrides) · episode.py (one
+request = one episode, routed by trinity.routers.masked; the answer a client reads) · limits.py (bearer
+token, body size, concurrency gate) · metrics.py (prometheus_client, own registry) · app.py (FastAPI
+routes) · preflight.py (what is refused before anything starts) · server.py (build from config, local
+pool, uvicorn).
 """

@@ -6,6 +6,7 @@ body: {"error": {"message", "type", "param", "code"}}. Per-request overrides rid
     max_turns: int (<= serve.limits.max_turns)     max_cost_usd: float (<= serve.limits.max_cost_usd)
     allow: {role: [model, ...]}  deny: {role: [model, ...]}   (narrow the configured role policy)
     routing: argmax | sample
+    quality: low | medium | high   (only on a server started with --frontier: which head; trinity.serve.frontier)
 """
 
 from __future__ import annotations
@@ -14,11 +15,12 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from trinity.routing import ROLES
+from trinity.routers.base import ROLES
 from trinity.serve.settings import ROUTING_MODES, PolicyError, RolePolicy, ServeSettings
 
 CHAT_ROLES = ("system", "developer", "user", "assistant")
-OVERRIDE_KEYS = ("max_turns", "max_cost_usd", "allow", "deny", "routing")
+OVERRIDE_KEYS = ("max_turns", "max_cost_usd", "allow", "deny", "routing", "quality")
+QUALITY_LEVELS = ("low", "medium", "high")   # as trinity.eval.frontier.QUALITY_LEVELS
 # Accepted and ignored: they do not change what one episode does.
 IGNORED_FIELDS = ("top_p", "user", "metadata", "store", "presence_penalty", "frequency_penalty", "stop",
                   "logit_bias", "service_tier", "parallel_tool_calls", "reasoning_effort")
@@ -58,6 +60,7 @@ class ChatRequest:
     max_cost_usd: float | None
     routing: str
     policy: RolePolicy
+    quality: str | None = None    # a frontier server's head choice (trinity.serve.frontier); None: by budget
 
 
 def _bad(message: str, param: str | None, code: str | None = "invalid_value") -> RequestError:
@@ -164,6 +167,13 @@ def _overrides(value: Any, settings: ServeSettings) -> dict[str, Any]:
         if settings.max_cost_usd is not None and cost > settings.max_cost_usd:
             raise _bad(f"'trinity.max_cost_usd' must be <= {settings.max_cost_usd}", "trinity.max_cost_usd")
         cost = float(cost)
+    quality = value.get("quality")
+    if quality is not None:
+        if quality not in QUALITY_LEVELS:
+            raise _bad(f"'trinity.quality' must be one of {', '.join(QUALITY_LEVELS)}", "trinity.quality")
+        if not settings.frontier:
+            raise _bad("'trinity.quality' picks a head of a cost-quality frontier; this server serves one "
+                       "coordinator (start it with --frontier)", "trinity.quality", "unsupported_parameter")
     routing = value.get("routing", settings.routing)
     if routing not in ROUTING_MODES:
         raise _bad(f"'trinity.routing' must be one of {', '.join(ROUTING_MODES)}", "trinity.routing")
@@ -183,7 +193,7 @@ def _overrides(value: Any, settings: ServeSettings) -> dict[str, Any]:
         raise _bad(e.message, e.key) from None
     return {"max_turns": max_turns or settings.max_turns,
             "max_cost_usd": cost if cost is not None else settings.max_cost_usd,
-            "routing": routing, "policy": policy}
+            "routing": routing, "policy": policy, "quality": quality}
 
 
 # ---------------------------------------------------------------------------------------- replies

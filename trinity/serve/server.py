@@ -1,6 +1,7 @@
 """Build the serving app from the composed config and a saved coordinator; run it with uvicorn.
 
     app = build_app(cfg, coordinator_path)            # loads and checks the coordinator, opens the pool
+    app = build_app(cfg, frontier=folder)             # a cost-quality frontier: one head per request
     serve(cfg, coordinator_path)                      # blocking (the CLI): checks, local pool, uvicorn
     with ServerThread(app) as server: server.base_url # in a background thread (tests, benchmarks)
 """
@@ -21,24 +22,53 @@ from trinity.serve.preflight import check_saved_pool, reserve_port
 from trinity.serve.settings import ServeSettings
 
 
-def build_app(cfg: DictConfig, coordinator_path: str | os.PathLike, *, backbone: Any = None, pool: Any = None):
+def build_app(cfg: DictConfig, coordinator_path: str | os.PathLike | None = None, *, frontier: Any = None,
+              backbone: Any = None, pool: Any = None):
     """The FastAPI app for `cfg` with the coordinator saved at `coordinator_path` (a folder holding
-    coordinator.safetensors, or the file). A coordinator saved for another pool or backbone is refused
+    coordinator.safetensors, or the file), or with the heads of the cost-quality frontier in the folder
+    `frontier` (trinity.serve.frontier). A coordinator saved for another pool or backbone is refused
     (CoordinatorMismatchError). `backbone` and `pool` replace the configured ones (tests)."""
+    import dataclasses
+
     from trinity.coordinator.coordinator import Coordinator
     from trinity.pipeline.evolve_stage import coordinator_file
     from trinity.pool.client import PoolClient
 
+    if (coordinator_path is None) == (frontier is None):
+        raise ValueError("serve one coordinator or one frontier")
     settings = ServeSettings.from_cfg(cfg)
     settings.check_exposure()
+    served = None
+    if frontier is not None:
+        from trinity.serve.frontier import ServedFrontier
+
+        served = ServedFrontier.load(frontier)
+        settings = dataclasses.replace(settings, frontier=True)
+        if served.routing != settings.routing:
+            import logging
+
+            logging.getLogger("trinity.serve").warning(
+                "the frontier's figures were measured with %s routing; serve.routing is %s, so the heads' real "
+                "costs and rewards may differ from frontier.json", served.routing, settings.routing)
+        coordinator_path = served.heads[0].file
     coordinator, params = Coordinator.load(coordinator_file(Path(coordinator_path)), cfg, backbone=backbone)
     own_pool = pool is None
     if own_pool:
         cache_path = Path(cfg.paths.cache) / "responses.sqlite" if settings.response_cache != "off" else None
         pool = PoolClient.from_config(cfg.pool, cache_path=cache_path, cache_mode=settings.response_cache)
-    runner = EpisodeRunner(pool, [str(m) for m in cfg.pool.models], cfg.protocol,
-                           coordinator.router_for(params, mode=settings.routing), root_seed=int(cfg.seed),
-                           answer_first=settings.answer_first)
+
+    def runner_for(head_params) -> EpisodeRunner:
+        return EpisodeRunner(pool, [str(m) for m in cfg.pool.models], cfg.protocol,
+                             coordinator.router_for(head_params, mode=settings.routing), root_seed=int(cfg.seed),
+                             answer_first=settings.answer_first)
+
+    if served is None:
+        runner = runner_for(params)
+    else:
+        from trinity.serve.frontier import FrontierRunner
+
+        # one backbone and feature service for every head: only the linear heads differ
+        runner = FrontierRunner(served, {h.name: runner_for(coordinator.read_params(h.file)) for h in served.heads})
 
     async def close() -> None:
         if own_pool:
@@ -48,11 +78,13 @@ def build_app(cfg: DictConfig, coordinator_path: str | os.PathLike, *, backbone:
     return create_app(settings, runner, on_shutdown=close)
 
 
-def serve(cfg: DictConfig, coordinator_path: str | os.PathLike) -> None:
+def serve(cfg: DictConfig, coordinator_path: str | os.PathLike | None = None, *,
+          frontier: str | os.PathLike | None = None) -> None:
     """`trinity serve`: refuse what can be refused before anything starts (exposure, the coordinator's
-    file and pool, a taken port; trinity.serve.preflight), then start the pool's local servers if the
-    config has any, build the app and serve on the port reserved first. The servers this started are
-    stopped on exit, on Ctrl-C and on SIGTERM (uvicorn re-raises the signal once it has shut down)."""
+    file and pool, or every frontier head's; a taken port; trinity.serve.preflight), then start the pool's
+    local servers if the config has any, build the app and serve on the port reserved first. The servers
+    this started are stopped on exit, on Ctrl-C and on SIGTERM (uvicorn re-raises the signal once it has
+    shut down)."""
     import contextlib
     import logging
 
@@ -62,12 +94,18 @@ def serve(cfg: DictConfig, coordinator_path: str | os.PathLike) -> None:
 
     settings = ServeSettings.from_cfg(cfg)
     settings.check_exposure()
-    check_saved_pool(cfg, coordinator_path)
+    if frontier is not None:
+        from trinity.serve.frontier import ServedFrontier
+
+        for head in ServedFrontier.load(frontier).heads:
+            check_saved_pool(cfg, head.file)
+    else:
+        check_saved_pool(cfg, coordinator_path)
     specs = server_specs(cfg.pool)  # a pool config error, too, before the port is taken
     with contextlib.closing(reserve_port(settings.host, settings.port)) as sock:
         local = LocalPool(cfg.pool, model_cache=cfg.paths.model_cache) if specs else None
         with local if local is not None else contextlib.nullcontext():  # stops only the servers it started
-            app = build_app(cfg, coordinator_path)
+            app = build_app(cfg, coordinator_path, frontier=frontier)
             log = logging.getLogger("trinity.serve")  # one line per episode: id, end reason, turns, tokens, cost
             if not log.handlers:
                 handler = logging.StreamHandler()

@@ -16,7 +16,7 @@ from typing import Any, Mapping, Sequence
 from omegaconf import DictConfig, OmegaConf
 
 from trinity.errors import ConfigError
-from trinity.routing import ROLES
+from trinity.routers.base import ROLES
 
 ROUTING_MODES = ("argmax", "sample")
 CACHE_MODES = ("off", "read_write")
@@ -90,6 +90,7 @@ class ServeSettings:
     max_tokens: int              # bound of a request's max_tokens
     max_cost_usd: float | None   # per-request cost cap (default and bound)
     policy: RolePolicy
+    frontier: bool = False       # serving a cost-quality frontier (--frontier): requests may pick a head
 
     @classmethod
     def from_cfg(cls, cfg: DictConfig) -> "ServeSettings":

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from trinity.coordinator.head import MODES, Decision, RoutingHead
-from trinity.coordinator.service import FeatureService
-from trinity.routing import ROLES
+from trinity.routers.base import ROLES, Choice, Router
+
+if TYPE_CHECKING:  # the service imports torch; the router registry must stay cheap to import
+    from trinity.coordinator.features.request_queue import FeatureService
 
 
-class CoordinatorRouter:
-    """Implements trinity.routing.Router: feature of the transcript -> head -> (agent index, role).
+class CoordinatorRouter(Router):
+    """Feature of the transcript -> head -> (agent index, role).
 
     With `record=True` the router keeps every decision (feature, agent, role) in `decisions`, in call
     order; build one recording router per episode so the list is that episode's turns (policy-gradient
@@ -27,7 +31,7 @@ class CoordinatorRouter:
         self.mode = mode
         self.decisions: list[Decision] | None = [] if record else None
 
-    async def choose(self, transcript: str, turn: int, rng: np.random.Generator) -> tuple[int, str]:
+    async def choose(self, transcript: str, turn: int, rng: np.random.Generator) -> Choice:
         feature = await self.service.features(transcript, self.svf_deltas)
         agent, role = self.head.choose(feature, rng, self.mode)
         if self.decisions is not None:

@@ -1,17 +1,18 @@
 """Coordinator features: the final hidden state (after the final norm) at a token position of the
-chat-formatted prompt, computed as cheaply as the cache allows.
+chat-formatted prompt, computed as cheaply as the caches allow.
 
 One call of `FeatureEngine.features(requests)` serves many requests at once:
-1. content cache: prompts (and SVF offsets) seen before cost nothing (feature_cache.py);
+1. content cache: prompts (and SVF offsets) seen before cost nothing (content_cache.py);
 2. base pass: the remaining prompts run through the plain backbone in padded batches; each reuses the KV
-   cache of the stored prompt with which it shares the longest token prefix (prefix_store.py), so a turn
-   costs only its new tokens. Prompts are grouped by the tokens they compute, with padding bounded by
-   `max_padding` (batching.py). Batch layout per row: [left pad | reused past | new tokens | right pad],
-   with a 2-D attention mask over past + new and explicit position ids, so padding changes nothing;
+   cache of the stored prompt with which it shares the longest token prefix (kv_prefix_store.py), so a
+   turn costs only its new tokens. Prompts are grouped by the tokens they compute, with padding bounded
+   by `max_padding` (length_buckets.py). Batch layout per row: [left pad | reused past | new tokens |
+   right pad], with a 2-D attention mask over past + new and explicit position ids, so padding changes
+   nothing;
 3. SVF pass: a candidate's offsets change only the layers from the first adapted one onward, so the
    base pass also records the activations entering that layer, and each candidate reruns only the
-   remaining layers (many candidates per batch, one row each, svf.py). When the embeddings are adapted
-   the whole decoder reruns per candidate.
+   remaining layers (many candidates per batch, one row each, coordinator/svf.py). When the embeddings
+   are adapted the whole decoder reruns per candidate.
 
 Equality with a plain single-prompt forward holds up to float rounding (different matmul shapes sum in
 a different order): tests check max |difference| <= 1e-4 relative to the feature's max magnitude in
@@ -29,9 +30,9 @@ import numpy as np
 import torch
 from transformers import DynamicCache
 
-from trinity.coordinator.batching import length_batches
-from trinity.coordinator.feature_cache import FeatureCache
-from trinity.coordinator.prefix_store import PrefixEntry, PrefixStore
+from trinity.coordinator.features.content_cache import FeatureCache
+from trinity.coordinator.features.kv_prefix_store import PrefixEntry, PrefixStore
+from trinity.coordinator.features.length_buckets import length_batches
 from trinity.coordinator.prompt import PromptRenderer
 from trinity.coordinator.svf import SVFAdapter
 from trinity.errors import TrinityError

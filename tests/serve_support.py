@@ -9,21 +9,16 @@ reply that reached the wrong request shows.
 from __future__ import annotations
 
 import re
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
-TESTS = Path(__file__).resolve().parent
-if str(TESTS) not in sys.path:
-    sys.path.insert(0, str(TESTS))
+from pool_stub import completion
 
-from pool_stub import completion  # noqa: E402
-
-from trinity.coordinator.head import RoutingHead  # noqa: E402
-from trinity.routing import ROLES  # noqa: E402
+from trinity.coordinator.head import RoutingHead
+from trinity.routers.base import ROLES
 
 AGENTS = ("alpha", "beta", "gamma")
 TAG = re.compile(r"REQ-[A-Za-z0-9_]+")

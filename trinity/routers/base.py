@@ -1,11 +1,14 @@
 """The contract between the turn protocol and whatever picks (agent, role) each turn.
 
 The evolved coordinator, the baselines (single model, random, fixed loops) and test doubles all
-implement `Router`; the episode runner knows nothing else about them.
+implement `Router`; the episode runner knows nothing else about them. Router is a Protocol, so test
+doubles need not inherit from it; the routers in this package do, so a missing `choose` fails at
+construction rather than mid-episode.
 """
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -13,10 +16,15 @@ import numpy as np
 # Order of the head's role logits (TRINITY_SPEC): worker, thinker, verifier.
 ROLES: tuple[str, str, str] = ("worker", "thinker", "verifier")
 
+# (agent index into the pool's model order, role name in ROLES): one turn's routing decision.
+# The coordinator's recorded trinity.coordinator.head.Decision adds what policy-gradient training needs.
+Choice = tuple[int, str]
+
 
 @runtime_checkable
 class Router(Protocol):
-    async def choose(self, transcript: str, turn: int, rng: np.random.Generator) -> tuple[int, str]:
+    @abstractmethod
+    async def choose(self, transcript: str, turn: int, rng: np.random.Generator) -> Choice:
         """Return (agent index into the pool's model order, role name in ROLES) for this turn.
 
         `transcript` is the shared user message so far (task prompt + collaboration instructions +

@@ -1,4 +1,5 @@
-"""The cache_states stage: first-turn features of every prepared question, in one safetensors file.
+"""The cache_states stage's files: first-turn features of every prepared question, one safetensors file
+per suite.
 
 `<out>.safetensors` holds `features` (n, d) float32 in item order; `<out>.json` (next to it) holds the
 uids in the same order, the content-cache keys and the backbone identity, so a later run can preload
@@ -10,15 +11,19 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from trinity.coordinator.coordinator import Coordinator
 from trinity.coordinator.saved import check_metadata
+
+if TYPE_CHECKING:
+    # Only for annotations: reading a state file needs no backbone, and the coordinator's own
+    # feature_norm.py reads these files.
+    from trinity.coordinator.coordinator import Coordinator
 
 
 STATE_SLICE = 64   # prompts per precompute call: progress news, with the same slices on every run

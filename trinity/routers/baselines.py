@@ -4,40 +4,40 @@ from __future__ import annotations
 
 import numpy as np
 
-from trinity.routing import ROLES, Router
+from trinity.routers.base import ROLES, Choice, Router
 
 
-class SingleWorkerRouter:
+class SingleWorkerRouter(Router):
     """One pool model as the only Worker (run with max_turns=1: one answer, no review)."""
 
     def __init__(self, agent_index: int) -> None:
         self.agent_index = agent_index
 
-    async def choose(self, transcript: str, turn: int, rng: np.random.Generator) -> tuple[int, str]:
+    async def choose(self, transcript: str, turn: int, rng: np.random.Generator) -> Choice:
         return self.agent_index, "worker"
 
 
-class RandomRouter:
+class RandomRouter(Router):
     """Uniformly random agent and role at every turn."""
 
     def __init__(self, n_agents: int) -> None:
         self.n_agents = n_agents
 
-    async def choose(self, transcript: str, turn: int, rng: np.random.Generator) -> tuple[int, str]:
+    async def choose(self, transcript: str, turn: int, rng: np.random.Generator) -> Choice:
         return int(rng.integers(self.n_agents)), ROLES[int(rng.integers(len(ROLES)))]
 
 
-class WorkerVerifierLoopRouter:
+class WorkerVerifierLoopRouter(Router):
     """A fixed loop with one model: Worker, Verifier, Worker, Verifier, ..."""
 
     def __init__(self, agent_index: int) -> None:
         self.agent_index = agent_index
 
-    async def choose(self, transcript: str, turn: int, rng: np.random.Generator) -> tuple[int, str]:
+    async def choose(self, transcript: str, turn: int, rng: np.random.Generator) -> Choice:
         return self.agent_index, ("worker" if turn % 2 == 0 else "verifier")
 
 
-class RoleOnlyRouter:
+class RoleOnlyRouter(Router):
     """One fixed pool model; the wrapped coordinator router picks only the role.
 
     The coordinator draws agent and role independently from its two softmaxes, so keeping its role and
@@ -48,6 +48,6 @@ class RoleOnlyRouter:
         self.coordinator = coordinator
         self.agent_index = agent_index
 
-    async def choose(self, transcript: str, turn: int, rng: np.random.Generator) -> tuple[int, str]:
+    async def choose(self, transcript: str, turn: int, rng: np.random.Generator) -> Choice:
         _, role = await self.coordinator.choose(transcript, turn, rng)
         return self.agent_index, role

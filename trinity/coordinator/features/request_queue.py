@@ -1,4 +1,4 @@
-"""Async batching in front of the FeatureEngine for the episode runner.
+"""The queue in front of the FeatureEngine: concurrent episodes' requests gathered into batches.
 
 Many episodes run concurrently on one event loop and each `await service.features(transcript, deltas)`.
 Requests that arrive while the engine is busy (or within `max_wait_s` of the first) are served together
@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from trinity.coordinator.engine import FeatureEngine, FeatureRequest
+from trinity.coordinator.features.engine import FeatureEngine, FeatureRequest
 
 
 class FeatureService:

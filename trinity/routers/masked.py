@@ -12,17 +12,24 @@ With `answer_first` and no visible answer yet, roles are barred before drawing: 
 
 from __future__ import annotations
 
-from typing import Any, Callable, Collection
+from typing import Any, Callable, Collection, Mapping, Protocol
 
 import numpy as np
 
 from trinity.coordinator.head import MODES, draw
-from trinity.routing import ROLES
-from trinity.serve.settings import RolePolicy
+from trinity.routers.base import ROLES, Choice, Router
 
 
-def choose_masked(p_agent: np.ndarray, p_role: np.ndarray, policy: RolePolicy, forced_role: str | None,
-                  rng: np.random.Generator | None, mode: str, *, barred_roles: Collection[str] = ()) -> tuple[int, str]:
+class AllowedAgents(Protocol):
+    """Which agent indices may take each role. Serving's RolePolicy is one; it is described here rather
+    than imported so that the router registry (and the pipeline stages that read it) need no serving code."""
+
+    @property
+    def allowed(self) -> Mapping[str, Collection[int]]: ...
+
+
+def choose_masked(p_agent: np.ndarray, p_role: np.ndarray, policy: AllowedAgents, forced_role: str | None,
+                  rng: np.random.Generator | None, mode: str, *, barred_roles: Collection[str] = ()) -> Choice:
     """(agent index, router role) with the agent allowed for `forced_role or router role`.
     `barred_roles` get probability 0 and the others are renormalised; the Worker cannot be barred."""
     if mode not in MODES:
@@ -51,11 +58,11 @@ def choose_masked(p_agent: np.ndarray, p_role: np.ndarray, policy: RolePolicy, f
     return int(np.argmax(p)), role
 
 
-class MaskedRouter:
-    """Implements trinity.routing.Router for one request (policy and forced role are per request).
+class MaskedRouter(Router):
+    """The router for one request (policy and forced role are per request).
     `base` is the trained CoordinatorRouter: its head, feature service and SVF offsets are used as they are."""
 
-    def __init__(self, base: Any, *, mode: str, policy: RolePolicy,
+    def __init__(self, base: Any, *, mode: str, policy: AllowedAgents,
                  forced_role: Callable[[], str | None] = lambda: None,
                  answer_first: bool = False, answered: Callable[[], bool] = lambda: True,
                  last_turn: int | None = None):
@@ -69,7 +76,7 @@ class MaskedRouter:
         self.answered = answered
         self.last_turn = last_turn
 
-    async def choose(self, transcript: str, turn: int, rng: np.random.Generator) -> tuple[int, str]:
+    async def choose(self, transcript: str, turn: int, rng: np.random.Generator) -> Choice:
         feature = await self.base.service.features(transcript, self.base.svf_deltas)
         p_agent, p_role = self.base.head.probabilities(feature)
         barred: tuple[str, ...] = ()

@@ -1,0 +1,136 @@
+"""The cost-quality frontier on the routing benchmark's SIMULATED pool (complementary profile, which has prices).
+
+Trains the cost-blind coordinator (the evolve stage's code) and one coordinator per --weights entry (the
+frontier stage's code, same budget), evaluates every head and the baselines on the test items, and prints
+ONE JSON line: per head its reward and cost per query with 95% intervals and whether it is on the
+frontier; the baselines; the cheapest frontier head within 0.02 of the cost-blind head's reward and its
+cost ratio (the goal: <= 0.5); and per training run its wall time, episodes' calls and how many of them the
+shared response cache answered (a later weight replays what earlier runs called).
+
+Everything lives under --root (prepared items and states, shared by every budget; per budget and seed its
+own response cache, checkpoints and outputs under <root>/gen<G>-seed<S>/), never in the pipeline's DVC
+outputs, so a later call with other weights resumes the runs already trained. The prepared items and
+first-turn states are made there when missing (a few minutes for the states).
+
+    python benchmarks/cost_frontier.py --weights 20 100 --generations 10
+        [--seed 0] [--root .trinity/bench_cost_frontier] [--fresh] [--overrides key=value ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import signal
+import socket
+import time
+from pathlib import Path
+
+
+def pool_port(configured: int) -> int:
+    """The configured port when it is free: the port is part of the runs' checkpoint key, so a later call
+    with more weights resumes what this one trained. Another free port otherwise."""
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", configured))
+    except OSError:
+        s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def compose(args, root: Path, run: Path):
+    from trinity import config
+
+    weights = ",".join(f"{w:g}" for w in args.weights)
+    port = pool_port(int(config.compose(["experiment=routing_benchmark"]).pool.port))
+    return config.compose([
+        "experiment=routing_benchmark", f"evolve.generations={args.generations}", f"seed={args.seed}",
+        f"evolve.cost_weights=[{weights}]", f"paths.prepared={root / 'prepared'}", f"paths.states={root / 'states'}",
+        f"paths.runs={run / 'evolve'}", f"paths.frontier={run / 'frontier'}", f"paths.eval={run / 'eval'}",
+        f"paths.metrics={run / 'metrics'}", f"paths.reports={run / 'reports'}", f"paths.cache={run / 'cache'}",
+        f"pool.port={port}", *args.overrides])
+
+
+def prepare(cfg) -> None:
+    """The prepared items and first-turn states, once per --root."""
+    from trinity.pipeline import cache_states_stage
+    from trinity.tasks.prepare import prepare_suites
+
+    if not (Path(cfg.paths.prepared) / "manifest.json").is_file():
+        prepare_suites(cfg, cfg.paths.prepared)
+    if not (Path(cfg.paths.states) / "manifest.json").is_file():
+        cache_states_stage.run(cfg)
+
+
+def say(info: dict) -> None:
+    if info.get("event", "generation") == "generation":
+        print(info.get("line", ""), flush=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--weights", type=float, nargs="+", default=[20.0, 100.0], help="evolve.cost_weights")
+    ap.add_argument("--generations", type=int, default=10, help="evolve.generations of every run")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--root", default=".trinity/bench_cost_frontier")
+    ap.add_argument("--fresh", action="store_true", help="start this budget's runs and response cache over")
+    ap.add_argument("--overrides", nargs="*", default=[], help="Hydra overrides on experiment=routing_benchmark")
+    args = ap.parse_args()
+    # SIGTERM unwinds like Ctrl-C, so the simulated server this script started is stopped with it
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt("SIGTERM")))
+
+    from trinity.pipeline import evolve_stage, frontier_stage
+    from trinity.pipeline.rollouts import RolloutContext
+    from trinity.pool.servers import LocalPool
+    from trinity.pool.simulated.references import label
+
+    root = Path(args.root)
+    tag = f"gen{args.generations}-seed{args.seed}"   # not the weights: more weights later reuse these runs
+    run = root / tag
+    if args.fresh and run.exists():
+        shutil.rmtree(run)
+    cfg = compose(args, root, run)
+    started = time.perf_counter()
+    prepare(cfg)
+    training = {}
+    with LocalPool(cfg.pool, progress=lambda *_: None):
+        t = time.perf_counter()
+        try:
+            out = evolve_stage.run(cfg, progress=say)
+        finally:
+            RolloutContext.close_all()
+        main_summary = json.loads((Path(cfg.paths.metrics) / "evolve.json").read_text())
+        name, _ = frontier_stage.main_head(cfg)
+        training[name] = {"wall_s": round(time.perf_counter() - t, 1), "resumed": out["result"].resumed,
+                          "episodes": main_summary.get("episodes"), "calls": main_summary.get("calls"),
+                          "cache_hits": main_summary.get("cache_hits"),
+                          "pool_calls": (main_summary.get("calls") or 0) - (main_summary.get("cache_hits") or 0)}
+        print(f"{name} (cost-blind): {training[name]}", flush=True)
+        t = time.perf_counter()
+        front = frontier_stage.run(cfg, progress=say)
+        frontier_s = time.perf_counter() - t
+    metrics = json.loads((Path(cfg.paths.metrics) / "frontier.json").read_text())
+    for head, row in metrics["training"].items():
+        training[head] = {k: row[k] for k in ("wall_s", "resumed", "episodes", "calls", "cache_hits", "pool_calls")}
+    budget = {"popsize": main_summary.get("popsize"), "generations": args.generations,
+              "episodes_per_candidate": int(cfg.evolve.episodes_per_candidate),
+              "training_episodes_per_run": main_summary.get("episodes")}
+    heads = {h: {"cost_weight": v["cost_weight"], "reward": round(v["reward"], 4),
+                 "reward_ci": [round(x, 4) for x in v["reward_ci"]], "cost_per_query": v["cost_per_query"],
+                 "cost_ci": v["cost_ci"], "tokens_per_query": round(v["tokens_per_query"], 1),
+                 "on_frontier": v["on_frontier"]} for h, v in metrics["heads"].items()}
+    print(json.dumps({
+        "benchmark": "cost_frontier", "pool": label(cfg), "seed": args.seed, "weights": args.weights,
+        "cost_unit": metrics["cost_unit"], "routing": metrics["routing"], "test_items": metrics["items"],
+        "budget": budget, "heads": heads, "frontier": metrics["frontier"],
+        "baselines": {b: {"reward": round(v["reward"], 4), "cost_per_query": v["cost_per_query"]}
+                      for b, v in metrics["baselines"].items()},
+        "near_cost_blind": metrics["near_cost_blind"], "training": training, "frontier_stage_s": round(frontier_s, 1),
+        "wall_s": round(time.perf_counter() - started, 1), "outputs": str(front["path"]),
+        "picture": str(Path(cfg.paths.reports) / "frontier.png")}))
+
+
+if __name__ == "__main__":
+    main()
