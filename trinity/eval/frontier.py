@@ -289,6 +289,7 @@ def plot(table: pl.DataFrame, path: Path, *, title: str) -> Path:
     unit = str(table["cost_unit"][0]) if table.height else "usd"
     marks = {"single": "s", "random": "^", "moa": "D"}
     placed: list[tuple[float, float]] = []
+    by_cost = [h["name"] for h in heads_of(table)]
     for r in table.to_dicts():
         xerr = [[max(0.0, r["cost"] - r["cost_low"])], [max(0.0, r["cost_high"] - r["cost"])]]
         yerr = [[max(0.0, r["reward"] - r["reward_low"])], [max(0.0, r["reward_high"] - r["reward"])]]
@@ -296,11 +297,13 @@ def plot(table: pl.DataFrame, path: Path, *, title: str) -> Path:
             face = "tab:blue" if r["on_frontier"] else "none"
             ax.errorbar(r["cost"], r["reward"], xerr=xerr, yerr=yerr, fmt="o", color="tab:blue", mfc=face,
                         capsize=2, zorder=3)
-            # heads can coincide (a weight too small to change the routing): stack their names
+            # heads crowd together (weights that route alike): names alternate above and below in cost
+            # order, and coinciding heads stack theirs
             same = sum(1 for p in placed if math.isclose(p[0], r["cost"]) and math.isclose(p[1], r["reward"]))
             placed.append((r["cost"], r["reward"]))
-            ax.annotate(f"{r['name']}", (r["cost"], r["reward"]), textcoords="offset points", xytext=(5, 5 + 9 * same),
-                        fontsize=7, color="tab:blue")
+            below = by_cost.index(r["name"]) % 2 == 1
+            ax.annotate(f"w={r['cost_weight']:g}", (r["cost"], r["reward"]), textcoords="offset points",
+                        xytext=(4, (-13 - 9 * same) if below else (5 + 9 * same)), fontsize=7, color="tab:blue")
         else:
             kind = r["name"].split(":", 1)[0]
             ax.errorbar(r["cost"], r["reward"], xerr=xerr, yerr=yerr, fmt=marks.get(kind, "x"), color="grey",
@@ -310,7 +313,7 @@ def plot(table: pl.DataFrame, path: Path, *, title: str) -> Path:
     front = heads_of(table, frontier_only=True)
     if front:
         ax.plot([h["cost"] for h in front], [h["reward"] for h in front], "-", color="tab:blue", alpha=0.6,
-                label="frontier (filled: non-dominated heads)")
+                label="heads cost_w<w> (w = cost weight): the frontier joined, dominated heads hollow")
         ax.legend(fontsize=7, loc="lower right")
     ax.set_xlabel(UNITS.get(unit, unit))
     ax.set_ylabel("mean reward (95% CI)")
