@@ -67,36 +67,36 @@ def load_params(path: str | os.PathLike) -> tuple[np.ndarray, dict[str, Any]]:
     return params, meta
 
 
-def load_saved(path: str | os.PathLike) -> tuple[np.ndarray, dict[str, Any], dict[str, np.ndarray]]:
-    """(parameter vector, metadata, the extra tensors by name) of a saved coordinator."""
+def _read_checked(path: str | os.PathLike, read_tensors: bool) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """The metadata of a saved coordinator (format checked) and, when asked, every tensor by name."""
     path = Path(path)
     if not path.is_file():
         raise CoordinatorFileError(f"no saved coordinator at {path}")
     try:
         with safe_open(str(path), framework="pt") as f:
             meta = json.loads((f.metadata() or {})["trinity"])
-            params = f.get_tensor("params").numpy().astype(np.float64)
-            extras = {name: f.get_tensor(name).numpy().astype(np.float64) for name in f.keys() if name != "params"}
-    except (KeyError, ValueError, OSError, Exception) as e:
+            tensors = ({name: f.get_tensor(name).numpy().astype(np.float64) for name in f.keys()}
+                       if read_tensors else {})
+            if read_tensors and "params" not in tensors:
+                raise KeyError("params")
+    except Exception as e:
         raise CoordinatorFileError(f"{path} is not a saved coordinator: {e}") from None
     if meta.get("format") != FORMAT:
         raise CoordinatorFileError(f"{path} has format {meta.get('format')!r}, expected {FORMAT!r}")
-    return params, meta, extras
+    return meta, tensors
+
+
+def load_saved(path: str | os.PathLike) -> tuple[np.ndarray, dict[str, Any], dict[str, np.ndarray]]:
+    """(parameter vector, metadata, the extra tensors by name) of a saved coordinator."""
+    meta, tensors = _read_checked(path, read_tensors=True)
+    params = tensors.pop("params")
+    return params, meta, tensors
 
 
 def saved_pool_models(path: str | os.PathLike) -> list[str]:
     """The pool model names, in head order, a saved coordinator was trained for. Reads the file's header
     only (no tensor), so a server can refuse a coordinator before it loads or starts anything."""
-    path = Path(path)
-    if not path.is_file():
-        raise CoordinatorFileError(f"no saved coordinator at {path}")
-    try:
-        with safe_open(str(path), framework="pt") as f:
-            meta = json.loads((f.metadata() or {})["trinity"])
-    except Exception as e:
-        raise CoordinatorFileError(f"{path} is not a saved coordinator: {e}") from None
-    if meta.get("format") != FORMAT:
-        raise CoordinatorFileError(f"{path} has format {meta.get('format')!r}, expected {FORMAT!r}")
+    meta, _ = _read_checked(path, read_tensors=False)
     models = meta.get("pool_models")
     if not isinstance(models, list) or not models:
         raise CoordinatorFileError(f"{path} does not record the pool it was trained for (metadata 'pool_models')")
