@@ -58,7 +58,7 @@ def toy_cfg(*, strategy: str = "sep_cma", generations: int = 6, popsize: int | N
             "strategy": strategy, "sigma0": sigma0, "popsize": popsize, "generations": generations,
             "episodes_per_candidate": episodes,
             "fitness": {"entropy_weight": 0.15, "turn_weight": 0.10, "cost_weight": 0.0, "cost_unit": "usd"},
-            "validation": {"every": every, "items": 16}, "early_stop_patience": patience, "resume": True,
+            "validation": {"every": every, "n_items": 16}, "early_stop_patience": patience, "resume": True,
             "budget": {"max_cost_usd": None, "max_tokens": None, "max_calls": None}, **own,
         },
     })
@@ -69,7 +69,7 @@ class ToyProblem:
                  marker_dir: Path | None = None) -> None:
         self.seed = int(cfg.seed)
         self.episodes = int(cfg.evolve.episodes_per_candidate)
-        self.val_items = int(cfg.evolve.validation["items"])
+        self.val_items = int(cfg.evolve.validation["n_items"])
         self.sleep, self.marker_dir = sleep, marker_dir
         r = rng(self.seed, "toy-problem")
         self.features = r.standard_normal((n_items, n_features))

@@ -21,6 +21,8 @@ NEVER = {
     "eval": {"evolve", "serve"},
     "serve": {"evolve"},
     "pipeline": {"serve"},
+    "config_schema": {"pool", "episodes", "eval", "serve", "pipeline", "registry"},
+    "registry": {"pool", "coordinator", "episodes", "routers", "tasks", "evolve", "serve", "pipeline"},
 }
 
 

@@ -15,6 +15,7 @@ from typing import Any, Iterable
 
 from omegaconf import DictConfig, OmegaConf
 
+from trinity.config_schema import TrinityConfig, conform
 from trinity.errors import ConfigError
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -70,6 +71,7 @@ def load(params: str | os.PathLike | None = None, overrides: Iterable[str] = ())
         except Exception as e:  # yaml errors come in several types
             raise ConfigError(f"params file {path} is not valid YAML: {_first_line(e)}") from None
         validate(cfg)
+        OmegaConf.set_struct(cfg, True)   # as Hydra's composition: a key the config lacks is an error, not a new key
         return cfg
     return compose(overrides)
 
@@ -97,102 +99,18 @@ def _require(cfg: DictConfig, key: str) -> Any:
     return value
 
 
-def _non_negative(cfg: DictConfig, key: str, *, allow_null: bool = True, positive: bool = False) -> None:
-    value = _get(cfg, key)
-    if value is None:
-        if allow_null:
-            return
-        raise ConfigError(f"config key '{key}' must be set")
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigError(f"config key '{key}' must be a number, got {value!r}")
-    if value < 0 or (positive and value == 0):
-        raise ConfigError(f"config key '{key}' must be {'> 0' if positive else '>= 0'}, got {value}")
-
-
-def validate(cfg: DictConfig) -> None:
-    """Static checks that need no network and start nothing. Raises ConfigError naming the key."""
-    _require(cfg, "seed")
-    models = _require(cfg, "pool.models")
-    if not isinstance(models, DictConfig) or len(models) == 0:
-        raise ConfigError("config key 'pool.models' must map at least one model name to its settings")
-    for name in models:
-        for key in ("price_in_per_mtok", "price_out_per_mtok", "max_concurrency", "requests_per_minute"):
-            _non_negative(cfg, f"pool.models.{name}.{key}")
-    for key in ("pool.sampling.temperature", "pool.sampling.max_tokens", "pool.sampling.timeout_s"):
-        _non_negative(cfg, key)
-    for key in ("evolve.budget.max_cost_usd", "evolve.budget.max_tokens", "evolve.budget.max_calls"):
-        _non_negative(cfg, key)
-    _non_negative(cfg, "evolve.sigma0", allow_null=False, positive=True)
-    _non_negative(cfg, "evolve.generations", allow_null=False, positive=True)
-    _non_negative(cfg, "evolve.episodes_per_candidate", allow_null=False, positive=True)
-    _non_negative(cfg, "evolve.popsize", positive=True)
-    _non_negative(cfg, "protocol.max_turns", allow_null=False, positive=True)
-    from trinity.pipeline.items import train_items_mode
-
-    train_items_mode(cfg)  # evolve.train_items: resample | fixed
-    _validate_throughputs(cfg, models)
-    mode = _get(cfg, "evolve.response_cache")
-    if mode not in ("off", "read_write", "replay_only"):
-        raise ConfigError(f"config key 'evolve.response_cache' must be off|read_write|replay_only, got {mode!r}")
-    splits = _require(cfg, "tasks.splits")
-    total = sum(float(v) for v in splits.values())
-    if abs(total - 1.0) > 1e-6 or any(float(v) < 0 for v in splits.values()):
-        raise ConfigError(f"config key 'tasks.splits' must be non-negative fractions summing to 1, got {dict(splits)}")
-    kind = _get(cfg, "runner.kind")
-    if kind not in ("threads", "dask"):
-        raise ConfigError(f"config key 'runner.kind' must be threads|dask, got {kind!r}")
-    _validate_training(cfg)
+def validate(cfg: DictConfig) -> TrinityConfig:
+    """Static checks that need no network and start nothing: the typed schema (trinity.config_schema:
+    unknown keys, types, choices, ranges, rules between keys), then every selected ablation variant.
+    Returns the typed config. Raises ConfigError naming the key."""
+    typed = conform(cfg)
     _validate_ablations(cfg)
-    from trinity.evolve.fitness import frontier_cost_unit, frontier_cost_weights
-
-    frontier_cost_weights(cfg)   # evolve.cost_weights (the frontier stage)
-    frontier_cost_unit(cfg)
+    return typed
 
 
-def _validate_throughputs(cfg: DictConfig, models: DictConfig) -> None:
-    """Optional `pool.models.<m>.throughput`: {decode_tok_s, prefill_tok_s}, each a number > 0 or null
-    (not measured; trinity.evolve.efficiency then leaves the model out of the generation floor)."""
-    for name in models:
-        key = f"pool.models.{name}.throughput"
-        block = _get(cfg, key)
-        if block is None:
-            continue
-        if not isinstance(block, DictConfig):
-            raise ConfigError(f"config key '{key}' must map decode_tok_s and prefill_tok_s to tokens/s, got {block!r}")
-        unknown = sorted(set(block) - {"decode_tok_s", "prefill_tok_s"})
-        if unknown:
-            raise ConfigError(f"config key '{key}': unknown keys {unknown}; expected decode_tok_s, prefill_tok_s")
-        for rate in ("decode_tok_s", "prefill_tok_s"):
-            _non_negative(cfg, f"{key}.{rate}", positive=True)
-
-
-def _validate_training(cfg: DictConfig) -> None:
-    from trinity.evolve.algorithms import ALGORITHMS
-    from trinity.routers.base import ROLES
-
-    roles = _get(cfg, "coordinator.roles")
-    if roles is not None:
-        roles = [str(r) for r in roles]
-        if not roles or any(r not in ROLES for r in roles) or len(set(roles)) != len(roles) or "worker" not in roles:
-            raise ConfigError(f"config key 'coordinator.roles' must list distinct roles from {list(ROLES)} including "
-                              f"worker (only a Worker answers), got {roles}")
-    from trinity.coordinator.feature_norm import check_mode
-
-    check_mode(_get(cfg, "coordinator.features.normalize"))  # none | standardize | rebalance; absent = none
-    for key in ("memory_items", "prefix_tokens", "max_wait_ms"):
-        _non_negative(cfg, f"coordinator.feature_cache.{key}")
-    _non_negative(cfg, "coordinator.feature_cache.max_batch", positive=True)
-    if _get(cfg, "coordinator.feature_cache") is not None:
-        from trinity.coordinator.features.length_buckets import resolve_max_padding
-
-        resolve_max_padding(_get(cfg, "coordinator.feature_cache.max_padding"), "cpu")
-    strategy = _get(cfg, "evolve.strategy")
-    if strategy is not None and strategy not in ALGORITHMS:
-        raise ConfigError(f"config key 'evolve.strategy': unknown strategy {strategy!r}; known: {sorted(ALGORITHMS)}")
-    # an on-policy method learns from the head's recorded routing decisions; SVF parameters make none
-    if strategy is not None and ALGORITHMS[strategy].kind == "on_policy" and _get(cfg, "coordinator.svf.enabled"):
-        raise ConfigError(f"config key 'coordinator.svf.enabled' must be false with evolve.strategy={strategy} "
-                          "(policy gradient trains the routing head only)")
+def typed(cfg: DictConfig) -> TrinityConfig:
+    """The composed config as its typed, checked schema object (defaults filled from the schema)."""
+    return conform(cfg)
 
 
 def apply_overrides(cfg: DictConfig, overrides: Any, *, where: str) -> DictConfig:

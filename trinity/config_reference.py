@@ -7,7 +7,11 @@ tests/test_config_reference.py fails when the committed file is behind conf/.
 
 from __future__ import annotations
 
+import dataclasses
+import enum
+import typing
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -65,4 +69,75 @@ def render(root: Path | None = None) -> str:
             # A nested folder is a nested group: pool/profile/dominant.yaml is `pool/profile=dominant`.
             sub, _, leaf = name.rpartition("/")
             out += _section(f"{group.name}/{sub}={leaf}" if sub else f"{group.name}={name}", f, root)
+    out += schema_table()
     return "\n".join(out).rstrip("\n") + "\n"
+
+
+_SCHEMA_INTRO = """## Every key, typed (`trinity/config_schema/`)
+
+Each key a config may hold, with its type, the schema's default (what applies when no file sets it) and
+its allowed values or range. A key not in this table, a value of another type, a choice outside its list
+or a number out of range is refused naming the key (`config key 'evolve.sigmo' is not a known key (did
+you mean 'sigma0'?)`), when a config is composed and when a params.yaml is loaded.
+"""
+
+
+def schema_table() -> list[str]:
+    from trinity.config_schema import TrinityConfig
+
+    rows = ["| key | type | default | allowed |", "|---|---|---|---|"]
+    rows += [f"| `{k}` | {t} | {d} | {a} |" for k, t, d, a in _schema_rows(TrinityConfig, "")]
+    return ["", _SCHEMA_INTRO, *rows, ""]
+
+
+def _unwrap(tp: Any) -> tuple[Any, bool]:
+    args = [a for a in typing.get_args(tp) if a is not type(None)]
+    if typing.get_origin(tp) is typing.Union and len(args) == 1:
+        return args[0], True
+    return tp, False
+
+
+def _type_name(tp: Any) -> str:
+    origin = typing.get_origin(tp)
+    if origin in (list, typing.List):
+        return f"list of {_type_name(typing.get_args(tp)[0])}"
+    if origin in (dict, typing.Dict):
+        return "mapping"
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        return "choice"
+    return getattr(tp, "__name__", str(tp)).replace("Any", "any")
+
+
+def _schema_rows(cls: type, prefix: str) -> list[tuple[str, str, str, str]]:
+    hints = typing.get_type_hints(cls)
+    out = []
+    default_obj = cls()
+    for f in dataclasses.fields(cls):
+        key = f"{prefix}{f.name}"
+        tp, optional = _unwrap(hints[f.name])
+        if dataclasses.is_dataclass(tp):
+            out += _schema_rows(tp, f"{key}.")
+            continue
+        dict_args = typing.get_args(tp) if typing.get_origin(tp) in (dict, typing.Dict) else ()
+        if dict_args and dataclasses.is_dataclass(dict_args[1]):
+            out += _schema_rows(dict_args[1], f"{key}.<name>.")
+            continue
+        value = getattr(default_obj, f.name)
+        default = "required" if value == "???" else f"`{_show(value)}`"
+        allowed = " \\| ".join(m.value for m in tp) if isinstance(tp, type) and issubclass(tp, enum.Enum) else ""
+        bounds = [f"{sym} {f.metadata[k]}" for k, sym in (("gt", ">"), ("ge", ">="), ("le", "<=")) if k in f.metadata]
+        allowed = allowed or " and ".join(bounds)
+        out.append((key, _type_name(tp) + (" or null" if optional else ""), default, allowed))
+    return out
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, enum.Enum):
+        return value.value
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, str) and len(value) > 40:
+        return value[:37].replace("\n", " ") + "..."
+    return str(value).replace("\n", " ")

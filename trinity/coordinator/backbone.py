@@ -81,11 +81,13 @@ def resolve_dtype(name: str | None) -> torch.dtype:
 
 def load_backbone(backbone_cfg: Any, model_cache: str | os.PathLike | None = None) -> Backbone:
     """Load the backbone described by `cfg.coordinator.backbone` (keys: source, id, revision, dtype, device)."""
-    source = str(backbone_cfg.get("source", "hub"))
-    model_id = str(backbone_cfg["id"])
-    revision = backbone_cfg.get("revision")
-    dtype = resolve_dtype(backbone_cfg.get("dtype"))
-    device = resolve_device(backbone_cfg.get("device"))
+    from trinity.config_schema import section
+    from trinity.config_schema.coordinator import Backbone as BackboneSchema
+
+    spec = section(backbone_cfg, BackboneSchema, "coordinator.backbone")
+    source, model_id, revision = spec.source.value, spec.id, spec.revision
+    dtype = resolve_dtype(spec.dtype.value)
+    device = resolve_device(spec.device)
     if source == "asset":
         from trinity.setup.assets import get_asset, model_path
 

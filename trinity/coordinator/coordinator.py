@@ -28,9 +28,12 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
+from omegaconf import OmegaConf
 
+from trinity.config_schema import section
+from trinity.config_schema.coordinator import CoordinatorConfig
 from trinity.coordinator.backbone import Backbone, load_backbone
-from trinity.coordinator.feature_norm import (STATE_IDENTITY, FeatureNorm, FeatureNormError, check_mode, configured_mode,
+from trinity.coordinator.feature_norm import (STATE_IDENTITY, FeatureNorm, FeatureNormError, check_mode,
                                               fit_feature_norm)
 from trinity.coordinator.features.content_cache import FeatureCache
 from trinity.coordinator.features.engine import FeatureEngine, FeatureRequest
@@ -47,9 +50,14 @@ from trinity.routers.coordinator import CoordinatorRouter
 log = logging.getLogger(__name__)
 
 
+def coordinator_section(cfg: Any) -> CoordinatorConfig:
+    """`cfg.coordinator` as its checked schema (absent keys: the schema's defaults)."""
+    return section(cfg.coordinator, CoordinatorConfig, "coordinator")
+
+
 def configured_roles(cfg: Any) -> tuple[str, ...]:
     """`coordinator.roles` (default: all of ROLES) in ROLES order."""
-    roles = cfg.coordinator.get("roles")
+    roles = coordinator_section(cfg).roles
     try:
         return check_roles(None if roles is None else list(roles))
     except ValueError as e:
@@ -106,29 +114,26 @@ class Coordinator:
 
     @classmethod
     def from_config(cls, cfg: Any, backbone: Backbone | None = None) -> "Coordinator":
-        c = cfg.coordinator
-        fc = c.get("feature_cache", {}) or {}
-        svf = c.get("svf", {}) or {}
-        disk = None
-        if fc.get("disk", False):
-            disk = Path(str(cfg.paths.cache)) / "features" / "features.sqlite"
-        normalize = configured_mode(cfg)  # a bad value fails before the backbone loads
+        c = coordinator_section(cfg)
+        fc = c.feature_cache
+        disk = Path(str(cfg.paths.cache)) / "features" / "features.sqlite" if fc.disk else None
+        normalize = c.features.normalize.value
         if backbone is None:
-            backbone = load_backbone(c.backbone, cfg.paths.get("model_cache"))
+            backbone = load_backbone(c.backbone, OmegaConf.select(cfg, "paths.model_cache", default=None))
         return cls(
             backbone,
             [str(name) for name in cfg.pool.models],
             str(cfg.protocol.coordinator_system),
-            token_position=int(c.get("token_position", -2)),
+            token_position=c.token_position,
             roles=configured_roles(cfg),
-            svf_matrices=list(svf.get("matrices", []) or []) if svf.get("enabled", False) else (),
-            routing=str(c.get("routing", "sample")),
-            memory_items=int(fc.get("memory_items", 4096)),
+            svf_matrices=list(c.svf.matrices) if c.svf.enabled else (),
+            routing=c.routing.value,
+            memory_items=fc.memory_items,
             disk_cache=disk,
-            prefix_tokens=int(fc.get("prefix_tokens", 32768)),
-            max_batch=int(fc.get("max_batch", 16)),
-            max_padding=fc.get("max_padding", "auto"),
-            max_wait_s=float(fc.get("max_wait_ms", 2)) / 1000.0,
+            prefix_tokens=fc.prefix_tokens,
+            max_batch=fc.max_batch,
+            max_padding=fc.max_padding,
+            max_wait_s=float(fc.max_wait_ms) / 1000.0,
             normalize=normalize,
             fit_norm=_training_norm_fitter(cfg, keep_shared=normalize == "rebalance") if normalize != "none" else None,
         )
@@ -196,10 +201,12 @@ class Coordinator:
         return CoordinatorRouter(self.head_for(params), self.service, self.layout.svf_deltas(params),
                                  mode or self.routing, record=record)
 
-    def precompute(self, transcripts: Sequence[str], svf_deltas: np.ndarray | None = None) -> np.ndarray:
+    def precompute(self, transcripts: Sequence[str], svf_deltas: np.ndarray | None = None, *,
+                   isolated: bool = False) -> np.ndarray:
+        """`isolated=True`: bytes independent of what this coordinator computed before (FeatureEngine.features)."""
         if not transcripts:
             return np.zeros((0, self.hidden_size), dtype=np.float32)
-        return self.engine.features([FeatureRequest(t, svf_deltas) for t in transcripts])
+        return self.engine.features([FeatureRequest(t, svf_deltas) for t in transcripts], isolated=isolated)
 
     # ------------------------------------------------------------------ save / load
     def metadata(self) -> dict[str, Any]:
@@ -243,15 +250,15 @@ class Coordinator:
         statistics (standardize|rebalance) are the stored ones, not fitted from any states."""
         _, meta, _ = load_saved(path)
         # Cheap checks first, so a wrong pool fails before the backbone loads.
-        svf = cfg.coordinator.get("svf", {}) or {}
+        c = coordinator_section(cfg)
         early = {
             "pool_models": [str(n) for n in cfg.pool.models],
-            "backbone_id": str(cfg.coordinator.backbone.id),
-            "token_position": int(cfg.coordinator.get("token_position", -2)),
+            "backbone_id": c.backbone.id,
+            "token_position": c.token_position,
             "roles": list(configured_roles(cfg)),
-            "feature_normalize": configured_mode(cfg),
+            "feature_normalize": c.features.normalize.value,
         }
-        if not svf.get("enabled", False):
+        if not c.svf.enabled:
             early["svf_matrices"] = []
         check_metadata(meta, early, path)
         coord = cls.from_config(cfg, backbone=backbone)

@@ -41,11 +41,12 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from trinity.config_schema.choices import FeatureNormalize
 from trinity.errors import ConfigError, TrinityError
 
 log = logging.getLogger(__name__)
 
-MODES = ("none", "standardize", "rebalance")
+MODES = tuple(m.value for m in FeatureNormalize)
 KEY = "coordinator.features.normalize"
 FLOOR_FRACTION = 1e-2
 ABS_FLOOR = 1e-6
@@ -63,12 +64,6 @@ def check_mode(value: Any) -> str:
     if not isinstance(mode, str) or mode not in MODES:
         raise ConfigError(f"config key '{KEY}' must be one of {'|'.join(MODES)}, got {value!r}")
     return mode
-
-
-def configured_mode(cfg: Any) -> str:
-    """`coordinator.features.normalize` of a composed config; absent (an older params.yaml) means none."""
-    features = cfg.coordinator.get("features") or {}
-    return check_mode(features.get("normalize", "none"))
 
 
 @dataclass(frozen=True, eq=False)

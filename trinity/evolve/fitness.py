@@ -22,18 +22,22 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from trinity.config_schema import choice, section
+from trinity.config_schema.choices import CostUnit, FrontierCostUnit
+from trinity.config_schema.evolve import CostWeights, Fitness
 from trinity.episodes.trace import Trace
 from trinity.errors import ConfigError
 
-COST_UNITS = ("usd", "ktokens")
+COST_UNITS = tuple(u.value for u in CostUnit)
+_DEFAULT = Fitness()   # the defaults live in the schema (evolve.fitness)
 
 
 @dataclass(frozen=True)
 class FitnessWeights:
-    entropy_weight: float = 0.15
-    turn_weight: float = 0.10
-    cost_weight: float = 0.0
-    cost_unit: str = "usd"
+    entropy_weight: float = _DEFAULT.entropy_weight
+    turn_weight: float = _DEFAULT.turn_weight
+    cost_weight: float = _DEFAULT.cost_weight
+    cost_unit: str = _DEFAULT.cost_unit.value
 
     def __post_init__(self) -> None:
         if self.cost_unit not in COST_UNITS:
@@ -41,9 +45,9 @@ class FitnessWeights:
 
     @classmethod
     def from_cfg(cls, fitness_cfg: Any) -> "FitnessWeights":
-        get = fitness_cfg.get
-        return cls(float(get("entropy_weight", 0.15)), float(get("turn_weight", 0.10)),
-                   float(get("cost_weight", 0.0)), str(get("cost_unit", "usd")))
+        """From `cfg.evolve.fitness` (absent keys: the schema's defaults)."""
+        f = section(fitness_cfg, Fitness, "evolve.fitness")
+        return cls(float(f.entropy_weight), float(f.turn_weight), float(f.cost_weight), f.cost_unit.value)
 
 
 @dataclass(frozen=True)
@@ -55,28 +59,13 @@ class FitnessParts:
     fitness: float
 
 
-FRONTIER_UNITS = ("auto", *COST_UNITS)
-
-
 def frontier_cost_weights(cfg: Any) -> list[float]:
     """`evolve.cost_weights` (the frontier stage trains one coordinator per weight): distinct numbers
-    >= 0; [] or absent: no frontier."""
+    >= 0 (checked by the schema); [] or absent: no frontier."""
     from omegaconf import OmegaConf
 
     raw = OmegaConf.select(cfg, "evolve.cost_weights", default=None)
-    if raw is None:
-        return []
-    values = OmegaConf.to_container(raw, resolve=True) if OmegaConf.is_config(raw) else raw
-    if not isinstance(values, list):
-        raise ConfigError(f"config key 'evolve.cost_weights' must be a list of numbers >= 0, got {raw!r}")
-    out: list[float] = []
-    for v in values:
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-            raise ConfigError(f"config key 'evolve.cost_weights' must hold numbers >= 0, got {v!r}")
-        if float(v) in out:
-            raise ConfigError(f"config key 'evolve.cost_weights': {v!r} is listed twice")
-        out.append(float(v))
-    return out
+    return [float(w) for w in section({"weights": raw or []}, CostWeights, "evolve.cost_weights").weights]
 
 
 def frontier_cost_unit(cfg: Any) -> str:
@@ -84,12 +73,10 @@ def frontier_cost_unit(cfg: Any) -> str:
     model would cost nothing in dollars and take every turn), else thousands of tokens."""
     from omegaconf import OmegaConf
 
-    unit = OmegaConf.select(cfg, "evolve.cost_weights_unit", default="auto")
-    if unit not in FRONTIER_UNITS:
-        raise ConfigError(f"config key 'evolve.cost_weights_unit' must be one of {'|'.join(FRONTIER_UNITS)}, "
-                          f"got {unit!r}")
+    unit = choice(FrontierCostUnit, OmegaConf.select(cfg, "evolve.cost_weights_unit", default="auto"),
+                  "evolve.cost_weights_unit").value
     if unit != "auto":
-        return str(unit)
+        return unit
     models = OmegaConf.select(cfg, "pool.models", default=None) or {}
     priced = all(float(m.get("price_in_per_mtok") or 0) > 0 or float(m.get("price_out_per_mtok") or 0) > 0
                  for m in models.values())

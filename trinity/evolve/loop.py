@@ -41,15 +41,20 @@ generation in progress and stops at the last committed boundary, with everything
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
+from trinity.config_schema import choice, section
+from trinity.config_schema.choices import RoutingMode
+from trinity.config_schema.evolve import EvolveConfig
 from trinity.episodes.trace import Trace
 from trinity.errors import ConfigError, TrinityError
 from trinity.evolve.algorithms import Algorithm, make_algorithm
@@ -97,17 +102,17 @@ class EvolveSettings:
 
     @classmethod
     def from_cfg(cls, cfg: DictConfig) -> "EvolveSettings":
-        ev = cfg.evolve
-        val = ev.get("validation") or {}
-        strategy = str(ev.get("strategy", "sep_cma"))
-        options = ev.get(strategy)
-        options = OmegaConf.to_container(options, resolve=True) if isinstance(options, DictConfig) else dict(options or {})
-        routing = str(OmegaConf.select(cfg, "coordinator.routing", default=None) or "sample")
-        if routing not in VALIDATION_MODES:
-            raise ConfigError(f"config key 'coordinator.routing' must be one of {VALIDATION_MODES}, got {routing!r}")
-        return cls(strategy, float(ev.sigma0), ev.get("popsize"), int(ev.generations),
-                   val.get("every") or None, ev.get("early_stop_patience") or None, bool(ev.get("resume", True)),
-                   int(OmegaConf.select(cfg, "protocol.max_turns")), FitnessWeights.from_cfg(ev.get("fitness") or {}),
+        ev = section(cfg.evolve, EvolveConfig, "evolve")
+        options = getattr(ev, ev.strategy, None)   # evolve.<strategy>: that algorithm's own settings
+        options = {k: (v.value if isinstance(v, Enum) else v) for k, v in vars(options).items()} if options else {}
+        routing = choice(RoutingMode, OmegaConf.select(cfg, "coordinator.routing", default="sample"),
+                         "coordinator.routing").value
+        fitness = ev.fitness
+        return cls(ev.strategy, float(ev.sigma0), ev.popsize, int(ev.generations),
+                   ev.validation.every or None, ev.early_stop_patience or None, ev.resume,
+                   int(OmegaConf.select(cfg, "protocol.max_turns")),
+                   FitnessWeights(float(fitness.entropy_weight), float(fitness.turn_weight),
+                                  float(fitness.cost_weight), fitness.cost_unit.value),
                    options, routing, pool_throughputs(OmegaConf.select(cfg, "pool")))
 
 
@@ -140,16 +145,28 @@ def run_evolution(
     reports_dir: Path | None = None,
     describe_mean: DescribeMean | None = None,
     reference_lines: dict[str, float] | None = None,
+    x0: np.ndarray | None = None,
+    sigma0: float | None = None,
 ) -> EvolutionResult:
     """Evolve, resuming from out_dir/checkpoint.pkl when present (unless fresh or evolve.resume=false).
 
     Validations of the mean run with both routing modes; the best is chosen by the reward under
-    `coordinator.routing` (default "sample"), x0's validation (generation -1) included."""
+    `coordinator.routing` (default "sample"), x0's validation (generation -1) included.
+
+    `x0` (default zeros: uniform routing) is a warm start's initial mean, e.g. a champion's parameters
+    mapped onto this pool (trinity.coordinator.warm_start); `sigma0` replaces evolve.sigma0 then. Both
+    are part of the checkpoint's fingerprint: a run is resumed only from the same start."""
     s = EvolveSettings.from_cfg(cfg)
+    if sigma0 is not None:
+        s = dataclasses.replace(s, sigma0=float(sigma0))
+    if x0 is not None:
+        x0 = np.asarray(x0, dtype=np.float64).ravel()
+        if x0.size != n_params:
+            raise TrinityError(f"x0 has {x0.size} numbers, the coordinator {n_params}")
     paths = RunPaths(Path(out_dir), Path(metrics_dir or OmegaConf.select(cfg, "paths.metrics") or "metrics"),
                      Path(reports_dir or OmegaConf.select(cfg, "paths.reports") or "reports"))
     paths.out_dir.mkdir(parents=True, exist_ok=True)
-    fingerprint = config_fingerprint(cfg, n_params)
+    fingerprint = start_fingerprint(config_fingerprint(cfg, n_params), x0, s.sigma0 if x0 is not None else None)
     algorithm = make_algorithm(s.strategy, n_params, popsize=s.popsize, options=s.options)
     if fresh or not s.resume:
         paths.clear()
@@ -167,7 +184,7 @@ def run_evolution(
         log.info("evolve: resuming %s at generation %d/%d", paths.checkpoint, run["next_generation"], s.generations)
     else:
         seed_global_rngs(derive_seed(cfg.seed, "evolve", "global-rng"))
-        run = _new_run(algorithm, s, fingerprint, derive_seed(cfg.seed, "evolve", s.strategy))
+        run = _new_run(algorithm, s, fingerprint, derive_seed(cfg.seed, "evolve", s.strategy), x0)
     # Parts past the checkpoint are from a step it did not commit: that step runs again and rewrites them.
     removed = prune_parts(paths.parts, run["episode_parts"])
     if removed:
@@ -222,8 +239,21 @@ def run_evolution(
         x0_validation_reward=versus["x0_validation_reward"], beats_x0=versus["beats_x0"])
 
 
-def _new_run(algorithm: Algorithm, s: EvolveSettings, fingerprint: str, seed: int) -> dict[str, Any]:
-    x0 = np.zeros(algorithm.n_params)  # the spec's x0: W = 0 routes uniformly
+def start_fingerprint(fingerprint: str, x0: np.ndarray | None, sigma0: float | None) -> str:
+    """The config's fingerprint, extended by a warm start's x0 and step size (unchanged for x0 = 0)."""
+    if x0 is None:
+        return fingerprint
+    import hashlib
+
+    h = hashlib.sha256(fingerprint.encode())
+    h.update(np.ascontiguousarray(x0, dtype=np.float64).tobytes())
+    h.update(repr(sigma0).encode())
+    return h.hexdigest()[:16]
+
+
+def _new_run(algorithm: Algorithm, s: EvolveSettings, fingerprint: str, seed: int,
+             x0: np.ndarray | None = None) -> dict[str, Any]:
+    x0 = np.zeros(algorithm.n_params) if x0 is None else x0  # the spec's x0: W = 0 routes uniformly
     return {"version": CHECKPOINT_VERSION, "fingerprint": fingerprint, "strategy": algorithm.name,
             "n_params": algorithm.n_params, "popsize": algorithm.popsize, "generations_planned": s.generations,
             "validation_routing": s.routing, "state": _KINDS[algorithm.kind].init(algorithm, x0, s, seed),

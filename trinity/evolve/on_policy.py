@@ -17,10 +17,13 @@ an error. Settings (the learning rate among them) come from `evolve.<name>`
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from enum import Enum
 from typing import Any, ClassVar, Mapping, Sequence
 
 import numpy as np
 
+from trinity.config_schema import section
+from trinity.config_schema.evolve import Reinforce as ReinforceOptions
 from trinity.errors import ConfigError
 from trinity.evolve.strategies import check_options, default_popsize, frozen_array
 
@@ -101,14 +104,11 @@ class Reinforce(OnPolicyMethod):
     """
 
     name = "reinforce"
-    option_defaults = {"learning_rate": 0.001, "optimizer": "adam", "beta1": 0.9, "beta2": 0.999, "eps": 1e-8}
+    option_defaults = {k: (v.value if isinstance(v, Enum) else v) for k, v in vars(ReinforceOptions()).items()}
 
     def __init__(self, n_params: int, **kw: Any) -> None:
         super().__init__(n_params, **kw)
-        if self.options["optimizer"] not in ("adam", "sgd"):
-            raise ConfigError(f"config key 'evolve.reinforce.optimizer' must be adam|sgd, got {self.options['optimizer']!r}")
-        if not float(self.options["learning_rate"]) > 0:
-            raise ConfigError(f"config key 'evolve.reinforce.learning_rate' must be > 0, got {self.options['learning_rate']!r}")
+        section(self.options, ReinforceOptions, "evolve.reinforce")   # types, optimizer choice, ranges
         self.learning_rate = float(self.options["learning_rate"])
 
     def init(self, x0: np.ndarray) -> ReinforceState:

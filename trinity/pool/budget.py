@@ -43,9 +43,11 @@ class Budget:
     @classmethod
     def from_config(cls, budget_cfg: Mapping[str, Any] | None) -> "Budget":
         """From `cfg.evolve.budget` (keys max_cost_usd, max_tokens, max_calls; null = unlimited)."""
-        cfg = budget_cfg or {}
-        return cls(max_cost_usd=cfg.get("max_cost_usd"), max_tokens=cfg.get("max_tokens"),
-                   max_calls=cfg.get("max_calls"))
+        from trinity.config_schema import section
+        from trinity.config_schema.evolve import BudgetLimits
+
+        limits = section(budget_cfg, BudgetLimits, "evolve.budget")
+        return cls(max_cost_usd=limits.max_cost_usd, max_tokens=limits.max_tokens, max_calls=limits.max_calls)
 
     @property
     def reason(self) -> str | None:

@@ -43,6 +43,8 @@ from typing import Any, AsyncIterator, Callable, Mapping, Sequence
 
 import httpx
 
+from trinity.config_schema import section
+from trinity.config_schema.pool import Retry
 from trinity.pool.budget import Budget, RunTotals
 from trinity.pool.cache import CACHE_MODES, CachedReply, ResponseCache, cache_key
 from trinity.pool.errors import (BudgetExhaustedError, CacheMissError, CallFailure, MalformedResponseError,
@@ -58,18 +60,21 @@ log = logging.getLogger(__name__)
 DEFAULT_CONCURRENCY = 64
 
 
+_RETRY = Retry()   # the defaults live in the schema (pool.retry)
+
+
 @dataclass(frozen=True)
 class RetryPolicy:
-    max_retries: int = 4
-    backoff_base_s: float = 0.5      # first retry waits about this long, doubling each time
-    backoff_max_s: float = 30.0
-    jitter: float = 0.25             # each wait is shortened by a random fraction up to this
-    retry_after_max_s: float = 120.0  # a server asking for longer than this is waited for this long
+    max_retries: int = _RETRY.max_retries
+    backoff_base_s: float = _RETRY.backoff_base_s      # first retry waits about this long, doubling each time
+    backoff_max_s: float = _RETRY.backoff_max_s
+    jitter: float = _RETRY.jitter                      # each wait is shortened by a random fraction up to this
+    retry_after_max_s: float = _RETRY.retry_after_max_s  # a server asking for longer is waited for this long
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any] | None) -> "RetryPolicy":
-        cfg = cfg or {}
-        return cls(**{k: cfg[k] for k in cls.__dataclass_fields__ if cfg.get(k) is not None})
+        """From the optional `pool.retry` section (absent keys: the schema's defaults)."""
+        return cls(**vars(section(cfg, Retry, "pool.retry")))
 
     def delay_s(self, retries_done: int, retry_after_s: float | None, rng: random.Random) -> float:
         if retry_after_s is not None:

@@ -13,13 +13,15 @@ import os
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
+from trinity.config_schema import section
+from trinity.config_schema.choices import RoutingMode
+from trinity.config_schema.serve import ServeConfig
 from trinity.errors import ConfigError
 from trinity.routers.base import ROLES
 
-ROUTING_MODES = ("argmax", "sample")
-CACHE_MODES = ("off", "read_write")
+ROUTING_MODES = tuple(m.value for m in RoutingMode)   # what a request may ask for (trinity.routing)
 
 
 @dataclass(frozen=True)
@@ -94,52 +96,26 @@ class ServeSettings:
 
     @classmethod
     def from_cfg(cls, cfg: DictConfig) -> "ServeSettings":
-        """From the whole composed config (needs cfg.serve, cfg.pool.models, cfg.protocol.max_turns)."""
-        s = OmegaConf.to_container(cfg.serve, resolve=True) if isinstance(cfg.serve, DictConfig) else dict(cfg.serve)
-        limits = s.get("limits") or {}
+        """From the whole composed config (needs cfg.serve, cfg.pool.models, cfg.protocol.max_turns).
+        Types, choices and ranges are the schema's (trinity.config_schema.serve); this adds the role policy."""
+        s = section(cfg.serve, ServeConfig, "serve")
         agents = [str(name) for name in cfg.pool.models]
-        protocol_turns = int(cfg.protocol.max_turns)
-        max_turns = _int(limits.get("max_turns"), "serve.limits.max_turns", default=protocol_turns)
-        routing = s.get("routing", "argmax")
-        if routing not in ROUTING_MODES:
-            raise ConfigError(f"config key 'serve.routing' must be argmax|sample, got {routing!r}")
-        cache = s.get("response_cache", "off")
-        cache = "off" if cache is False else cache  # YAML 1.1 reads a bare `off` as false
-        if cache not in CACHE_MODES:
-            raise ConfigError(f"config key 'serve.response_cache' must be off|read_write, got {cache!r}")
-        cost = limits.get("max_cost_usd")
-        if cost is not None and (isinstance(cost, bool) or not isinstance(cost, (int, float)) or cost <= 0):
-            raise ConfigError(f"config key 'serve.limits.max_cost_usd' must be > 0 or null, got {cost!r}")
-        port = _int(s.get("port"), "serve.port", minimum=0)
-        if port > 65535:
-            raise ConfigError(f"config key 'serve.port' must be a TCP port, got {port}")
-        roles = s.get("roles") or {}
-        unknown = sorted(set(roles) - set(ROLES))
-        if unknown:
-            raise ConfigError(f"config key 'serve.roles.{unknown[0]}' is not a role ({', '.join(ROLES)})")
         try:
             policy = RolePolicy.everyone(agents).narrowed(
-                {r: (roles.get(r) or {}).get("allow") for r in ROLES},
-                {r: (roles.get(r) or {}).get("deny") or [] for r in ROLES}, where="serve.roles")
+                {r: s.roles[r].allow if r in s.roles else None for r in ROLES},
+                {r: s.roles[r].deny if r in s.roles else [] for r in ROLES}, where="serve.roles")
         except PolicyError as e:
             raise ConfigError(f"config key '{e.key}': {e.message}") from None
+        limits = s.limits
         return cls(
-            host=str(s.get("host", "127.0.0.1")),
-            port=port,
-            model_name=str(s.get("model_name", "trinity")),
-            routing=routing,
-            auth_token_env=s.get("auth_token_env") or None,
-            max_concurrency=_int(s.get("max_concurrency"), "serve.max_concurrency"),
-            retry_after_s=_int(s.get("retry_after_s", 1), "serve.retry_after_s"),
-            max_request_bytes=_int(s.get("max_request_bytes"), "serve.max_request_bytes"),
-            max_messages=_int(s.get("max_messages", 64), "serve.max_messages"),
-            response_cache=cache,
-            keepalive_s=float(s.get("keepalive_s", 15)),
-            log_prompts=bool(s.get("log_prompts", False)),
-            answer_first=bool(s.get("answer_first", True)),
-            max_turns=max_turns,
-            max_tokens=_int(limits.get("max_tokens", 1024), "serve.limits.max_tokens"),
-            max_cost_usd=float(cost) if cost is not None else None,
+            host=s.host, port=s.port, model_name=s.model_name, routing=s.routing.value,
+            auth_token_env=s.auth_token_env or None, max_concurrency=s.max_concurrency,
+            retry_after_s=s.retry_after_s, max_request_bytes=s.max_request_bytes, max_messages=s.max_messages,
+            response_cache=s.response_cache.value, keepalive_s=float(s.keepalive_s), log_prompts=s.log_prompts,
+            answer_first=s.answer_first,
+            max_turns=limits.max_turns if limits.max_turns is not None else int(cfg.protocol.max_turns),
+            max_tokens=limits.max_tokens,
+            max_cost_usd=float(limits.max_cost_usd) if limits.max_cost_usd is not None else None,
             policy=policy,
         )
 
@@ -162,11 +138,3 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
-
-
-def _int(value: Any, key: str, *, default: int | None = None, minimum: int = 1) -> int:
-    if value is None and default is not None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ConfigError(f"config key '{key}' must be an integer >= {minimum}, got {value!r}")
-    return value

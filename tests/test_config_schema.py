@@ -1,0 +1,113 @@
+"""The typed schema (trinity.config_schema): a typo, a wrong type, a choice outside its enum or a number
+out of range in a params.yaml or a composed config is one ConfigError naming the full key; readers get
+the schema's defaults for what a section leaves out, so code holds no defaults of its own."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import yaml
+from omegaconf import OmegaConf
+
+from trinity import config
+from trinity.config_schema import TrinityConfig, choice, conform, section
+from trinity.config_schema.choices import ResponseCacheMode, RoutingMode
+from trinity.config_schema.pool import Retry
+from trinity.errors import ConfigError
+
+
+def _params_with(tmp_path, edit) -> str:
+    data = OmegaConf.to_container(config.compose(), resolve=False)
+    edit(data)
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return str(path)
+
+
+@pytest.mark.parametrize("edit, needles", [
+    (lambda d: d["evolve"].__setitem__("sigmo", 0.1), ["'evolve.sigmo' is not a known key", "did you mean 'sigma0'"]),
+    (lambda d: d["pool"]["models"]["smollm2-135m"].__setitem__("prot", 1), ["pool.models.smollm2-135m.prot"]),
+    (lambda d: d.__setitem__("sede", 1), ["'sede' is not a known key", "did you mean 'seed'"]),
+    (lambda d: d["evolve"].__setitem__("train_items", "sometimes"), ["evolve.train_items", "resample|fixed"]),
+    (lambda d: d["serve"].__setitem__("port", 70000), ["serve.port", "<= 65535"]),
+    (lambda d: d["coordinator"]["backbone"].__setitem__("dtype", "int3"), ["coordinator.backbone.dtype"]),
+    (lambda d: d["evolve"].__setitem__("cost_weights", [0, -1]), ["evolve.cost_weights[1]", ">= 0"]),
+    (lambda d: d["evolve"].__setitem__("cost_weights", [2, 2]), ["evolve.cost_weights", "twice"]),
+    (lambda d: d["tasks"].__setitem__("train", ["mmlu", "nosuchsuite"]), ["tasks.train", "nosuchsuite"]),
+    (lambda d: d["eval"].__setitem__("sets", ["test", "holdout"]), ["eval.sets"]),
+    (lambda d: d["protocol"].__setitem__("thought_format", "no placeholders"), ["protocol.thought_format", "{n}"]),
+    (lambda d: d["protocol"].__setitem__("max_tokens", {"planner": 5}), ["protocol.max_tokens", "planner"]),
+    (lambda d: d["serve"]["roles"].__setitem__("boss", {"allow": None, "deny": []}), ["serve.roles.boss"]),
+    (lambda d: d["pool"]["models"]["smollm2-135m"]["throughput"].__setitem__("decode_tok_s", 0),
+     ["pool.models.smollm2-135m.throughput.decode_tok_s", "> 0"]),
+])
+def test_a_bad_params_file_is_refused_naming_the_key(tmp_path, edit, needles):
+    path = _params_with(tmp_path, edit)
+    with pytest.raises(ConfigError) as e:
+        config.load(path)
+    for needle in needles:
+        assert needle in str(e.value)
+
+
+def test_a_loaded_params_file_is_in_struct_mode(tmp_path):
+    cfg = config.load(_params_with(tmp_path, lambda d: None))
+    with pytest.raises(Exception):
+        cfg.evolve.sigmo = 1   # a key the config lacks is an error, not a new key
+    assert cfg.evolve.sigma0 == config.compose().evolve.sigma0
+
+
+def test_every_composed_key_has_a_schema_field_and_the_typed_config_matches_it():
+    cfg = config.compose(["experiment=routing_benchmark"])
+    typed = config.validate(cfg)
+    assert isinstance(typed, TrinityConfig)
+    assert typed.evolve.response_cache is ResponseCacheMode(cfg.evolve.response_cache)
+    for name, model in cfg.pool.models.items():
+        assert typed.pool.models[name].price_in_per_mtok == model.price_in_per_mtok
+    assert list(typed.pool.models) == list(cfg.pool.models)
+    assert typed.tasks.splits.test == cfg.tasks.splits.test
+
+
+def test_the_composed_config_is_left_as_written():
+    """Validation fills nothing in: params.yaml and DVC's parameter hashes do not change with the schema."""
+    cfg = config.compose()
+    before = OmegaConf.to_yaml(cfg)
+    config.validate(cfg)
+    assert OmegaConf.to_yaml(cfg) == before
+    assert "retry" not in cfg.pool   # absent in conf/: the schema's defaults apply when it is read
+
+
+def test_sections_fill_absent_keys_from_the_schema_and_readers_use_them():
+    from trinity.evolve.fitness import FitnessWeights
+    from trinity.pool.budget import Budget
+    from trinity.pool.client import RetryPolicy
+
+    assert dataclasses.asdict(RetryPolicy.from_config(None)) == dataclasses.asdict(Retry())
+    assert RetryPolicy.from_config({"max_retries": 9}).max_retries == 9
+    assert RetryPolicy() == RetryPolicy.from_config({})
+    with pytest.raises(ConfigError, match=r"pool\.retry\.jitter"):
+        RetryPolicy.from_config({"jitter": 2})
+    assert FitnessWeights.from_cfg({}) == FitnessWeights()
+    with pytest.raises(ConfigError, match=r"evolve\.fitness\.cost_unit"):
+        FitnessWeights.from_cfg({"cost_unit": "euro"})
+    assert Budget.from_config(None).max_calls is None
+    with pytest.raises(ConfigError, match=r"evolve\.budget\.max_calls"):
+        Budget.from_config({"max_calls": -5})
+
+
+def test_a_section_refuses_an_unknown_key_with_its_full_key():
+    with pytest.raises(ConfigError, match=r"'pool\.retry\.max_retrys' is not a known key.*max_retries"):
+        section({"max_retrys": 3}, Retry, "pool.retry")
+
+
+def test_choice_names_the_key_and_the_allowed_values():
+    assert choice(RoutingMode, "argmax", "coordinator.routing") is RoutingMode.argmax
+    with pytest.raises(ConfigError, match=r"'coordinator\.routing' must be one of sample\|argmax, got 'best'"):
+        choice(RoutingMode, "best", "coordinator.routing")
+
+
+def test_rules_between_keys():
+    with pytest.raises(ConfigError, match=r"coordinator\.svf\.enabled.*reinforce"):
+        conform(config.compose(["evolve=reinforce", "coordinator.svf.enabled=true"], validate_cfg=False))
+    with pytest.raises(ConfigError, match=r"coordinator\.roles.*worker"):
+        conform(config.compose(["coordinator.roles=[thinker]"], validate_cfg=False))

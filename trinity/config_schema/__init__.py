@@ -1,0 +1,100 @@
+"""The typed shape of the configuration: one dataclass schema per config group (pool, coordinator,
+protocol, tasks, evolve, eval, serve, ablations, paths) under one root, enums for the closed choices
+(choices.py) and range checks declared on the fields (fields.py), applied in one place.
+
+`conform(cfg)` checks a composed config (from Hydra or a params.yaml) against the schema: an unknown
+key (a typo), a value of the wrong type, a choice outside its enum or a number out of range is one
+ConfigError naming the full key. It returns the typed config, whose absent optional keys hold the
+schema's defaults; those defaults are the only ones (readers use `section`, never `.get(key, default)`).
+
+Why a merge after composition rather than the schema in Hydra's defaults list: `dvc exp run -S` composes
+conf/ with its own Hydra, which does not run this package, and a params.yaml is read without Hydra.
+The composed config itself is left as written (params.yaml and DVC's parameter hashes do not change)."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import re
+from collections.abc import Mapping
+from enum import Enum
+from typing import Any, TypeVar
+
+from trinity.config_schema.fields import check_tree
+from trinity.config_schema.root import TrinityConfig
+from trinity.errors import ConfigError
+
+T = TypeVar("T")
+E = TypeVar("E", bound=Enum)
+
+__all__ = ["TrinityConfig", "choice", "conform", "section"]
+
+
+def conform(cfg: Any) -> TrinityConfig:
+    """`cfg` (the whole composed config) as a checked TrinityConfig; ConfigError names the key."""
+    typed = _typed(cfg, TrinityConfig, "")
+    check_tree(typed)
+    return typed
+
+
+def section(node: Any, schema: type[T], key: str) -> T:
+    """One config section (e.g. cfg.pool.retry, possibly absent) as its checked schema dataclass, the
+    schema's defaults filling what the section leaves out."""
+    if node is None:
+        node = {}
+    typed = _typed(node, schema, key)
+    check_tree(typed, key)
+    return typed
+
+
+def choice(enum: type[E], value: Any, key: str) -> E:
+    """One closed choice read on its own (e.g. from a partial config): the enum member, or a ConfigError
+    naming the key and the allowed values."""
+    try:
+        return enum(value)
+    except ValueError:
+        raise ConfigError(f"config key '{key}' must be one of {'|'.join(m.value for m in enum)}, got {value!r}") from None
+
+
+def _typed(node: Any, schema: type[T], key: str) -> T:
+    from omegaconf import DictConfig, OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    if isinstance(node, schema):
+        return node
+    if not isinstance(node, (DictConfig, Mapping)):
+        raise ConfigError(f"config key '{key or '<root>'}' must be a mapping, got {node!r}")
+    if not isinstance(node, DictConfig):
+        node = _plain(node)
+    try:
+        merged = OmegaConf.merge(OmegaConf.structured(schema), node)
+        return OmegaConf.to_object(merged)  # type: ignore[return-value]
+    except OmegaConfBaseException as e:
+        raise ConfigError(_message(e, key)) from None
+
+
+def _plain(value: Any) -> Any:
+    """Mappings (e.g. a frozen ProtocolConfig's MappingProxy caps) and tuples as dicts and lists."""
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _message(e: Any, prefix: str) -> str:
+    from omegaconf.errors import ConfigKeyError
+
+    full = str(getattr(e, "full_key", "") or "")
+    full = f"{prefix}.{full}" if prefix and full else (full or prefix or "<root>")
+    text = (getattr(e, "msg", None) or str(e)).strip().splitlines()[0]
+    if isinstance(e, ConfigKeyError):
+        leaf = full.rsplit(".", 1)[-1]
+        known = [f.name for f in dataclasses.fields(e.object_type)] if dataclasses.is_dataclass(e.object_type) else []
+        close = difflib.get_close_matches(leaf, known, n=1)
+        hint = f" (did you mean '{close[0]}'?)" if close else ""
+        return f"config key '{full}' is not a known key{hint}; known here: {', '.join(known)}"
+    enum = re.match(r"Invalid value '(.*)', expected one of \[(.*)\]", text)
+    if enum:
+        return f"config key '{full}' must be one of {enum.group(2).replace(', ', '|')}, got '{enum.group(1)}'"
+    return f"config key '{full}': {text}"

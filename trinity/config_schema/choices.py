@@ -1,0 +1,79 @@
+"""The closed choices of the configuration, one enum each. Values are the strings users write; a
+value outside an enum is a ConfigError naming the key, raised when the config is composed or loaded.
+Open choices that come from a registry (strategies, routers, suites) are checked against the registry
+by the schema instead."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class RunnerKind(StrEnum):
+    threads = "threads"
+    dask = "dask"
+
+
+class ResponseCacheMode(StrEnum):
+    off = "off"
+    read_write = "read_write"
+    replay_only = "replay_only"
+
+
+class ServeCacheMode(StrEnum):
+    off = "off"
+    read_write = "read_write"
+
+
+class RoutingMode(StrEnum):
+    sample = "sample"
+    argmax = "argmax"
+
+
+class TrainItems(StrEnum):
+    resample = "resample"
+    fixed = "fixed"
+
+
+class CostUnit(StrEnum):
+    usd = "usd"
+    ktokens = "ktokens"
+
+
+class FrontierCostUnit(StrEnum):
+    auto = "auto"
+    usd = "usd"
+    ktokens = "ktokens"
+
+
+class FeatureNormalize(StrEnum):
+    none = "none"
+    standardize = "standardize"
+    rebalance = "rebalance"
+
+
+class BackboneSource(StrEnum):
+    asset = "asset"
+    hub = "hub"
+    gguf = "gguf"
+
+
+class Dtype(StrEnum):
+    float32 = "float32"
+    float16 = "float16"
+    bfloat16 = "bfloat16"
+
+
+class Optimizer(StrEnum):
+    adam = "adam"
+    sgd = "sgd"
+
+
+class EvalSet(StrEnum):
+    validation = "validation"
+    test = "test"
+
+
+class PromoteRule(StrEnum):
+    paired_test = "paired_test"
+    always = "always"
+    never = "never"

@@ -1,0 +1,68 @@
+"""Schema of the `coordinator` group: the read-only backbone, the head's inputs and the feature cache."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, List, Optional
+
+from omegaconf import MISSING
+
+from trinity.config_schema.choices import BackboneSource, Dtype, FeatureNormalize, RoutingMode
+from trinity.config_schema.fields import number
+from trinity.errors import ConfigError
+
+
+@dataclass
+class Backbone:
+    id: str = MISSING                      # an asset name, a hub id or a GGUF path (by source)
+    source: BackboneSource = BackboneSource.hub
+    revision: Optional[str] = None
+    dtype: Dtype = Dtype.float32
+    device: str = "auto"                   # auto | cpu | cuda | cuda:N | mps
+
+
+@dataclass
+class Svf:
+    enabled: bool = False
+    matrices: List[str] = field(default_factory=list)
+
+
+@dataclass
+class Features:
+    normalize: FeatureNormalize = FeatureNormalize.none
+
+
+@dataclass
+class FeatureCache:
+    memory_items: int = number(4096, ge=0)
+    disk: bool = False
+    prefix_tokens: int = number(32768, ge=0)
+    max_wait_ms: float = number(2, ge=0)
+    max_batch: int = number(16, gt=0)
+    max_padding: Any = "auto"              # auto | none | a fraction >= 0
+
+    def check(self, key: str) -> None:
+        from trinity.coordinator.features.length_buckets import resolve_max_padding
+
+        resolve_max_padding(self.max_padding, "cpu")
+
+
+@dataclass
+class CoordinatorConfig:
+    backbone: Backbone = field(default_factory=Backbone)
+    roles: Optional[List[str]] = None      # null: all three
+    token_position: int = -2
+    svf: Svf = field(default_factory=Svf)
+    routing: RoutingMode = RoutingMode.sample
+    features: Features = field(default_factory=Features)
+    feature_cache: FeatureCache = field(default_factory=FeatureCache)
+
+    def check(self, key: str) -> None:
+        from trinity.routers.base import ROLES
+
+        if self.roles is None:
+            return
+        roles = [str(r) for r in self.roles]
+        if not roles or any(r not in ROLES for r in roles) or len(set(roles)) != len(roles) or "worker" not in roles:
+            raise ConfigError(f"config key '{key}.roles' must list distinct roles from {list(ROLES)} including "
+                              f"worker (only a Worker answers), got {roles}")

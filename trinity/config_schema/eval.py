@@ -1,0 +1,28 @@
+"""Schema of the `eval` group: which methods are compared on which items, and the statistics."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import List, Optional
+
+from trinity.config_schema.choices import EvalSet
+from trinity.config_schema.fields import number
+
+
+@dataclass
+class MoA:
+    aggregator_system: str = ""
+    aggregator_format: str = "Task:\n{query}\n\nAnswers from other models:\n{proposals}"
+    proposal_format: str = "Answer {n}:\n{text}"
+
+
+@dataclass
+class EvalConfig:
+    methods: List[str] = field(default_factory=lambda: ["trinity", "random", "single_worker"])
+    items_per_suite: Optional[int] = number(None, gt=0)   # null: every test item
+    repeats: int = number(1, gt=0)
+    bootstrap_samples: int = number(2000, gt=0)
+    min_items: int = number(20, gt=0)                     # below it a verdict says "too few items"
+    suites: Optional[List[str]] = None                    # null: tasks.train + tasks.transfer
+    sets: List[EvalSet] = field(default_factory=lambda: [EvalSet.test])
+    moa: MoA = field(default_factory=MoA)

@@ -1,0 +1,84 @@
+"""Schema of the `evolve` group: the optimiser, its budget, the fitness and the evolution's validation."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import List, Optional
+
+from trinity.config_schema.choices import CostUnit, FrontierCostUnit, Optimizer, ResponseCacheMode, TrainItems
+from trinity.config_schema.fields import number
+from trinity.errors import ConfigError
+
+
+@dataclass
+class Fitness:
+    """fitness = reward + entropy_weight * H(agents) - turn_weight * turn term - cost_weight * cost."""
+    entropy_weight: float = number(0.15, ge=0)
+    turn_weight: float = number(0.10, ge=0)
+    cost_weight: float = number(0.0, ge=0)
+    cost_unit: CostUnit = CostUnit.usd
+
+
+@dataclass
+class Validation:
+    every: Optional[int] = number(None, ge=0)   # validate the mean every N generations; null/0: at the end
+    n_items: int = number(32, gt=0)
+
+
+@dataclass
+class BudgetLimits:
+    """Limits on real (uncached) pool calls of the run; null: unlimited."""
+    max_cost_usd: Optional[float] = number(None, ge=0)
+    max_tokens: Optional[int] = number(None, ge=0)
+    max_calls: Optional[int] = number(None, ge=0)
+
+
+@dataclass
+class Reinforce:
+    """evolve.reinforce: the on-policy method's settings (trinity.evolve.on_policy.Reinforce)."""
+    learning_rate: float = number(0.001, gt=0)
+    optimizer: Optimizer = Optimizer.adam
+    beta1: float = number(0.9, ge=0, le=1)
+    beta2: float = number(0.999, ge=0, le=1)
+    eps: float = number(1e-8, gt=0)
+
+
+@dataclass
+class CostWeights:
+    """evolve.cost_weights read on its own (the frontier stage)."""
+    weights: List[float] = number(default_factory=list, ge=0)
+
+    def check(self, key: str) -> None:
+        if len(set(self.weights)) != len(self.weights):
+            raise ConfigError(f"config key '{key}' lists a weight twice: {list(self.weights)}")
+
+
+@dataclass
+class EvolveConfig:
+    strategy: str = "sep_cma"                  # a name in trinity.evolve.algorithms.ALGORITHMS
+    sigma0: float = number(0.03, gt=0)
+    popsize: Optional[int] = number(None, gt=0)   # null: ceil(4 + 3 ln n)
+    generations: int = number(60, gt=0)
+    episodes_per_candidate: int = number(16, gt=0)
+    repeats: int = number(1, gt=0)
+    train_items: TrainItems = TrainItems.resample
+    fitness: Fitness = field(default_factory=Fitness)
+    cost_weights: List[float] = number(default_factory=list, ge=0)   # the frontier stage: one head per weight
+    cost_weights_unit: FrontierCostUnit = FrontierCostUnit.auto
+    validation: Validation = field(default_factory=Validation)
+    early_stop_patience: Optional[int] = number(None, ge=0)   # null or 0: never stop early
+    warm_start: Optional[str] = None           # null: x0 = 0; champion: the registry's champion; or a path
+    warm_start_sigma0: Optional[float] = number(None, gt=0)   # null: sigma0
+    resume: bool = True
+    budget: BudgetLimits = field(default_factory=BudgetLimits)
+    response_cache: ResponseCacheMode = ResponseCacheMode.read_write
+    max_concurrent_episodes: int = number(64, gt=0)
+    reinforce: Optional[Reinforce] = None     # evolve=reinforce sets it; absent: the defaults above
+
+    def check(self, key: str) -> None:
+        from trinity.evolve.algorithms import ALGORITHMS
+
+        if self.strategy not in ALGORITHMS:
+            raise ConfigError(f"config key '{key}.strategy': unknown strategy {self.strategy!r}; "
+                              f"known: {sorted(ALGORITHMS)}")
+        CostWeights(list(self.cost_weights)).check(f"{key}.cost_weights")

@@ -1,0 +1,80 @@
+"""Schema of the `pool` group: the models the coordinator routes among and how they are reached."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, Optional
+
+from trinity.config_schema.fields import number
+from trinity.errors import ConfigError
+
+
+@dataclass
+class Sampling:
+    temperature: Optional[float] = number(0.1, ge=0)
+    max_tokens: Optional[int] = number(None, gt=0)
+    timeout_s: Optional[float] = number(300.0, gt=0)
+
+
+@dataclass
+class Throughput:
+    """Measured rates (benchmarks/local_pool_throughput.py); null: not measured."""
+    decode_tok_s: Optional[float] = number(None, gt=0)
+    prefill_tok_s: Optional[float] = number(None, gt=0)
+
+
+@dataclass
+class Retry:
+    """How failed calls are retried (trinity.pool.client.RetryPolicy); the defaults live here."""
+    max_retries: int = number(4, ge=0)
+    backoff_base_s: float = number(0.5, ge=0)     # the first retry waits about this long, doubling each time
+    backoff_max_s: float = number(30.0, ge=0)
+    jitter: float = number(0.25, ge=0, le=1)      # each wait is shortened by a random fraction up to this
+    retry_after_max_s: float = number(120.0, ge=0)  # a server asking for longer than this is waited this long
+
+
+@dataclass
+class PoolModel:
+    """One `pool.models.<name>` entry. Local llama.cpp models give asset/port/n_*; hosted ones
+    base_url/api_key_env; simulated ones their `simulated` profile."""
+    model_id: Optional[str] = None
+    provider: Optional[str] = None             # default: pool.provider
+    base_url: Optional[str] = None
+    api_key_env: Optional[str] = None          # the environment variable holding the key (never the key)
+    asset: Optional[str] = None                # trinity.setup.assets name of a local GGUF
+    port: Optional[int] = number(None, gt=0, le=65535)
+    n_ctx: Optional[int] = number(None, gt=0)
+    n_parallel: Optional[int] = number(None, gt=0)
+    n_threads: Optional[int] = number(None, gt=0)
+    price_in_per_mtok: Optional[float] = number(None, ge=0)    # USD per million prompt tokens
+    price_out_per_mtok: Optional[float] = number(None, ge=0)   # USD per million completion tokens
+    max_concurrency: Optional[int] = number(None, gt=0)
+    requests_per_minute: Optional[float] = number(None, gt=0)
+    temperature: Optional[float] = number(None, ge=0)          # per-model sampling overrides
+    max_tokens: Optional[int] = number(None, gt=0)
+    timeout_s: Optional[float] = number(None, gt=0)
+    throughput: Optional[Throughput] = None
+    extra_body: Dict[str, Any] = field(default_factory=dict)
+    simulated: Optional[Dict[str, Any]] = None  # the simulated pool's model profile (pool=simulated)
+
+
+@dataclass
+class PoolConfig:
+    name: str = "pool"
+    provider: str = "openai"
+    models: Dict[str, PoolModel] = field(default_factory=dict)
+    sampling: Sampling = field(default_factory=Sampling)
+    retry: Retry = field(default_factory=Retry)
+    host: str = "127.0.0.1"
+    port: Optional[int] = number(None, gt=0, le=65535)   # a pool served by one server (pool=simulated)
+    server: Optional[str] = None                 # trinity.pool.servers.LAUNCHERS name; null: one per model
+    state_dir: str = ".trinity/pool"
+    startup_timeout_s: float = number(180.0, gt=0)
+    prepared: Optional[str] = None               # the simulated server's prepared items
+    role_prompts: Optional[Dict[str, str]] = None
+    profile: Optional[str] = None
+    measured: Optional[Dict[str, Any]] = None    # a calibrated profile's measured counts
+
+    def check(self, key: str) -> None:
+        if not self.models:
+            raise ConfigError(f"config key '{key}.models' must map at least one model name to its settings")

@@ -1,0 +1,81 @@
+"""Schema of the `protocol` group: the turn protocol's prompts, formats and output caps. The runtime
+object is trinity.episodes.protocol_config.ProtocolConfig (frozen), built from this and checked by the
+same `check_protocol`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from trinity.config_schema.fields import number
+from trinity.errors import ConfigError
+
+# Placeholders each format template must contain (checked once, so a typo fails before any call).
+TEMPLATE_FIELDS = {
+    "thought_format": ("{n}", "{text}"),
+    "suggestion_format": ("{suggestion}",),
+    "review_format": ("{query}", "{answer}"),
+}
+
+
+@dataclass
+class ProtocolSchema:
+    max_turns: int = number(5, gt=0)
+    coordinator_system: str = "You are a coordinator that dispatches work among {n_agents} agents."
+    collaboration_instructions: str = ""
+    worker_system: str = ""
+    thinker_system: str = ""
+    verifier_system: str = ""
+    thought_format: str = "Reference thought {n}:\n{text}"
+    suggestion_format: str = "Suggestion from a Thinker for this turn:\n{suggestion}"
+    review_format: str = "Task:\n{query}\n\nCurrent answer:\n{answer}"
+    no_answer_text: str = "(no answer yet)"
+    # Output caps: None (the pool's sampling.max_tokens), one int for every role, or per role
+    # {worker: ..., thinker: ..., verifier: ...}, each None, an int, or per suite {default: N, <suite>: N}.
+    max_tokens: Any = None
+    temperature: Optional[float] = number(None, ge=0)   # None: the pool's sampling.temperature
+    record_replies: bool = False       # keep each reply in Turn.reply (large; for serving and debugging)
+
+    def check(self, key: str) -> None:
+        check_protocol(self, key)
+
+
+def check_protocol(p: Any, key: str = "protocol") -> None:
+    """The protocol's own rules, for the schema and for a ProtocolConfig built in code."""
+    if isinstance(p.max_turns, bool) or not isinstance(p.max_turns, int) or p.max_turns < 1:
+        raise ConfigError(f"config key '{key}.max_turns' must be a positive integer, got {p.max_turns!r}")
+    check_caps(p.max_tokens, f"{key}.max_tokens")
+    for name in ("worker_system", "thinker_system", "verifier_system"):
+        if not str(getattr(p, name)).strip():
+            raise ConfigError(f"config key '{key}.{name}' must be a non-empty prompt")
+    for name, placeholders in TEMPLATE_FIELDS.items():
+        missing = [ph for ph in placeholders if ph not in getattr(p, name)]
+        if missing:
+            raise ConfigError(f"config key '{key}.{name}' must contain {', '.join(missing)}")
+
+
+def _check_cap(value: Any, key: str) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"config key '{key}' must be a positive integer or null, got {value!r}")
+
+
+def check_caps(caps: Any, key: str = "protocol.max_tokens") -> None:
+    """protocol.max_tokens: null | int | {role: null | int | {suite | default: int}}."""
+    from trinity.routers.base import ROLES
+
+    if not isinstance(caps, Mapping):
+        _check_cap(caps, key)
+        return
+    unknown = sorted(set(caps) - set(ROLES))
+    if unknown:
+        raise ConfigError(f"config key '{key}' has unknown role(s) {', '.join(unknown)}; "
+                          f"roles are {', '.join(ROLES)}")
+    for role, cap in caps.items():
+        if isinstance(cap, Mapping):
+            for suite, value in cap.items():
+                _check_cap(value, f"{key}.{role}.{suite}")
+        else:
+            _check_cap(cap, f"{key}.{role}")

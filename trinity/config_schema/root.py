@@ -1,0 +1,91 @@
+"""The root schema: every group, plus the keys of conf/config.yaml (seed, runner, schedule) and the
+`paths` and `ablations` groups."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+from trinity.config_schema.choices import PromoteRule, RunnerKind
+from trinity.config_schema.coordinator import CoordinatorConfig
+from trinity.config_schema.eval import EvalConfig
+from trinity.config_schema.evolve import EvolveConfig
+from trinity.config_schema.fields import number
+from trinity.config_schema.pool import PoolConfig
+from trinity.config_schema.protocol import ProtocolSchema
+from trinity.config_schema.serve import ServeConfig
+from trinity.config_schema.tasks import TasksConfig
+from trinity.errors import ConfigError
+
+
+@dataclass
+class Paths:
+    data: str = "data"
+    prepared: str = "data/prepared"
+    states: str = "data/states"
+    runs: str = "data/evolve"
+    eval: str = "data/eval"
+    ablations: str = "data/ablations"
+    frontier: str = "data/frontier"
+    metrics: str = "metrics"
+    reports: str = "reports"
+    cache: str = ".trinity"
+    model_cache: Optional[str] = None
+    registry: str = "models"               # the model registry (trinity models, serve --registry, retraining)
+    ad_hoc_runs: str = "runs"
+
+
+@dataclass
+class Runner:
+    kind: RunnerKind = RunnerKind.threads
+    max_workers: int = number(8, gt=0)
+    dask_address: Optional[str] = None      # e.g. tcp://scheduler:8786; null: a local cluster
+    dask_workers: int = number(2, gt=0)
+
+
+@dataclass
+class Schedule:
+    cron: Optional[str] = None
+    overrides: List[str] = field(default_factory=list)
+
+
+@dataclass
+class Retrain:
+    """Champion and challenger (flows/retrain.py): when a retrained coordinator replaces the champion."""
+    promote_rule: PromoteRule = PromoteRule.paired_test
+    alpha: float = number(0.05, gt=0, le=1)
+    min_items: int = number(20, gt=0)
+    items: Optional[int] = number(64, gt=0)       # null: every test item of the training suites
+    warm_start: Optional[str] = "champion"
+
+
+@dataclass
+class Ablations:
+    enabled: bool = False
+    variants: Optional[List[str]] = None    # null: every definition, in order
+    definitions: Dict[str, Any] = field(default_factory=dict)   # name -> {dotted key: value}
+
+
+@dataclass
+class TrinityConfig:
+    seed: int = 0
+    pool: PoolConfig = field(default_factory=PoolConfig)
+    coordinator: CoordinatorConfig = field(default_factory=CoordinatorConfig)
+    protocol: ProtocolSchema = field(default_factory=ProtocolSchema)
+    tasks: TasksConfig = field(default_factory=TasksConfig)
+    evolve: EvolveConfig = field(default_factory=EvolveConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    serve: ServeConfig = field(default_factory=ServeConfig)
+    ablations: Ablations = field(default_factory=Ablations)
+    paths: Paths = field(default_factory=Paths)
+    runner: Runner = field(default_factory=Runner)
+    schedule: Schedule = field(default_factory=Schedule)
+    retrain: Retrain = field(default_factory=Retrain)
+
+    def check(self, key: str) -> None:
+        from trinity.evolve.algorithms import ALGORITHMS
+
+        # an on-policy method learns from the head's recorded routing decisions; SVF parameters make none
+        if ALGORITHMS[self.evolve.strategy].kind == "on_policy" and self.coordinator.svf.enabled:
+            raise ConfigError(f"config key 'coordinator.svf.enabled' must be false with evolve.strategy="
+                              f"{self.evolve.strategy} (policy gradient trains the routing head only)")

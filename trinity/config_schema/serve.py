@@ -1,0 +1,50 @@
+"""Schema of the `serve` group: the OpenAI-compatible endpoint (trinity.serve.settings.ServeSettings)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+from trinity.config_schema.choices import RoutingMode, ServeCacheMode
+from trinity.config_schema.fields import number
+from trinity.errors import ConfigError
+
+
+@dataclass
+class ServeLimits:
+    max_turns: Optional[int] = number(None, gt=0)       # null: protocol.max_turns
+    max_tokens: int = number(1024, gt=0)
+    max_cost_usd: Optional[float] = number(None, gt=0)
+
+
+@dataclass
+class RoleAccess:
+    allow: Optional[List[str]] = None     # null: every pool model
+    deny: List[str] = field(default_factory=list)
+
+
+@dataclass
+class ServeConfig:
+    host: str = "127.0.0.1"
+    port: int = number(8700, ge=0, le=65535)
+    model_name: str = "trinity"
+    routing: RoutingMode = RoutingMode.argmax
+    answer_first: bool = True              # never the Verifier before a Worker has answered
+    auth_token_env: Optional[str] = "TRINITY_SERVE_TOKEN"
+    max_concurrency: int = number(8, gt=0)
+    retry_after_s: int = number(1, gt=0)
+    max_request_bytes: int = number(1_000_000, gt=0)
+    max_messages: int = number(64, gt=0)
+    response_cache: ServeCacheMode = ServeCacheMode.off
+    keepalive_s: float = number(15.0, gt=0)
+    registry_poll_s: float = number(1.0, gt=0)   # --registry: how often registry.json is checked
+    log_prompts: bool = False
+    limits: ServeLimits = field(default_factory=ServeLimits)
+    roles: Dict[str, RoleAccess] = field(default_factory=dict)
+
+    def check(self, key: str) -> None:
+        from trinity.routers.base import ROLES
+
+        unknown = sorted(set(self.roles) - set(ROLES))
+        if unknown:
+            raise ConfigError(f"config key '{key}.roles.{unknown[0]}' is not a role ({', '.join(ROLES)})")

@@ -1,0 +1,45 @@
+"""Schema of the `tasks` group: which suites train and which test zero-shot transfer, and the splits."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+from trinity.config_schema.fields import number
+from trinity.errors import ConfigError
+
+
+@dataclass
+class Splits:
+    train: float = number(0.4, ge=0, le=1)
+    validation: float = number(0.2, ge=0, le=1)
+    test: float = number(0.4, ge=0, le=1)
+
+    def check(self, key: str) -> None:
+        total = self.train + self.validation + self.test
+        if abs(total - 1.0) > 1e-6:
+            raise ConfigError(f"config key '{key}' must be non-negative fractions summing to 1, got "
+                              f"{{train: {self.train}, validation: {self.validation}, test: {self.test}}}")
+
+
+@dataclass
+class TasksConfig:
+    train: List[str] = field(default_factory=list)       # suite names (trinity.tasks.registry.SUITES)
+    transfer: List[str] = field(default_factory=list)    # evaluated zero-shot, never trained on
+    splits: Splits = field(default_factory=Splits)
+    max_items_per_suite: Optional[int] = number(None, gt=0)
+    judge_model: Optional[str] = None                     # pool model judging open answers (null: the first)
+    local_files: Dict[str, str] = field(default_factory=dict)   # suite -> a local Parquet/JSONL file
+    suite_options: Dict[str, Dict[str, Any]] = field(default_factory=dict)
+    online: Dict[str, Dict[str, Any]] = field(default_factory=dict)
+
+    def check(self, key: str) -> None:
+        from trinity.tasks.registry import SUITES
+
+        if not self.train:
+            raise ConfigError(f"config key '{key}.train' must name at least one suite")
+        for part in ("train", "transfer"):
+            for name in getattr(self, part):
+                if name not in SUITES:
+                    raise ConfigError(f"config key '{key}.{part}': unknown task suite {name!r}; "
+                                      f"known: {', '.join(sorted(SUITES))}")
