@@ -27,15 +27,11 @@ from typing import Any
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
-
-from trinity.coordinator.head import Decision, RoutingHead  # noqa: E402
-from trinity.episodes.trace import EpisodeId, Trace, Turn  # noqa: E402
-from trinity.evolve.algorithms import ALGORITHMS  # noqa: E402
-from trinity.routers.base import ROLES  # noqa: E402
-from trinity.seeding import derive_seed, rng  # noqa: E402
+from trinity.coordinator.head import Decision, RoutingHead
+from trinity.episodes.trace import EpisodeId, Trace, Turn
+from trinity.evolve.algorithms import ALGORITHMS
+from trinity.routers.base import ROLES
+from trinity.seeding import derive_seed, rng
 
 AGENTS = ("alpha", "beta", "gamma")
 

@@ -7,13 +7,27 @@ from typing import List, Optional
 
 from trinity.config_schema.choices import EvalSet
 from trinity.config_schema.fields import number
+from trinity.errors import ConfigError
+
+
+PLACEHOLDERS = {"aggregator_format": ("{query}", "{proposals}"), "proposal_format": ("{n}", "{text}")}
 
 
 @dataclass
 class MoA:
+    """The Mixture-of-Agents baseline's prompts (trinity.eval.moa)."""
     aggregator_system: str = ""
     aggregator_format: str = "Task:\n{query}\n\nAnswers from other models:\n{proposals}"
     proposal_format: str = "Answer {n}:\n{text}"
+
+    def check(self, key: str) -> None:
+        for name in ("aggregator_system", "aggregator_format", "proposal_format"):
+            value = getattr(self, name)
+            if not value.strip():
+                raise ConfigError(f"config key '{key}.{name}' must be a non-empty prompt")
+            missing = [p for p in PLACEHOLDERS.get(name, ()) if p not in value]
+            if missing:
+                raise ConfigError(f"config key '{key}.{name}' must contain {', '.join(missing)}")
 
 
 @dataclass

@@ -43,9 +43,9 @@ class PoolModel:
     api_key_env: Optional[str] = None          # the environment variable holding the key (never the key)
     asset: Optional[str] = None                # trinity.setup.assets name of a local GGUF
     port: Optional[int] = number(None, gt=0, le=65535)
-    n_ctx: Optional[int] = number(None, gt=0)
-    n_parallel: Optional[int] = number(None, gt=0)
-    n_threads: Optional[int] = number(None, gt=0)
+    n_ctx: int = number(4096, gt=0)           # llama.cpp: context, parallel slots, CPU threads
+    n_parallel: int = number(4, gt=0)
+    n_threads: int = number(2, gt=0)
     price_in_per_mtok: Optional[float] = number(None, ge=0)    # USD per million prompt tokens
     price_out_per_mtok: Optional[float] = number(None, ge=0)   # USD per million completion tokens
     max_concurrency: Optional[int] = number(None, gt=0)

@@ -21,15 +21,13 @@ from trinity.episodes.protocol import (ChatPool, Grader, SharedMessage, fill, sa
                                        worker_messages)
 from trinity.episodes.protocol_config import ProtocolConfig
 from trinity.episodes.trace import EpisodeId, Trace, Turn
-from trinity.errors import ConfigError
+from trinity.config_schema import section
+from trinity.config_schema.eval import MoA
 from trinity.eval.episodes import EpisodeFn
 from trinity.pool.types import CallResult
 from trinity.tasks.types import TaskItem
 
 AGGREGATOR_ROLE = "aggregator"
-_PLACEHOLDERS = {"aggregator_format": ("{query}", "{proposals}"), "proposal_format": ("{n}", "{text}")}
-
-
 @dataclass(frozen=True)
 class MoAPrompts:
     aggregator_system: str
@@ -38,17 +36,9 @@ class MoAPrompts:
 
     @classmethod
     def from_cfg(cls, cfg: Any) -> "MoAPrompts":
-        """From `cfg.eval.moa`; a missing key or placeholder names the config key."""
-        values = {}
-        for key in ("aggregator_system", "aggregator_format", "proposal_format"):
-            value = cfg.get(key) if cfg is not None else None
-            if not isinstance(value, str) or not value.strip():
-                raise ConfigError(f"config key 'eval.moa.{key}' must be a non-empty prompt")
-            missing = [p for p in _PLACEHOLDERS.get(key, ()) if p not in value]
-            if missing:
-                raise ConfigError(f"config key 'eval.moa.{key}' must contain {', '.join(missing)}")
-            values[key] = value
-        return cls(**values)
+        """From `cfg.eval.moa`; a missing key or placeholder names the config key (the schema's checks)."""
+        moa = section(cfg, MoA, "eval.moa")
+        return cls(moa.aggregator_system, moa.aggregator_format, moa.proposal_format)
 
     def aggregator_messages(self, query: str, proposals: list[tuple[str, str]]) -> list[dict[str, str]]:
         joined = "\n\n".join(fill(self.proposal_format, n=str(i + 1), model=model, text=text.strip())

@@ -5,9 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
-from trinity.errors import ConfigError
+from trinity.config_schema import choice
+from trinity.config_schema.choices import TrainItems
+from trinity.config_schema.evolve import EvolveConfig
 from trinity.seeding import rng
 from trinity.tasks.types import TaskItem
 
@@ -45,18 +47,14 @@ def balanced_sample(items: Sequence[TaskItem], n: int, seed: int, *names: object
     return out
 
 
-TRAIN_ITEMS_MODES = ("resample", "fixed")
+TRAIN_ITEMS_MODES = tuple(m.value for m in TrainItems)
 
 
 def train_items_mode(cfg: DictConfig) -> str:
-    """`evolve.train_items` (absent: resample); anything else is a ConfigError naming the key."""
-    evolve = cfg.get("evolve") or {}
-    mode = evolve.get("train_items", "resample")
-    mode = "resample" if mode is None else mode
-    if mode not in TRAIN_ITEMS_MODES:
-        raise ConfigError(f"config key 'evolve.train_items' must be one of {'|'.join(TRAIN_ITEMS_MODES)}, "
-                          f"got {mode!r}")
-    return str(mode)
+    """`evolve.train_items` (absent: the schema's default); anything else is a ConfigError naming the key."""
+    default = EvolveConfig.train_items.value
+    mode = OmegaConf.select(cfg, "evolve.train_items", default=None)
+    return choice(TrainItems, default if mode is None else mode, "evolve.train_items").value
 
 
 def generation_items(cfg: DictConfig, train_items: Sequence[TaskItem], generation: int) -> list[TaskItem]:

@@ -22,6 +22,8 @@ from typing import Callable
 
 import httpx
 
+from trinity.config_schema import section
+from trinity.config_schema.pool import PoolConfig
 from trinity.errors import ConfigError, TrinityError
 from trinity.setup.assets import model_path
 
@@ -85,6 +87,7 @@ def server_specs(pool_cfg) -> list[ServerSpec]:
         return [ServerSpec(name=str(kind), asset="", host=host, port=int(pool_cfg.port), n_ctx=0, n_parallel=0,
                            n_threads=0, kind=str(kind))]
     specs = []
+    typed = section(pool_cfg, PoolConfig, "pool")   # the llama.cpp defaults (n_ctx, n_parallel, n_threads)
     for name, m in pool_cfg.models.items():
         if not m.get("asset"):
             continue
@@ -96,9 +99,9 @@ def server_specs(pool_cfg) -> list[ServerSpec]:
                 asset=m.asset,
                 host=host,
                 port=int(m.port),
-                n_ctx=int(m.get("n_ctx", 4096)),
-                n_parallel=int(m.get("n_parallel", 4)),
-                n_threads=int(m.get("n_threads", 2)),
+                n_ctx=typed.models[name].n_ctx,
+                n_parallel=typed.models[name].n_parallel,
+                n_threads=typed.models[name].n_threads,
             )
         )
     ports = [s.port for s in specs]
