@@ -18,7 +18,7 @@ export DO_NOT_TRACK ?= 1
 STAMP_DEPS   := $(VENV)/.deps-installed
 STAMP_ASSETS := $(VENV)/.assets-installed
 
-.PHONY: help setup lock run test test-fast params pool-up pool-down pool-status bench bench-routing serve prefect-server deploy clean setup-gemma
+.PHONY: help setup lock run replay responses-push responses-pull test test-fast params pool-up pool-down pool-status bench bench-routing serve prefect-server deploy clean setup-gemma
 
 help: ## list every target
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  make %-16s %s\n", $$1, $$2}'
@@ -65,6 +65,22 @@ run: setup ## the main job: dvc repro of the full pipeline on the embedded defau
 	@echo "  ablations:     data/ablations/<variant>/ (metrics/ablations.json)"
 	@echo "  tables:        data/evolve/{episodes,generations,routing}.parquet, data/eval/"
 	@echo "  metrics:       metrics/*.json  (dvc metrics show)"
+
+RESPONSES_LIVE ?= .trinity/responses.sqlite
+RESPONSES_SHARED ?= responses/responses.sqlite
+
+responses-push: ## share the response cache: snapshot it to responses/, dvc add + dvc push (commit the .dvc file)
+	$(BIN)/python -m trinity.pool.cache export $(RESPONSES_LIVE) $(RESPONSES_SHARED)
+	$(BIN)/dvc add $(RESPONSES_SHARED)
+	$(BIN)/dvc push $(RESPONSES_SHARED).dvc
+	@echo "now: git add $(RESPONSES_SHARED).dvc $(dir $(RESPONSES_SHARED)).gitignore && git commit"
+
+responses-pull: ## fetch the shared response cache (dvc pull) and merge it into the local one
+	$(BIN)/dvc pull $(RESPONSES_SHARED).dvc
+	$(BIN)/python -m trinity.pool.cache import $(RESPONSES_SHARED) $(RESPONSES_LIVE)
+
+replay: setup ## rerun the whole pipeline from the response cache alone (no pool call; a miss stops it)
+	TRINITY_RESPONSE_CACHE=replay_only $(BIN)/trinity run --force experiment=$(EXPERIMENT) $(OVERRIDES)
 
 test: setup ## run the whole test suite (includes the real local-model tests marked slow)
 	$(BIN)/python -m pytest $(PYTEST_ARGS); rc=$$?; \

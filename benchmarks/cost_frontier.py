@@ -102,18 +102,22 @@ def main() -> None:
         finally:
             RolloutContext.close_all()
         main_summary = json.loads((Path(cfg.paths.metrics) / "evolve.json").read_text())
+        # cache hits are a run fact: in the timings folder, not the metrics (README "Reproducibility")
+        main_timings = json.loads((evolve_stage.timings_dir(cfg, "evolve") / "timings.json").read_text())
         name, _ = frontier_stage.main_head(cfg)
         training[name] = {"wall_s": round(time.perf_counter() - t, 1), "resumed": out["result"].resumed,
                           "episodes": main_summary.get("episodes"), "calls": main_summary.get("calls"),
-                          "cache_hits": main_summary.get("cache_hits"),
-                          "pool_calls": (main_summary.get("calls") or 0) - (main_summary.get("cache_hits") or 0)}
+                          "cache_hits": main_timings.get("cache_hits"),
+                          "pool_calls": (main_summary.get("calls") or 0) - (main_timings.get("cache_hits") or 0)}
         print(f"{name} (cost-blind): {training[name]}", flush=True)
         t = time.perf_counter()
         front = frontier_stage.run(cfg, progress=say)
         frontier_s = time.perf_counter() - t
     metrics = json.loads((Path(cfg.paths.metrics) / "frontier.json").read_text())
     for head, row in metrics["training"].items():
-        training[head] = {k: row[k] for k in ("wall_s", "resumed", "episodes", "calls", "cache_hits", "pool_calls")}
+        measured = json.loads((evolve_stage.timings_dir(cfg, "frontier", head) / "training.json").read_text())
+        training[head] = {**{k: row[k] for k in ("resumed", "episodes", "calls")},
+                          **{k: measured[k] for k in ("wall_s", "cache_hits", "pool_calls")}}
     budget = {"popsize": main_summary.get("popsize"), "generations": args.generations,
               "episodes_per_candidate": int(cfg.evolve.episodes_per_candidate),
               "training_episodes_per_run": main_summary.get("episodes")}

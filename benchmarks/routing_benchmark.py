@@ -65,7 +65,8 @@ def train_and_test(cfg, run: Path, fresh: bool) -> dict:
     from trinity.pipeline.rollouts import RolloutContext
 
     out = evolve_stage.evolve(cfg, out_dir=run / "evolve", metrics_dir=run / "metrics", reports_dir=run / "reports")
-    train_s = json.loads((run / "metrics" / "evolve.json").read_text())["wall_s"]   # also right for a resumed run
+    # a run fact, in the run folder's timings.json (not the metrics); also right for a resumed run
+    train_s = json.loads((run / "evolve" / "timings.json").read_text())["wall_s"]
     result = out["result"]
     ctx = RolloutContext.get(cfg)
     test = item_sel.load_split(cfg, list(cfg.tasks.train), "test")

@@ -1,5 +1,7 @@
 """Serve every flow as a deployment, so any stage can be triggered from the Prefect UI with
-parameters (Hydra overrides), and optionally schedule recurring retraining (`schedule.cron`).
+parameters (Hydra overrides), and optionally schedule recurring retraining (`schedule.cron`):
+`trinity-retrain` runs flows/retrain.py (warm start from the registry's champion, champion vs
+challenger, promote or keep); `trinity-pipeline` the whole pipeline once.
 
     make prefect-server      # UI at http://127.0.0.1:4200
     make deploy              # in another terminal; PREFECT_API_URL must point at that server
@@ -19,6 +21,7 @@ from flows.evolve import evolve_flow
 from flows.frontier import frontier_flow
 from flows.pipeline import pipeline_flow
 from flows.prepare import prepare_flow
+from flows.retrain import retrain_flow
 from flows._common import apply_environment_defaults
 from trinity import config
 
@@ -31,8 +34,12 @@ def deployments(cron: str | None, overrides: list[str]):
         for f in (prepare_flow, cache_states_flow, evolve_flow, frontier_flow, ablate_flow, evaluate_flow)
     ]
     out.append(pipeline_flow.to_deployment(
+        name="trinity-pipeline", parameters=default, tags=["trinity"],
+        description="The whole pipeline (prepare -> ... -> evaluate) into a new run folder."))
+    out.append(retrain_flow.to_deployment(
         name="trinity-retrain", parameters=default, cron=cron, tags=["trinity", "retrain"],
-        description="The whole pipeline; scheduled when schedule.cron is set."))
+        description="Retrain from the champion, then promote the new coordinator only if it beats the champion; "
+                    "scheduled when schedule.cron is set."))
     return out
 
 

@@ -184,8 +184,10 @@ def test_generation_rows_progress_and_metrics_report_the_floor(tmp_path, caplog)
     assert (episodes.filter(pl.col("cache_hits") == pl.col("calls"))["decode_tokens"] == 0).all()
     assert "floor" in reports[-1]["line"] and reports[-1]["efficiency"] == gens["efficiency"][-1]
     assert reports[0]["event"] == "x0" and reports[0]["floor_s"] is not None
-    metrics = json.loads(result.paths.metrics.read_text())
-    assert metrics["median_efficiency"] == pytest.approx(float(gens["efficiency"].median()))
+    # measured, so a run fact: in the run folder's timings.json, not in the metrics DVC hashes
+    timings = json.loads(result.paths.timings.read_text())
+    assert timings["median_efficiency"] == pytest.approx(float(gens["efficiency"].median()))
+    assert timings["wall_s"] > 0 and "median_efficiency" not in json.loads(result.paths.metrics.read_text())
 
 
 def test_without_throughput_the_floor_is_unknown(tmp_path):
@@ -197,7 +199,7 @@ def test_without_throughput_the_floor_is_unknown(tmp_path):
     assert gens["floor_s"].to_list() == [None] and gens["efficiency"].to_list() == [None]
     assert gens["decode_tokens"][0] > 0
     assert "floor ?" in reports[-1]["line"]
-    assert json.loads(result.paths.metrics.read_text())["median_efficiency"] is None
+    assert json.loads(result.paths.timings.read_text())["median_efficiency"] is None
 
 
 # --- evolve.train_items -------------------------------------------------------------------------------

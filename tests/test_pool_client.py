@@ -344,6 +344,7 @@ def test_replay_only_miss_is_a_clear_failure_without_network(tmp_path):
     assert not miss.ok and miss.error_kind == "CacheMissError" and "replay_only" in miss.error
     assert server.count == 1
     assert replay.totals()["overall"]["real_calls"] == 0
+    assert replay.replay_misses == 1   # the pipeline stage stops on it (trinity.pipeline.evolve_stage.run)
     with pytest.raises(PoolConfigError, match="replay_only"):
         client_for(server, cache_mode="replay_only")  # no cache file to replay from
 

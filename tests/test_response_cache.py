@@ -176,3 +176,42 @@ def test_reopens_in_a_forked_child(tmp_path):
     assert os.waitstatus_to_exitcode(status) == 0
     assert cache.get("child").text == "c"
     cache.close()
+
+
+# ---------------------------------------------------------------------- sharing through DVC
+def test_snapshot_is_one_canonical_file_and_merges_into_a_live_cache(tmp_path):
+    from trinity.pool.cache import export_snapshot, import_snapshot
+
+    keys = [cache_key("m", MESSAGES, SAMPLING, i) for i in range(5)]
+    live_a, live_b = ResponseCache(tmp_path / "a.sqlite"), ResponseCache(tmp_path / "b.sqlite")
+    for key in keys:                  # the same entries, written in other orders
+        live_a.put(key, "m", CachedReply(key, 1, 2))
+    for key in reversed(keys):
+        live_b.put(key, "m", CachedReply(key, 1, 2))
+    live_a.close(), live_b.close()
+    assert export_snapshot(tmp_path / "a.sqlite", tmp_path / "shared" / "a.sqlite") == 5
+    export_snapshot(tmp_path / "b.sqlite", tmp_path / "shared" / "b.sqlite")
+    assert sorted(p.name for p in (tmp_path / "shared").iterdir()) == ["a.sqlite", "b.sqlite"]   # no -wal, -shm
+
+    target = ResponseCache(tmp_path / "clone.sqlite")
+    target.put(keys[0], "m", CachedReply("kept: first writer wins", 1, 2))
+    target.close()
+    assert import_snapshot(tmp_path / "shared" / "a.sqlite", tmp_path / "clone.sqlite") == 4
+    merged = ResponseCache(tmp_path / "clone.sqlite")
+    assert len(merged) == 5 and merged.get(keys[0]).text == "kept: first writer wins"
+    assert merged.get(keys[3]).text == keys[3]
+    merged.close()
+    with pytest.raises(CacheError, match="make responses-pull"):
+        import_snapshot(tmp_path / "missing.sqlite", tmp_path / "clone.sqlite")
+
+
+def test_the_environment_overrides_the_configured_mode(monkeypatch):
+    from trinity.pool.cache import MODE_ENV, effective_mode
+
+    monkeypatch.delenv(MODE_ENV, raising=False)
+    assert effective_mode("read_write") == "read_write"
+    monkeypatch.setenv(MODE_ENV, "replay_only")
+    assert effective_mode("read_write") == "replay_only"
+    monkeypatch.setenv(MODE_ENV, "replay")
+    with pytest.raises(CacheError, match=MODE_ENV):
+        effective_mode("read_write")

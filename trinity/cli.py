@@ -10,6 +10,8 @@
   trinity eval --coordinator PATH --suite NAME   evaluate a trained coordinator and the baselines
   trinity serve --coordinator PATH    an OpenAI-compatible endpoint running one episode per request
   trinity serve --frontier PATH       the same over a cost-quality frontier: each request picks a head
+  trinity serve --registry PATH       the registry's champion, swapped for a newly promoted one without a restart
+  trinity models list|show V|promote V|rollback   the model registry (paths.registry): versions and the champion
 """
 
 from __future__ import annotations
@@ -204,8 +206,61 @@ def _cmd_serve(args) -> int:
     cfg = config.compose(overrides)
     config.check_api_keys(cfg)
     # refuses a wrong coordinator (or frontier head) or a taken port before it starts the local pool
-    serve(cfg, args.coordinator, frontier=args.frontier)
+    serve(cfg, args.coordinator, frontier=args.frontier, registry=args.registry)
     return 0
+
+
+def _cmd_models(args) -> int:
+    from trinity import config
+    from trinity.registry.store import Registry
+
+    overrides = list(args.overrides)
+    if args.version is not None and "=" in args.version:   # `trinity models list key=value`
+        overrides.insert(0, args.version)
+        args.version = None
+    if args.action in ("show", "promote") and args.version is None:
+        print(f"error: `trinity models {args.action}` needs a version, e.g. `trinity models {args.action} v2`",
+              file=sys.stderr)
+        return 2
+    if args.action in ("list", "rollback") and args.version is not None:
+        print(f"error: `trinity models {args.action}` takes no version (got {args.version!r})", file=sys.stderr)
+        return 2
+    root = args.registry or str(config.compose(overrides).paths.registry)
+    registry = Registry(root)
+    if args.action == "list":
+        champion = registry.champion_name()
+        versions = registry.list()
+        if not versions:
+            print(f"no versions in the registry at {root}")
+            return 0
+        print(f"{'':2s}{'version':8s} {'created':26s} {'validation':>10s} {'test':>7s}  source")
+        for v in versions:
+            m = v.meta.get("metrics") or {}
+            mark = "* " if v.name == champion else "  "
+            print(f"{mark}{v.name:8s} {str(v.meta.get('created', '')):26s} {_num(m.get('validation_reward')):>10s} "
+                  f"{_num(m.get('test_reward')):>7s}  {v.meta.get('source_run', '')}")
+        print(f"champion: {champion or 'none'} (registry: {root})")
+    elif args.action == "show":
+        import json
+
+        version = registry.show(args.version)
+        events = [h for h in registry.history() if h["version"] == version.name]
+        print(json.dumps({"version": version.name, "champion": version.name == registry.champion_name(),
+                          "folder": str(version.folder), "meta": version.meta, "history": events},
+                         indent=2, default=str))
+    elif args.action == "promote":
+        before = registry.champion_name()
+        version = registry.promote(args.version, args.reason or "promoted by hand (trinity models promote)")
+        print(f"champion: {version.name} (was {before or 'none'})")
+    else:
+        before = registry.champion_name()
+        version = registry.rollback(args.reason or "rolled back by hand (trinity models rollback)")
+        print(f"champion: {version.name} (was {before})")
+    return 0
+
+
+def _num(value) -> str:
+    return "-" if value is None else f"{float(value):.4f}"
 
 
 OVERRIDES_HELP = ("Hydra overrides, key=value, applied to the composed config (conf/), e.g. "
@@ -297,10 +352,21 @@ def build_parser() -> argparse.ArgumentParser:
     which.add_argument("--coordinator", help="a trained coordinator folder or .safetensors file")
     which.add_argument("--frontier", help="a cost-quality frontier folder (data/frontier): each request picks a head "
                                           "with trinity.max_cost_usd or trinity.quality (low | medium | high)")
+    which.add_argument("--registry", help="a model registry folder (paths.registry, e.g. models): serve its champion "
+                                          "and swap to a newly promoted one without a restart (serve.registry_poll_s)")
     p.add_argument("--host", help="listen address (default serve.host, loopback); others need a token")
     p.add_argument("--port", type=int, help="listen port (default serve.port)")
     p.add_argument("overrides", nargs="*", help=OVERRIDES_HELP)
     p.set_defaults(func=_cmd_serve)
+
+    p = command("models", "the model registry: list the versions, show one, promote one to champion, or roll the "
+                "champion back to the one before it", "trinity models promote v3 --reason 'better on the new data'")
+    p.add_argument("action", choices=["list", "show", "promote", "rollback"])
+    p.add_argument("version", nargs="?", help="show / promote: the version (v3, or 3)")
+    p.add_argument("--registry", help="the registry folder (default paths.registry)")
+    p.add_argument("--reason", help="promote / rollback: why, recorded in the registry's history")
+    p.add_argument("overrides", nargs="*", help=OVERRIDES_HELP)
+    p.set_defaults(func=_cmd_models)
     return ap
 
 

@@ -65,6 +65,8 @@ from typing import Any, Mapping
 
 from omegaconf import DictConfig, OmegaConf
 
+from trinity.config_schema import section
+from trinity.config_schema.root import PlanAssumptions
 from trinity.errors import ConfigError
 from trinity.routers.base import ROLES
 
@@ -99,25 +101,23 @@ SCENARIOS = ("typical", "at_cap")
 
 # ----------------------------------------------------------------------------------------- assumptions
 
+_PLAN = PlanAssumptions()   # the defaults live in the schema (the optional `plan` keys)
+
+
 @dataclass(frozen=True)
 class Assumptions:
-    accept: float = 0.5            # P(a Verifier says ACCEPT)
-    suggest_worker: float = 0.5    # P(a Thinker suggests a Worker next; else a Verifier)
-    output_fraction: float = 0.6   # typical reply length / its cap
+    accept: float = _PLAN.accept_probability                # P(a Verifier says ACCEPT)
+    suggest_worker: float = _PLAN.thinker_suggests_worker   # P(a Thinker suggests a Worker next; else a Verifier)
+    output_fraction: float = _PLAN.typical_output_fraction  # typical reply length / its cap
 
     @classmethod
     def from_cfg(cls, cfg: DictConfig, **given: float | None) -> "Assumptions":
         """`plan.accept_probability`, `plan.thinker_suggests_worker`, `plan.typical_output_fraction` when
         the config has them (optional keys), overridden by the non-None keyword arguments."""
-        keys = {"accept": "accept_probability", "suggest_worker": "thinker_suggests_worker",
-                "output_fraction": "typical_output_fraction"}
-        values = {}
-        for name, key in keys.items():
-            value = given.get(name)
-            if value is None:
-                value = OmegaConf.select(cfg, f"plan.{key}", default=None)
-            if value is not None:
-                values[name] = float(value)
+        plan = section(OmegaConf.select(cfg, "plan", default=None), PlanAssumptions, "plan")
+        values = {"accept": plan.accept_probability, "suggest_worker": plan.thinker_suggests_worker,
+                  "output_fraction": plan.typical_output_fraction}
+        values.update({name: float(v) for name, v in given.items() if v is not None})
         out = cls(**values)
         out.check()
         return out

@@ -64,9 +64,9 @@ def _typed(node: Any, schema: type[T], key: str) -> T:
         return node
     if not isinstance(node, (DictConfig, Mapping)):
         raise ConfigError(f"config key '{key or '<root>'}' must be a mapping, got {node!r}")
-    if not isinstance(node, DictConfig):
-        node = _plain(node)
     try:
+        # a sub-node's interpolations (${paths.cache}/pool) resolve against its own root, before the merge
+        node = OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else _plain(node)
         merged = OmegaConf.merge(OmegaConf.structured(schema), node)
         return OmegaConf.to_object(merged)  # type: ignore[return-value]
     except OmegaConfBaseException as e:

@@ -11,9 +11,9 @@ from trinity.errors import ConfigError
 
 @dataclass
 class Sampling:
-    temperature: Optional[float] = number(0.1, ge=0)
+    temperature: float = number(0.1, ge=0)
     max_tokens: Optional[int] = number(None, gt=0)
-    timeout_s: Optional[float] = number(300.0, gt=0)
+    timeout_s: float = number(300.0, gt=0)
 
 
 @dataclass

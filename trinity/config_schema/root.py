@@ -31,6 +31,7 @@ class Paths:
     reports: str = "reports"
     cache: str = ".trinity"
     model_cache: Optional[str] = None
+    timings: str = ".trinity/timings"      # wall times, pool work, cache hits: outside DVC's hashed outputs
     registry: str = "models"               # the model registry (trinity models, serve --registry, retraining)
     ad_hoc_runs: str = "runs"
 
@@ -60,6 +61,14 @@ class Retrain:
 
 
 @dataclass
+class PlanAssumptions:
+    """`trinity plan`'s behavioural assumptions (optional keys; --accept etc. override them)."""
+    accept_probability: float = number(0.5, ge=0, le=1)       # P(a Verifier says ACCEPT)
+    thinker_suggests_worker: float = number(0.5, ge=0, le=1)  # P(a Thinker suggests a Worker next)
+    typical_output_fraction: float = number(0.6, gt=0, le=1)  # typical reply length / its cap
+
+
+@dataclass
 class Ablations:
     enabled: bool = False
     variants: Optional[List[str]] = None    # null: every definition, in order
@@ -81,6 +90,7 @@ class TrinityConfig:
     runner: Runner = field(default_factory=Runner)
     schedule: Schedule = field(default_factory=Schedule)
     retrain: Retrain = field(default_factory=Retrain)
+    plan: PlanAssumptions = field(default_factory=PlanAssumptions)
 
     def check(self, key: str) -> None:
         from trinity.evolve.algorithms import ALGORITHMS

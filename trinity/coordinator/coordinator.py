@@ -32,6 +32,7 @@ from omegaconf import OmegaConf
 
 from trinity.config_schema import section
 from trinity.config_schema.coordinator import CoordinatorConfig
+from trinity.config_schema.root import Paths
 from trinity.coordinator.backbone import Backbone, load_backbone
 from trinity.coordinator.feature_norm import (STATE_IDENTITY, FeatureNorm, FeatureNormError, check_mode,
                                               fit_feature_norm)
@@ -271,8 +272,8 @@ class Coordinator:
 def _training_norm_fitter(cfg: Any, *, keep_shared: bool = False) -> Callable[[Coordinator], FeatureNorm]:
     """fit_feature_norm on cfg's training states; suites cached for another token position or backbone
     (the last-token ablation) are recomputed with the coordinator itself, as the router would read them."""
-    states = cfg.paths.get("states") or "data/states"
-    prepared = cfg.paths.get("prepared") or "data/prepared"
+    paths = section(OmegaConf.select(cfg, "paths", default=None), Paths, "paths")
+    states, prepared = paths.states, paths.prepared
     train = [str(s) for s in cfg.tasks.train]
     protocol_cfg = cfg.protocol
 

@@ -3,6 +3,7 @@ the paired tests of one method against every other; and the share of replies cut
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Callable
 
 import polars as pl
@@ -74,6 +75,22 @@ def trace_rows(set_name: str, method: str, traces: list[Trace],
 
 def results_frame(rows: list[dict]) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=RESULTS_SCHEMA)
+
+
+# Run facts of a results row: what the response cache held when the run started decides them (a replay
+# from a full cache pays nothing and hits every call), not what the episode computed. The DVC output
+# leaves them out; the timings folder (paths.timings) has them keyed by RESULT_KEYS (README "Reproducibility").
+RESULT_RUN_FACTS = ("paid_usd", "cache_hits")
+RESULT_KEYS = ("set", "method", "suite", "item", "repeat")
+
+
+def write_results(results: pl.DataFrame, path: Path, timings: Path | None) -> None:
+    """`results` without its run facts to `path`; the keys and run facts to `timings` (None: dropped)."""
+    facts = [c for c in RESULT_RUN_FACTS if c in results.columns]
+    results.drop(facts).write_parquet(path)
+    if timings is not None:
+        timings.parent.mkdir(parents=True, exist_ok=True)
+        results.select([*RESULT_KEYS, *facts]).write_parquet(timings)
 
 
 def summarize(results: pl.DataFrame, *, samples: int = 2000, seed: int = 0) -> pl.DataFrame:

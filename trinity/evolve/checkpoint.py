@@ -31,8 +31,10 @@ FINGERPRINT_SECTIONS = ("evolve", "protocol", "pool", "coordinator", "tasks")
 # Settings that change how a run is executed, never what it computes: a budget raised after a budget
 # stop, or a different concurrency, must still resume the same run.
 # The frontier's weights (evolve.cost_weights*) say which other runs the frontier stage trains, not
-# what this run computes: adding one must not restart the main run.
-FINGERPRINT_IGNORES = {"evolve": ("budget", "resume", "max_concurrent_episodes", "cost_weights", "cost_weights_unit"),
+# what this run computes: adding one must not restart the main run. The response cache's mode says where
+# replies come from (a replay of the same replies computes the same run).
+FINGERPRINT_IGNORES = {"evolve": ("budget", "resume", "max_concurrent_episodes", "cost_weights", "cost_weights_unit",
+                                  "response_cache"),
                        "pool": ("state_dir", "startup_timeout_s")}
 # Per pool model: where and how its server runs and how fast it was measured, not what it answers.
 MODEL_IGNORES = ("port", "n_threads", "n_parallel", "max_concurrency", "requests_per_minute", "throughput",

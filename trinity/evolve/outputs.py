@@ -7,6 +7,8 @@ A run folder:
     episodes.parquet                all parts in one table: written when the run stops (completed, plateau,
                                     budget), removed while it runs, so it is never older than the parts
     generations.parquet, routing.parquet   rewritten after every step (one row per generation)
+    timings.json                    what the run measured (wall time, efficiency, cache hits, paid cost): the
+                                    metrics' run facts, kept out of metrics/evolve.json (tables.EPISODE_RUN_FACTS)
     coordinator/                    the best mean so far, rewritten when it changes
 """
 
@@ -22,7 +24,16 @@ import polars as pl
 
 from trinity.evolve.checkpoint import atomic_write_bytes
 from trinity.evolve.diagnostics import matrix_from_rows, x0_comparison
-from trinity.evolve.tables import generations_frame, routing_frame, write_generations_csv, write_parquet
+from trinity.evolve.tables import (
+    EPISODE_ID_COLUMNS,
+    EPISODE_RUN_FACTS,
+    GENERATION_RUN_FACTS,
+    generations_frame,
+    routing_frame,
+    split_run_facts,
+    write_generations_csv,
+    write_parquet,
+)
 
 
 @dataclass(frozen=True)
@@ -60,6 +71,10 @@ class RunPaths:
         return self.metrics_dir / "evolve.json"
 
     @property
+    def timings(self) -> Path:
+        return self.out_dir / "timings.json"
+
+    @property
     def generations_csv(self) -> Path:
         return self.metrics_dir / "generations.csv"
 
@@ -92,6 +107,17 @@ def totals(episodes: pl.DataFrame) -> dict[str, Any]:
 # The last generation's learning diagnostics, as `final_<column>` in the metrics.
 FINAL_COLUMNS = ("fitness_mean", "fitness_max", "sigma", "learning_rate", "mean_norm", "verifier_first_share",
                  "no_answer_share", "truncated_call_share", "turn_term_mean", "cost_term_mean", "agent_entropy")
+
+
+# Metrics that are run facts (wall-clock or response-cache dependent): in the run folder's timings.json,
+# not in the metrics file DVC hashes.
+METRIC_RUN_FACTS = ("cache_hits", "cache_hit_share", "cost_usd", "wall_s", "median_efficiency")
+
+
+def split_metrics(summary: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the reproducible metrics, the run facts) of metrics_summary's dict."""
+    return ({k: v for k, v in summary.items() if k not in METRIC_RUN_FACTS},
+            {k: summary[k] for k in METRIC_RUN_FACTS if k in summary})
 
 
 def median_efficiency(generations: pl.DataFrame) -> float | None:
@@ -148,7 +174,9 @@ def write_outputs(paths: RunPaths, run: dict[str, Any], episodes: pl.DataFrame, 
     summary = metrics_summary(run, episodes, generations)
     if references:
         summary["references"] = dict(references)
-    atomic_write_bytes(paths.metrics, (json.dumps(summary, indent=2) + "\n").encode())
+    results, timings = split_metrics(summary)
+    atomic_write_bytes(paths.metrics, (json.dumps(results, indent=2) + "\n").encode())
+    atomic_write_bytes(paths.timings, (json.dumps(timings, indent=2) + "\n").encode())
     if final:
         from trinity.evolve.plots import plot_evolution, plot_routing
 
@@ -156,3 +184,28 @@ def write_outputs(paths: RunPaths, run: dict[str, Any], episodes: pl.DataFrame, 
                        x0=run["x0"], selection=run["validation_routing"], references=references)
         if routing.height:
             plot_routing(routing, paths.routing_plot, title=f"{run['strategy']}: P(model | suite) of the mean")
+
+
+def publish_tables(run_out: Path, dest: Path, timings_dir: Path | None,
+                   names: dict[str, str] | None = None) -> None:
+    """Copy a run folder's tables into a DVC output `dest` without their run facts (tables.EPISODE_RUN_FACTS,
+    GENERATION_RUN_FACTS); those go, keyed like the table, with timings.json, into `timings_dir` (outside
+    DVC's outputs; None: dropped). `names` renames on the way (file -> name in dest)."""
+    keys = {"episodes.parquet": (EPISODE_ID_COLUMNS, EPISODE_RUN_FACTS),
+            "generations.parquet": (("generation",), GENERATION_RUN_FACTS), "routing.parquet": ((), ())}
+    dest.mkdir(parents=True, exist_ok=True)
+    if timings_dir is not None:
+        timings_dir.mkdir(parents=True, exist_ok=True)
+    for name, (key, facts) in keys.items():
+        if not (run_out / name).exists():
+            continue
+        target = dest / (names or {}).get(name, name)
+        if not facts:
+            shutil.copy2(run_out / name, target)
+            continue
+        results, timings = split_run_facts(pl.read_parquet(run_out / name), key, facts)
+        write_parquet(results, target)
+        if timings_dir is not None:
+            write_parquet(timings, timings_dir / name)
+    if timings_dir is not None and (run_out / "timings.json").exists():
+        shutil.copy2(run_out / "timings.json", timings_dir / "timings.json")

@@ -89,10 +89,18 @@ GENERATIONS_SCHEMA = pl.Schema({
     "wall_s": pl.Float64,          # measured time: the one column that differs between identical runs
     "efficiency": pl.Float64,      # floor_s / wall_s (measured, so it differs between runs too); null: unknown
 })
+# Run facts: columns that depend on wall-clock time or on what the response cache held when the run
+# started (a replay from a full cache makes no pool call: no pool work, nothing paid, every call a hit),
+# not on what the run computed. The run folder's tables keep them; the copies in DVC's hashed outputs
+# leave them out and the timings folder (paths.timings) holds them, keyed like the table, so the same
+# `dvc repro` gives the same dvc.lock (README "Reproducibility").
+EPISODE_RUN_FACTS = ("latency_s", "decode_tokens", "prefill_tokens", "pool_latency_s", "cache_hits", "cost_usd")
+GENERATION_RUN_FACTS = ("cache_hits", "cache_hit_share", "cost_usd", "decode_tokens", "prefill_tokens", "floor_s",
+                        "floor_bound", "wall_s", "efficiency")
 CSV_COLUMNS = ("generation", "fitness_min", "fitness_mean", "fitness_max", "validation_reward",
                "validation_reward_sample", "validation_reward_argmax", "sigma", "learning_rate", "mean_norm",
                "agent_entropy", "turn_term_mean", "cost_term_mean", "verifier_first_share", "no_answer_share",
-               "truncated_call_share", "cache_hit_share", "cost_usd")
+               "truncated_call_share")
 
 ROUTING_SCHEMA = pl.Schema({
     "generation": pl.Int64,        # -1: x0, validated before generation 0
@@ -151,3 +159,9 @@ def write_parquet(df: pl.DataFrame, path: Path) -> None:
 
 def write_generations_csv(df: pl.DataFrame, path: Path) -> None:
     atomic_write_bytes(path, df.select(CSV_COLUMNS).write_csv().encode())
+
+
+def split_run_facts(df: pl.DataFrame, keys: Sequence[str], facts: Sequence[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(the table without the run-fact columns, the keys plus the run facts): results and timings."""
+    present = [c for c in facts if c in df.columns]
+    return df.drop(present), df.select([*[k for k in keys if k in df.columns], *present])

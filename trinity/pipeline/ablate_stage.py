@@ -118,15 +118,19 @@ def run(cfg: DictConfig, *, submit: evolve_stage.Submit = evolve_stage.inline_su
                          metrics_dir=out_dir, reports_dir=out_dir)
         finally:
             RolloutContext.close_all()  # one variant's backbone and pool client at a time
+        evolve_stage.stop_on_replay_misses(f"ablate ({name})", out.get("replay_misses", 0))
         result = out["result"]
-        publish_variant(Path(out["run_dir"]), dest_root / name, overrides)
+        timings = evolve_stage.timings_dir(cfg, "ablations", name)
+        publish_variant(Path(out["run_dir"]), dest_root / name, overrides, timings)
+        # the variant's wall time is a run fact: beside its tables' run facts, not in metrics/ablations.json
+        _write_json(timings / "wall.json", {"wall_s": round(time.perf_counter() - started, 3)})
         summary["variants"][name] = {
             "overrides": overrides, "strategy": str(variant.evolve.strategy), "budget": plan,
             "final_validation_reward": final_validation_reward(dest_root / name / "generations.parquet"),
             "best_validation_reward": result.best_validation_reward, "best_generation": result.best_generation,
             "x0_validation_reward": result.x0_validation_reward, "beats_x0": result.beats_x0,
             "generations_completed": result.generations_completed, "stop_reason": result.stop_reason,
-            "resumed": result.resumed, "wall_s": round(time.perf_counter() - started, 3),
+            "resumed": result.resumed,
             **_totals(dest_root / name / "summary.json"),
         }
         log.info("%s: done, best validation reward %s (generation %s), stop: %s", prefix,
@@ -136,16 +140,19 @@ def run(cfg: DictConfig, *, submit: evolve_stage.Submit = evolve_stage.inline_su
     return {"path": str(dest_root), "metrics": summary}
 
 
-def publish_variant(run_out: Path, dest: Path, overrides: dict[str, Any]) -> None:
+def publish_variant(run_out: Path, dest: Path, overrides: dict[str, Any], timings: Path | None = None) -> None:
+    """A variant's coordinator, tables (less their run facts, which go to `timings`), summary and plots."""
+    from trinity.evolve.outputs import publish_tables
+
     if dest.exists():
         shutil.rmtree(dest)
     dest.mkdir(parents=True)
+    publish_tables(run_out, dest, timings)
     coordinator = run_out / "coordinator"
     for name in ("coordinator.safetensors", "coordinator.json"):
         if (coordinator / name).exists():
             shutil.copy2(coordinator / name, dest / name)
-    for src, name in (("generations.parquet", None), ("episodes.parquet", None), ("routing.parquet", None),
-                      ("evolve.json", "summary.json"), ("evolution.png", None), ("routing.png", None)):
+    for src, name in (("evolve.json", "summary.json"), ("evolution.png", None), ("routing.png", None)):
         if (run_out / src).exists():
             shutil.copy2(run_out / src, dest / (name or src))
     (dest / "variant.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(overrides)))
@@ -169,7 +176,7 @@ def _totals(path: Path) -> dict[str, Any]:
     if not path.exists():
         return {}
     data = json.loads(path.read_text())
-    return {k: data.get(k) for k in ("n_params", "popsize", "episodes", "calls", "cache_hits", "tokens", "cost_usd")}
+    return {k: data.get(k) for k in ("n_params", "popsize", "episodes", "calls", "tokens")}
 
 
 def _write_json(path: Path, data: dict) -> None:

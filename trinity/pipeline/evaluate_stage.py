@@ -29,9 +29,10 @@ from trinity.eval import methods as method_registry
 from trinity.eval import report as report_mod
 from trinity.eval.episodes import run_episode_fn_chunks
 from trinity.eval.learning import evolution_x0_test, learning_section
-from trinity.eval.tables import RESULTS_SCHEMA, paired_tests, results_frame, summarize, trace_rows, truncation
+from trinity.eval.tables import (RESULTS_SCHEMA, paired_tests, results_frame, summarize, trace_rows, truncation,
+                                 write_results)
 from trinity.pipeline import items as item_sel
-from trinity.pipeline.evolve_stage import coordinator_file
+from trinity.pipeline.evolve_stage import coordinator_file, stop_on_replay_misses, timings_dir
 from trinity.pipeline.rollouts import RolloutContext, config_key
 from trinity.progress import Listener, Progress
 
@@ -197,6 +198,7 @@ def run(cfg: DictConfig, *, coordinator_path: Path | None = None, progress: Call
     sets = eval_sets(cfg)
     finished, pending = plan_chunks(cfg, ctx, mctx, methods, sets)
     results = run_chunks(ctx, finished, pending, say=say, on_work=on_work)
+    stop_on_replay_misses("evaluate", getattr(ctx.pool, "replay_misses", 0))
     summary = summarize(results, samples=int(cfg.eval.bootstrap_samples), seed=int(cfg.seed))
     paired = paired_tests(results, "trinity", samples=int(cfg.eval.bootstrap_samples), seed=int(cfg.seed),
                           min_items=needed)
@@ -301,7 +303,7 @@ def run_chunks(ctx: RolloutContext, finished: dict[tuple, pl.DataFrame], pending
 def write_tables(cfg: DictConfig, results: pl.DataFrame, summary: pl.DataFrame, paired: pl.DataFrame) -> None:
     out = Path(cfg.paths.eval)
     out.mkdir(parents=True, exist_ok=True)
-    results.write_parquet(out / "results.parquet")
+    write_results(results, out / "results.parquet", timings_dir(cfg, "evaluate") / "results.parquet")
     summary.write_parquet(out / "summary.parquet")
     paired.write_parquet(out / "paired.parquet")
 

@@ -81,6 +81,36 @@ def coordinator_file(path: Path) -> Path:
     return path / "coordinator.safetensors" if path.suffix != ".safetensors" else path
 
 
+def warm_start_source(cfg: DictConfig) -> Path | None:
+    """The saved coordinator a run starts from (`evolve.warm_start`): None (x0 = 0), `champion` (the
+    registry's champion at paths.registry; None while the registry has none) or a coordinator's path."""
+    choice = OmegaConf.select(cfg, "evolve.warm_start", default=None)
+    if choice in (None, "", "none", "null"):
+        return None
+    if str(choice) == "champion":
+        from trinity.registry.store import Registry
+
+        champion = Registry(str(cfg.paths.registry)).champion()
+        if champion is None:
+            log.info("evolve: evolve.warm_start=champion but the registry at %s has no champion: x0 = 0",
+                     cfg.paths.registry)
+            return None
+        return champion.coordinator
+    path = coordinator_file(Path(str(choice)))
+    if not path.is_file():
+        from trinity.errors import ConfigError
+
+        raise ConfigError(f"config key 'evolve.warm_start': no saved coordinator at {path} "
+                          "(null, champion, or a coordinator folder or .safetensors file)")
+    return path
+
+
+def warm_start_sigma0(cfg: DictConfig) -> float | None:
+    """`evolve.warm_start_sigma0`, or None: evolve.sigma0."""
+    value = OmegaConf.select(cfg, "evolve.warm_start_sigma0", default=None)
+    return None if value is None else float(value)
+
+
 def run_dir(cfg: DictConfig) -> Path:
     """Checkpoints live outside DVC's outs (DVC deletes outs before a stage runs), keyed by what decides
     the run's results (the checkpoint's fingerprint: seed, evolve, protocol, pool, coordinator, tasks,
@@ -88,24 +118,55 @@ def run_dir(cfg: DictConfig) -> Path:
     a raised `evolve.budget` continues the same run, and a changed setting that matters starts fresh."""
     from trinity.evolve.checkpoint import config_fingerprint
 
-    return Path(cfg.paths.cache) / "runs" / config_fingerprint(cfg, 0)
+    key = config_fingerprint(cfg, 0)
+    source = warm_start_source(cfg)
+    if source is not None:  # another champion is another run
+        import hashlib
+
+        from trinity.registry.store import sha256_file
+
+        key = hashlib.sha256(f"{key}|{sha256_file(source)}".encode()).hexdigest()[:16]
+    return Path(cfg.paths.cache) / "runs" / key
 
 
 def run(cfg: DictConfig, *, submit: Submit = inline_submit, progress: Callable[[dict], None] | None = None,
         on_work: Listener | None = None) -> dict:
     """`progress` gets each generation's report; `on_work(label, done, total)` the episodes done inside a
     generation or a validation (trinity.progress)."""
-    out = evolve(cfg, out_dir=run_dir(cfg), submit=submit, progress=progress, on_work=on_work)
-    publish(out["run_dir"], Path(cfg.paths.runs))
-    (Path(cfg.paths.runs) / "pool_totals.json").write_text(json.dumps(out["pool_totals"], indent=2, default=str))
+    out = evolve(cfg, out_dir=run_dir(cfg), submit=submit, progress=progress, on_work=on_work, warm_start=True)
+    stop_on_replay_misses("evolve", out.get("replay_misses", 0))
+    timings = timings_dir(cfg, "evolve")
+    publish(out["run_dir"], Path(cfg.paths.runs), timings)
+    # the pool client's counts and latencies: what this run paid and waited, not what it computed
+    (timings / "pool_totals.json").write_text(json.dumps(out["pool_totals"], indent=2, default=str))
     return out
+
+
+def stop_on_replay_misses(stage: str, misses: int) -> None:
+    """Under replay_only a request the response cache lacks is a failed turn, so the stage's outputs are no
+    replay: stop with an error that says so (after the run, so its checkpoints keep what it did)."""
+    if misses:
+        from trinity.pool.errors import CacheMissError
+
+        raise CacheMissError(f"{stage}: {misses} pool request(s) were not in the response cache under replay_only "
+                             "(each scored as a failed turn), so the outputs are no replay: pull the cache that ran "
+                             "this pipeline (make responses-pull) or run with read_write")
+
+
+def timings_dir(cfg: DictConfig, *parts: str) -> Path:
+    """Where a stage's run facts go (paths.timings: wall times, pool work, cache hits; outside DVC's outputs)."""
+    root = OmegaConf.select(cfg, "paths.timings", default=None) or str(Path(str(cfg.paths.cache)) / "timings")
+    path = Path(str(root)).joinpath(*parts)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 def evolve(cfg: DictConfig, *, out_dir: Path, submit: Submit = inline_submit,
            progress: Callable[[dict], None] | None = None, metrics_dir: Path | None = None,
-           reports_dir: Path | None = None, on_work: Listener | None = None) -> dict:
+           reports_dir: Path | None = None, on_work: Listener | None = None, warm_start: bool = False) -> dict:
     """One evolution run of `cfg` in `out_dir` (resumes from its checkpoint); the ablate stage reuses it
-    with its own folders per variant. Returns the run folder, the EvolutionResult and the pool totals."""
+    with its own folders per variant. Returns the run folder, the EvolutionResult and the pool totals.
+    `warm_start`: start from `evolve.warm_start` (the main run; ablations and frontier heads start at 0)."""
     from trinity.evolve.loop import run_evolution
 
     cfg_yaml = OmegaConf.to_yaml(cfg, resolve=True)
@@ -159,9 +220,20 @@ def evolve(cfg: DictConfig, *, out_dir: Path, submit: Submit = inline_submit,
 
     describe_mean = routing_describer(coord, val, ProtocolConfig.from_cfg(cfg.protocol))
 
+    warm = None
+    source = warm_start_source(cfg) if warm_start else None
+    if source is not None:
+        from trinity.coordinator.warm_start import load_warm_start
+
+        warm = load_warm_start(source, coord.metadata())
+        for line in warm.lines():
+            log.info("evolve: %s", line)
+
     def save_coordinator(path: Path, params: np.ndarray, meta: dict) -> None:
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
+        if warm is not None:
+            meta = {**meta, "warm_start": warm.report()}
         coord.save(coordinator_file(path), np.asarray(params), meta)
 
     out = Path(out_dir)
@@ -170,8 +242,11 @@ def evolve(cfg: DictConfig, *, out_dir: Path, submit: Submit = inline_submit,
         cfg, n_params=coord.num_params, evaluate_population=evaluate_population, evaluate_mean=evaluate_mean,
         save_coordinator=save_coordinator, out_dir=out, progress=progress, metrics_dir=metrics_dir,
         reports_dir=reports_dir, describe_mean=describe_mean, reference_lines=simulated_reference_lines(cfg, val),
+        x0=None if warm is None else warm.x0, sigma0=None if warm is None else warm_start_sigma0(cfg),
     )
-    return {"run_dir": str(out), "result": result, "pool_totals": ctx.totals()}
+    return {"run_dir": str(out), "result": result, "pool_totals": ctx.totals(),
+            "replay_misses": getattr(ctx.pool, "replay_misses", 0),
+            "warm_start": None if warm is None else warm.report()}
 
 
 def routing_describer(coord: Any, items: list[TaskItem], protocol: ProtocolConfig) -> Callable[[int, np.ndarray], dict]:
@@ -221,15 +296,15 @@ def simulated_reference_lines(cfg: DictConfig, val: list[TaskItem]) -> dict[str,
             f"simulated best single ({best})": pooled["single_worker"][best]}
 
 
-def publish(run_out: Path | str, dest: Path) -> None:
+def publish(run_out: Path | str, dest: Path, timings: Path | None = None) -> None:
     """Copy the run's tables (episodes, generations, routing) and trained coordinator into the DVC out
-    (data/evolve)."""
+    (data/evolve); the tables' run facts (wall times, pool work, cache hits) go to `timings` instead."""
+    from trinity.evolve.outputs import publish_tables
+
     run_out = Path(run_out)
     if dest.exists():
         shutil.rmtree(dest)
     dest.mkdir(parents=True)
-    for name in ("episodes.parquet", "generations.parquet", "routing.parquet"):
-        if (run_out / name).exists():
-            shutil.copy2(run_out / name, dest / name)
+    publish_tables(run_out, dest, timings)
     if (run_out / "coordinator").exists():
         shutil.copytree(run_out / "coordinator", dest / "coordinator")

@@ -22,7 +22,8 @@ Outputs, in <paths.frontier> (DVC out data/frontier; `trinity serve --frontier` 
     frontier.parquet    the same table, with the baselines (kind = baseline)
     results.parquet     every test episode of every head and baseline (trinity.eval.tables.RESULTS_SCHEMA)
     <head>/coordinator.safetensors (+ .json), variant.yaml (its overrides), and a weight's run tables
-and metrics/frontier.json (the table, each weight's training: wall time, calls, response-cache hits),
+and metrics/frontier.json (the table, each weight's training: episodes, calls; its wall time and response-cache
+hits are run facts, in paths.timings/frontier/<head>/training.json),
 reports/frontier.png. With `evolve.cost_weights` empty nothing is trained or evaluated; the manifest and
 the metrics say `enabled: false` and the picture says why.
 """
@@ -150,18 +151,24 @@ def train(cfg: DictConfig, chosen: dict, dest: Path, *, submit, progress, evolve
                             reports_dir=run_out)
         finally:
             RolloutContext.close_all()   # one weight's backbone and pool client at a time
-        ablate_stage.publish_variant(Path(result["run_dir"]), dest / name, overrides)
+        evolve_stage.stop_on_replay_misses(f"frontier ({name})", result.get("replay_misses", 0))
+        timings = evolve_stage.timings_dir(cfg, "frontier", name)
+        ablate_stage.publish_variant(Path(result["run_dir"]), dest / name, overrides, timings)
         r = result["result"]
         summary = dest / name / "summary.json"
         totals = json.loads(summary.read_text()) if summary.is_file() else {}
-        calls, hits = totals.get("calls") or 0, totals.get("cache_hits") or 0
+        measured = json.loads((timings / "timings.json").read_text()) if (timings / "timings.json").is_file() else {}
+        calls, hits = totals.get("calls") or 0, measured.get("cache_hits") or 0
         out[name] = {"overrides": overrides, "best_validation_reward": r.best_validation_reward,
                      "best_generation": r.best_generation, "generations_completed": r.generations_completed,
-                     "stop_reason": r.stop_reason, "resumed": r.resumed, "wall_s": round(time.perf_counter() - started, 3),
-                     "episodes": totals.get("episodes"), "calls": calls, "cache_hits": hits,
-                     "pool_calls": calls - hits, "paid_usd": totals.get("cost_usd")}
+                     "stop_reason": r.stop_reason, "resumed": r.resumed, "episodes": totals.get("episodes"),
+                     "calls": calls}
+        # run facts (wall time, response-cache hits, paid cost): beside the tables' run facts, outside DVC's outputs
+        wall = round(time.perf_counter() - started, 3)
+        _write_json(timings / "training.json", {"wall_s": wall, "cache_hits": hits, "pool_calls": calls - hits,
+                                                "paid_usd": measured.get("cost_usd")})
         log.info("%s: done in %.1f s, best validation reward %s, %d of %d calls from the response cache", prefix,
-                 out[name]["wall_s"], r.best_validation_reward, hits, calls)
+                 wall, r.best_validation_reward, hits, calls)
         _write_json(metrics_path, {"enabled": True, "training": out})   # where a long stage is
     return out
 
@@ -203,7 +210,9 @@ def evaluate(cfg: DictConfig, dest: Path, heads: dict[str, float], *, on_work=No
         results = evaluate_stage.run_chunks(ctx, finished, pending, say=log.info, on_work=on_work)
     finally:
         RolloutContext.close_all()
-    results.write_parquet(dest / "results.parquet")
+    from trinity.eval.tables import write_results
+
+    write_results(results, dest / "results.parquet", evolve_stage.timings_dir(cfg, "frontier") / "results.parquet")
     return results
 
 

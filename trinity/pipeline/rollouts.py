@@ -142,6 +142,7 @@ class RolloutContext:
     def __init__(self, cfg: DictConfig, *, with_coordinator: bool = True, run_key: str | None = None) -> None:
         """`run_key` names the run's shared limits on Dask (default: the config's key)."""
         from trinity.pool.budget import Budget
+        from trinity.pool.cache import effective_mode
         from trinity.pool.client import PoolClient
         from trinity.pool.shared_limits import run_limits
 
@@ -155,7 +156,8 @@ class RolloutContext:
         self.shared_limits = limits = run_limits(self.budget, run_key or config_key(cfg) + str(with_coordinator))
 
         async def build():
-            return PoolClient.from_config(cfg.pool, cache_path=cache_path, cache_mode=cfg.evolve.response_cache,
+            return PoolClient.from_config(cfg.pool, cache_path=cache_path,
+                                          cache_mode=effective_mode(cfg.evolve.response_cache),
                                           budget=None if limits else self.budget, limits=limits)
 
         self.pool = self.loop.run(build())

@@ -26,7 +26,11 @@ if TYPE_CHECKING:
     from trinity.coordinator.coordinator import Coordinator
 
 
-STATE_SLICE = 64   # prompts per precompute call: progress news, with the same slices on every run
+# Prompts per precompute call: progress news, with the same slices on every run. Each slice is computed
+# isolated (no content-cache reads, an empty prefix store): its batches are its prompts sorted by token
+# length and cut by max_batch / max_padding, so the bytes depend on the prompts, never on timing, on
+# concurrent work or on what an earlier run left in the feature cache.
+STATE_SLICE = 64
 
 
 def write_state_cache(coord: Coordinator, items: Sequence[tuple[str, str]], out_path: str | os.PathLike,
@@ -41,7 +45,7 @@ def write_state_cache(coord: Coordinator, items: Sequence[tuple[str, str]], out_
     texts = [text for _, text in items]
     parts = []
     for start in range(0, len(texts), STATE_SLICE):
-        parts.append(coord.precompute(texts[start:start + STATE_SLICE]))
+        parts.append(coord.precompute(texts[start:start + STATE_SLICE], isolated=True))
         if progress is not None:
             progress(len(parts[-1]))
     features = np.concatenate(parts) if parts else coord.precompute([])

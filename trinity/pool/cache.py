@@ -29,6 +29,19 @@ from trinity.pool.errors import CacheError
 log = logging.getLogger(__name__)
 
 CACHE_MODES = ("off", "read_write", "replay_only")
+# Overrides the configured mode for one run without changing params.yaml, so a replay of a committed
+# pipeline (`TRINITY_RESPONSE_CACHE=replay_only dvc repro --force`) leaves dvc.lock byte-identical.
+MODE_ENV = "TRINITY_RESPONSE_CACHE"
+SNAPSHOT_NAME = "responses.sqlite"  # the shared, DVC-tracked copy: <responses dir>/responses.sqlite
+
+
+def effective_mode(configured: str) -> str:
+    """The response-cache mode a run uses: $TRINITY_RESPONSE_CACHE when set, else the configured one."""
+    value = os.environ.get(MODE_ENV, "").strip() or str(configured)
+    if value not in CACHE_MODES:
+        source = f"${MODE_ENV}" if os.environ.get(MODE_ENV, "").strip() else "the configured response_cache"
+        raise CacheError(f"{source} must be one of {', '.join(CACHE_MODES)}, got {value!r}")
+    return value
 KEY_VERSION = 1  # bump when the key recipe changes, so old entries are never misread
 BUSY_TIMEOUT_MS = 30_000
 
@@ -212,7 +225,71 @@ class ResponseCache:
             self._reader = self._writer = self._pid = None
 
 
+def export_snapshot(cache_path: str | os.PathLike, snapshot: str | os.PathLike) -> int:
+    """Write every entry of the live cache into `snapshot`, a fresh single-file SQLite database (no WAL,
+    rows in key order, so the same entries give the same bytes with the same SQLite) for `dvc add` and
+    `dvc push`. Returns the number of entries."""
+    snapshot = Path(snapshot)
+    snapshot.parent.mkdir(parents=True, exist_ok=True)
+    tmp = snapshot.with_name(snapshot.name + f".partial-{os.getpid()}")
+    tmp.unlink(missing_ok=True)
+    source = sqlite3.connect(Path(cache_path), timeout=BUSY_TIMEOUT_MS / 1000)
+    target = sqlite3.connect(tmp)
+    try:
+        source.execute(_SCHEMA)
+        target.execute("PRAGMA journal_mode=DELETE")
+        target.execute(_SCHEMA)
+        rows = source.execute("SELECT key, model_id, reply, created_at FROM responses ORDER BY key").fetchall()
+        with target:
+            target.executemany("INSERT INTO responses (key, model_id, reply, created_at) VALUES (?, ?, ?, ?)", rows)
+    finally:
+        source.close()
+        target.close()
+    os.replace(tmp, snapshot)
+    return len(rows)
+
+
+def import_snapshot(snapshot: str | os.PathLike, cache_path: str | os.PathLike) -> int:
+    """Merge a snapshot (export_snapshot, e.g. after `dvc pull`) into the live cache; entries already there
+    are kept (the first writer of a key wins, as in the cache itself). Returns how many were added."""
+    if not Path(snapshot).is_file():
+        raise CacheError(f"no response-cache snapshot at {snapshot} (make responses-pull fetches it)")
+    cache = ResponseCache(cache_path)
+    try:
+        before = len(cache)
+        conn = cache._connection(True)
+        with cache._write_lock:
+            conn.execute("ATTACH DATABASE ? AS snap", (str(snapshot),))
+            try:
+                conn.execute("INSERT OR IGNORE INTO responses SELECT key, model_id, reply, created_at FROM snap.responses")
+            finally:
+                conn.execute("DETACH DATABASE snap")
+        return len(cache) - before
+    finally:
+        cache.close()
+
+
 def _is_busy(error: sqlite3.OperationalError) -> bool:
     """SQLITE_BUSY / SQLITE_LOCKED: another connection holds a lock for now."""
     text = str(error).lower()
     return "locked" in text or "busy" in text
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m trinity.pool.cache export LIVE SNAPSHOT | import SNAPSHOT LIVE` (make responses-push/-pull)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m trinity.pool.cache", description=main.__doc__)
+    parser.add_argument("action", choices=("export", "import"))
+    parser.add_argument("source")
+    parser.add_argument("target")
+    args = parser.parse_args(argv)
+    if args.action == "export":
+        print(f"response cache: {export_snapshot(args.source, args.target)} entries -> {args.target}")
+    else:
+        print(f"response cache: {import_snapshot(args.source, args.target)} new entries from {args.source} -> {args.target}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -176,6 +176,7 @@ class PoolClient:
         self.model_names: list[str] = list(self._endpoints)
         self.cache = cache if cache_mode != "off" else None
         self.cache_mode = cache_mode if cache is not None else "off"
+        self.replay_misses = 0  # replay_only requests the cache did not hold (each a failed turn)
         self.limits: RunLimits = limits if limits is not None else LocalLimits(budget, self._endpoints.values())
         self.budget = self.limits.budget
         self.retry = retry or RetryPolicy()
@@ -332,6 +333,10 @@ class PoolClient:
         if hit is not None:
             return self._from_cache(ep, hit, started), False
         if self.cache_mode == "replay_only":
+            self.replay_misses += 1
+            if self.replay_misses == 1:
+                log.error("replay_only: a request is not in the response cache %s (model %s); the pipeline "
+                          "stage stops with an error at its end", self.cache.path, ep.name)
             miss = CacheMissError(f"replay_only: no cached response for model '{ep.name}' "
                                   f"({ep.model_id}), key {key[:16]}")
             return self._failure(ep, miss, 0, started), False

@@ -11,6 +11,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from trinity.config_schema import section
+from trinity.config_schema.pool import PoolConfig, PoolModel, Sampling
 from trinity.pool.errors import MissingApiKeyError, PoolConfigError
 
 
@@ -111,41 +113,41 @@ def _plain(value: Any) -> dict:
 def resolve_endpoint(name: str, model_cfg: Mapping[str, Any], pool_cfg: Mapping[str, Any]) -> ModelEndpoint:
     """One `pool.models.<name>` entry -> ModelEndpoint. Reads the API key from the environment now, so a
     missing key stops the run before any work (MissingApiKeyError names the variable)."""
-    sampling = _opt(pool_cfg, "sampling", {})
-    provider = get_provider(str(_opt(model_cfg, "provider", _opt(pool_cfg, "provider", "openai"))))
-    model_id = _opt(model_cfg, "model_id")
-    if not model_id:
+    m = section(model_cfg, PoolModel, f"pool.models.{name}")
+    sampling = section(_opt(pool_cfg, "sampling"), Sampling, "pool.sampling")
+    provider = get_provider(str(m.provider or _opt(pool_cfg, "provider", PoolConfig.provider)))
+    if not m.model_id:
         raise PoolConfigError(f"config key 'pool.models.{name}.model_id' is missing")
 
-    base_url = _opt(model_cfg, "base_url")
-    port = _opt(model_cfg, "port", _opt(pool_cfg, "port"))   # a pool served by one server gives pool.port
+    base_url = m.base_url
+    port = m.port if m.port is not None else _opt(pool_cfg, "port")   # a pool served by one server gives pool.port
     if base_url is None and port is not None:
-        base_url = f"http://{_opt(pool_cfg, 'host', '127.0.0.1')}:{int(port)}/v1"
+        base_url = f"http://{_opt(pool_cfg, 'host', PoolConfig.host)}:{int(port)}/v1"
     base_url = base_url or provider.default_base_url
     if not base_url:
         raise PoolConfigError(
             f"pool model '{name}' (provider {provider.name}) needs 'base_url' or 'port' in pool.models.{name}")
 
-    key_env = _opt(model_cfg, "api_key_env", provider.api_key_env)
+    key_env = m.api_key_env or provider.api_key_env
     api_key = os.environ.get(key_env) if key_env else None
     # A key named explicitly in the model config is always required; a provider default only for hosted APIs.
-    if key_env and not api_key and (provider.key_required or _opt(model_cfg, "api_key_env")):
+    if key_env and not api_key and (provider.key_required or m.api_key_env):
         raise MissingApiKeyError(name, key_env)
 
-    max_tokens = _opt(model_cfg, "max_tokens", _opt(sampling, "max_tokens"))
+    max_tokens = m.max_tokens if m.max_tokens is not None else sampling.max_tokens
     return ModelEndpoint(
         name=name,
-        model_id=str(model_id),
+        model_id=str(m.model_id),
         provider=provider,
         base_url=str(base_url).rstrip("/"),
-        price_in_per_mtok=float(_opt(model_cfg, "price_in_per_mtok", 0.0)),
-        price_out_per_mtok=float(_opt(model_cfg, "price_out_per_mtok", 0.0)),
-        temperature=float(_opt(model_cfg, "temperature", _opt(sampling, "temperature", 0.1))),
+        price_in_per_mtok=float(m.price_in_per_mtok or 0.0),
+        price_out_per_mtok=float(m.price_out_per_mtok or 0.0),
+        temperature=float(m.temperature if m.temperature is not None else sampling.temperature),
         max_tokens=int(max_tokens) if max_tokens is not None else None,
-        timeout_s=float(_opt(model_cfg, "timeout_s", _opt(sampling, "timeout_s", 300.0))),
-        max_concurrency=_opt(model_cfg, "max_concurrency"),
-        requests_per_minute=_opt(model_cfg, "requests_per_minute"),
-        extra_body={**_plain(_opt(model_cfg, "extra_body", {})),
+        timeout_s=float(m.timeout_s if m.timeout_s is not None else sampling.timeout_s),
+        max_concurrency=m.max_concurrency,
+        requests_per_minute=m.requests_per_minute,
+        extra_body={**dict(m.extra_body),
                     **{k: _plain(model_cfg[k]) for k in provider.body_keys if model_cfg.get(k) is not None}},
         api_key=api_key,
     )

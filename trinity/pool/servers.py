@@ -76,8 +76,8 @@ class ServerStatus:
 def server_specs(pool_cfg) -> list[ServerSpec]:
     """The local servers a pool config asks for: one per model with an `asset` key (llama.cpp), or one
     for the whole pool when `pool.server` names a launcher (`simulated`); hosted models need none."""
-    host = pool_cfg.get("host", "127.0.0.1")
-    kind = pool_cfg.get("server")
+    typed = section(pool_cfg, PoolConfig, "pool")   # the llama.cpp defaults (n_ctx, n_parallel, n_threads)
+    host, kind = typed.host, typed.server
     if kind is not None:
         if kind not in LAUNCHERS or kind == "llamacpp":
             raise ConfigError(f"config key 'pool.server' must be one of {sorted(k for k in LAUNCHERS if k != 'llamacpp')} "
@@ -87,7 +87,6 @@ def server_specs(pool_cfg) -> list[ServerSpec]:
         return [ServerSpec(name=str(kind), asset="", host=host, port=int(pool_cfg.port), n_ctx=0, n_parallel=0,
                            n_threads=0, kind=str(kind))]
     specs = []
-    typed = section(pool_cfg, PoolConfig, "pool")   # the llama.cpp defaults (n_ctx, n_parallel, n_threads)
     for name, m in pool_cfg.models.items():
         if not m.get("asset"):
             continue
@@ -211,8 +210,9 @@ class LocalPool:
     def __init__(self, pool_cfg, *, model_cache: str | None = None, progress=print):
         self.pool_cfg = pool_cfg
         self.specs = server_specs(pool_cfg)
-        self.state_dir = Path(pool_cfg.get("state_dir", ".trinity/pool"))
-        self.startup_timeout_s = float(pool_cfg.get("startup_timeout_s", 180))
+        typed = section(pool_cfg, PoolConfig, "pool")
+        self.state_dir = Path(typed.state_dir)
+        self.startup_timeout_s = float(typed.startup_timeout_s)
         self.model_cache = model_cache
         self._started: list[str] = []
         self.progress = progress

@@ -115,6 +115,7 @@ def create_app(settings: ServeSettings, runner: EpisodeRunner, *, metrics: Metri
     app = FastAPI(title="TRINITY", version="1", lifespan=lifespan, docs_url=None, redoc_url=None,
                   openapi_url=None)
     app.state.gate = gate
+    app.state.runner = runner
     app.state.metrics = metrics
     app.add_middleware(MetricsMiddleware, metrics=metrics)
 

@@ -2,6 +2,7 @@
 
     app = build_app(cfg, coordinator_path)            # loads and checks the coordinator, opens the pool
     app = build_app(cfg, frontier=folder)             # a cost-quality frontier: one head per request
+    app = build_app(cfg, registry=folder)             # the registry's champion, following promotions
     serve(cfg, coordinator_path)                      # blocking (the CLI): checks, local pool, uvicorn
     with ServerThread(app) as server: server.base_url # in a background thread (tests, benchmarks)
 """
@@ -23,22 +24,34 @@ from trinity.serve.settings import ServeSettings
 
 
 def build_app(cfg: DictConfig, coordinator_path: str | os.PathLike | None = None, *, frontier: Any = None,
-              backbone: Any = None, pool: Any = None):
+              registry: Any = None, backbone: Any = None, pool: Any = None):
     """The FastAPI app for `cfg` with the coordinator saved at `coordinator_path` (a folder holding
     coordinator.safetensors, or the file), or with the heads of the cost-quality frontier in the folder
-    `frontier` (trinity.serve.frontier). A coordinator saved for another pool or backbone is refused
-    (CoordinatorMismatchError). `backbone` and `pool` replace the configured ones (tests)."""
+    `frontier` (trinity.serve.frontier), or with the champion of the model registry in the folder
+    `registry`, swapped when another is promoted (trinity.serve.registry_runner). A coordinator saved for
+    another pool or backbone is refused (CoordinatorMismatchError). `backbone` and `pool` replace the
+    configured ones (tests)."""
     import dataclasses
+
+    from omegaconf import OmegaConf
 
     from trinity.coordinator.coordinator import Coordinator
     from trinity.pipeline.evolve_stage import coordinator_file
     from trinity.pool.client import PoolClient
 
-    if (coordinator_path is None) == (frontier is None):
-        raise ValueError("serve one coordinator or one frontier")
+    if sum(x is not None for x in (coordinator_path, frontier, registry)) != 1:
+        raise ValueError("serve one coordinator, one frontier or one registry")
     settings = ServeSettings.from_cfg(cfg)
     settings.check_exposure()
     served = None
+    if registry is not None:
+        from trinity.registry.store import Registry, RegistryError
+
+        registry = Registry(registry)
+        champion = registry.champion()
+        if champion is None:
+            raise RegistryError(f"--registry {registry.root}: no champion to serve (`trinity models promote V`)")
+        coordinator_path = champion.coordinator
     if frontier is not None:
         from trinity.serve.frontier import ServedFrontier
 
@@ -62,7 +75,17 @@ def build_app(cfg: DictConfig, coordinator_path: str | os.PathLike | None = None
                              coordinator.router_for(head_params, mode=settings.routing), root_seed=int(cfg.seed),
                              answer_first=settings.answer_first)
 
-    if served is None:
+    if registry is not None:
+        from trinity.serve.registry_runner import RegistryRunner
+
+        def version_runner(version) -> EpisodeRunner:
+            # the champion loaded at start-up is `params`; a later one is read and checked in full here
+            loaded = params if version.coordinator == coordinator_path else coordinator.read_params(version.coordinator)
+            return runner_for(loaded)
+
+        runner = RegistryRunner(registry, version_runner,
+                                poll_s=float(OmegaConf.select(cfg, "serve.registry_poll_s", default=1.0))).start()
+    elif served is None:
         runner = runner_for(params)
     else:
         from trinity.serve.frontier import FrontierRunner
@@ -71,6 +94,8 @@ def build_app(cfg: DictConfig, coordinator_path: str | os.PathLike | None = None
         runner = FrontierRunner(served, {h.name: runner_for(coordinator.read_params(h.file)) for h in served.heads})
 
     async def close() -> None:
+        if registry is not None:
+            runner.stop()
         if own_pool:
             await pool.aclose()
         coordinator.service.close()
@@ -79,7 +104,7 @@ def build_app(cfg: DictConfig, coordinator_path: str | os.PathLike | None = None
 
 
 def serve(cfg: DictConfig, coordinator_path: str | os.PathLike | None = None, *,
-          frontier: str | os.PathLike | None = None) -> None:
+          frontier: str | os.PathLike | None = None, registry: str | os.PathLike | None = None) -> None:
     """`trinity serve`: refuse what can be refused before anything starts (exposure, the coordinator's
     file and pool, or every frontier head's; a taken port; trinity.serve.preflight), then start the pool's
     local servers if the config has any, build the app and serve on the port reserved first. The servers
@@ -99,13 +124,20 @@ def serve(cfg: DictConfig, coordinator_path: str | os.PathLike | None = None, *,
 
         for head in ServedFrontier.load(frontier).heads:
             check_saved_pool(cfg, head.file)
+    elif registry is not None:
+        from trinity.registry.store import Registry, RegistryError
+
+        champion = Registry(registry).champion()
+        if champion is None:
+            raise RegistryError(f"--registry {registry}: no champion to serve (`trinity models promote V`)")
+        check_saved_pool(cfg, champion.coordinator)
     else:
         check_saved_pool(cfg, coordinator_path)
     specs = server_specs(cfg.pool)  # a pool config error, too, before the port is taken
     with contextlib.closing(reserve_port(settings.host, settings.port)) as sock:
         local = LocalPool(cfg.pool, model_cache=cfg.paths.model_cache) if specs else None
         with local if local is not None else contextlib.nullcontext():  # stops only the servers it started
-            app = build_app(cfg, coordinator_path, frontier=frontier)
+            app = build_app(cfg, coordinator_path, frontier=frontier, registry=registry)
             log = logging.getLogger("trinity.serve")  # one line per episode: id, end reason, turns, tokens, cost
             if not log.handlers:
                 handler = logging.StreamHandler()

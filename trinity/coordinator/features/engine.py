@@ -100,10 +100,23 @@ class FeatureEngine:
             raise FeatureError(f"the coordinator prompt has {len(ids)} tokens, too few for token position {self.token_position}")
         return ids
 
-    def features(self, requests: Sequence[FeatureRequest | str]) -> np.ndarray:
-        """Features of many requests, (n, d) float32, in request order."""
+    def features(self, requests: Sequence[FeatureRequest | str], *, isolated: bool = False) -> np.ndarray:
+        """Features of many requests, (n, d) float32, in request order.
+
+        `isolated=True` gives bytes that depend only on the requests (and backbone, dtype, device class,
+        max_batch, max_padding), never on earlier calls: the content cache is not read and prefix reuse
+        starts from an empty store, so which prompts were computed before, in which batches, cannot
+        change the rounding (the cache_states stage). The results still go into the content cache."""
         with self._lock, torch.inference_mode():
-            return self._features([r if isinstance(r, FeatureRequest) else FeatureRequest(r) for r in requests])
+            requests = [r if isinstance(r, FeatureRequest) else FeatureRequest(r) for r in requests]
+            if not isolated:
+                return self._features(requests)
+            store = self.prefix_store
+            self.prefix_store = PrefixStore(store.max_tokens) if store is not None else None
+            try:
+                return self._features(requests, read_cache=False)
+            finally:
+                self.prefix_store = store
 
     def reference_feature(self, transcript: str, svf_deltas: np.ndarray | None = None) -> np.ndarray:
         """The plain forward of one prompt: no cache, no prefix reuse, no batching (the ground truth)."""
@@ -120,7 +133,7 @@ class FeatureEngine:
             return _to_numpy(out.last_hidden_state[0, self._feature_index(len(ids))])
 
     # ------------------------------------------------------------------ orchestration
-    def _features(self, requests: list[FeatureRequest]) -> np.ndarray:
+    def _features(self, requests: list[FeatureRequest], *, read_cache: bool = True) -> np.ndarray:
         self.stats["requests"] += len(requests)
         jobs = []
         for r in requests:
@@ -132,7 +145,7 @@ class FeatureEngine:
         for job in jobs:
             ident = (job.tokens.tobytes(), None if job.deltas is None else job.deltas.tobytes())
             if ident not in unique:
-                if self.cache is not None:
+                if self.cache is not None and read_cache:
                     job.feature = self.cache.get(job.key)
                 unique[ident] = job
             sources.append(unique[ident])

@@ -1,0 +1,71 @@
+"""Recurring retraining (the `trinity-retrain` deployment): prepare -> cache_states -> evolve, warm-started
+from the registry's champion (`retrain.warm_start`), then champion vs challenger on the same test items
+(trinity.pipeline.retrain_stage): the new coordinator is registered as a version in `paths.registry` and
+replaces the champion only under `retrain.promote_rule`. The decision, with its reason, is the
+`retrain-decision` markdown artifact. A run that fails or is interrupted leaves the registry as it was.
+
+Started from a deployment, the stages write into a new folder under `paths.ad_hoc_runs`, never into the
+DVC outputs; the registry (`paths.registry`) is shared.
+
+    python -m flows.retrain [overrides]
+"""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+from omegaconf import open_dict
+from prefect import flow
+from prefect.artifacts import create_markdown_artifact
+
+from flows._common import cli, load_cfg, local_pool, prefect_logger, run_outputs
+from flows.cache_states import cache_states_flow
+from flows.evolve import evolve_flow
+from flows.prepare import prepare_flow
+from trinity import config
+
+STAGES = ("prepare", "cache_states", "evolve")
+
+
+@flow(name="retrain", log_prints=True)
+def retrain_flow(params: str | None = None, overrides: list[str] | None = None,
+                 output_paths: dict[str, str] | None = None) -> dict:
+    from trinity.pipeline import retrain_stage
+    from trinity.pipeline.rollouts import RolloutContext
+    from trinity.pipeline.workspace import apply_output_paths
+
+    from trinity.config_schema import section
+    from trinity.config_schema.root import Retrain
+
+    cfg = load_cfg(params, overrides)
+    warm = section(cfg.get("retrain"), Retrain, "retrain").warm_start
+    out = run_outputs(cfg, STAGES, "retrain", output_paths)
+    # the stages read their config from a file (params.yaml, or conf/ + overrides): this run's, with
+    # evolve.warm_start = retrain.warm_start, written where the run writes
+    cfg = cfg.copy()
+    with open_dict(cfg):
+        cfg.evolve.warm_start = warm
+    folder = Path(out["runs"]).parent if out else Path(str(cfg.paths.cache)) / "retrain"
+    folder.mkdir(parents=True, exist_ok=True)
+    run_params = folder / f"retrain-params-{uuid.uuid4().hex[:8]}.yaml"
+    run_params.write_text(config.to_yaml(cfg))
+    kw = {"params": str(run_params), "overrides": None, "output_paths": out}
+    prepare_flow(**kw)
+    cache_states_flow(**kw)
+    evolve_flow(**kw)
+    cfg = apply_output_paths(cfg, out)
+    source = str(run_params.parent) if out else str(cfg.paths.runs)
+    logger = prefect_logger()
+    try:
+        with local_pool(cfg):
+            decision = retrain_stage.run(cfg, source_run=source, progress=logger.info)
+    finally:
+        RolloutContext.close_all()
+    create_markdown_artifact(key="retrain-decision", markdown=decision["markdown"],
+                             description=f"{decision['version']}: {'promoted' if decision['promoted'] else 'kept'}")
+    return {k: v for k, v in decision.items() if k != "markdown"}
+
+
+if __name__ == "__main__":
+    cli(retrain_flow, __doc__)

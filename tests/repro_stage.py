@@ -1,0 +1,38 @@
+"""One pipeline stage on params.yaml in the current folder, without Prefect: the stage command of the temp
+DVC repository that tests/test_replay_dvc.py builds (the real flows would add a Prefect server per stage).
+
+    python tests/repro_stage.py prepare|cache_states|evolve
+"""
+
+from __future__ import annotations
+
+import sys
+
+
+def main(stage: str) -> int:
+    from trinity import config
+    from trinity.pipeline.rollouts import RolloutContext
+
+    cfg = config.load("params.yaml", [])
+    try:
+        if stage == "prepare":
+            from trinity.tasks.prepare import prepare_suites
+
+            prepare_suites(cfg, cfg.paths.prepared)
+        elif stage == "cache_states":
+            from trinity.pipeline import cache_states_stage
+
+            cache_states_stage.run(cfg)
+        elif stage == "evolve":
+            from trinity.pipeline import evolve_stage
+
+            evolve_stage.run(cfg)
+        else:
+            raise SystemExit(f"unknown stage {stage!r}")
+    finally:
+        RolloutContext.close_all()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1]))

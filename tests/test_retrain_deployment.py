@@ -1,0 +1,218 @@
+"""Recurring retraining through the Prefect API of a real `prefect server` (flows/retrain.py behind the
+`trinity-retrain` deployment): a better challenger is promoted and a running `trinity serve --registry`
+answers with it without a restart; a worse one leaves the champion in place; a pool change maps the
+champion's head rows by name; a run that fails leaves the registry unchanged. Each decision is a
+`retrain-decision` markdown artifact.
+
+The pool is the scripted loopback stub (model `right` answers every MMLU item correctly, the others never),
+the coordinator the real offline backbone; one turn per episode, argmax routing, so a coordinator's
+reward is exactly whether its head picks `right`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+import openai
+import pytest
+from omegaconf import OmegaConf
+
+from pool_stub import StubServer, free_ports, stub_pool_cfg
+from trinity import config
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+POOL = ["wrong", "right", "other"]
+
+
+def _wait(predicate, timeout_s: float, what: str, procs=()):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for p in procs:
+            if p.poll() is not None:
+                raise AssertionError(f"{what}: process {p.args[:3]} exited with {p.returncode}")
+        try:
+            value = predicate()
+        except Exception:
+            value = None
+        if value:
+            return value
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _steering(coord, items, protocol, model: str) -> np.ndarray:
+    """Parameters whose head picks `model` for every item: its row along the items' mean first-turn feature."""
+    features = coord.first_turn_features(items, protocol)
+    direction = features.mean(axis=0)
+    params = np.zeros(coord.num_params)
+    head = params[coord.layout.svf_size:].reshape(coord.layout.head_shape)
+    head[list(coord.pool_models).index(model)] = direction / np.linalg.norm(direction)
+    return params
+
+
+def test_scheduled_retraining_promotes_only_a_better_challenger_and_serving_follows(tmp_path):
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
+    from prefect.deployments import run_deployment
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from trinity.coordinator.coordinator import Coordinator
+    from trinity.registry.store import Registry
+    from trinity.serve.server import ServerThread, build_app
+    from trinity.tasks.prepare import load_items, prepare_suites
+
+    (port,) = free_ports(1)
+    api = f"http://127.0.0.1:{port}/api"
+    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect"), "PREFECT_API_URL": api,
+           "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1", "PYTHONPATH": str(REPO)}
+    env.pop("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", None)
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    answers: dict[str, str] = {}
+
+    def handler(body):
+        user = body["messages"][-1]["content"]
+        letter = next((a for key, a in answers.items() if key in user), "Z")
+        return f"The answer is ({letter if body['model'] == 'right-id' else 'Z'})."
+
+    procs: list[subprocess.Popen] = []
+    with StubServer(handler) as stub:
+        cfg = config.compose([
+            "tasks.train=[mmlu]", "tasks.transfer=[]", "tasks.max_items_per_suite=60",
+            "evolve.popsize=4", "evolve.generations=1", "evolve.episodes_per_candidate=2",
+            "evolve.validation.every=1", "evolve.validation.n_items=4", "protocol.max_turns=1",
+            "coordinator.features.normalize=none", "coordinator.routing=argmax", "serve.routing=argmax",
+            "serve.registry_poll_s=0.2", "retrain.min_items=4", "retrain.items=null",
+            f"paths.data={tmp_path}/data", f"paths.prepared={tmp_path}/data/prepared",
+            f"paths.states={tmp_path}/data/states", f"paths.runs={tmp_path}/data/evolve",
+            f"paths.eval={tmp_path}/data/eval", f"paths.ablations={tmp_path}/data/ablations",
+            f"paths.metrics={tmp_path}/metrics", f"paths.reports={tmp_path}/reports",
+            f"paths.cache={tmp_path}/cache", f"paths.ad_hoc_runs={tmp_path}/runs",
+            f"paths.registry={tmp_path}/models",
+        ])
+        OmegaConf.set_struct(cfg, False)
+        cfg.pool = OmegaConf.merge(stub_pool_cfg(stub.base_url, models=POOL), {"host": "127.0.0.1"})
+        prepare_suites(cfg, cfg.paths.prepared)
+        for it in load_items(cfg.paths.prepared, "mmlu"):
+            ref = json.loads(it.reference) if isinstance(it.reference, str) and it.reference.startswith("{") else it.reference
+            answers[it.prompt.strip()[:200]] = ref["answer"] if isinstance(ref, dict) else ref
+        test_items = load_items(cfg.paths.prepared, "mmlu", "test")
+        assert len(test_items) >= 6, len(test_items)   # all discordant: exact McNemar p <= 2 / 2^6 < 0.05
+
+        # the champion in place routes everything to a wrong model; a good coordinator to warm-start from
+        coord = Coordinator.from_config(cfg)
+        coord.save(tmp_path / "bad" / "coordinator.safetensors", _steering(coord, test_items, cfg.protocol, "other"))
+        coord.save(tmp_path / "good" / "coordinator.safetensors", _steering(coord, test_items, cfg.protocol, "right"))
+        registry = Registry(tmp_path / "models")
+        registry.promote(registry.register(tmp_path / "bad", {"source_run": "seeded"}).name, "the first champion")
+
+        def params_file(name: str, **changes) -> str:
+            c = cfg.copy()
+            for key, value in changes.items():
+                OmegaConf.update(c, key, value, merge=False)
+            path = tmp_path / f"{name}.yaml"
+            path.write_text(config.to_yaml(c))
+            return str(path)
+
+        better = params_file("better", **{"retrain.warm_start": str(tmp_path / "good"), "evolve.warm_start_sigma0": 1e-9})
+        worse = params_file("worse", **{"retrain.warm_start": None})
+        broken = params_file("broken", **{"retrain.warm_start": str(tmp_path / "nowhere")})
+        grown = cfg.copy()
+        grown.pool = OmegaConf.merge(stub_pool_cfg(stub.base_url, models=POOL + ["extra"]), {"host": "127.0.0.1"})
+        (tmp_path / "grown.yaml").write_text(config.to_yaml(grown))
+
+        app = build_app(cfg, registry=tmp_path / "models", backbone=coord.backbone)
+        try:
+            server = ServerThread(app).start()
+            client = openai.OpenAI(base_url=server.base_url, api_key="unused", max_retries=0, timeout=120)
+            question = test_items[0].prompt
+
+            def served() -> dict:
+                reply = client.chat.completions.create(model="trinity", messages=[{"role": "user", "content": question}])
+                return reply.model_extra["trinity"]
+
+            before = served()
+            assert before["model_version"] == "v1" and before["turns"][0]["agent"] == "other"
+
+            procs.append(subprocess.Popen(
+                [str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+                env=env, cwd=tmp_path, stdout=open(logs / "server.log", "wb"), stderr=subprocess.STDOUT))
+            _wait(lambda: httpx.get(f"{api}/health", timeout=2).status_code == 200, 180, "prefect server", procs)
+            procs.append(subprocess.Popen([sys.executable, "-m", "flows.deploy"], env=env, cwd=REPO,
+                                          stdout=open(logs / "deploy.log", "wb"), stderr=subprocess.STDOUT))
+            with temporary_settings({PREFECT_API_URL: api}):
+                async def deployed():
+                    async with get_client() as c:
+                        return await c.read_deployment_by_name("retrain/trinity-retrain")
+
+                _wait(lambda: asyncio.run(deployed()), 120, "the trinity-retrain deployment", procs)
+
+                def retrain(params: str):
+                    run = run_deployment("retrain/trinity-retrain", parameters={"params": params}, timeout=900)
+
+                    async def artifacts():
+                        async with get_client() as c:
+                            found = await c.read_artifacts(
+                                artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[run.id])))
+                            return {a.key: a for a in found if a.key}
+
+                    return run, asyncio.run(artifacts())
+
+                # 1. a better challenger (warm-started from the good coordinator) replaces the champion ...
+                run, arts = retrain(better)
+                assert run.state.is_completed(), (run.state, (logs / "deploy.log").read_text()[-4000:])
+                assert registry.champion_name() == "v2", registry.history()
+                assert registry.history()[-1]["action"] == "promote"
+                assert "the challenger beats the champion" in registry.history()[-1]["reason"]
+                assert "Retraining: v2 promoted" in str(arts["retrain-decision"].data)
+                # ... and the running server answers with it, without a restart
+                after = _wait(lambda: (t := served())["model_version"] == "v2" and t, 30, "the server to swap")
+                assert after["turns"][0]["agent"] == "right"
+
+                # 2. a worse challenger (cold, x0 = 0: its head picks `wrong`) leaves the champion in place
+                run, arts = retrain(worse)
+                assert run.state.is_completed(), (run.state, (logs / "deploy.log").read_text()[-4000:])
+                assert registry.champion_name() == "v2" and registry.history()[-1]["action"] == "keep"
+                assert registry.history()[-1]["version"] == "v3"
+                assert "the champion stays" in registry.history()[-1]["reason"]
+                assert "not promoted; the champion stays" in str(arts["retrain-decision"].data)
+                assert served()["model_version"] == "v2"
+
+                # 3. a pool change: the champion's rows follow the models by name, the new model's row is 0
+                run, arts = retrain(str(tmp_path / "grown.yaml"))
+                assert run.state.is_completed(), (run.state, (logs / "deploy.log").read_text()[-4000:])
+                meta = registry.show("v4").meta
+                assert meta["warm_start"]["added"] == ["extra"] and meta["warm_start"]["removed"] == []
+                assert [k[0] for k in meta["warm_start"]["kept"]] == POOL
+                assert any("mapped by model name" in n for n in meta["gate"]["notes"])
+                assert "pool: wrong right other -> wrong right other extra (added extra)" in meta["differs_from_champion"]
+
+                # 4. a run that fails leaves the registry as it was
+                state = (tmp_path / "models" / "registry.json").read_bytes()
+                run, _ = retrain(broken)
+                assert run.state.is_failed(), run.state
+                assert (tmp_path / "models" / "registry.json").read_bytes() == state
+        finally:
+            server.stop()
+            for p in reversed(procs):
+                _stop(p)

@@ -1,0 +1,158 @@
+"""The retraining step after evolve (flows/retrain.py, the `trinity-retrain` deployment): champion vs challenger.
+
+`run(cfg, coordinator_path=...)`:
+1. the challenger (the coordinator the run just trained) and the registry's champion run on the same
+   test items of the training suites (`retrain.items`, a balanced sample; same items, repeats and
+   sampling seeds, so their rewards are paired), routed as `coordinator.routing`;
+2. trinity.registry.gate decides: promote or keep, with the reason (`retrain.promote_rule`);
+3. the challenger is registered as a new version (meta: source run, pool, backbone, metrics, data and
+   config hashes, parent = the champion), then promoted or recorded as kept.
+Nothing is written to the registry before step 3, and each write there is atomic, so a run that fails
+or is interrupted leaves the champion as it was.
+
+When the pool changed since the champion was trained, the champion runs on this pool with its head's
+rows mapped by model name (trinity.coordinator.warm_start; a new model's row is 0), and the report says
+so. A champion of another backbone cannot run here: the champion stays unless the rule is `always`.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+from omegaconf import DictConfig, OmegaConf
+
+from trinity.coordinator.saved import CoordinatorMismatchError, load_saved
+from trinity.pipeline import items as item_sel
+from trinity.pipeline.evolve_stage import coordinator_file
+from trinity.registry.gate import GateDecision, GateRule, decide
+from trinity.registry.meta import differences, run_meta
+from trinity.registry.store import Registry, Version
+
+log = logging.getLogger("trinity.retrain")
+
+CHALLENGER, CHAMPION = 0, 1   # the candidates' indices in the episode ids
+
+
+def gate_items(cfg: DictConfig) -> list:
+    items = item_sel.load_split(cfg, list(cfg.tasks.train), "test")
+    if not items:
+        raise RuntimeError(f"no test items of {list(cfg.tasks.train)} in {cfg.paths.prepared}; run the prepare stage")
+    from trinity.config_schema import section
+    from trinity.config_schema.root import Retrain
+
+    n = section(OmegaConf.select(cfg, "retrain", default=None), Retrain, "retrain").items
+    return item_sel.balanced_sample(items, len(items) if n is None else int(n), int(cfg.seed), "retrain")
+
+
+def champion_params(coord: Any, champion: Version) -> tuple[np.ndarray | None, str | None]:
+    """The champion's parameters for this run's coordinator, and a note when they had to be mapped
+    (a changed pool) or could not be used at all (another backbone or layout: params None)."""
+    try:
+        return coord.read_params(champion.coordinator), None
+    except CoordinatorMismatchError as exact:
+        from trinity.coordinator.warm_start import load_warm_start
+
+        try:
+            warm = load_warm_start(champion.coordinator, coord.metadata())
+        except CoordinatorMismatchError as e:
+            return None, f"the champion cannot run with this config: {e} (first refusal: {exact})"
+        return warm.x0, "the champion ran on this pool with its head mapped by model name: " + "; ".join(warm.lines()[1:])
+
+
+def paired_rewards(challenger: list, champion: list) -> tuple[list[float], list[float]]:
+    """Rewards aligned by (item, repeat)."""
+    by_key = {(t.episode.item, t.episode.repeat): t.reward for t in champion}
+    keys = [(t.episode.item, t.episode.repeat) for t in challenger if (t.episode.item, t.episode.repeat) in by_key]
+    mine = {(t.episode.item, t.episode.repeat): t.reward for t in challenger}
+    return [float(mine[k]) for k in keys], [float(by_key[k]) for k in keys]
+
+
+def run(cfg: DictConfig, *, coordinator_path: Path | None = None, source_run: str = "",
+        progress: Callable[[str], None] | None = None, context: Any = None) -> dict[str, Any]:
+    """Gate the coordinator at `coordinator_path` (default: the evolve stage's, <paths.runs>/coordinator)
+    against the champion of `paths.registry`; returns the decision, the version and a Markdown report.
+    `context` (default RolloutContext.get(cfg)) runs the episodes: `.coordinator` and `.run_candidate`."""
+    from trinity.pipeline.rollouts import RolloutContext
+
+    say = progress or log.info
+    rule = GateRule.from_cfg(cfg)
+    registry = Registry(str(cfg.paths.registry))
+    path = coordinator_file(Path(coordinator_path) if coordinator_path else Path(cfg.paths.runs) / "coordinator")
+    _, saved_meta, _ = load_saved(path)
+    champion = registry.champion()
+    notes: list[str] = []
+    challenger_rewards: list[float] = []
+    champion_rewards: list[float] | None = None
+    if champion is not None:
+        ctx = context if context is not None else RolloutContext.get(cfg)
+        coord = ctx.coordinator
+        mine = coord.read_params(path)
+        theirs, note = champion_params(coord, champion)
+        if note:
+            notes.append(note)
+        items = gate_items(cfg)
+        mode = str(OmegaConf.select(cfg, "coordinator.routing", default=None) or "sample")
+        say(f"retrain: challenger vs champion {champion.name} on {len(items)} test items ({mode} routing)")
+        traces = ctx.run_candidate(mine, items, generation=-1, candidate=CHALLENGER, mode=mode)
+        challenger_rewards = [float(t.reward) for t in traces]
+        if theirs is not None:
+            champion_traces = ctx.run_candidate(theirs, items, generation=-1, candidate=CHAMPION, mode=mode)
+            challenger_rewards, champion_rewards = paired_rewards(traces, champion_traces)
+    if champion is not None and champion_rewards is None:
+        decision = (GateDecision(True, f"retrain.promote_rule is always; {notes[-1]}") if rule.rule == "always"
+                    else GateDecision(False, f"the champion stays: {notes[-1]}"))
+    else:
+        decision = decide(challenger_rewards, champion_rewards, rule, seed=int(cfg.seed))
+    metrics = {"validation_reward": saved_meta.get("validation_reward"),
+               "x0_validation_reward": saved_meta.get("x0_validation_reward"),
+               "generation": saved_meta.get("generation")}
+    if challenger_rewards:
+        metrics["test_reward"] = float(np.mean(challenger_rewards))
+    if decision.test is not None:
+        metrics.update(champion_test_reward=decision.test.mean_b, gate_p_value=decision.test.p_value,
+                       gate_items=decision.test.n, gate_test=decision.test.test)
+    meta = run_meta(cfg, source_run=source_run, metrics=metrics, parent=champion.name if champion else None,
+                    coordinator_meta=saved_meta, warm_start=saved_meta.get("warm_start"))
+    meta["gate"] = {**decision.to_dict(), "rule": rule.rule, "alpha": rule.alpha, "min_items": rule.min_items,
+                    "notes": notes}
+    changed = differences(champion.meta, meta) if champion is not None else []
+    meta["differs_from_champion"] = changed
+    version = registry.register(path, meta)          # complete before any champion change
+    if decision.promote:
+        registry.promote(version.name, decision.reason)
+    else:
+        registry.keep(version.name, decision.reason)
+    now = registry.champion_name()
+    say(f"retrain: {'promoted' if decision.promote else 'kept the champion'}: {decision.reason}")
+    return {"version": version.name, "champion": now, "previous_champion": champion.name if champion else None,
+            "promoted": decision.promote, "reason": decision.reason, "decision": decision.to_dict(),
+            "differs": changed, "notes": notes,
+            "markdown": markdown(version.name, champion.name if champion else None, now, decision, changed, notes,
+                                 meta.get("warm_start"), str(registry.root))}
+
+
+def markdown(version: str, previous: str | None, champion: str | None, decision: GateDecision, changed: list[str],
+             notes: list[str], warm: dict | None, root: str) -> str:
+    verb = "promoted" if decision.promote else "not promoted; the champion stays"
+    lines = [f"# Retraining: {version} {verb}", "",
+             f"- champion now: **{champion}** (before: {previous or 'none'}); registry `{root}`",
+             f"- why: {decision.reason}"]
+    t = decision.test
+    if t is not None:
+        lines += ["", "| | challenger | champion |", "|---|---|---|",
+                  f"| mean reward on the same {t.n} items | {t.mean_a:.4f} | {t.mean_b:.4f} |"]
+        if t.b is not None:
+            lines.append(f"| right where the other was wrong | {t.b} | {t.c} |")
+        lines += ["", f"Paired test: {t.test}, p = {t.p_value:.4g}."]
+    lines += ["", "## What differs from the champion's run", ""]
+    lines += [f"- {c}" for c in changed] or ["- nothing recorded (same data, pool and config)"]
+    if warm:
+        lines += ["", "## Warm start", "", f"- from `{warm.get('source')}`",
+                  f"- new models (rows start at 0): {', '.join(warm.get('added') or []) or 'none'}",
+                  f"- removed models: {', '.join(warm.get('removed') or []) or 'none'}"]
+    if notes:
+        lines += ["", "## Notes", ""] + [f"- {n}" for n in notes]
+    return "\n".join(lines) + "\n"

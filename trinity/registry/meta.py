@@ -1,0 +1,70 @@
+"""What a registered version records about the run that trained it, and how two versions' runs differ."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from trinity.registry.store import sha256_file, sha256_text
+
+# Sections of the config that say where and how a run executes, not what it trains: left out of its hash.
+UNHASHED_SECTIONS = ("paths", "runner", "schedule", "serve", "retrain")
+
+
+def config_sha256(cfg: DictConfig) -> str:
+    data = OmegaConf.to_container(cfg, resolve=True)
+    data = {k: v for k, v in data.items() if k not in UNHASHED_SECTIONS}
+    return sha256_text(json.dumps(data, sort_keys=True, default=str))
+
+
+def data_versions(cfg: DictConfig) -> dict[str, Any]:
+    """sha256 of the prepare stage's manifest and each suite's source entry (None when not prepared)."""
+    manifest = Path(str(cfg.paths.prepared)) / "manifest.json"
+    if not manifest.is_file():
+        return {"manifest_sha256": None, "suites": {}}
+    suites = (json.loads(manifest.read_text()).get("suites") or {})
+    return {"manifest_sha256": sha256_file(manifest),
+            "suites": {name: sha256_text(json.dumps(entry, sort_keys=True)) for name, entry in suites.items()}}
+
+
+def run_meta(cfg: DictConfig, *, source_run: str, metrics: dict[str, Any] | None = None,
+             parent: str | None = None, coordinator_meta: dict[str, Any] | None = None,
+             warm_start: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A version's meta.json (the registry adds created time, version and the file's sha256)."""
+    cm = coordinator_meta or {}
+    return {
+        "source_run": source_run,
+        "pool_models": [str(m) for m in cfg.pool.models],
+        "backbone": {"id": cm.get("backbone_id", str(cfg.coordinator.backbone.id)),
+                     "revision": cm.get("backbone_revision")},
+        "metrics": dict(metrics or {}),
+        "data": data_versions(cfg),
+        "config_sha256": config_sha256(cfg),
+        "parent": parent,
+        "warm_start": warm_start,
+    }
+
+
+def differences(champion: dict[str, Any], challenger: dict[str, Any]) -> list[str]:
+    """Lines naming what differs between the champion's run and the challenger's: data versions, pool, config."""
+    lines = []
+    a, b = champion.get("data") or {}, challenger.get("data") or {}
+    changed = sorted(s for s in set(a.get("suites") or {}) | set(b.get("suites") or {})
+                     if (a.get("suites") or {}).get(s) != (b.get("suites") or {}).get(s))
+    if a.get("manifest_sha256") != b.get("manifest_sha256"):
+        lines.append("data: the prepared data changed" + (f" (suites: {', '.join(changed)})" if changed else ""))
+    pa, pb = list(champion.get("pool_models") or []), list(challenger.get("pool_models") or [])
+    if pa != pb:
+        added = [m for m in pb if m not in pa]
+        removed = [m for m in pa if m not in pb]
+        parts = ([f"added {', '.join(added)}"] if added else []) + ([f"removed {', '.join(removed)}"] if removed else [])
+        lines.append(f"pool: {' '.join(pa)} -> {' '.join(pb)}" + (f" ({'; '.join(parts)})" if parts else " (reordered)"))
+    if champion.get("backbone") != challenger.get("backbone"):
+        lines.append(f"backbone: {champion.get('backbone')} -> {challenger.get('backbone')}")
+    if champion.get("config_sha256") != challenger.get("config_sha256"):
+        lines.append("config: the training config changed (config_sha256 "
+                     f"{str(champion.get('config_sha256'))[:12]} -> {str(challenger.get('config_sha256'))[:12]})")
+    return lines
