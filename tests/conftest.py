@@ -1,5 +1,5 @@
 """Shared test set-up. Helper modules beside the tests (pool_stub, scripted_pool, serve_support,
-coordinator_support, evolve_fixture) are imported by name: pytest puts this folder on sys.path, so no
+coordinator_support, evolve_fixture, process_support) are imported by name: pytest puts this folder on sys.path, so no
 test edits sys.path or imports another test module."""
 
 import os

@@ -11,7 +11,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -19,38 +18,13 @@ import pytest
 from omegaconf import OmegaConf
 
 from pool_stub import StubServer, free_ports, stub_pool_cfg
+from process_support import stop, wait_for
 from trinity import config
 
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
-
-
-def _wait(predicate, timeout_s: float, what: str, procs=()):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        for p in procs:
-            if p.poll() is not None:
-                raise AssertionError(f"{what}: process {p.args[:3]} exited with {p.returncode}")
-        try:
-            value = predicate()
-        except Exception:
-            value = None
-        if value:
-            return value
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def _handler(body):
@@ -101,7 +75,7 @@ def test_ui_run_of_evolve_uses_dask_and_its_own_folder(tmp_path):
             procs.append(subprocess.Popen(
                 [str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
                 env=env, cwd=tmp_path, stdout=open(logs / "server.log", "wb"), stderr=subprocess.STDOUT))
-            _wait(lambda: httpx.get(f"{api}/health", timeout=2).status_code == 200, 180, "prefect server", procs)
+            wait_for(lambda: httpx.get(f"{api}/health", timeout=2).status_code == 200, 180, "prefect server", procs)
             procs.append(subprocess.Popen([sys.executable, "-m", "flows.deploy"], env=env, cwd=REPO,
                                           stdout=open(logs / "deploy.log", "wb"), stderr=subprocess.STDOUT))
             with temporary_settings({PREFECT_API_URL: api}):
@@ -111,7 +85,7 @@ def test_ui_run_of_evolve_uses_dask_and_its_own_folder(tmp_path):
 
                 import asyncio
 
-                _wait(lambda: asyncio.run(deployed()), 120, "the trinity-evolve deployment", procs)
+                wait_for(lambda: asyncio.run(deployed()), 120, "the trinity-evolve deployment", procs)
                 run = run_deployment("evolve/trinity-evolve", parameters={"params": str(params)}, timeout=900)
                 assert run.state is not None and run.state.is_completed(), (
                     run.state, (logs / "deploy.log").read_text()[-4000:])
@@ -135,7 +109,7 @@ def test_ui_run_of_evolve_uses_dask_and_its_own_folder(tmp_path):
                 arts = asyncio.run(artifacts())
         finally:
             for p in reversed(procs):
-                _stop(p)
+                stop(p)
 
     # The rollouts ran on a Dask cluster, as runner.kind says, though the deployment was built from the flow.
     assert any("rollouts run on DaskTaskRunner" in m for m in lines), lines[:40]

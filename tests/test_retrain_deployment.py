@@ -15,7 +15,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -25,6 +24,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from pool_stub import StubServer, free_ports, stub_pool_cfg
+from process_support import stop, wait_for
 from trinity import config
 
 pytestmark = pytest.mark.slow
@@ -32,32 +32,6 @@ pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 POOL = ["wrong", "right", "other"]
-
-
-def _wait(predicate, timeout_s: float, what: str, procs=()):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        for p in procs:
-            if p.poll() is not None:
-                raise AssertionError(f"{what}: process {p.args[:3]} exited with {p.returncode}")
-        try:
-            value = predicate()
-        except Exception:
-            value = None
-        if value:
-            return value
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def _steering(coord, items, protocol, model: str) -> np.ndarray:
@@ -157,7 +131,7 @@ def test_scheduled_retraining_promotes_only_a_better_challenger_and_serving_foll
             procs.append(subprocess.Popen(
                 [str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
                 env=env, cwd=tmp_path, stdout=open(logs / "server.log", "wb"), stderr=subprocess.STDOUT))
-            _wait(lambda: httpx.get(f"{api}/health", timeout=2).status_code == 200, 180, "prefect server", procs)
+            wait_for(lambda: httpx.get(f"{api}/health", timeout=2).status_code == 200, 180, "prefect server", procs)
             procs.append(subprocess.Popen([sys.executable, "-m", "flows.deploy"], env=env, cwd=REPO,
                                           stdout=open(logs / "deploy.log", "wb"), stderr=subprocess.STDOUT))
             with temporary_settings({PREFECT_API_URL: api}):
@@ -165,7 +139,7 @@ def test_scheduled_retraining_promotes_only_a_better_challenger_and_serving_foll
                     async with get_client() as c:
                         return await c.read_deployment_by_name("retrain/trinity-retrain")
 
-                _wait(lambda: asyncio.run(deployed()), 120, "the trinity-retrain deployment", procs)
+                wait_for(lambda: asyncio.run(deployed()), 120, "the trinity-retrain deployment", procs)
 
                 def retrain(params: str):
                     run = run_deployment("retrain/trinity-retrain", parameters={"params": params}, timeout=900)
@@ -186,7 +160,7 @@ def test_scheduled_retraining_promotes_only_a_better_challenger_and_serving_foll
                 assert "the challenger beats the champion" in registry.history()[-1]["reason"]
                 assert "Retraining: v2 promoted" in str(arts["retrain-decision"].data)
                 # ... and the running server answers with it, without a restart
-                after = _wait(lambda: (t := served())["model_version"] == "v2" and t, 30, "the server to swap")
+                after = wait_for(lambda: (t := served())["model_version"] == "v2" and t, 30, "the server to swap")
                 assert after["turns"][0]["agent"] == "right"
 
                 # 2. a worse challenger (cold, x0 = 0: its head picks `wrong`) leaves the champion in place
@@ -215,4 +189,4 @@ def test_scheduled_retraining_promotes_only_a_better_challenger_and_serving_foll
         finally:
             server.stop()
             for p in reversed(procs):
-                _stop(p)
+                stop(p)

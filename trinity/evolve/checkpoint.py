@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import pickle
 import random
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +22,7 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from trinity.evolve.errors import CheckpointError
+from trinity.files import atomic_write_bytes  # noqa: F401 (the evolve modules import it from here)
 
 MAGIC = b"TRINITY-EVOLVE-CHECKPOINT v1\n"
 RESUME_HINT = "delete the run folder or start over with evolve.resume=false (run_evolution(..., fresh=True))"
@@ -54,22 +53,6 @@ def config_fingerprint(cfg: DictConfig, n_params: int) -> str:
         parts[section] = value
     text = json.dumps(parts, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write to a temp file in the same folder, fsync, then os.replace: readers see old or new, never half."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def library_versions() -> dict[str, str]:

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from trinity.errors import TrinityError
+from trinity.files import atomic_write_bytes
 
 FORMAT = "trinity-registry/1"
 REGISTRY_FILE = "registry.json"
@@ -72,19 +73,6 @@ def sha256_text(text: str) -> str:
 
 def now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-
-
-def _atomic_write_text(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 class Registry:
@@ -151,7 +139,7 @@ class Registry:
             before = json.dumps(state, sort_keys=True)
             yield state
             if json.dumps(state, sort_keys=True) != before:
-                _atomic_write_text(self.file, json.dumps(state, indent=2) + "\n")
+                atomic_write_bytes(self.file, (json.dumps(state, indent=2) + "\n").encode())
 
     def register(self, coordinator: str | os.PathLike, meta: dict[str, Any] | None = None) -> Version:
         """Copy a trained coordinator (its .safetensors file, or a folder holding coordinator.safetensors)
