@@ -9,17 +9,20 @@ from flows._common import cli, prefect_logger, stage_cfg, work_artifact
 
 
 @task(name="cache-states", cache_policy=NO_CACHE)
-def cache_states_task(cfg) -> dict:
+def cache_states_task(cfg, reuse_from: list[str] | None = None) -> dict:
     from trinity.pipeline.cache_states_stage import run
 
-    return run(cfg, on_work=work_artifact("cache_states"))
+    changes: dict = {}
+    out = run(cfg, on_work=work_artifact("cache_states"), reuse_from=reuse_from or (), changes=changes)
+    return {**out, "reuse": changes}
 
 
 @flow(name="cache_states", log_prints=True)
 def cache_states_flow(params: str | None = "params.yaml", overrides: list[str] | None = None,
-                      output_paths: dict[str, str] | None = None) -> dict:
+                      output_paths: dict[str, str] | None = None, reuse_from: list[str] | None = None) -> dict:
+    """`reuse_from`: earlier states folders; a suite computed from the same prompts and backbone is copied."""
     cfg = stage_cfg(params, overrides, output_paths, "cache_states")
-    out = cache_states_task(cfg)
+    out = cache_states_task(cfg, reuse_from)
     prefect_logger().info("cached %s first-turn states into %s", out.get("count"), out.get("path"))
     return out
 

@@ -33,7 +33,7 @@ def retrain_flow(params: str | None = None, overrides: list[str] | None = None,
                  output_paths: dict[str, str] | None = None) -> dict:
     from trinity.pipeline import retrain_stage
     from trinity.pipeline.rollouts import RolloutContext
-    from trinity.pipeline.workspace import apply_output_paths
+    from trinity.pipeline.workspace import apply_output_paths, earlier_outputs
 
     from trinity.config_schema import section
     from trinity.config_schema.root import Retrain
@@ -51,15 +51,18 @@ def retrain_flow(params: str | None = None, overrides: list[str] | None = None,
     run_params = folder / f"retrain-params-{uuid.uuid4().hex[:8]}.yaml"
     run_params.write_text(config.to_yaml(cfg))
     kw = {"params": str(run_params), "overrides": None, "output_paths": out}
-    prepare_flow(**kw)
-    cache_states_flow(**kw)
+    # what changed since earlier runs is prepared and computed again; the rest is copied from them
+    earlier = {key: earlier_outputs(cfg, "retrain", key, exclude=(out or {}).get(key)) for key in ("prepared", "states")}
+    prepared = prepare_flow(**kw, reuse_from=earlier["prepared"])
+    states = cache_states_flow(**kw, reuse_from=earlier["states"])
     evolve_flow(**kw)
     cfg = apply_output_paths(cfg, out)
     source = str(run_params.parent) if out else str(cfg.paths.runs)
     logger = prefect_logger()
+    data = {"prepare": prepared.get("reuse") or {}, "cache_states": states.get("reuse") or {}}
     try:
         with local_pool(cfg):
-            decision = retrain_stage.run(cfg, source_run=source, progress=logger.info)
+            decision = retrain_stage.run(cfg, source_run=source, progress=logger.info, data_changes=data)
     finally:
         RolloutContext.close_all()
     create_markdown_artifact(key="retrain-decision", markdown=decision["markdown"],

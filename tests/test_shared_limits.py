@@ -151,6 +151,42 @@ def test_budget_concurrency_and_rate_hold_across_dask_workers(dask_cluster, tmp_
     assert totals["budget"]["calls"] == stub.count, totals["budget"]
 
 
+def test_replay_misses_on_dask_workers_reach_the_driver(dask_cluster, tmp_path):
+    """Under replay_only with an empty response cache every request misses; the misses happen on the
+    workers, and the driver's count (what a stage stops on) must include them: before, the driver read only
+    its own pool client's counter and a Dask replay that missed everything passed as a replay."""
+    from distributed import Client
+
+    from trinity.pipeline.evolve_stage import replay_misses, stop_on_replay_misses
+    from trinity.pool.errors import CacheMissError
+
+    with StubServer(lambda body: completion("The answer is (B). <idea>b</idea>")) as stub:
+        cfg = config.compose(["protocol.max_turns=1", "evolve.response_cache=replay_only",
+                              f"paths.cache={tmp_path}/cache"])
+        OmegaConf.set_struct(cfg, False)
+        cfg.pool = OmegaConf.merge(stub_pool_cfg(stub.base_url, models=["a"]), {"host": "127.0.0.1"})
+        cfg_yaml = OmegaConf.to_yaml(cfg, resolve=True)
+        try:
+            with Client(dask_cluster) as client:
+                client.wait_for_workers(2, timeout=60)
+                workers = sorted(client.scheduler_info()["workers"])
+                driver = RolloutContext.get(cfg, with_coordinator=False)
+                futures = [client.submit(rollouts_on_this_process, cfg_yaml, 10 * t, 3, workers=[workers[t % 2]],
+                                         pure=False) for t in range(2)]
+                results = client.gather(futures)
+                misses = replay_misses(driver)
+                own = driver.pool.replay_misses
+        finally:
+            RolloutContext.close_all()
+
+    assert stub.count == 0, "replay_only must never call the pool"
+    assert len({r["pid"] for r in results}) == 2
+    assert own == 0, "the driver ran no episode itself"
+    assert misses == 6, f"2 tasks x 3 one-turn episodes missed on the workers; the driver counted {misses}"
+    with pytest.raises(CacheMissError, match="6 pool request"):
+        stop_on_replay_misses("evolve", misses)
+
+
 class _AskedLimits(LocalLimits):
     """In-process limits that record what the client asks of them."""
 

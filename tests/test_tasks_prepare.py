@@ -62,7 +62,7 @@ def test_malformed_rows_are_counted_and_skipped(tmp_path):
     manifest = prepare_suites(cfg, tmp_path / "out")
     entry = manifest["suites"]["gsm8k"]
     assert entry["items"] == 8 and entry["skipped"]["malformed"] == 5 and entry["skipped"]["duplicate"] == 1
-    assert entry["source"].startswith("local:") and entry["version"] == "local-file"
+    assert entry["source"].startswith("local:") and entry["version"].startswith("local-file:sha256:")
     items = load_items(tmp_path / "out", "gsm8k")
     assert len(items) == 8 and all(i.prompt and i.reference["answer"] for i in items)
     by_split = sum(len(load_items(tmp_path / "out", "gsm8k", s)) for s in ("train", "validation", "test"))

@@ -102,7 +102,7 @@ def test_local_file_mbpp_loads_and_grades(tmp_path):
     item = suite.to_item(rows[0])
     with pytest.raises(MalformedRow):
         suite.to_item(rows[1])
-    assert "assert add(1, 2) == 3" in item.prompt and suite.version == "local-file"
+    assert "assert add(1, 2) == 3" in item.prompt and suite.version.startswith("local-file:sha256:")
     good = "```python\ndef add(a, b):\n    return a + b\n```"
     bad = "```python\ndef add(a, b):\n    return a - b\n```"
     assert asyncio.run(suite.grade(item, good)) == 1.0

@@ -225,7 +225,8 @@ def _cmd_models(args) -> int:
     if args.action in ("list", "rollback") and args.version is not None:
         print(f"error: `trinity models {args.action}` takes no version (got {args.version!r})", file=sys.stderr)
         return 2
-    root = args.registry or str(config.compose(overrides).paths.registry)
+    cfg = config.compose(overrides)
+    root = args.registry or str(cfg.paths.registry)
     registry = Registry(root)
     if args.action == "list":
         champion = registry.champion_name()
@@ -256,6 +257,13 @@ def _cmd_models(args) -> int:
         before = registry.champion_name()
         version = registry.rollback(args.reason or "rolled back by hand (trinity models rollback)")
         print(f"champion: {version.name} (was {before})")
+    from trinity.config_schema import section
+    from trinity.config_schema.root import Retrain
+
+    if args.action in ("promote", "rollback") and args.dvc_track and section(cfg.get("retrain"), Retrain, "retrain").dvc_track:
+        from trinity.registry.tracking import track
+
+        print(track(root).message)
     return 0
 
 
@@ -365,6 +373,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("version", nargs="?", help="show / promote: the version (v3, or 3)")
     p.add_argument("--registry", help="the registry folder (default paths.registry)")
     p.add_argument("--reason", help="promote / rollback: why, recorded in the registry's history")
+    p.add_argument("--no-dvc-track", dest="dvc_track", action="store_false",
+                   help="promote / rollback: do not `dvc add` the registry afterwards (default: retrain.dvc_track)")
     p.add_argument("overrides", nargs="*", help=OVERRIDES_HELP)
     p.set_defaults(func=_cmd_models)
     return ap

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 from omegaconf import DictConfig
@@ -31,10 +32,15 @@ def first_turn_transcript(protocol: ProtocolConfig, prompt: str) -> str:
     return SharedMessage(prompt, protocol.collaboration_instructions, protocol.thought_format).text
 
 
-def run(cfg: DictConfig, *, on_work: Listener | None = None) -> dict:
-    """`on_work(label, done, total)`: the first-turn states computed so far (trinity.progress)."""
+def run(cfg: DictConfig, *, on_work: Listener | None = None, reuse_from: Sequence[str | Path] = (),
+        changes: dict | None = None) -> dict:
+    """`on_work(label, done, total)`: the first-turn states computed so far (trinity.progress).
+
+    `reuse_from`: earlier states folders (a retraining run's earlier runs): a suite whose prompts, backbone,
+    dtype and device class are the same as there is copied, not computed. `changes`, when given, is
+    filled with {"reused": {suite: folder}, "computed": [suite, ...]}."""
     from trinity.coordinator.coordinator import Coordinator
-    from trinity.pipeline.state_files import write_state_cache
+    from trinity.pipeline.state_files import reuse_state_cache, write_state_cache
 
     protocol = ProtocolConfig.from_cfg(cfg.protocol)
     coord = Coordinator.from_config(cfg)
@@ -48,11 +54,21 @@ def run(cfg: DictConfig, *, on_work: Listener | None = None) -> dict:
         for split in ("train", "validation", "test"):
             items += item_sel.load_split(cfg, [suite], split)
         by_suite[suite] = [(it.uid, first_turn_transcript(protocol, it.prompt)) for it in items]
+    report = changes if changes is not None else {}
+    report.update(reused={}, computed=[])
+    for suite, pairs in list(by_suite.items()):
+        earlier = reuse_state_cache(coord, pairs, out_dir / f"{suite}.safetensors", reuse_from) if reuse_from else None
+        if earlier is not None:
+            report["reused"][suite] = str(earlier)
+            counts[suite] = len(by_suite.pop(suite))
+            log.info("cache_states: %s: %d first-turn features reused from %s", suite, counts[suite], earlier)
     with Progress("cache_states: first-turn states", sum(map(len, by_suite.values())), listeners=[on_work]) as bar:
         for suite, pairs in by_suite.items():
+            report["computed"].append(suite)
             write_state_cache(coord, pairs, out_dir / f"{suite}.safetensors", progress=bar.advance)
             counts[suite] = len(pairs)
             log.info("cache_states: %s: %d first-turn features", suite, len(pairs))
+    counts = {suite: counts[suite] for suite in suites}   # suite order, however each was made
     stats = write_feature_stats(out_dir, suites, Path(cfg.paths.metrics) / "states.json",
                                 seed=derive_seed(int(cfg.seed), "feature_stats"))
     log.info("cache_states: prompt-dependent share of the feature %s (mean norm %s, rms deviation %s), "

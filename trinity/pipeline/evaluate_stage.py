@@ -32,7 +32,7 @@ from trinity.eval.learning import evolution_x0_test, learning_section
 from trinity.eval.tables import (RESULTS_SCHEMA, paired_tests, results_frame, summarize, trace_rows, truncation,
                                  write_results)
 from trinity.pipeline import items as item_sel
-from trinity.pipeline.evolve_stage import coordinator_file, stop_on_replay_misses, timings_dir
+from trinity.pipeline.evolve_stage import coordinator_file, replay_misses, stop_on_replay_misses, timings_dir
 from trinity.pipeline.rollouts import RolloutContext, config_key
 from trinity.progress import Listener, Progress
 
@@ -198,7 +198,7 @@ def run(cfg: DictConfig, *, coordinator_path: Path | None = None, progress: Call
     sets = eval_sets(cfg)
     finished, pending = plan_chunks(cfg, ctx, mctx, methods, sets)
     results = run_chunks(ctx, finished, pending, say=say, on_work=on_work)
-    stop_on_replay_misses("evaluate", getattr(ctx.pool, "replay_misses", 0))
+    stop_on_replay_misses("evaluate", replay_misses(ctx))
     summary = summarize(results, samples=int(cfg.eval.bootstrap_samples), seed=int(cfg.seed))
     paired = paired_tests(results, "trinity", samples=int(cfg.eval.bootstrap_samples), seed=int(cfg.seed),
                           min_items=needed)

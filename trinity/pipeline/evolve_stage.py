@@ -142,6 +142,12 @@ def run(cfg: DictConfig, *, submit: Submit = inline_submit, progress: Callable[[
     return out
 
 
+def replay_misses(ctx: Any) -> int:
+    """replay_only requests the response cache lacked, in every process of the run (on Dask the workers'
+    counts reach the driver with the pool totals they hand over)."""
+    return int(ctx.totals()["overall"].get("replay_misses", 0))
+
+
 def stop_on_replay_misses(stage: str, misses: int) -> None:
     """Under replay_only a request the response cache lacks is a failed turn, so the stage's outputs are no
     replay: stop with an error that says so (after the run, so its checkpoints keep what it did)."""
@@ -245,7 +251,7 @@ def evolve(cfg: DictConfig, *, out_dir: Path, submit: Submit = inline_submit,
         x0=None if warm is None else warm.x0, sigma0=None if warm is None else warm_start_sigma0(cfg),
     )
     return {"run_dir": str(out), "result": result, "pool_totals": ctx.totals(),
-            "replay_misses": getattr(ctx.pool, "replay_misses", 0),
+            "replay_misses": replay_misses(ctx),
             "warm_start": None if warm is None else warm.report()}
 
 

@@ -208,8 +208,10 @@ def evaluate(cfg: DictConfig, dest: Path, heads: dict[str, float], *, on_work=No
     finished, pending = evaluate_stage.plan_chunks(cfg, ctx, mctx, methods + baselines, sets)
     try:
         results = evaluate_stage.run_chunks(ctx, finished, pending, say=log.info, on_work=on_work)
+        misses = evolve_stage.replay_misses(ctx)
     finally:
         RolloutContext.close_all()
+    evolve_stage.stop_on_replay_misses("frontier (evaluation)", misses)
     from trinity.eval.tables import write_results
 
     write_results(results, dest / "results.parquet", evolve_stage.timings_dir(cfg, "frontier") / "results.parquet")

@@ -24,6 +24,8 @@ from typing import Any, Callable
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
+from trinity.config_schema import section
+from trinity.config_schema.root import Retrain
 from trinity.coordinator.saved import CoordinatorMismatchError, load_saved
 from trinity.pipeline import items as item_sel
 from trinity.pipeline.evolve_stage import coordinator_file
@@ -40,8 +42,6 @@ def gate_items(cfg: DictConfig) -> list:
     items = item_sel.load_split(cfg, list(cfg.tasks.train), "test")
     if not items:
         raise RuntimeError(f"no test items of {list(cfg.tasks.train)} in {cfg.paths.prepared}; run the prepare stage")
-    from trinity.config_schema import section
-    from trinity.config_schema.root import Retrain
 
     n = section(OmegaConf.select(cfg, "retrain", default=None), Retrain, "retrain").items
     return item_sel.balanced_sample(items, len(items) if n is None else int(n), int(cfg.seed), "retrain")
@@ -71,10 +71,13 @@ def paired_rewards(challenger: list, champion: list) -> tuple[list[float], list[
 
 
 def run(cfg: DictConfig, *, coordinator_path: Path | None = None, source_run: str = "",
-        progress: Callable[[str], None] | None = None, context: Any = None) -> dict[str, Any]:
+        progress: Callable[[str], None] | None = None, context: Any = None,
+        data_changes: dict[str, Any] | None = None) -> dict[str, Any]:
     """Gate the coordinator at `coordinator_path` (default: the evolve stage's, <paths.runs>/coordinator)
     against the champion of `paths.registry`; returns the decision, the version and a Markdown report.
-    `context` (default RolloutContext.get(cfg)) runs the episodes: `.coordinator` and `.run_candidate`."""
+    `context` (default RolloutContext.get(cfg)) runs the episodes: `.coordinator` and `.run_candidate`.
+    `data_changes`: what the run's prepare and cache_states reused or made anew (their `reuse` reports),
+    kept in the version's meta and shown in the report."""
     from trinity.pipeline.rollouts import RolloutContext
 
     say = progress or log.info
@@ -120,6 +123,8 @@ def run(cfg: DictConfig, *, coordinator_path: Path | None = None, source_run: st
                     "notes": notes}
     changed = differences(champion.meta, meta) if champion is not None else []
     meta["differs_from_champion"] = changed
+    if data_changes:
+        meta["data_reuse"] = data_changes
     version = registry.register(path, meta)          # complete before any champion change
     if decision.promote:
         registry.promote(version.name, decision.reason)
@@ -127,15 +132,38 @@ def run(cfg: DictConfig, *, coordinator_path: Path | None = None, source_run: st
         registry.keep(version.name, decision.reason)
     now = registry.champion_name()
     say(f"retrain: {'promoted' if decision.promote else 'kept the champion'}: {decision.reason}")
+    if section(OmegaConf.select(cfg, "retrain", default=None), Retrain, "retrain").dvc_track:
+        from trinity.registry.tracking import track
+
+        tracked = track(registry.root)
+        notes.append(tracked.message)
+        say(f"retrain: {tracked.message}")
     return {"version": version.name, "champion": now, "previous_champion": champion.name if champion else None,
             "promoted": decision.promote, "reason": decision.reason, "decision": decision.to_dict(),
             "differs": changed, "notes": notes,
             "markdown": markdown(version.name, champion.name if champion else None, now, decision, changed, notes,
-                                 meta.get("warm_start"), str(registry.root))}
+                                 meta.get("warm_start"), str(registry.root), data_changes)}
+
+
+def data_lines(changes: dict[str, Any] | None) -> list[str]:
+    """The report's lines on what the run prepared and computed anew, and what it took from earlier runs."""
+    if not changes:
+        return []
+    prep, states = changes.get("prepare") or {}, changes.get("cache_states") or {}
+    lines = ["", "## Data: made anew or reused", ""]
+    for suite, why in sorted((prep.get("prepared") or {}).items()):
+        lines.append(f"- prepared `{suite}` anew: {why}")
+    for suite, where in sorted((prep.get("reused") or {}).items()):
+        lines.append(f"- `{suite}` unchanged (same source version and options): prepared data copied from `{where}`")
+    for suite in states.get("computed") or []:
+        lines.append(f"- first-turn states of `{suite}` computed")
+    for suite, where in sorted((states.get("reused") or {}).items()):
+        lines.append(f"- first-turn states of `{suite}` copied from `{where}` (same prompts and backbone)")
+    return lines
 
 
 def markdown(version: str, previous: str | None, champion: str | None, decision: GateDecision, changed: list[str],
-             notes: list[str], warm: dict | None, root: str) -> str:
+             notes: list[str], warm: dict | None, root: str, data_changes: dict[str, Any] | None = None) -> str:
     verb = "promoted" if decision.promote else "not promoted; the champion stays"
     lines = [f"# Retraining: {version} {verb}", "",
              f"- champion now: **{champion}** (before: {previous or 'none'}); registry `{root}`",
@@ -149,6 +177,7 @@ def markdown(version: str, previous: str | None, champion: str | None, decision:
         lines += ["", f"Paired test: {t.test}, p = {t.p_value:.4g}."]
     lines += ["", "## What differs from the champion's run", ""]
     lines += [f"- {c}" for c in changed] or ["- nothing recorded (same data, pool and config)"]
+    lines += data_lines(data_changes)
     if warm:
         lines += ["", "## Warm start", "", f"- from `{warm.get('source')}`",
                   f"- new models (rows start at 0): {', '.join(warm.get('added') or []) or 'none'}",

@@ -54,9 +54,53 @@ def write_state_cache(coord: Coordinator, items: Sequence[tuple[str, str]], out_
     tmp = out_path.with_name(out_path.name + f".partial-{os.getpid()}")
     save_file({"features": torch.as_tensor(features)}, str(tmp), metadata={"trinity": json.dumps(meta)})
     os.replace(tmp, out_path)
-    index = {**meta, "count": len(uids), "uids": uids, "cache_keys": keys}
+    index = {**meta, "count": len(uids), "uids": uids, "cache_keys": keys,
+             "inputs_sha256": state_inputs_sha256(coord, uids, keys), "sha256": file_sha256(out_path)}
     out_path.with_suffix(".json").write_text(json.dumps(index, indent=1) + "\n")
     return out_path
+
+
+def state_inputs_sha256(coord: Coordinator, uids: Sequence[str], keys: Sequence[str]) -> str:
+    """What decides a suite's state bytes: the backbone identity, its dtype and device class, and the
+    token sequences in order (their cache keys). Equal for two runs means the same file can be reused."""
+    import hashlib
+
+    facts = {**coord.state_identity(), "dtype": str(coord.backbone.dtype), "device": coord.backbone.device.type,
+             "uids": list(uids), "cache_keys": list(keys)}
+    return hashlib.sha256(json.dumps(facts, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    import hashlib
+
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def reuse_state_cache(coord: Coordinator, items: Sequence[tuple[str, str]], out_path: str | os.PathLike,
+                      reuse_from: Sequence[str | os.PathLike]) -> Path | None:
+    """Copy an earlier run's state file of the same suite into `out_path` when it was computed from the
+    same inputs (state_inputs_sha256) and is still the file its index describes; None when none is.
+    Tokenising the prompts is all it costs, not a forward pass."""
+    import shutil
+
+    out_path = Path(out_path)
+    uids = [uid for uid, _ in items]
+    keys = [coord.cache.key(coord.engine.tokens(text), None) for _, text in items]
+    wanted = state_inputs_sha256(coord, uids, keys)
+    for folder in reuse_from:
+        earlier = Path(folder) / out_path.name
+        try:
+            index = json.loads(earlier.with_suffix(".json").read_text())
+        except (OSError, ValueError):
+            continue
+        if index.get("inputs_sha256") != wanted or not earlier.is_file() or index.get("sha256") != file_sha256(earlier):
+            continue
+        out_path.parent.mkdir(parents=True, exist_ok=True)
+        if earlier.resolve() != out_path.resolve():
+            shutil.copyfile(earlier, out_path)
+            out_path.with_suffix(".json").write_text(json.dumps(index, indent=1) + "\n")
+        return Path(folder)
+    return None
 
 
 def read_state_cache(path: str | os.PathLike) -> tuple[list[str], np.ndarray, dict]:

@@ -79,3 +79,29 @@ def apply_output_paths(cfg: DictConfig, mapping: Mapping[str, str] | None) -> Di
 
 
 STAGE_OUTPUTS_KEYS = frozenset(k for keys in STAGE_OUTPUTS.values() for k in keys)
+
+
+def earlier_outputs(cfg: DictConfig, label: str, key: str, *, exclude: str | os.PathLike | None = None,
+                    newest: int = 5) -> list[str]:
+    """`paths.<key>` of the newest earlier `<label>` run folders under `paths.ad_hoc_runs` (newest first,
+    at most `newest`, only those that hold it), then the pipeline's own `paths.<key>`: where a recurring
+    run looks for what it need not compute again. `exclude`: this run's own place."""
+    root = Path(str(OmegaConf.select(cfg, "paths.ad_hoc_runs", default="runs")))
+    value = OmegaConf.select(cfg, f"paths.{key}")
+    if value is None:
+        raise ConfigError(f"config key 'paths.{key}' is missing")
+    rel = Path(str(value))
+    rel = rel.relative_to(rel.anchor) if rel.is_absolute() else rel
+    skip = Path(exclude).resolve() if exclude else None
+    found = []
+    folders = sorted((p for p in root.glob(f"*-{label}*") if p.is_dir()), key=lambda p: p.name, reverse=True)
+    for folder in folders:
+        place = folder / rel
+        if place.is_dir() and place.resolve() != skip:
+            found.append(str(place))
+        if len(found) == newest:
+            break
+    own = Path(str(value))
+    if own.is_dir() and own.resolve() != skip:
+        found.append(str(own))
+    return found

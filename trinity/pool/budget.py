@@ -92,7 +92,7 @@ class Budget:
                 "exhausted": self.exhausted, "reason": self.reason}
 
 
-COUNTERS = ("calls", "real_calls", "cache_hits", "failures", "budget_refusals", "retries",
+COUNTERS = ("calls", "real_calls", "cache_hits", "failures", "budget_refusals", "replay_misses", "retries",
             "prompt_tokens", "completion_tokens", "cost_usd", "latency_s")
 
 
@@ -115,6 +115,8 @@ class RunTotals:
             t["cache_hits"] += int(result.cached)
             t["failures"] += int(not result.ok)
             t["budget_refusals"] += int(result.budget_exhausted)
+            # counted with the other totals, so a Dask run's workers hand theirs to the driver
+            t["replay_misses"] += int(result.error_kind == "CacheMissError")
             t["retries"] += result.retries
             if real:
                 t["prompt_tokens"] += result.prompt_tokens

@@ -10,7 +10,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, ClassVar, Mapping
 
-from trinity.tasks.sources import read_local_file
+from trinity.tasks.sources import local_file_version, read_local_file
 from trinity.tasks.types import MalformedRow, TaskItem
 
 KINDS = ("code", "math", "mc", "judge")
@@ -56,7 +56,8 @@ class TaskSuite(ABC):
 
     @property
     def version(self) -> str:
-        return "local-file" if self.options.get("local_file") else self.source_version()
+        local = self.options.get("local_file")
+        return local_file_version(local) if local else self.source_version()
 
     def source_version(self) -> str:
         return "unknown"

@@ -15,8 +15,9 @@ Columns: item_id, split, prompt, reference (JSON), meta (JSON), source, version.
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import polars as pl
 
@@ -85,31 +86,102 @@ def prepare_suite(suite: TaskSuite, *, seed: int, fractions: dict[str, float], t
     return frame, entry
 
 
-def prepare_suites(cfg: Any, out_dir: str | Path) -> dict[str, Any]:
+def source_key(suite: TaskSuite, *, seed: int, fractions: dict[str, float], transfer: bool,
+               max_items: int | None) -> str:
+    """What decides a suite's prepared rows: its source and version (a package's version, a hub revision, a
+    local file's content hash), its options, the seed, the splits, the subsample and its role. Two runs
+    with the same key prepare the same bytes, so a retraining run takes the earlier file instead."""
+    import hashlib
+
+    facts = {"suite": suite.name, "kind": suite.kind, "source": suite.source_name, "version": suite.version,
+             "options": suite.options, "seed": seed, "splits": fractions, "max_items": max_items,
+             "role": "transfer" if transfer else "train", "columns": list(COLUMNS)}
+    return hashlib.sha256(json.dumps(facts, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def reusable_suite(name: str, key: str, reuse_from: Sequence[str | Path]) -> tuple[Path, dict[str, Any]] | None:
+    """The first earlier prepared folder whose manifest has `name` under the same source key and whose file
+    is still the one that manifest describes (sha256): (its parquet, its manifest entry)."""
+    for folder in reuse_from:
+        manifest_path = Path(folder) / "manifest.json"
+        try:
+            entry = json.loads(manifest_path.read_text())["suites"][name]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        path = Path(folder) / f"{name}.parquet"
+        if entry.get("source_key") == key and path.is_file() and entry.get("sha256") == sha256_file(path):
+            return path, entry
+    return None
+
+
+def prepare_suites(cfg: Any, out_dir: str | Path, *, reuse_from: Sequence[str | Path] = (),
+                   changes: dict[str, Any] | None = None) -> dict[str, Any]:
     """Write `<out_dir>/<suite>.parquet` for every suite in tasks.train + tasks.transfer and
     `<out_dir>/manifest.json`; returns the manifest. A suite whose source is unavailable raises a
-    TrinityError naming it (with the local-file hint) before anything is written."""
+    TrinityError naming it (with the local-file hint) before anything is written.
+
+    `reuse_from`: earlier prepared folders (a retraining run's champion run, the pipeline's own). A suite
+    whose source key matches one of theirs is copied from it, not read and prepared again; the others
+    are prepared. `changes`, when given, is filled with {"reused": {suite: folder}, "prepared": {suite:
+    why}}. The manifest does not record which happened, so both ways give the same bytes."""
     tasks = cfg.tasks
     train = [str(s) for s in tasks.train]
     transfer = [str(s) for s in tasks.transfer if str(s) not in train]
     fractions = {k: float(v) for k, v in tasks.splits.items()}
     max_items = tasks.get("max_items_per_suite")
+    max_items = None if max_items is None else int(max_items)
     seed = int(cfg.seed)
     suites = {name: get_suite(name, cfg) for name in train + transfer}
     out = Path(out_dir)
-    frames, manifest = {}, {"seed": seed, "splits": fractions, "max_items_per_suite": max_items, "suites": {}}
+    frames, copies, manifest = {}, {}, {"seed": seed, "splits": fractions, "max_items_per_suite": max_items, "suites": {}}
+    report = changes if changes is not None else {}
+    report.update(reused={}, prepared={})
     for name, suite in suites.items():
         try:
+            key = source_key(suite, seed=seed, fractions=fractions, transfer=name in transfer, max_items=max_items)
+            earlier = reusable_suite(name, key, reuse_from)
+            if earlier is not None:
+                copies[name], manifest["suites"][name] = earlier
+                report["reused"][name] = str(earlier[0].parent)
+                continue
             frame, entry = prepare_suite(suite, seed=seed, fractions=fractions, transfer=name in transfer,
-                                         max_items=None if max_items is None else int(max_items))
+                                         max_items=max_items)
         except TrinityError as e:
             raise type(e)(f"prepare: suite '{name}': {e}") from None
-        frames[name], manifest["suites"][name] = frame, entry
+        report["prepared"][name] = why_prepared(name, key, suite.version, reuse_from)
+        frames[name], manifest["suites"][name] = frame, {**entry, "source_key": key}
     out.mkdir(parents=True, exist_ok=True)
     for name, frame in frames.items():
         frame.write_parquet(out / f"{name}.parquet")
+        manifest["suites"][name]["sha256"] = sha256_file(out / f"{name}.parquet")
+    for name, path in copies.items():
+        if path.resolve() != (out / path.name).resolve():
+            shutil.copyfile(path, out / path.name)
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     return manifest
+
+
+def why_prepared(name: str, key: str, version: str, reuse_from: Sequence[str | Path]) -> str:
+    """Why a suite was prepared anew, for the retraining report."""
+    if not reuse_from:
+        return "no earlier data to reuse"
+    for folder in reuse_from:
+        try:
+            entry = json.loads((Path(folder) / "manifest.json").read_text())["suites"][name]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if entry.get("version") != version:
+            return f"source version {entry.get('version')} -> {version}"
+        if entry.get("source_key") != key:
+            return "its options, seed, splits or subsample changed"
+        return "the earlier file no longer matches its manifest"
+    return "new suite"
+
+
+def sha256_file(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def load_items(prepared_dir: str | Path, suite: str, split: str | None = None) -> list[TaskItem]:

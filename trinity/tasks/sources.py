@@ -69,6 +69,21 @@ def read_csv(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
+def local_file_version(path: str | Path) -> str:
+    """A local task file's version: its content hash, so an edited file is a new version of the data (a
+    retraining run re-prepares it) and an unchanged one is not; a missing file says so when it is read."""
+    import hashlib
+
+    p = Path(path).expanduser()
+    if not p.is_file():
+        return "local-file"
+    digest = hashlib.sha256()
+    with open(p, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return f"local-file:sha256:{digest.hexdigest()[:16]}"
+
+
 def read_local_file(path: str | Path) -> list[dict[str, Any]]:
     """A user-provided JSONL (.jsonl/.json lines) or Parquet file as a list of row dicts."""
     p = Path(path).expanduser()
