@@ -1,4 +1,6 @@
-"""The cost-quality frontier on the routing benchmark's SIMULATED pool (complementary profile, which has prices).
+"""The cost-quality frontier, measured: on the routing benchmark's SIMULATED pool (default: complementary
+profile, which has prices) or on the embedded local pool (`--experiment local_small`: the three llama.cpp
+models, no prices, so the cost is in thousands of tokens).
 
 Trains the cost-blind coordinator (the evolve stage's code) and one coordinator per --weights entry (the
 frontier stage's code, same budget), evaluates every head and the baselines on the test items, and prints
@@ -8,12 +10,13 @@ cost ratio (the goal: <= 0.5); and per training run its wall time, episodes' cal
 shared response cache answered (a later weight replays what earlier runs called).
 
 Everything lives under --root (prepared items and states, shared by every budget; per budget and seed its
-own response cache, checkpoints and outputs under <root>/gen<G>-seed<S>/), never in the pipeline's DVC
-outputs, so a later call with other weights resumes the runs already trained. The prepared items and
-first-turn states are made there when missing (a few minutes for the states).
+own response cache, checkpoints and outputs under <root>/gen<G>-seed<S>/, or <root>/<experiment>-gen<G>-seed<S>/
+for another experiment), never in the pipeline's DVC outputs, so a later call with other weights resumes
+the runs already trained. The prepared items and first-turn states are made there when missing.
 
     python benchmarks/cost_frontier.py --weights 20 100 --generations 10
         [--seed 0] [--root .trinity/bench_cost_frontier] [--fresh] [--overrides key=value ...]
+    python benchmarks/cost_frontier.py --experiment local_small --weights 0.1 0.4
 """
 
 from __future__ import annotations
@@ -42,15 +45,34 @@ def pool_port(configured: int) -> int:
 
 def compose(args, root: Path, run: Path):
     from trinity import config
+    from trinity.pool.simulated.references import is_simulated
 
+    experiment = f"experiment={args.experiment}"
+    base = config.compose([experiment])
     weights = ",".join(f"{w:g}" for w in args.weights)
-    port = pool_port(int(config.compose(["experiment=routing_benchmark"]).pool.port))
+    # the simulated pool is one server of this script's; the local pool's servers keep their own ports
+    port = [f"pool.port={pool_port(int(base.pool.port))}"] if is_simulated(base) else []
     return config.compose([
-        "experiment=routing_benchmark", f"evolve.generations={args.generations}", f"seed={args.seed}",
+        experiment, f"evolve.generations={generations(args)}", f"seed={args.seed}",
         f"evolve.cost_weights=[{weights}]", f"paths.prepared={root / 'prepared'}", f"paths.states={root / 'states'}",
         f"paths.runs={run / 'evolve'}", f"paths.frontier={run / 'frontier'}", f"paths.eval={run / 'eval'}",
         f"paths.metrics={run / 'metrics'}", f"paths.reports={run / 'reports'}", f"paths.cache={run / 'cache'}",
-        f"pool.port={port}", *args.overrides])
+        *port, *args.overrides])
+
+
+def generations(args) -> int:
+    """--generations, else the experiment's own evolve.generations."""
+    if args.generations is not None:
+        return int(args.generations)
+    from trinity import config
+
+    return int(config.compose([f"experiment={args.experiment}"]).evolve.generations)
+
+
+def pool_label(cfg) -> str:
+    from trinity.pool.simulated.references import is_simulated, label
+
+    return label(cfg) if is_simulated(cfg) else f"local pool '{cfg.pool.get('name', '?')}' ({', '.join(cfg.pool.models)})"
 
 
 def prepare(cfg) -> None:
@@ -72,22 +94,28 @@ def say(info: dict) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--weights", type=float, nargs="+", default=[20.0, 100.0], help="evolve.cost_weights")
-    ap.add_argument("--generations", type=int, default=10, help="evolve.generations of every run")
+    ap.add_argument("--experiment", default="routing_benchmark",
+                    help="routing_benchmark (the simulated pool, dollars) or local_small (the llama.cpp pool, tokens)")
+    ap.add_argument("--generations", type=int, default=None,
+                    help="evolve.generations of every run (default: 10 on the routing benchmark, else the experiment's)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--root", default=".trinity/bench_cost_frontier")
     ap.add_argument("--fresh", action="store_true", help="start this budget's runs and response cache over")
-    ap.add_argument("--overrides", nargs="*", default=[], help="Hydra overrides on experiment=routing_benchmark")
+    ap.add_argument("--overrides", nargs="*", default=[], help="Hydra overrides on the experiment")
     args = ap.parse_args()
+    if args.generations is None and args.experiment == "routing_benchmark":
+        args.generations = 10
     # SIGTERM unwinds like Ctrl-C, so the simulated server this script started is stopped with it
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt("SIGTERM")))
 
     from trinity.pipeline import evolve_stage, frontier_stage
     from trinity.pipeline.rollouts import RolloutContext
     from trinity.pool.servers import LocalPool
-    from trinity.pool.simulated.references import label
-
     root = Path(args.root)
-    tag = f"gen{args.generations}-seed{args.seed}"   # not the weights: more weights later reuse these runs
+    # not the weights: more weights later reuse these runs
+    tag = f"gen{generations(args)}-seed{args.seed}"
+    if args.experiment != "routing_benchmark":
+        root, tag = root / args.experiment, f"{args.experiment}-{tag}"
     run = root / tag
     if args.fresh and run.exists():
         shutil.rmtree(run)
@@ -95,7 +123,7 @@ def main() -> None:
     started = time.perf_counter()
     prepare(cfg)
     training = {}
-    with LocalPool(cfg.pool, progress=lambda *_: None):
+    with LocalPool(cfg.pool, model_cache=cfg.paths.model_cache, progress=lambda *_: None):
         t = time.perf_counter()
         try:
             out = evolve_stage.run(cfg, progress=say)
@@ -118,7 +146,7 @@ def main() -> None:
         measured = json.loads((evolve_stage.timings_dir(cfg, "frontier", head) / "training.json").read_text())
         training[head] = {**{k: row[k] for k in ("resumed", "episodes", "calls")},
                           **{k: measured[k] for k in ("wall_s", "cache_hits", "pool_calls")}}
-    budget = {"popsize": main_summary.get("popsize"), "generations": args.generations,
+    budget = {"popsize": main_summary.get("popsize"), "generations": generations(args),
               "episodes_per_candidate": int(cfg.evolve.episodes_per_candidate),
               "training_episodes_per_run": main_summary.get("episodes")}
     heads = {h: {"cost_weight": v["cost_weight"], "reward": round(v["reward"], 4),
@@ -126,7 +154,8 @@ def main() -> None:
                  "cost_ci": v["cost_ci"], "tokens_per_query": round(v["tokens_per_query"], 1),
                  "on_frontier": v["on_frontier"]} for h, v in metrics["heads"].items()}
     print(json.dumps({
-        "benchmark": "cost_frontier", "pool": label(cfg), "seed": args.seed, "weights": args.weights,
+        "benchmark": "cost_frontier", "experiment": args.experiment, "pool": pool_label(cfg), "seed": args.seed,
+        "weights": args.weights,
         "cost_unit": metrics["cost_unit"], "routing": metrics["routing"], "test_items": metrics["items"],
         "budget": budget, "heads": heads, "frontier": metrics["frontier"],
         "baselines": {b: {"reward": round(v["reward"], 4), "cost_per_query": v["cost_per_query"]}

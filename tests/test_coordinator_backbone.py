@@ -99,3 +99,16 @@ def test_real_backbone_feature_is_mostly_prompt_independent_and_standardize_fixe
     assert raw["prompt_dependent_share"] < 0.35 and raw["cosine_cross_suite"] > 0.9
     standardized = feature_stats(FeatureNorm.fit(features).apply(features), suites)
     assert standardized["prompt_dependent_share"] > 0.99 and standardized["cosine_cross_suite"] < 0.5
+
+
+def test_the_gguf_backbone_converts_into_an_empty_model_cache(tmp_path):
+    """A fresh machine has no converted folder yet: the conversion itself must work with the declared
+    dependencies (transformers refuses a GGUF file without accelerate, which nothing imports directly, so
+    dropping it as 'unused' broke every first run while warm model caches hid it)."""
+    from trinity.coordinator.backbone import converted_folder
+    from trinity.setup.assets import model_path
+
+    gguf = model_path("smollm2-135m-instruct", None)
+    folder = converted_folder(gguf, tmp_path / "hf" / "smollm2-135m-instruct")
+    assert (folder / "config.json").is_file() and any(folder.glob("*.safetensors"))
+    assert not list((tmp_path / "hf").glob("*.partial-*"))
