@@ -1,7 +1,7 @@
 """One pipeline stage on params.yaml in the current folder, without Prefect: the stage command of the temp
 DVC repository that tests/test_replay_dvc.py builds (the real flows would add a Prefect server per stage).
 
-    python tests/repro_stage.py prepare|cache_states|evolve
+    python tests/repro_stage.py prepare|cache_states|evolve|frontier|evaluate
 """
 
 from __future__ import annotations
@@ -27,6 +27,16 @@ def main(stage: str) -> int:
             from trinity.pipeline import evolve_stage
 
             evolve_stage.run(cfg)
+        elif stage == "frontier":
+            from trinity.pipeline import frontier_stage
+
+            frontier_stage.run(cfg)
+        elif stage == "evaluate":
+            from pathlib import Path
+
+            from trinity.pipeline import evaluate_stage
+
+            evaluate_stage.run(cfg, frontier_path=Path(cfg.paths.frontier))
         else:
             raise SystemExit(f"unknown stage {stage!r}")
     finally:

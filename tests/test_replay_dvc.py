@@ -1,5 +1,5 @@
-"""Reproducible across machines, with real git and DVC: a pipeline (prepare -> cache_states -> evolve on
-the offline backbone and a scripted pool over loopback HTTP) is run with `dvc repro`, its response cache
+"""Reproducible across machines, with real git and DVC: a pipeline (prepare -> cache_states -> evolve ->
+frontier (one cost weight) -> evaluate on the offline backbone and a scripted pool over loopback HTTP) is run with `dvc repro`, its response cache
 is snapshotted, `dvc add`ed and pushed to a local DVC remote with the outputs; a fresh `git clone` pulls
 everything, reruns every stage (`dvc repro --force`, cold feature cache) under
 TRINITY_RESPONSE_CACHE=replay_only against a pool that refuses every call, and must make no pool call
@@ -54,6 +54,22 @@ def _dvc_yaml() -> str:
     plots:
       - metrics/generations.csv:
           cache: false
+  frontier:
+    cmd: {py} {drv} frontier
+    deps: [data/prepared, data/states, data/evolve]
+    params: [seed, evolve, protocol, pool, coordinator, tasks, eval, paths.frontier]
+    outs: [data/frontier, reports/frontier.png]
+    metrics:
+      - metrics/frontier.json:
+          cache: false
+  evaluate:
+    cmd: {py} {drv} evaluate
+    deps: [data/prepared, data/evolve, data/frontier]
+    params: [seed, eval, protocol, pool, coordinator, tasks]
+    outs: [data/eval, reports/report.md, reports/eval]
+    metrics:
+      - metrics/eval.json:
+          cache: false
 """
 
 
@@ -79,6 +95,8 @@ def test_a_fresh_clone_replays_the_pipeline_from_the_pulled_response_cache(tmp_p
         "tasks.train=[mmlu]", "tasks.transfer=[]", "tasks.max_items_per_suite=8",
         "evolve.popsize=4", "evolve.generations=2", "evolve.episodes_per_candidate=2",
         "evolve.validation.every=1", "evolve.validation.n_items=2", "protocol.max_turns=2",
+        "evolve.cost_weights=[0.5]", "eval.items_per_suite=3", "eval.methods=[trinity,random]", "eval.sets=[test]",
+        "eval.bootstrap_samples=200", "eval.min_items=2",
     ])
     OmegaConf.set_struct(cfg, False)
     cfg.pool = OmegaConf.merge(stub_pool_cfg(f"http://127.0.0.1:{port}/v1", models=["a", "b"]), {"host": "127.0.0.1"})
@@ -104,7 +122,10 @@ def test_a_fresh_clone_replays_the_pipeline_from_the_pulled_response_cache(tmp_p
     _run(["git", "commit", "-q", "-m", "run"], repo, env)
     _run([dvc, "push"], repo, env)
     committed = (repo / "dvc.lock").read_text()
-    assert "data/states" in committed and "metrics/evolve.json" in committed
+    for out in ("data/states", "metrics/evolve.json", "data/frontier", "metrics/frontier.json", "data/eval",
+                "reports/report.md", "metrics/eval.json"):
+        assert out in committed, out
+    assert json.loads((repo / "metrics/frontier.json").read_text())["enabled"] is True
 
     _run(["git", "clone", "-q", str(repo), str(clone)], tmp_path, env)
     assert not (clone / ".trinity").exists()
