@@ -159,6 +159,11 @@ def test_scheduled_retraining_promotes_only_a_better_challenger_and_serving_foll
                 assert registry.history()[-1]["action"] == "promote"
                 assert "the challenger beats the champion" in registry.history()[-1]["reason"]
                 assert "Retraining: v2 promoted" in str(arts["retrain-decision"].data)
+                # nothing changed in the data since the pipeline prepared it: copied, not prepared again
+                reuse = registry.show("v2").meta["data_reuse"]
+                assert reuse["prepare"]["reused"] == {"mmlu": str(tmp_path / "data" / "prepared")}
+                assert reuse["cache_states"]["computed"] == ["mmlu"]   # the pipeline cached no states here
+                assert "`mmlu` unchanged" in str(arts["retrain-decision"].data)
                 # ... and the running server answers with it, without a restart
                 after = wait_for(lambda: (t := served())["model_version"] == "v2" and t, 30, "the server to swap")
                 assert after["turns"][0]["agent"] == "right"
@@ -170,6 +175,10 @@ def test_scheduled_retraining_promotes_only_a_better_challenger_and_serving_foll
                 assert registry.history()[-1]["version"] == "v3"
                 assert "the champion stays" in registry.history()[-1]["reason"]
                 assert "not promoted; the champion stays" in str(arts["retrain-decision"].data)
+                # the first retraining run's states are this run's too: same prompts and backbone
+                states_reuse = registry.show("v3").meta["data_reuse"]["cache_states"]
+                assert list(states_reuse["reused"]) == ["mmlu"] and states_reuse["computed"] == []
+                assert "-retrain" in states_reuse["reused"]["mmlu"]
                 assert served()["model_version"] == "v2"
 
                 # 3. a pool change: the champion's rows follow the models by name, the new model's row is 0
