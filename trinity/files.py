@@ -1,7 +1,8 @@
-"""File writes that a kill cannot leave half done."""
+"""File writes that a kill cannot leave half done, and the content hash every part checks files by."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
 from pathlib import Path
@@ -21,3 +22,12 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def sha256_file(path: str | os.PathLike) -> str:
+    """The file's SHA-256 (hex), read in blocks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()

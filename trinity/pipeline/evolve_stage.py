@@ -123,7 +123,7 @@ def run_dir(cfg: DictConfig) -> Path:
     if source is not None:  # another champion is another run
         import hashlib
 
-        from trinity.registry.store import sha256_file
+        from trinity.files import sha256_file
 
         key = hashlib.sha256(f"{key}|{sha256_file(source)}".encode()).hexdigest()[:16]
     return Path(cfg.paths.cache) / "runs" / key

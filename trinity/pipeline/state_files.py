@@ -19,6 +19,7 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 from trinity.coordinator.saved import check_metadata
+from trinity.files import sha256_file
 
 if TYPE_CHECKING:
     # Only for annotations: reading a state file needs no backbone, and the coordinator's own
@@ -55,7 +56,7 @@ def write_state_cache(coord: Coordinator, items: Sequence[tuple[str, str]], out_
     save_file({"features": torch.as_tensor(features)}, str(tmp), metadata={"trinity": json.dumps(meta)})
     os.replace(tmp, out_path)
     index = {**meta, "count": len(uids), "uids": uids, "cache_keys": keys,
-             "inputs_sha256": state_inputs_sha256(coord, uids, keys), "sha256": file_sha256(out_path)}
+             "inputs_sha256": state_inputs_sha256(coord, uids, keys), "sha256": sha256_file(out_path)}
     out_path.with_suffix(".json").write_text(json.dumps(index, indent=1) + "\n")
     return out_path
 
@@ -68,12 +69,6 @@ def state_inputs_sha256(coord: Coordinator, uids: Sequence[str], keys: Sequence[
     facts = {**coord.state_identity(), "dtype": str(coord.backbone.dtype), "device": coord.backbone.device.type,
              "uids": list(uids), "cache_keys": list(keys)}
     return hashlib.sha256(json.dumps(facts, sort_keys=True, default=str).encode()).hexdigest()
-
-
-def file_sha256(path: str | os.PathLike) -> str:
-    import hashlib
-
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def reuse_state_cache(coord: Coordinator, items: Sequence[tuple[str, str]], out_path: str | os.PathLike,
@@ -93,7 +88,7 @@ def reuse_state_cache(coord: Coordinator, items: Sequence[tuple[str, str]], out_
             index = json.loads(earlier.with_suffix(".json").read_text())
         except (OSError, ValueError):
             continue
-        if index.get("inputs_sha256") != wanted or not earlier.is_file() or index.get("sha256") != file_sha256(earlier):
+        if index.get("inputs_sha256") != wanted or not earlier.is_file() or index.get("sha256") != sha256_file(earlier):
             continue
         out_path.parent.mkdir(parents=True, exist_ok=True)
         if earlier.resolve() != out_path.resolve():

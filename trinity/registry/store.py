@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from trinity.errors import TrinityError
-from trinity.files import atomic_write_bytes
+from trinity.files import atomic_write_bytes, sha256_file
 
 FORMAT = "trinity-registry/1"
 REGISTRY_FILE = "registry.json"
@@ -57,14 +57,6 @@ class Version:
     @property
     def coordinator(self) -> Path:
         return self.folder / COORDINATOR_FILE
-
-
-def sha256_file(path: str | os.PathLike) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def sha256_text(text: str) -> str:

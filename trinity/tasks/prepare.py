@@ -22,6 +22,7 @@ from typing import Any, Sequence
 import polars as pl
 
 from trinity.errors import TrinityError
+from trinity.files import sha256_file
 from trinity.seeding import derive_seed
 from trinity.tasks.base import FilteredRow, TaskSuite, as_json
 from trinity.tasks.registry import get_suite
@@ -176,12 +177,6 @@ def why_prepared(name: str, key: str, version: str, reuse_from: Sequence[str | P
             return "its options, seed, splits or subsample changed"
         return "the earlier file no longer matches its manifest"
     return "new suite"
-
-
-def sha256_file(path: Path) -> str:
-    import hashlib
-
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def load_items(prepared_dir: str | Path, suite: str, split: str | None = None) -> list[TaskItem]:

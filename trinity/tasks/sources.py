@@ -72,16 +72,12 @@ def read_csv(path: Path) -> list[dict[str, str]]:
 def local_file_version(path: str | Path) -> str:
     """A local task file's version: its content hash, so an edited file is a new version of the data (a
     retraining run re-prepares it) and an unchanged one is not; a missing file says so when it is read."""
-    import hashlib
+    from trinity.files import sha256_file
 
     p = Path(path).expanduser()
     if not p.is_file():
         return "local-file"
-    digest = hashlib.sha256()
-    with open(p, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return f"local-file:sha256:{digest.hexdigest()[:16]}"
+    return f"local-file:sha256:{sha256_file(p)[:16]}"
 
 
 def read_local_file(path: str | Path) -> list[dict[str, Any]]:
