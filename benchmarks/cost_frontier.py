@@ -52,12 +52,17 @@ def compose(args, root: Path, run: Path):
     weights = ",".join(f"{w:g}" for w in args.weights)
     # the simulated pool is one server of this script's; the local pool's servers keep their own ports
     port = [f"pool.port={pool_port(int(base.pool.port))}"] if is_simulated(base) else []
-    return config.compose([
+    cfg = config.compose([
         experiment, f"evolve.generations={generations(args)}", f"seed={args.seed}",
         f"evolve.cost_weights=[{weights}]", f"paths.prepared={root / 'prepared'}", f"paths.states={root / 'states'}",
         f"paths.runs={run / 'evolve'}", f"paths.frontier={run / 'frontier'}", f"paths.eval={run / 'eval'}",
         f"paths.metrics={run / 'metrics'}", f"paths.reports={run / 'reports'}", f"paths.cache={run / 'cache'}",
         *port, *args.overrides])
+    # model names such as qwen-coder-1.5b cannot be spelled in a Hydra override key: shift the ports here
+    for model in cfg.pool.models.values():
+        if args.port_offset and model.get("port") is not None:
+            model.port = int(model.port) + int(args.port_offset)
+    return cfg
 
 
 def generations(args) -> int:
@@ -102,6 +107,8 @@ def main() -> None:
     ap.add_argument("--root", default=".trinity/bench_cost_frontier")
     ap.add_argument("--fresh", action="store_true", help="start this budget's runs and response cache over")
     ap.add_argument("--overrides", nargs="*", default=[], help="Hydra overrides on the experiment")
+    ap.add_argument("--port-offset", type=int, default=0,
+                    help="added to every local model's port (run beside a pipeline that holds the usual ports)")
     args = ap.parse_args()
     if args.generations is None and args.experiment == "routing_benchmark":
         args.generations = 10
