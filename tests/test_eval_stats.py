@@ -226,3 +226,15 @@ def test_truncated_replies_per_suite_and_per_model():
     assert "| test | gsm8k | 3 | 2 | 66.7% |" in text and "| validation | big | 1 | 1 | 100.0% |" in text
     empty = truncation(results_frame([]), "suite")
     assert "No reply with a reported finish reason." in "\n".join(report.truncation_section(empty, empty))
+
+
+def test_exact_mcnemar_past_1024_discordant_pairs():
+    # 2.0 ** n overflowed a float at n > 1024; the p-value must stay a probability and order correctly
+    balanced = stats.mcnemar_exact(2500, 2500)
+    near = stats.mcnemar_exact(2450, 2550)
+    far = stats.mcnemar_exact(2300, 2700)
+    assert balanced == 1.0
+    assert 0.0 < far < near < 1.0
+    assert 0.1 < near < 0.2          # z = 100 / sqrt(5000) = 1.41: two-sided normal p = 0.157
+    assert far < 1e-7
+    assert stats.mcnemar_exact(0, 5000) == 0.0   # 2 * 2^-5000 is below the smallest float

@@ -210,6 +210,41 @@ def _cmd_serve(args) -> int:
     return 0
 
 
+def _cmd_record(args) -> int:
+    import json
+
+    from trinity import config
+    from trinity.pipeline import record_stage
+    from trinity.record import store
+
+    cfg = config.compose(list(args.overrides))
+    root = record_stage.recording_dir(cfg)
+    if args.status:
+        items = record_stage.chosen_items(cfg)
+        if (root / store.MANIFEST).exists():
+            summary = store.summarise(store.open_recording(root))
+            done = set(store.item_entries(store.read_manifest(root)))
+        else:
+            summary, done = {"items": 0}, set()
+        summary["chosen_items"] = len(items)
+        summary["pending_items"] = sum(1 for it in items if it.uid not in done)
+        print(json.dumps({"recording": str(root), **summary}, indent=1))
+        return 0
+    config.check_api_keys(cfg)
+
+    def pool_context():
+        from trinity.pool.servers import LocalPool, server_specs
+
+        return LocalPool(cfg.pool, model_cache=cfg.paths.model_cache) if server_specs(cfg.pool) else None
+
+    import contextlib
+
+    out = record_stage.run(cfg, progress=print, limit_items=args.limit,
+                           pool_context=lambda: pool_context() or contextlib.nullcontext())
+    print(json.dumps(out, indent=1))
+    return 1 if out.get("failed") else 0
+
+
 def _cmd_models(args) -> int:
     from trinity import config
     from trinity.registry.store import Registry
@@ -366,6 +401,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, help="listen port (default serve.port)")
     p.add_argument("overrides", nargs="*", help=OVERRIDES_HELP)
     p.set_defaults(func=_cmd_serve)
+
+    p = command("record", "record every pool call the protocol can make on the chosen items (resumable: a rerun "
+                "continues; a finished recording makes no call)", "trinity record --status record.items.train=20")
+    p.add_argument("--limit", type=int, default=None, help="record at most the first N chosen items (in the "
+                                                           "recording's balanced order)")
+    p.add_argument("--status", action="store_true", help="print what the recording holds and what is left; record nothing")
+    p.add_argument("overrides", nargs="*", help=OVERRIDES_HELP)
+    p.set_defaults(func=_cmd_record)
 
     p = command("models", "the model registry: list the versions, show one, promote one to champion, or roll the "
                 "champion back to the one before it", "trinity models promote v3 --reason 'better on the new data'")

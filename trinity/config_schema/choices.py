@@ -39,6 +39,11 @@ class CostUnit(StrEnum):
     ktokens = "ktokens"
 
 
+class FitnessEstimate(StrEnum):
+    sampled = "sampled"   # mean over the candidate's sampled episodes (the paper)
+    exact = "exact"       # expectation over a complete recording's trees (pool=recorded; trinity.record.exact)
+
+
 class FrontierCostUnit(StrEnum):
     auto = "auto"
     usd = "usd"

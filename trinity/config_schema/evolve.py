@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import List, Optional
 
-from trinity.config_schema.choices import CostUnit, FrontierCostUnit, Optimizer, ResponseCacheMode, TrainItems
+from trinity.config_schema.choices import CostUnit, FitnessEstimate, FrontierCostUnit, Optimizer, ResponseCacheMode, TrainItems
 from trinity.config_schema.fields import number
 from trinity.errors import ConfigError
 
@@ -17,6 +17,9 @@ class Fitness:
     turn_weight: float = number(0.10, ge=0)
     cost_weight: float = number(0.0, ge=0)
     cost_unit: CostUnit = CostUnit.usd
+    # sampled: each candidate's episodes (the paper) | exact: its expected reward and shaping terms over every
+    # training item of a complete recording (pool=recorded), walking the trees; no sampling noise, no pool call
+    estimate: FitnessEstimate = FitnessEstimate.sampled
 
 
 @dataclass

@@ -59,6 +59,18 @@ class PoolModel:
 
 
 @dataclass
+class Replay:
+    """`pool.replay` (pool=recorded): serve replies from a recording made by `trinity record`."""
+    recording: str = "data/recordings/local-small"
+    on_miss: str = "error"            # error: a request the recording lacks is an error naming it | live
+    #                                   live: send it to the live pool and add its reply to the recording
+
+    def check(self, key: str) -> None:
+        if self.on_miss not in ("error", "live"):
+            raise ConfigError(f"config key '{key}.on_miss' must be error or live, got {self.on_miss!r}")
+
+
+@dataclass
 class PoolConfig:
     name: str = "pool"
     provider: str = "openai"
@@ -74,6 +86,7 @@ class PoolConfig:
     role_prompts: Optional[Dict[str, str]] = None
     profile: Optional[str] = None
     measured: Optional[Dict[str, Any]] = None    # a calibrated profile's measured counts
+    replay: Optional[Replay] = None              # pool=recorded: replies from a recording (trinity.record)
 
     def check(self, key: str) -> None:
         if not self.models:

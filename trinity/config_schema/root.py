@@ -13,6 +13,7 @@ from trinity.config_schema.evolve import EvolveConfig
 from trinity.config_schema.fields import number
 from trinity.config_schema.pool import PoolConfig
 from trinity.config_schema.protocol import ProtocolSchema
+from trinity.config_schema.record import RecordConfig
 from trinity.config_schema.serve import ServeConfig
 from trinity.config_schema.tasks import TasksConfig
 from trinity.errors import ConfigError
@@ -92,6 +93,7 @@ class TrinityConfig:
     schedule: Schedule = field(default_factory=Schedule)
     retrain: Retrain = field(default_factory=Retrain)
     plan: PlanAssumptions = field(default_factory=PlanAssumptions)
+    record: RecordConfig = field(default_factory=RecordConfig)
 
     def check(self, key: str) -> None:
         from trinity.evolve.algorithms import ALGORITHMS

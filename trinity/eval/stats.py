@@ -75,7 +75,8 @@ def mcnemar_exact(b: int, c: int) -> float:
     if n == 0:
         return 1.0
     tail = sum(math.comb(n, k) for k in range(min(b, c) + 1))
-    return min(1.0, 2.0 * tail / 2.0 ** n)
+    # integer true division is correctly rounded for any size; 2.0 ** n overflowed past n = 1024
+    return min(1.0, (2 * tail) / (1 << n))
 
 
 def sign_flip_test(differences, *, samples: int = 2000, seed: int = 0) -> float:

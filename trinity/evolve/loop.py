@@ -290,6 +290,12 @@ def _validate(g: int, params: np.ndarray, s: EvolveSettings, evaluate_mean: Eval
     by_mode, rows, episodes, all_traces = {}, [], 0, []
     for mode in VALIDATION_MODES:
         traces = done[mode]
+        if not isinstance(traces, list):
+            # an exact validation (expectation over a recording): a value with .reward and .items, no episodes
+            by_mode[mode] = float(traces.reward)
+            if mode == s.routing:
+                episodes = int(traces.items)
+            continue
         all_traces += traces
         if not traces:
             raise TrinityError(f"evaluate_mean returned no episodes in generation {g} ({mode} routing)")
@@ -352,6 +358,11 @@ def _black_box_step(algorithm: BlackBoxStrategy, state: Any, g: int, s: EvolveSe
                     evaluate_population: EvaluatePopulation) -> tuple[Any, list[list[Trace]], list[FitnessParts]]:
     candidates, state = algorithm.ask(state)
     population = evaluate_population(g, candidates)
+    if population and all(isinstance(p, FitnessParts) for p in population):
+        # exact fitness (evolve.fitness.estimate=exact): expectations over a recording, no episodes
+        if len(population) != len(candidates):
+            raise TrinityError(f"evaluate_population returned {len(population)} fitnesses for {len(candidates)} candidates")
+        return algorithm.tell(state, candidates, [p.fitness for p in population]), [[] for _ in candidates], list(population)
     parts = _evaluated(population, len(candidates), s)
     return algorithm.tell(state, candidates, [p.fitness for p in parts]), population, parts
 

@@ -69,6 +69,14 @@ def run(cfg: DictConfig, *, on_work: Listener | None = None, reuse_from: Sequenc
             counts[suite] = len(pairs)
             log.info("cache_states: %s: %d first-turn features", suite, len(pairs))
     counts = {suite: counts[suite] for suite in suites}   # suite order, however each was made
+    later = recorded_transcripts(cfg, by_suite_items(cfg, suites))
+    if later:
+        # pool=recorded: every later-turn transcript of the recording's trees, so that evolution on the
+        # recording (SVF off) runs no backbone forward pass at all
+        with Progress("cache_states: recorded transcripts", len(later), listeners=[on_work]) as bar:
+            write_state_cache(coord, later, out_dir / f"{RECORDED_STATES}.safetensors", progress=bar.advance)
+        counts[RECORDED_STATES] = len(later)
+        log.info("cache_states: %d later-turn transcripts of the recording", len(later))
     stats = write_feature_stats(out_dir, suites, Path(cfg.paths.metrics) / "states.json",
                                 seed=derive_seed(int(cfg.seed), "feature_stats"))
     log.info("cache_states: prompt-dependent share of the feature %s (mean norm %s, rms deviation %s), "
@@ -78,6 +86,37 @@ def run(cfg: DictConfig, *, on_work: Listener | None = None, reuse_from: Sequenc
                 "hidden_size": coord.hidden_size, "counts": counts, "feature_stats": stats}
     (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=2))
     return {"path": str(out_dir), "count": sum(counts.values()), **manifest}
+
+
+RECORDED_STATES = "recorded-transcripts"
+
+
+def by_suite_items(cfg: DictConfig, suites: Sequence[str]) -> list:
+    out = []
+    for suite in suites:
+        for split in ("train", "validation", "test"):
+            out += item_sel.load_split(cfg, [suite], split)
+    return out
+
+
+def recorded_transcripts(cfg: DictConfig, items: list) -> list[tuple[str, str]]:
+    """(key, transcript) of every transcript beyond the first turn in the recording's trees (pool=recorded),
+    compiled with every role the recording has; [] on a live pool."""
+    from trinity.pipeline.recorded import RecordedWorld, replay_path
+    from trinity.record.replay import RecordedReplies
+
+    path = replay_path(cfg)
+    if path is None or not items:
+        return []
+    replies = RecordedReplies.open(path)
+    world = RecordedWorld(cfg, replies, tuple(replies.recording.manifest["tree"]["roles"]))
+    protocol = ProtocolConfig.from_cfg(cfg.protocol)
+    world.compiled(items)
+    first = {first_turn_transcript(protocol, it.prompt) for it in items}
+    later = [t for t in world.transcripts if t not in first]
+    import hashlib
+
+    return [(hashlib.sha256(t.encode("utf-8")).hexdigest()[:24], t) for t in later]
 
 
 def write_feature_stats(out_dir: Path, suites: list[str], metrics_path: Path, *, seed: int) -> dict:

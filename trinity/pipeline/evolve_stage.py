@@ -196,7 +196,13 @@ def evolve(cfg: DictConfig, *, out_dir: Path, submit: Submit = inline_submit,
         with Progress(label, total, listeners=[on_work]) as bar, ctx.counting_episodes(bar.advance):
             yield bar
 
+    exact = exact_evaluator(cfg, ctx)
+    if exact is not None:
+        log.info("evolve: exact fitness over %d training items of %s", len(train), exact.world.replies.recording.root)
+
     def evaluate_population(generation: int, candidates: list[np.ndarray], record_decisions: bool = False):
+        if exact is not None and not record_decisions:   # an on-policy method learns from sampled episodes
+            return exact.population(candidates, train)
         chosen = item_sel.generation_items(cfg, train, generation)
         total = len(candidates) * len(chosen) * repeats
         with counted(f"generation {generation}: episodes", total) as bar:
@@ -220,6 +226,8 @@ def evolve(cfg: DictConfig, *, out_dir: Path, submit: Submit = inline_submit,
 
     def all_modes(generation: int, mean: np.ndarray, modes) -> dict[str, list[Trace]]:
         """Every routing mode's validation at once on the rollout loop (the loop's `_validate`)."""
+        if exact is not None:
+            return {mode: exact.value(np.asarray(mean), val, mode) for mode in modes}
         chunks = [(ctx.specs_for(ctx.router_for(np.asarray(mean), mode), val, generation=generation, candidate=-1),
                    cfg.protocol) for mode in modes]
         with counted(f"generation {generation}: validation", sum(len(c[0]) for c in chunks)):
@@ -256,6 +264,21 @@ def evolve(cfg: DictConfig, *, out_dir: Path, submit: Submit = inline_submit,
     return {"run_dir": str(out), "result": result, "pool_totals": ctx.totals(),
             "replay_misses": replay_misses(ctx),
             "warm_start": None if warm is None else warm.report()}
+
+
+def exact_evaluator(cfg: DictConfig, ctx: Any) -> Any:
+    """The ExactEvaluator under evolve.fitness.estimate=exact (pool=recorded), else None."""
+    from trinity.config_schema import section
+    from trinity.config_schema.evolve import Fitness
+    from trinity.evolve.fitness import FitnessWeights
+
+    fitness = section(cfg.evolve.fitness, Fitness, "evolve.fitness")
+    if fitness.estimate.value != "exact":
+        return None
+    from trinity.pipeline.recorded import ExactEvaluator, world_for
+
+    coord = ctx.coordinator
+    return ExactEvaluator(coord, world_for(cfg, ctx.pool, coord.roles), FitnessWeights.from_cfg(cfg.evolve.fitness))
 
 
 def routing_describer(coord: Any, items: list[TaskItem], protocol: ProtocolConfig) -> Callable[[int, np.ndarray], dict]:

@@ -15,11 +15,15 @@ from trinity.tasks.types import TaskItem
 
 
 def load_split(cfg: DictConfig, suites: Sequence[str], split: str) -> list[TaskItem]:
+    """The prepared items of `suites` in `split`; under pool=recorded only the recording's items (a
+    recording holds every call of its own items and no other)."""
+    from trinity.pipeline.recorded import recorded_uids
     from trinity.tasks.prepare import load_items
 
+    keep = recorded_uids(cfg)
     out: list[TaskItem] = []
     for suite in suites:
-        out.extend(load_items(Path(cfg.paths.prepared), suite, split))
+        out.extend(it for it in load_items(Path(cfg.paths.prepared), suite, split) if keep is None or it.uid in keep)
     return out
 
 

@@ -93,7 +93,7 @@ class Budget:
 
 
 COUNTERS = ("calls", "real_calls", "cache_hits", "failures", "budget_refusals", "replay_misses", "retries",
-            "prompt_tokens", "completion_tokens", "cost_usd", "latency_s")
+            "prompt_tokens", "completion_tokens", "cost_usd", "latency_s", "replayed")
 
 
 class RunTotals:
@@ -118,6 +118,8 @@ class RunTotals:
             # counted with the other totals, so a Dask run's workers hand theirs to the driver
             t["replay_misses"] += int(result.error_kind == "CacheMissError")
             t["retries"] += result.retries
+            # served from a recording (pool.replay): counted as real, with the recorded tokens, cost and latency
+            t["replayed"] += int(getattr(result, "replayed", False))
             if real:
                 t["prompt_tokens"] += result.prompt_tokens
                 t["completion_tokens"] += result.completion_tokens

@@ -161,9 +161,10 @@ class PoolClient:
     def __init__(self, endpoints: Sequence[ModelEndpoint], *, cache: ResponseCache | None = None,
                  cache_mode: str = "read_write", budget: Budget | None = None,
                  retry: RetryPolicy | None = None, transport: httpx.AsyncBaseTransport | None = None,
-                 limits: RunLimits | None = None):
+                 limits: RunLimits | None = None, replay: Any = None):
         """`limits`: where the budget and the per-model limits are kept (default: this process, around
-        `budget`); one built elsewhere carries its own budget, so `budget` is then left out."""
+        `budget`); one built elsewhere carries its own budget, so `budget` is then left out.
+        `replay`: a trinity.record.replay.RecordedReplies asked before anything else (pool=recorded)."""
         if limits is not None and budget is not None and limits.budget is not budget:
             raise PoolConfigError("pass the budget inside `limits` or as `budget`, not two different ones")
         if cache_mode not in CACHE_MODES:
@@ -186,26 +187,36 @@ class PoolClient:
             weakref.WeakKeyDictionary()
         self._ssl_context: Any = None
         self._rng = random.Random()  # backoff jitter only: it changes timing, never results
+        self.replay = replay
 
     @classmethod
     def from_config(cls, pool_cfg: Any, *, cache_path: str | Path | None = None, cache_mode: str = "read_write",
                     budget: Budget | None = None, retry: RetryPolicy | None = None,
                     transport: httpx.AsyncBaseTransport | None = None,
-                    limits: RunLimits | None = None) -> "PoolClient":
+                    limits: RunLimits | None = None, replay: Any = None) -> "PoolClient":
         """From `cfg.pool`. Raises MissingApiKeyError (naming the variable) when a model needs a key that
         is not set, and CacheError when the cache file is not usable, before any call is made.
-        Retry settings come from `retry` or else the optional `pool.retry` mapping."""
+        Retry settings come from `retry` or else the optional `pool.retry` mapping. With `pool.replay`
+        (pool=recorded) replies come from the recording (`replay` when given, else opened here) and the
+        response cache is not used: the recording is the cache."""
         models = pool_cfg.get("models")
         if not models:
             raise PoolConfigError("config key 'pool.models' must map at least one model name to its settings")
         endpoints = [resolve_endpoint(str(name), models[name], pool_cfg) for name in models]
+        if replay is None and pool_cfg.get("replay") is not None:
+            from trinity.record.replay import RecordedReplies
+
+            r = pool_cfg.get("replay")
+            replay = RecordedReplies.open(str(r.get("recording")), on_miss=str(r.get("on_miss") or "error"))
+        if replay is not None:
+            cache_path = None
         cache = None
         if cache_path is not None and cache_mode != "off":
             cache = ResponseCache(cache_path)
             len(cache)  # open now: a broken file fails here, not in the middle of a run
         return cls(endpoints, cache=cache, cache_mode=cache_mode, budget=budget,
                    retry=retry or RetryPolicy.from_config(pool_cfg.get("retry")), transport=transport,
-                   limits=limits)
+                   limits=limits, replay=replay)
 
     # --- public API -------------------------------------------------------------------------------
 
@@ -258,6 +269,8 @@ class PoolClient:
             await state.aclose()
         if self.cache is not None:
             self.cache.close()
+        if self.replay is not None:
+            self.replay.flush()
 
     async def __aenter__(self) -> "PoolClient":
         return self
@@ -298,6 +311,8 @@ class PoolClient:
         if ep.provider.sends_seed:
             body["seed"] = int(sample_index)
         body.update(ep.extra_body)
+        if self.replay is not None:
+            return await self._replayed(ep, messages, temperature, max_tokens, sample_index, body, started)
         if self.cache is None:
             return await self._call_network(ep, body, started), True
 
@@ -325,6 +340,32 @@ class PoolClient:
         finally:
             del in_flight[key]
         return result, real
+
+    async def _replayed(self, ep: ModelEndpoint, messages: list[dict], temperature: float, max_tokens: int | None,
+                        sample_index: int, body: dict, started: float) -> tuple[CallResult, bool]:
+        """The recorded reply. A miss is a CacheMissError failure naming the request (on_miss: error), or
+        is sent to the live pool and its reply joins the recording (on_miss: live; written by aclose)."""
+        h, sample, hit = self.replay.lookup(ep.model_id, messages, temperature, max_tokens, sample_index)
+        if hit is not None:
+            return CallResult(model=ep.name, text=hit.text, ok=hit.ok, error=hit.error,
+                              error_kind=None if hit.ok else "RecordedFailure", prompt_tokens=hit.prompt_tokens,
+                              completion_tokens=hit.completion_tokens, latency_s=hit.latency_s, cost_usd=hit.cost_usd,
+                              price_usd=hit.cost_usd, finish_reason=hit.finish_reason, replayed=True), True
+        self.replay.misses += 1
+        if self.replay.on_miss == "error":
+            message = self.replay.describe_miss(ep.name, h, sample, messages)
+            if self.replay.misses <= 3:
+                log.error("replay: %s", message)
+            return self._failure(ep, CacheMissError(message), 0, started), False
+        result = await self._call_network(ep, body, started)
+        if result.ok:
+            from trinity.record.replay import RecordedReply
+
+            self.replay.add(ep.name, h, sample, RecordedReply(
+                text=result.text, ok=True, error=None, finish_reason=result.finish_reason,
+                prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens,
+                latency_s=round(result.latency_s, 3), cost_usd=result.price_usd or result.cost_usd))
+        return result, True
 
     async def _cached_or_network(self, ep: ModelEndpoint, key: str, body: dict,
                                  started: float) -> tuple[CallResult, bool]:

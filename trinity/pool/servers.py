@@ -77,6 +77,8 @@ def server_specs(pool_cfg) -> list[ServerSpec]:
     """The local servers a pool config asks for: one per model with an `asset` key (llama.cpp), or one
     for the whole pool when `pool.server` names a launcher (`simulated`); hosted models need none."""
     typed = section(pool_cfg, PoolConfig, "pool")   # the llama.cpp defaults (n_ctx, n_parallel, n_threads)
+    if typed.replay is not None and typed.replay.on_miss == "error":
+        return []   # pool=recorded: every reply comes from the recording
     host, kind = typed.host, typed.server
     if kind is not None:
         if kind not in LAUNCHERS or kind == "llamacpp":

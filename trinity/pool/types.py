@@ -23,6 +23,7 @@ class CallResult:
     # Added by the pool client (issue 3); defaults keep hand-built results (test doubles) valid.
     error_kind: str | None = None   # typed error class name (trinity.pool.errors), e.g. "RateLimitError"
     finish_reason: str | None = None  # "stop", "length" (hit max_tokens), ... as the server reported it
+    replayed: bool = False          # served from a recording (pool.replay): tokens, cost and latency as recorded
     price_usd: float = 0.0          # what the reply costs at the model's prices even when it was not paid
     #                                 (cache hit: cost_usd 0, price_usd > 0), so cost-aware fitness does
     #                                 not favour whichever candidate happened to call second

@@ -1,0 +1,94 @@
+"""A small recording made by the real recorder through the real PoolClient, over a loopback stub server
+whose replies are a deterministic function of the request: what the recording tests share.
+
+Replies: a Worker answers "The answer is \\boxed{N}" with N from a hash of (model, messages), right for
+some (item, model) pairs; a Verifier says ACCEPT or REJECT from the same hash; a Thinker gives a valid
+suggestion for one model and an invalid reply for the others. The grader rewards the item's answer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+from omegaconf import OmegaConf
+
+from pool_stub import StubServer, completion, stub_pool_cfg
+from trinity.config import compose
+
+MODELS = ("m-big", "m-mid", "m-small")
+SUITE = "gsm8k"
+
+
+def _h(*parts: Any) -> int:
+    return int(hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:8], 16)
+
+
+def reply_for(body: dict) -> Any:
+    model = body["model"]
+    messages = body["messages"]
+    system = messages[0]["content"]
+    user = messages[-1]["content"]
+    h = _h(model, messages)
+    if system.startswith("You are the Worker"):
+        skill = {"m-big-id": 3, "m-mid-id": 2, "m-small-id": 1}[model]
+        right = h % 4 < skill
+        answer = 7 if right else h % 5 + 10
+        return completion(f"Work. The answer is \\boxed{{{answer}}}. <idea>try {answer} ({h % 97})</idea>",
+                          prompt_tokens=len(user) // 4, completion_tokens=20 + h % 30)
+    if system.startswith("You are the Thinker"):
+        if model == "m-big-id":
+            role = "worker" if h % 2 else "verifier"
+            return completion(f"<suggestion>check step {h % 9}</suggestion><suggested_role>{role}</suggested_role>",
+                              prompt_tokens=len(user) // 4, completion_tokens=12)
+        return completion("I think it is fine.", prompt_tokens=len(user) // 4, completion_tokens=6)
+    verdict = "ACCEPT" if ("boxed{7}" in user and h % 3) or h % 5 == 0 else "REJECT: no"
+    return completion(verdict, prompt_tokens=len(user) // 4, completion_tokens=2)
+
+
+def write_prepared(folder: Path, n: dict[str, int]) -> None:
+    """A gsm8k suite file with n[split] items per split, every answer 7."""
+    rows = []
+    for split, count in n.items():
+        for i in range(count):
+            rows.append({"item_id": f"{split}-{i:03d}", "split": split,
+                         "prompt": f"Question {split} {i}: what is 3 + 4? Put the answer in \\boxed{{}}.",
+                         "reference": json.dumps({"answer": "7"}), "meta": "{}", "source": "test", "version": "1"})
+    folder.mkdir(parents=True, exist_ok=True)
+    pl.DataFrame(rows).write_parquet(folder / f"{SUITE}.parquet")
+
+
+async def grade(item, answer: str) -> float:
+    return 1.0 if "boxed{7}" in answer else 0.0
+
+
+def recording_cfg(tmp: Path, base_url: str, *, roles=("worker", "thinker", "verifier"), max_turns: int = 2,
+                  items: dict | None = None, samples: int = 1) -> Any:
+    cfg = compose(["experiment=local_small", f"protocol.max_turns={max_turns}", f"tasks.train=[{SUITE}]",
+                   "tasks.transfer=[]"])
+    OmegaConf.set_struct(cfg, False)
+    cfg.pool = stub_pool_cfg(base_url, models=list(MODELS))
+    cfg.paths.prepared = str(tmp / "prepared")
+    cfg.paths.cache = str(tmp / "cache")
+    cfg.record.dir = str(tmp / "recordings")
+    cfg.record.name = "toy"
+    cfg.record.roles = list(roles)
+    cfg.record.samples = samples
+    cfg.record.items = items or {"train": 3, "validation": 2, "test": 2}
+    return cfg
+
+
+def make_recording(tmp: Path, **kw: Any) -> tuple[Any, Path, StubServer]:
+    """Record the toy items; returns (cfg, recording folder, the stopped server with its request log)."""
+    from trinity.pipeline import record_stage
+    from trinity.pool.client import PoolClient
+
+    write_prepared(tmp / "prepared", {"train": 4, "validation": 3, "test": 3})
+    with StubServer(reply_for) as server:
+        cfg = recording_cfg(tmp, server.base_url, **kw)
+        record_stage.run(cfg, progress=lambda _l: None, grader=grade,
+                         client_factory=lambda journal: PoolClient.from_config(cfg.pool, cache_path=journal))
+    return cfg, record_stage.recording_dir(cfg), server

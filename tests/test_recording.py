@@ -1,0 +1,200 @@
+"""Recordings: the recorder's tree, the versioned dataset, replay through the pool client, exact fitness."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+
+import numpy as np
+import pytest
+
+from recording_support import MODELS, make_recording, recording_cfg
+from trinity.episodes.protocol_config import ProtocolConfig
+from trinity.episodes.runner import EpisodeSpec, run_episodes
+from trinity.pool.client import PoolClient
+from trinity.record import store
+from trinity.record.exact import compile_items, entropy, expectations, one_hot_ties, recorded_lookup
+from trinity.record.replay import RecordedReplies
+from trinity.record.tree import TreeSettings, tree_size
+from trinity.routers.base import ROLES
+
+
+def test_tree_has_every_call_of_the_protocol(tmp_path):
+    cfg, root, server = make_recording(tmp_path, roles=("worker", "verifier"))
+    rec = store.open_recording(root)
+    assert len(rec.items()) == 7   # 3 train + 2 validation + 2 test
+    for uid in {it["uid"] for it in rec.items()}:
+        nodes = rec.nodes.filter(rec.nodes["item"] == uid)
+        # turn 0: 3 Workers (a Verifier before any answer makes no call); turn 1: after each answer,
+        # 3 Workers and 3 Verifiers; a Verifier that accepts at turn 1 has no children anyway (K = 2)
+        assert nodes.filter(nodes["turn"] == 0).height == 3
+        assert set(nodes.filter(nodes["turn"] == 0)["role"]) == {"worker"}
+        assert nodes.filter(nodes["turn"] == 1).height == 18
+        assert nodes.height == tree_size(TreeSettings(MODELS, ("worker", "verifier"), 2))["worker"] + 9
+        parents = set(nodes.filter(nodes["turn"] == 1)["parent"])
+        assert parents == set(nodes.filter(nodes["turn"] == 0)["node"])
+        workers = nodes.filter(nodes["role"] == "worker")
+        assert workers["grade"].is_not_null().all()
+        assert nodes.filter(nodes["role"] == "verifier")["grade"].is_null().all()
+    # every distinct request went to the server once (duplicates share the journal)
+    distinct = rec.nodes.unique(subset=["request_hash", "sample"]).height
+    assert len([r for r in server.requests if r.path.endswith("/chat/completions")]) == distinct
+
+
+def test_thinker_suggestion_fixes_the_next_role(tmp_path):
+    cfg, root, _ = make_recording(tmp_path, roles=ROLES)
+    rec = store.open_recording(root)
+    nodes = rec.nodes
+    thinkers = nodes.filter((nodes["role"] == "thinker") & (nodes["turn"] == 0))
+    assert thinkers.height == 3 * len(rec.items())
+    for row in thinkers.iter_rows(named=True):
+        children = nodes.filter((nodes["item"] == row["item"]) & (nodes["parent"] == row["node"]))
+        if row["suggested_role"] == "worker":
+            assert set(children["role"]) == {"worker"} and children.height == 3
+        elif row["suggested_role"] == "verifier":
+            assert children.height == 0   # a Verifier before any answer: no call
+        else:
+            # invalid advice: a free turn with every role but the Verifier (no answer yet)
+            assert set(children["role"]) == {"worker", "thinker"} and children.height == 6
+    assert set(thinkers["suggested_role"].drop_nulls()) <= {"worker", "verifier"}
+
+
+def test_plan_tree_size_counts_the_branches():
+    s = TreeSettings(MODELS, ("worker", "verifier"), 2)
+    assert tree_size(s) == {"worker": 12.0, "thinker": 0.0, "verifier": 9.0}
+    full = tree_size(TreeSettings(MODELS, ROLES, 2), thinker_valid=0.0, accept=0.5)
+    # turn 0: 3 W + 3 T; after a W: 9 calls; after an invalid T: 3 W + 3 T (V needs an answer)
+    assert full["worker"] == 3 + 9 + 9 and full["thinker"] == 3 + 9 + 9 and full["verifier"] == 9
+
+
+def test_damaged_or_mismatched_recording_is_refused(tmp_path):
+    cfg, root, _ = make_recording(tmp_path, roles=("worker", "verifier"))
+    from trinity.pipeline import record_stage
+
+    ident = record_stage.identity(cfg)
+    store.check_identity(store.read_manifest(root), ident, str(root))   # the same config: accepted
+    other = json.loads(json.dumps(ident))
+    other["protocol"]["worker_system"] = "You are a different worker."
+    with pytest.raises(store.RecordingError, match="protocol.worker_system"):
+        store.check_identity(store.read_manifest(root), other, str(root))
+    other = json.loads(json.dumps(ident))
+    other["pool"]["models"][1]["model_id"] = "another-model"
+    with pytest.raises(store.RecordingError, match="pool.models"):
+        store.check_identity(store.read_manifest(root), other, str(root))
+    part = root / store.read_manifest(root)["items"][0]["part"]
+    part.write_bytes(part.read_bytes()[:-10])
+    with pytest.raises(store.RecordingError, match="damaged.*SHA-256"):
+        store.open_recording(root)
+    part.unlink()
+    with pytest.raises(store.RecordingError, match="missing"):
+        store.open_recording(root)
+    # the recorder itself refuses to extend a recording made with other prompts
+    cfg.protocol.worker_system = "You are a different worker."
+    with pytest.raises(store.RecordingError, match="worker_system"):
+        record_stage.run(cfg, progress=lambda _l: None)
+
+
+def _replay_client(cfg, root, on_miss="error") -> PoolClient:
+    return PoolClient.from_config(cfg.pool, replay=RecordedReplies.open(root, on_miss=on_miss))
+
+
+def test_replay_serves_every_recorded_call_and_names_a_miss(tmp_path):
+    cfg, root, _ = make_recording(tmp_path, roles=("worker", "verifier"))
+    rec = store.open_recording(root)
+    client = _replay_client(cfg, root)
+    protocol = ProtocolConfig.from_cfg(cfg.protocol)
+    from trinity.pipeline.record_stage import chosen_items
+    from trinity.record.tree import messages_for
+    from trinity.episodes.protocol import SharedMessage
+
+    item = chosen_items(cfg)[0]
+    shared = SharedMessage(item.prompt, protocol.collaboration_instructions, protocol.thought_format)
+    messages = messages_for(protocol, item, shared, None, None, "worker")
+
+    async def go():
+        hit = await client.chat("m-big", messages, sample_index=12345, max_tokens=protocol.max_tokens_for("worker", item.suite))
+        miss = await client.chat("m-big", [{"role": "user", "content": "never recorded"}])
+        return hit, miss
+
+    hit, miss = asyncio.run(go())
+    recorded = rec.nodes.filter((rec.nodes["item"] == item.uid) & (rec.nodes["turn"] == 0)
+                                & (rec.nodes["model"] == "m-big"))
+    assert hit.ok and hit.replayed and hit.text == recorded["reply"][0]
+    assert hit.completion_tokens == recorded["completion_tokens"][0] and hit.cost_usd > 0
+    assert not miss.ok and miss.error_kind == "CacheMissError" and "m-big" in miss.error and "never recorded" in miss.error
+    totals = client.totals()["overall"]
+    assert totals["replayed"] == 1 and totals["replay_misses"] == 1
+
+
+class _FixedHeadRouter:
+    """Samples agent and role from fixed probabilities per transcript (the head's, precomputed)."""
+
+    def __init__(self, probs):
+        self.probs = probs
+
+    async def choose(self, transcript, turn, rng):
+        p_agent, p_role = self.probs[transcript]
+        u_agent, u_role = rng.random(), rng.random()
+        from trinity.coordinator.head import draw
+
+        return draw(p_agent, u_agent), ROLES[draw(p_role, u_role)]
+
+
+@pytest.mark.parametrize("roles", [("worker", "verifier"), ROLES])
+def test_exact_fitness_matches_10000_sampled_episodes(tmp_path, roles):
+    cfg, root, _ = make_recording(tmp_path, roles=roles)
+    rec = store.open_recording(root)
+    protocol = ProtocolConfig.from_cfg(cfg.protocol)
+    from trinity.pipeline.record_stage import chosen_items
+    from trinity.pool.providers import resolve_endpoint
+
+    items = [it for it in chosen_items(cfg)]
+    replies = RecordedReplies(rec)
+    endpoints = {m: resolve_endpoint(m, cfg.pool.models[m], cfg.pool) for m in MODELS}
+    grades = {(r["item"], r["reply"]): r["grade"] for r in rec.nodes.iter_rows(named=True) if r["grade"] is not None}
+    compiled = compile_items(items, protocol, MODELS, roles, recorded_lookup(replies, endpoints, protocol, grades))
+    T = len(compiled.transcripts)
+    rng = np.random.default_rng(0)
+    logits_a = rng.normal(0, 1.0, size=(T, 3))
+    logits_r = rng.normal(0, 1.0, size=(T, 3))
+    mask = np.array([r in roles for r in ROLES])
+    p_agent = np.exp(logits_a) / np.exp(logits_a).sum(1, keepdims=True)
+    er = np.where(mask, np.exp(logits_r), 0.0)
+    p_role = er / er.sum(1, keepdims=True)
+    exact = expectations(compiled, compiled.items, p_agent[None], p_role[None], max_turns=protocol.max_turns)
+
+    router = _FixedHeadRouter({t: (p_agent[i], p_role[i]) for i, t in enumerate(compiled.transcripts)})
+    client = _replay_client(cfg, root)
+    repeats = math.ceil(10_000 / len(items))
+    specs = [EpisodeSpec.create(7, it, router, repeat=r) for it in items for r in range(repeats)]
+
+    async def go():
+        return await run_episodes(specs, client, list(MODELS), protocol, lambda it, a: _grade(it, a),
+                                  max_concurrency=64)
+
+    async def _grade(it, a):
+        return grades.get((it.uid, a), 0.0)
+
+    traces = asyncio.run(go())
+    assert len(traces) >= 10_000
+    assert client.totals()["overall"]["replay_misses"] == 0
+    rewards = np.array([t.reward for t in traces])
+    se = rewards.std(ddof=1) / math.sqrt(len(rewards))
+    assert abs(rewards.mean() - exact["reward"][0]) <= 3 * se, (rewards.mean(), exact["reward"][0], se)
+    turns = np.array([t.turns_used for t in traces], dtype=float)
+    assert abs(turns.mean() - exact["turns"][0]) <= 3 * turns.std(ddof=1) / math.sqrt(len(turns))
+    counts = np.zeros(3)
+    for t in traces:
+        for turn in t.turns:
+            counts[turn.agent_index] += 1
+    shares = counts / counts.sum()
+    assert np.abs(shares - exact["agent_shares"][0]).max() < 0.02
+    assert abs(entropy(shares) - entropy(exact["agent_shares"][0])) < 0.01
+    price = np.array([t.price_usd for t in traces])
+    assert abs(price.mean() - exact["price_usd"][0]) <= 3 * price.std(ddof=1) / math.sqrt(len(price)) + 1e-12
+
+
+def test_argmax_ties_are_shared_equally():
+    p = np.array([[0.4, 0.4, 0.2], [0.1, 0.2, 0.7]])
+    assert one_hot_ties(p).tolist() == [[0.5, 0.5, 0.0], [0.0, 0.0, 1.0]]

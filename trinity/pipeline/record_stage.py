@@ -1,0 +1,359 @@
+"""Stage `record` (`trinity record`): record every pool call the protocol can make on the chosen items.
+
+For each item (train, validation and test, chosen from the prepared suites by the root seed) the tree of
+trinity.record.tree is expanded through the pool client (its concurrency, retries, limits and budget
+apply). Every finished call is kept at once in the recording's journal (a response cache), so a killed
+recorder loses only the calls in flight; a rerun skips finished items and replays the journal for the
+item it was in. Each finished item is written as its own compressed Parquet part and the manifest is
+rewritten atomically after it, so finished parts can be committed while the recording goes on.
+
+Failures: a call that fails for good with a request error (e.g. a prompt longer than the model's
+context) is part of the dataset (the live pool fails the same way: a failed turn). A call that fails with
+a transient error (timeout, connection, server error, after the client's retries) leaves its item
+unwritten; the next run tries it again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+import os
+import platform
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from omegaconf import DictConfig, OmegaConf
+
+from trinity.config_schema import section
+from trinity.config_schema.record import RecordConfig
+from trinity.episodes.protocol_config import ProtocolConfig
+from trinity.errors import TrinityError
+from trinity.pipeline.items import load_split, sample
+from trinity.record import store
+from trinity.record.tree import ItemTree, Reply, TreeSettings, expand_item, request_hash
+from trinity.tasks.types import TaskItem
+
+log = logging.getLogger("trinity.record")
+
+TRANSIENT_ERRORS = {"PoolTimeoutError", "PoolConnectionError", "RequestTimeoutError", "ConflictError",
+                    "RateLimitError", "ServerError", "MalformedResponseError"}
+SPLIT_ORDER = ("test", "validation", "train")
+
+
+class RecordingStopped(TrinityError):
+    """The recorder stopped before the last item (budget, max_calls): a rerun continues."""
+
+
+def record_section(cfg: DictConfig) -> RecordConfig:
+    return section(OmegaConf.select(cfg, "record", default=None) or {}, RecordConfig, "record")
+
+
+def recording_dir(cfg: DictConfig) -> Path:
+    r = record_section(cfg)
+    return Path(r.dir) / r.name
+
+
+def tree_settings(cfg: DictConfig) -> TreeSettings:
+    r = record_section(cfg)
+    return TreeSettings(agents=tuple(str(m) for m in cfg.pool.models), roles=tuple(r.roles),
+                        max_turns=int(cfg.protocol.max_turns), samples=int(r.samples))
+
+
+def protocol_identity(cfg: DictConfig) -> dict[str, Any]:
+    p = ProtocolConfig.from_cfg(cfg.protocol)
+    from dataclasses import fields
+
+    out = {f.name: _plain(getattr(p, f.name)) for f in fields(p)}
+    out.pop("record_replies", None)
+    out.pop("max_turns", None)   # part of the tree: a deeper recording serves any shallower protocol
+    return out
+
+
+def _plain(value: Any) -> Any:
+    if hasattr(value, "items"):
+        return {str(k): _plain(v) for k, v in value.items()}
+    return value
+
+
+def pool_identity(cfg: DictConfig) -> dict[str, Any]:
+    """Names (head order), model ids, file hashes of local models, and each model's effective sampling."""
+    from trinity.pool.providers import resolve_endpoint
+
+    models = []
+    for name in cfg.pool.models:
+        m = cfg.pool.models[name]
+        ep = resolve_endpoint(str(name), m, cfg.pool)
+        asset = OmegaConf.select(m, "asset", default=None)
+        digest = None
+        if asset:
+            from trinity.setup.assets import get_asset
+
+            digest = get_asset(str(asset)).sha256
+        models.append({"name": str(name), "model_id": ep.model_id, "asset": asset, "file_sha256": digest,
+                       "temperature": ep.temperature, "max_tokens": ep.max_tokens})
+    return {"models": models}
+
+
+def identity(cfg: DictConfig) -> dict[str, Any]:
+    s = tree_settings(cfg)
+    return {"pool": pool_identity(cfg), "protocol": protocol_identity(cfg),
+            "tree": {"agents": list(s.agents), "roles": list(s.roles), "samples": s.samples}}
+
+
+def chosen_items(cfg: DictConfig) -> list[TaskItem]:
+    """The items to record, interleaved so that every prefix is balanced: round after round, one item of
+    each (split, suite) that still wants items, splits in SPLIT_ORDER. Seeded by the root seed; raising a
+    count later keeps the earlier choices (a seeded permutation's prefix)."""
+    r = record_section(cfg)
+    train, transfer = list(cfg.tasks.train), list(cfg.tasks.transfer or [])
+    wanted = {"test": (train + transfer, r.items.test), "validation": (train, r.items.validation),
+              "train": (train, r.items.train)}
+    queues: list[list[TaskItem]] = []
+    for split in SPLIT_ORDER:
+        suites, n = wanted[split]
+        for suite in suites:
+            if n:
+                items = load_split(cfg, [suite], split)
+                queues.append(sample(items, n, int(cfg.seed), "record", split, suite))
+    out: list[TaskItem] = []
+    while any(queues):
+        for q in queues:
+            if q:
+                out.append(q.pop(0))
+    return out
+
+
+def prompt_digest(item: TaskItem) -> str:
+    import hashlib
+
+    return hashlib.sha256(item.prompt.encode("utf-8")).hexdigest()[:16]
+
+
+class Recorder:
+    """Expands items through a pool client and writes parts; the journal makes it resumable."""
+
+    def __init__(self, cfg: DictConfig, root: Path, pool: Any, grader: Callable, *,
+                 progress: Callable[[str], None] = print):
+        self.cfg = cfg
+        self.root = root
+        self.pool = pool
+        self.grader = grader
+        self.progress = progress
+        self.protocol = ProtocolConfig.from_cfg(cfg.protocol)
+        self.settings = tree_settings(cfg)
+        self.r = record_section(cfg)
+        self.new_calls = 0
+        self.stopped: str | None = None
+
+    async def call(self, item: TaskItem, model: str, role: str, messages: list[dict], sample_index: int
+                   ) -> tuple[str, Reply]:
+        ep = self.pool.endpoint(model)
+        cap = self.protocol.max_tokens_for(role, item.suite)
+        temperature = self.protocol.temperature
+        eff_t = ep.temperature if temperature is None else float(temperature)
+        eff_cap = ep.max_tokens if cap is None else int(cap)
+        rhash = request_hash(ep.model_id, messages, eff_t, eff_cap)
+        result = await self.pool.chat(model, messages, sample_index=sample_index, max_tokens=cap,
+                                      temperature=temperature)
+        if not result.cached and result.ok:
+            self.new_calls += 1
+        if not result.ok:
+            if result.budget_exhausted:
+                raise RecordingStopped(f"budget spent: {result.error}")
+            if result.error_kind in TRANSIENT_ERRORS or result.error_kind == "CacheMissError":
+                raise _TransientFailure(f"{model} ({role}): {result.error}")
+        if self.r.max_calls is not None and self.new_calls >= self.r.max_calls:
+            self.stopped = f"record.max_calls={self.r.max_calls} new calls made"
+        return rhash, Reply(text=result.text, ok=result.ok, finish_reason=result.finish_reason,
+                            prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens,
+                            latency_s=round(float(result.latency_s), 3), cost_usd=float(result.price_usd or result.cost_usd),
+                            error=result.error if not result.ok else None)
+
+    async def record_item(self, item: TaskItem) -> ItemTree:
+        async def call(model: str, role: str, messages: list[dict], s: int) -> tuple[str, Reply]:
+            return await self.call(item, model, role, messages, s)
+
+        return await expand_item(item, self.protocol, self.settings, call, self.grader)
+
+
+class _TransientFailure(TrinityError):
+    pass
+
+
+def new_manifest(cfg: DictConfig, ident: dict[str, Any]) -> dict[str, Any]:
+    c = cfg.coordinator
+    return {"format": store.FORMAT, "version": store.VERSION, "name": record_section(cfg).name,
+            **ident, "max_turns": int(cfg.protocol.max_turns),
+            "backbone": _plain(OmegaConf.to_container(c.backbone, resolve=True)) if "backbone" in c else None,
+            "suites": {"train": list(cfg.tasks.train), "transfer": list(cfg.tasks.transfer or [])},
+            "items": [], "runs": []}
+
+
+def live_config(cfg: DictConfig) -> DictConfig:
+    """The config with the live pool: a recording is always made (or extended) from the live models, so
+    `pool=recorded` records from the pool it replays."""
+    if OmegaConf.select(cfg, "pool.replay", default=None) is None:
+        return cfg
+    live = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
+    del live.pool["replay"]
+    return live
+
+
+def run(cfg: DictConfig, *, progress: Callable[[str], None] = print, pool_context: Callable[[], Any] | None = None,
+        client_factory: Callable[[Path], Any] | None = None, grader: Callable | None = None,
+        limit_items: int | None = None) -> dict[str, Any]:
+    """Record the pending items; returns a summary. `pool_context()` starts the live pool (the local
+    servers) only when there is something to record; `client_factory(journal)` and `grader` replace the
+    pool client and the suite graders (tests)."""
+    cfg = live_config(cfg)
+    root = recording_dir(cfg)
+    ident = identity(cfg)
+    if (root / store.MANIFEST).exists():
+        manifest = store.read_manifest(root)
+        store.check_identity(manifest, ident, str(root))
+        if int(manifest.get("max_turns", 0)) != int(cfg.protocol.max_turns):
+            raise store.RecordingError(f"recording {root} was made with protocol.max_turns="
+                                       f"{manifest.get('max_turns')}, this config has {cfg.protocol.max_turns}")
+    else:
+        manifest = new_manifest(cfg, ident)
+    items = chosen_items(cfg)
+    if limit_items is not None:
+        items = items[:limit_items]
+    done = store.item_entries(manifest)
+    for it in items:
+        entry = done.get(it.uid)
+        if entry is not None and entry.get("prompt_sha256") != prompt_digest(it):
+            raise store.RecordingError(f"recording {root}: item {it.uid} was recorded with another prompt "
+                                       f"(prepared data changed); record into a new recording name")
+    pending = [it for it in items if it.uid not in done]
+    progress(f"record: {root}: {len(items) - len(pending)} of {len(items)} items recorded, {len(pending)} to go "
+             f"(K={cfg.protocol.max_turns}, roles {','.join(tree_settings(cfg).roles)}, "
+             f"samples {tree_settings(cfg).samples})")
+    if not pending:
+        return {"root": str(root), "recorded": 0, "pending": 0, "items": len(items), "stopped": None}
+    return asyncio.run(_record(cfg, root, manifest, items, pending, progress, pool_context, client_factory, grader))
+
+
+async def _record(cfg, root: Path, manifest: dict, items: Sequence[TaskItem], pending: list[TaskItem], progress,
+                  pool_context, client_factory, grader) -> dict[str, Any]:
+    import contextlib
+
+    from trinity.pipeline.rollouts import make_grader
+    from trinity.pool.budget import Budget
+    from trinity.pool.client import PoolClient
+
+    journal = root / store.JOURNAL
+    root.mkdir(parents=True, exist_ok=True)
+    started_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    t0 = time.monotonic()
+    order = {it.uid: i for i, it in enumerate(items)}
+    ctx = pool_context() if pool_context is not None else contextlib.nullcontext()
+    recorded, failed = 0, []
+    run_entry = {"date": started_at, "machine": machine(), "command": " ".join(shlex.quote(a) for a in sys.argv),
+                 "wall_s": 0.0, "items": 0, "new_calls": 0}
+    manifest["runs"] = list(manifest.get("runs", [])) + [run_entry]
+    with ctx:
+        if client_factory is not None:
+            pool = client_factory(journal)
+        else:
+            b = cfg.evolve.budget
+            pool = PoolClient.from_config(cfg.pool, cache_path=journal, cache_mode="read_write",
+                                          budget=Budget(max_cost_usd=b.max_cost_usd, max_tokens=b.max_tokens,
+                                                        max_calls=b.max_calls))
+        recorder = Recorder(cfg, root, pool, grader or make_grader(cfg, judge=pool), progress=progress)
+        queue: asyncio.Queue[TaskItem] = asyncio.Queue()
+        for it in pending:
+            queue.put_nowait(it)
+        lock = asyncio.Lock()
+
+        async def worker() -> None:
+            nonlocal recorded
+            while not queue.empty() and recorder.stopped is None:
+                item = queue.get_nowait()
+                t_item = time.monotonic()
+                calls_before = recorder.new_calls
+                try:
+                    tree = await recorder.record_item(item)
+                except _TransientFailure as e:
+                    failed.append(item.uid)
+                    progress(f"record: {item.uid}: not written, a call failed for now ({e}); a rerun retries it")
+                    continue
+                except RecordingStopped as e:
+                    recorder.stopped = str(e)
+                    return
+                frame = store.tree_frame(tree)
+                async with lock:
+                    entry = store.write_part(root, store.part_name(order[item.uid], item.uid), frame)
+                    entry = {"uid": item.uid, "suite": item.suite, "item_id": item.item_id, "split": item.split,
+                             "prompt_sha256": prompt_digest(item), "nodes": frame.height, "calls": tree.calls,
+                             "new_calls": recorder.new_calls - calls_before,
+                             "wall_s": round(time.monotonic() - t_item, 1),
+                             "recorded_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), **entry}
+                    manifest["items"] = sorted([e for e in manifest["items"] if e["uid"] != item.uid] + [entry],
+                                               key=lambda e: order.get(e["uid"], 1 << 30))
+                    recorded += 1
+                    run_entry.update(wall_s=round(time.monotonic() - t0, 1), items=recorded,
+                                     new_calls=recorder.new_calls)
+                    store.write_manifest(root, manifest)
+                    elapsed = time.monotonic() - t0
+                    left = len(pending) - recorded - len(failed)
+                    eta = elapsed / recorded * left
+                    progress(f"record: {len(manifest['items'])}/{len(items)} {item.uid} ({item.split}): "
+                             f"{tree.calls} calls ({entry['new_calls']} new) in {entry['wall_s']:.0f}s; "
+                             f"{recorded} this run in {_hms(elapsed)}, ETA {_hms(eta)} for {left} more")
+
+        try:
+            workers = [asyncio.create_task(worker()) for _ in range(int(record_section(cfg).concurrent_items))]
+            await asyncio.gather(*workers)
+        finally:
+            run_entry.update(wall_s=round(time.monotonic() - t0, 1), items=recorded, new_calls=recorder.new_calls)
+            if recorded:
+                store.write_manifest(root, manifest)
+                write_readme(root)
+            await pool.aclose()
+    stopped = recorder.stopped
+    if stopped:
+        progress(f"record: stopped: {stopped}; rerun `trinity record` to continue")
+    return {"root": str(root), "recorded": recorded, "failed": failed, "pending": len(pending) - recorded,
+            "items": len(items), "stopped": stopped, "new_calls": recorder.new_calls}
+
+
+def machine() -> dict[str, Any]:
+    return {"host": platform.node(), "cpus": os.cpu_count(), "platform": platform.platform(),
+            "python": platform.python_version(), "accelerator": None}
+
+
+def _hms(seconds: float) -> str:
+    seconds = int(max(seconds, 0))
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m{seconds % 60:02d}s"
+
+
+def write_readme(root: Path) -> None:
+    """The recording's README: how it was made, from its manifest (command, dates, wall time, calls, tokens)."""
+    rec = store.open_recording(root, verify=False)
+    s = store.summarise(rec)
+    m = rec.manifest
+    lines = [f"# Recording `{rec.name}`", "",
+             "Real replies of real models, made by `trinity record` (trinity.pipeline.record_stage). Every pool",
+             "call the turn protocol can make on each item, up to K turns; one Parquet part per item;",
+             "`manifest.json` holds the pool's identity, the prompts and caps, the items and every run.", "",
+             f"- items: {s['items']} ({', '.join(f'{k} {v}' for k, v in sorted(s['by_split'].items()))}; "
+             f"{', '.join(f'{k} {v}' for k, v in sorted(s['by_suite'].items()))})",
+             f"- K = {m.get('max_turns')}, roles {', '.join(m['tree']['roles'])}, {m['tree']['samples']} sample(s) per call",
+             f"- calls: {s['calls']} distinct ({s['nodes']} tree nodes), {s['failed_calls']} failed for good",
+             f"- tokens: {s['prompt_tokens']} prompt, {s['completion_tokens']} completion",
+             f"- size: {s['bytes'] / 1e6:.2f} MB in {s['items']} parts",
+             f"- recording wall time: {_hms(s['wall_s'])} over {len(m.get('runs', []))} run(s)", "",
+             "| model | model id | file SHA-256 |", "|---|---|---|"]
+    lines += [f"| {x['name']} | {x['model_id']} | {x.get('file_sha256') or '-'} |" for x in m["pool"]["models"]]
+    lines += ["", "Runs:", ""]
+    for r in m.get("runs", []):
+        mach = r.get("machine") or {}
+        lines.append(f"- {r['date']}: {r.get('items', 0)} items, {r.get('new_calls', 0)} new calls, "
+                     f"{_hms(r.get('wall_s', 0))} on {mach.get('host', '?')} ({mach.get('cpus', '?')} CPUs); "
+                     f"`{r.get('command', '')}`")
+    store.atomic_write_bytes(root / "README.md", ("\n".join(lines) + "\n").encode("utf-8"))

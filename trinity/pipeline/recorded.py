@@ -1,0 +1,196 @@
+"""The pipeline on a recording (pool=recorded): its items, its transcripts' states, exact fitness, bounds.
+
+- `recorded_uids(cfg)`: with `pool.replay` set, every stage's items are the recording's (items.load_split
+  filters on them), so no episode asks for a call the recording lacks.
+- `RecordedWorld`: the recording opened once, its item trees compiled (trinity.record.exact) over the
+  configured protocol and the coordinator's roles.
+- `ExactEvaluator`: expected reward and shaping terms of many candidates at once from the compiled trees
+  and the coordinator's features of every transcript (cached by the cache_states stage, so with SVF off
+  no backbone forward pass runs during evolution).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+from omegaconf import DictConfig, OmegaConf
+
+from trinity.episodes.protocol_config import ProtocolConfig
+from trinity.evolve.fitness import FitnessParts, FitnessWeights
+from trinity.record import store
+from trinity.record.exact import (CompiledItem, CompiledSet, compile_items, entropy, expectations, one_hot_ties,
+                                  recorded_lookup)
+from trinity.routers.base import ROLES
+from trinity.tasks.types import TaskItem
+
+
+def replay_path(cfg: DictConfig) -> Path | None:
+    path = OmegaConf.select(cfg, "pool.replay.recording", default=None)
+    return None if path is None else Path(str(path))
+
+
+@functools.lru_cache(maxsize=8)
+def _manifest_uids(path: str, mtime_ns: int) -> frozenset[str]:
+    return frozenset(it["uid"] for it in store.read_manifest(Path(path)).get("items", []))
+
+
+def recorded_uids(cfg: DictConfig) -> frozenset[str] | None:
+    """The recording's item uids under pool=recorded, else None (every prepared item)."""
+    path = replay_path(cfg)
+    if path is None:
+        return None
+    manifest = path / store.MANIFEST
+    if not manifest.exists():
+        raise store.RecordingError(f"pool.replay.recording: {path} is not a recording ({store.MANIFEST} missing); "
+                                   f"make it with `trinity record` or run the live pool (pool=local)")
+    return _manifest_uids(str(manifest), manifest.stat().st_mtime_ns)
+
+
+class RecordedWorld:
+    """A recording with its trees compiled for one protocol, pool and set of roles."""
+
+    def __init__(self, cfg: DictConfig, replies: Any, roles: Sequence[str]):
+        from trinity.pool.providers import resolve_endpoint
+
+        self.protocol = ProtocolConfig.from_cfg(cfg.protocol)
+        self.agents = tuple(str(m) for m in cfg.pool.models)
+        self.roles = tuple(roles)
+        self.replies = replies
+        rec = replies.recording
+        recorded_roles = tuple(rec.manifest["tree"]["roles"])
+        missing = [r for r in self.roles if r not in recorded_roles]
+        if missing:
+            raise store.RecordingError(f"recording {rec.root} has no {', '.join(missing)} calls (roles "
+                                       f"{', '.join(recorded_roles)}); set coordinator.roles to a subset of them")
+        if int(rec.manifest.get("max_turns", 0)) < self.protocol.max_turns:
+            raise store.RecordingError(f"recording {rec.root} goes to {rec.manifest.get('max_turns')} turns; "
+                                       f"protocol.max_turns is {self.protocol.max_turns}")
+        endpoints = {m: resolve_endpoint(m, cfg.pool.models[m], cfg.pool) for m in self.agents}
+        grades = {(r["item"], r["reply"]): float(r["grade"])
+                  for r in rec.nodes.select(["item", "reply", "grade"]).iter_rows(named=True) if r["grade"] is not None}
+        self.lookup = recorded_lookup(replies, endpoints, self.protocol, grades)
+        self.transcripts: list[str] = []
+        self._compiled: dict[str, CompiledItem] = {}
+        self.samples = int(rec.manifest["tree"]["samples"])
+
+    def compiled(self, items: Sequence[TaskItem]) -> list[CompiledItem]:
+        todo = [it for it in items if it.uid not in self._compiled]
+        if todo:
+            done = compile_items(todo, self.protocol, self.agents, self.roles, self.lookup, samples=self.samples,
+                                 transcripts=self.transcripts)
+            for c in done.items:
+                self._compiled[c.item.uid] = c
+        return [self._compiled[it.uid] for it in items]
+
+    def compiled_set(self) -> CompiledSet:
+        return CompiledSet(list(self._compiled.values()), self.transcripts, self.agents)
+
+
+@dataclass(frozen=True)
+class ExactValue:
+    """A validation (or evaluation) by exact expectation: no episodes."""
+    reward: float
+    items: int
+    per_item: np.ndarray
+
+
+class ExactEvaluator:
+    """Expected fitness of candidate parameter vectors on compiled item trees."""
+
+    def __init__(self, coordinator: Any, world: RecordedWorld, weights: FitnessWeights):
+        if coordinator.svf is not None:
+            raise store.RecordingError("evolve.fitness.estimate=exact needs coordinator.svf.enabled=false (with SVF "
+                                       "every candidate reads its own features)")
+        self.coord = coordinator
+        self.world = world
+        self.weights = weights
+        self._features: np.ndarray | None = None
+
+    def features(self) -> np.ndarray:
+        """Raw backbone features of every compiled transcript (from the feature cache the states stage filled)."""
+        n = len(self.world.transcripts)
+        have = 0 if self._features is None else len(self._features)
+        if have < n:
+            new = self.coord.precompute(self.world.transcripts[have:])
+            self._features = new if self._features is None else np.concatenate([self._features, new])
+        return self._features
+
+    def probabilities(self, params: Sequence[np.ndarray], mode: str = "sample") -> tuple[np.ndarray, np.ndarray]:
+        F = np.asarray(self.features(), dtype=np.float64)
+        L = len(self.world.agents)
+        p_agent, p_role = [], []
+        mask = np.array([r in self.coord.roles for r in ROLES])
+        for x in params:
+            head = self.coord.head_for(np.asarray(x, dtype=np.float64))
+            inputs = F if head.norm is None else np.stack([head.norm.apply(f) for f in F]) if len(F) else F
+            z = inputs @ head.weights.T
+            pa, pr = _softmax(z[:, :L]), _softmax(np.where(mask, z[:, L:], -np.inf))
+            if mode == "argmax":
+                pa, pr = one_hot_ties(pa), one_hot_ties(pr)
+            p_agent.append(pa)
+            p_role.append(pr)
+        return np.stack(p_agent), np.stack(p_role)
+
+    def population(self, candidates: Sequence[np.ndarray], items: Sequence[TaskItem]) -> list[FitnessParts]:
+        compiled = self.world.compiled(items)
+        pa, pr = self.probabilities(candidates)
+        e = expectations(self.world.compiled_set(), compiled, pa, pr, max_turns=self.world.protocol.max_turns)
+        h = entropy(e["agent_shares"])
+        cost = e["ktokens"] if self.weights.cost_unit == "ktokens" else e["price_usd"]
+        fit = e["reward"] + self.weights.entropy_weight * h - self.weights.turn_weight * e["turn_term"] \
+            - self.weights.cost_weight * cost
+        return [FitnessParts(float(e["reward"][c]), float(h[c]), float(e["turn_term"][c]), float(cost[c]),
+                             float(fit[c])) for c in range(len(candidates))]
+
+    def value(self, params: np.ndarray, items: Sequence[TaskItem], mode: str) -> ExactValue:
+        compiled = self.world.compiled(items)
+        pa, pr = self.probabilities([params], mode)
+        e = expectations(self.world.compiled_set(), compiled, pa, pr, max_turns=self.world.protocol.max_turns)
+        return ExactValue(float(e["reward"][0]), len(items), e["reward_per_item"][0])
+
+
+def _softmax(z: np.ndarray) -> np.ndarray:
+    z = z - z.max(axis=-1, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def world_for(cfg: DictConfig, pool: Any, roles: Sequence[str]) -> RecordedWorld:
+    replies = getattr(pool, "replay", None)
+    if replies is None:
+        raise store.RecordingError("this needs pool=recorded (pool.replay): exact fitness and the recording's bounds "
+                                   "walk a recording")
+    return RecordedWorld(cfg, replies, roles)
+
+
+def recording_facts(cfg: DictConfig) -> dict[str, Any] | None:
+    """What reports name: which recording, when, which model files; None on a live pool."""
+    path = replay_path(cfg)
+    if path is None:
+        return None
+    m = store.read_manifest(path)
+    runs = m.get("runs") or []
+    return {"recording": str(path), "name": m.get("name"), "items": len(m.get("items", [])),
+            "recorded": [r.get("date") for r in runs][:1] + [r.get("date") for r in runs][-1:],
+            "models": [{k: x.get(k) for k in ("name", "model_id", "file_sha256")} for x in m["pool"]["models"]],
+            "roles": m["tree"]["roles"], "max_turns": m.get("max_turns"), "samples": m["tree"]["samples"]}
+
+
+def describe_recording(cfg: DictConfig) -> str | None:
+    facts = recording_facts(cfg)
+    if facts is None:
+        return None
+    first, last = (facts["recorded"] + [None, None])[:2]
+    models = ", ".join(f"{x['name']} ({(x.get('file_sha256') or x.get('model_id') or '?')[:12]})" for x in facts["models"])
+    return (f"replayed from the recording `{facts['recording']}` ({facts['items']} items; real replies recorded "
+            f"{(first or '?')[:10]} to {(last or '?')[:10]} by `trinity record`; K = {facts['max_turns']}, roles "
+            f"{', '.join(facts['roles'])}; model files {models})")
+
+
+def json_safe(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=float))

@@ -1,0 +1,1 @@
+"""Recordings: every pool call the protocol can make on a set of items, made once and replayed."""

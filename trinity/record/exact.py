@@ -1,0 +1,222 @@
+"""Exact fitness on a complete recording: a candidate's expected reward and shaping terms, by walking the
+item trees with the head's agent and role probabilities. No sampling noise, no pool call.
+
+`compile_items` replays the turn protocol over the recording's replies once (the same message builders,
+parsers and rules as trinity.episodes.protocol) and keeps, per item, the states an episode can be in before
+a turn: (turn, transcript, answered, a Thinker's forced role) and, for every (agent, effective role), what
+follows: another state, or the end with its reward. Each state's transcript is what the coordinator reads,
+so its probabilities come from one feature per distinct transcript (`CompiledSet.transcripts`).
+
+`expectations` pushes the probability of reaching each state forward, vectorised over candidates:
+- reward: the expected terminal reward, averaged over items;
+- turns: the expected number of turns per episode (every reached state is one turn);
+- agent shares: the expected share of turns naming each agent, pooled over items (its entropy is the
+  limit of the sampled fitness's pooled agent entropy as episodes grow);
+- cost and tokens: the expected list price and tokens per episode.
+Under sampling the router draws agent and role independently; a Thinker's valid suggestion fixes the role
+(the agent is still drawn). Under argmax routing the probabilities are one-hot, ties shared equally
+(the expectation of a uniformly random tie-break).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from trinity.episodes.parsing import ACCEPT, parse_thinker, parse_verdict, worker_thought
+from trinity.episodes.protocol import SharedMessage
+from trinity.episodes.protocol_config import ProtocolConfig
+from trinity.record.tree import messages_for
+from trinity.routers.base import ROLES
+from trinity.tasks.types import TaskItem
+
+# lookup(model, role, item, messages, sample) -> (reply text, ok, grade or None, price, tokens) or None
+Lookup = Callable[[str, str, TaskItem, list[dict], int], "Recorded | None"]
+
+
+@dataclass(frozen=True)
+class Recorded:
+    text: str
+    ok: bool
+    grade: float | None
+    price_usd: float
+    tokens: int
+
+
+class IncompleteRecording(LookupError):
+    """The recording lacks a call the protocol can make; exact fitness needs every one."""
+
+
+@dataclass
+class Outcome:
+    weight: float    # probability of this reply among the call's samples
+    child: int       # next state (index in CompiledItem.states) or -1: the episode ends
+    reward: float    # the terminal reward when child == -1
+    price: float     # list price of the call (0: no call)
+    tokens: float
+    answer_grade: float = 0.0   # the grade of the current answer after the call (0: none yet)
+
+
+@dataclass
+class State:
+    turn: int
+    transcript: int                 # index into CompiledSet.transcripts
+    forced: str | None              # a valid Thinker suggestion's role for this turn
+    # (agent index, effective role) -> outcomes; a forced state has only (a, forced)
+    actions: dict[tuple[int, str], list[Outcome]] = field(default_factory=dict)
+
+
+@dataclass
+class CompiledItem:
+    item: TaskItem
+    states: list[State]   # states[0] is the start; children always come after their parent
+
+
+@dataclass
+class CompiledSet:
+    items: list[CompiledItem]
+    transcripts: list[str]
+    agents: tuple[str, ...]
+
+    def transcripts_of(self, items: Sequence[CompiledItem]) -> list[int]:
+        return sorted({s.transcript for it in items for s in it.states})
+
+
+def compile_items(items: Sequence[TaskItem], cfg: ProtocolConfig, agents: Sequence[str], roles: Sequence[str],
+                  lookup: Lookup, *, samples: int = 1, transcripts: list[str] | None = None) -> CompiledSet:
+    """The state graphs of `items` under the protocol `cfg` with `roles` allowed to the router."""
+    agents = tuple(agents)
+    transcripts = [] if transcripts is None else transcripts
+    index = {t: i for i, t in enumerate(transcripts)}
+
+    def transcript_id(text: str) -> int:
+        if text not in index:
+            index[text] = len(transcripts)
+            transcripts.append(text)
+        return index[text]
+
+    compiled = []
+    for item in items:
+        states: list[State] = []
+
+        def visit(turn: int, shared: SharedMessage, answer: str | None, grade: float, advice) -> int:
+            state = State(turn, transcript_id(shared.text), advice.role if advice is not None else None)
+            states.append(state)
+            sid = len(states) - 1
+            pairs = [(a, advice.role) for a in range(len(agents))] if advice is not None else \
+                [(a, r) for a in range(len(agents)) for r in roles]
+            for a, role in pairs:
+                if role == "verifier" and answer is None:
+                    state.actions[(a, role)] = [Outcome(1.0, -1, 0.0, 0.0, 0.0)]
+                    continue
+                messages = messages_for(cfg, item, shared, answer, advice, role)
+                outs = []
+                for s in range(samples):
+                    rec = lookup(agents[a], role, item, messages, s)
+                    if rec is None:
+                        raise IncompleteRecording(f"item {item.uid}: no recorded reply for {agents[a]} as {role} at "
+                                                  f"turn {turn} (sample {s})")
+                    outs.append(_outcome(rec, 1.0 / samples, turn, shared, answer, grade, role, visit))
+                state.actions[(a, role)] = outs
+            return sid
+
+        def _outcome(rec: Recorded, w: float, turn: int, shared, answer, grade, role, visit_fn) -> Outcome:
+            nxt_shared, nxt_answer, nxt_grade, nxt_advice = shared, answer, grade, None
+            if rec.ok:
+                if role == "worker":
+                    if rec.grade is None:
+                        raise IncompleteRecording(f"item {item.uid}: a recorded Worker answer has no grade")
+                    nxt_answer, nxt_grade = rec.text, float(rec.grade)
+                    thought = worker_thought(rec.text)
+                    if thought:
+                        nxt_shared = copy.copy(shared)
+                        nxt_shared.append(thought)
+                elif role == "thinker":
+                    nxt_advice = parse_thinker(rec.text)
+                elif parse_verdict(rec.text) == ACCEPT:
+                    return Outcome(w, -1, grade if answer is not None else 0.0, rec.price_usd, rec.tokens, grade)
+            held = nxt_grade if nxt_answer is not None else 0.0
+            if turn + 1 >= cfg.max_turns:
+                return Outcome(w, -1, held, rec.price_usd, rec.tokens, held)
+            child = visit_fn(turn + 1, nxt_shared, nxt_answer, nxt_grade, nxt_advice)
+            return Outcome(w, child, 0.0, rec.price_usd, rec.tokens, held)
+
+        shared = SharedMessage(item.prompt, cfg.collaboration_instructions, cfg.thought_format)
+        visit(0, shared, None, 0.0, None)
+        compiled.append(CompiledItem(item, states))
+    return CompiledSet(compiled, transcripts, agents)
+
+
+def one_hot_ties(p: np.ndarray) -> np.ndarray:
+    """Argmax routing as probabilities: 1 on the maximum, shared equally among exact ties (last axis)."""
+    top = p >= p.max(axis=-1, keepdims=True)
+    return top / top.sum(axis=-1, keepdims=True)
+
+
+def expectations(compiled: CompiledSet, items: Sequence[CompiledItem], p_agent: np.ndarray, p_role: np.ndarray,
+                 *, max_turns: int) -> dict[str, np.ndarray]:
+    """Per candidate (first axis of p_agent (C, T, L) and p_role (C, T, 3), T over compiled.transcripts):
+    expected reward, turns, agent shares (C, L), price and tokens per episode, averaged over `items`;
+    also `reward_per_item` (C, n_items)."""
+    C, _, L = p_agent.shape
+    role_col = {r: ROLES.index(r) for r in ROLES}
+    per_item = np.zeros((C, len(items)))
+    turns = np.zeros(C)
+    agent_turns = np.zeros((C, L))
+    price = np.zeros(C)
+    tokens = np.zeros(C)
+    for i, it in enumerate(items):
+        reach = np.zeros((C, len(it.states)))
+        reach[:, 0] = 1.0
+        for sid, st in enumerate(it.states):
+            r = reach[:, sid]
+            if not r.any():
+                continue
+            pa = p_agent[:, st.transcript, :]
+            turns += r
+            agent_turns += r[:, None] * pa
+            pr = p_role[:, st.transcript, :]
+            for (a, role), outs in st.actions.items():
+                w = r * pa[:, a] * (1.0 if st.forced is not None else pr[:, role_col[role]])
+                for o in outs:
+                    wo = w * o.weight
+                    price += wo * o.price
+                    tokens += wo * o.tokens
+                    if o.child >= 0:
+                        reach[:, o.child] += wo
+                    elif o.reward:
+                        per_item[:, i] += wo * o.reward
+    n = max(len(items), 1)
+    total_turns = np.maximum(turns, 1e-12)
+    return {"reward": per_item.mean(axis=1) if items else np.zeros(C), "reward_per_item": per_item,
+            "turns": turns / n, "agent_shares": agent_turns / total_turns[:, None], "price_usd": price / n,
+            "ktokens": tokens / n / 1000.0, "turn_term": (turns / n - 1.0) / max_turns / 4.0}
+
+
+def entropy(shares: np.ndarray) -> np.ndarray:
+    p = np.clip(shares, 0.0, 1.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        terms = np.where(p > 0, -p * np.log(np.where(p > 0, p, 1.0)), 0.0)
+    return terms.sum(axis=-1)
+
+
+def recorded_lookup(replies: Any, endpoints: Mapping[str, Any], cfg: ProtocolConfig,
+                    grades: Mapping[tuple[str, str], float]) -> Lookup:
+    """A Lookup over trinity.record.replay.RecordedReplies with the pool's effective sampling (what the
+    pool client would send for this protocol) and the recorded grades keyed by (item uid, answer)."""
+
+    def lookup(model: str, role: str, item: TaskItem, messages: list[dict], sample: int) -> Recorded | None:
+        ep = endpoints[model]
+        cap = cfg.max_tokens_for(role, item.suite)
+        temperature = ep.temperature if cfg.temperature is None else float(cfg.temperature)
+        _, _, hit = replies.lookup(ep.model_id, messages, temperature, ep.max_tokens if cap is None else int(cap), sample)
+        if hit is None:
+            return None
+        grade = grades.get((item.uid, hit.text)) if role == "worker" and hit.ok else None
+        return Recorded(hit.text, hit.ok, grade, hit.cost_usd, hit.prompt_tokens + hit.completion_tokens)
+
+    return lookup

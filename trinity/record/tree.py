@@ -1,0 +1,233 @@
+"""The tree of every pool call the turn protocol can make on one item, up to K turns.
+
+A state of an episode before a turn is (turn, shared transcript, current answer, Thinker advice). Its
+children are the (model, role) pairs the router can pick; the protocol's rules decide which of them call
+the pool and what state follows (trinity.episodes.protocol, the same functions build the messages):
+- a Verifier before any answer makes no call (the episode ends with reward 0);
+- after a valid Thinker suggestion the role is the suggested one whatever the router picked, so only
+  (model, suggested role) children exist, and a Worker then also sees the suggestion;
+- a failed call changes nothing but the turn count (and uses up a Thinker's advice).
+
+`record.samples` replies are recorded per call (sample index 0..S-1); every reply leads to its own
+subtree. The request hash identifies a call independently of the path that reached it and of its
+sample index: two paths that send the same messages to the same model with the same cap share one call.
+
+This module knows nothing of files: `expand_item` calls `call(model, role, messages, sample)` and
+returns the nodes in a canonical order (by turn, then path), so the ids do not depend on the order in
+which concurrent calls came back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import hashlib
+import json
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from trinity.episodes.parsing import ACCEPT, ThinkerAdvice, parse_thinker, parse_verdict, worker_thought
+from trinity.episodes.protocol import SharedMessage, review_messages, worker_messages
+from trinity.episodes.protocol_config import ProtocolConfig
+from trinity.routers.base import ROLES
+from trinity.tasks.types import TaskItem
+
+Messages = list[dict[str, str]]
+
+
+def request_hash(model_id: str, messages: Sequence[dict], temperature: float | None, max_tokens: int | None) -> str:
+    """The identity of one call in a recording: model id, messages and the sampling that changes the
+    reply; never the sample index (a recording holds `samples` replies per request) or the base URL."""
+    payload = {"model": str(model_id), "messages": [dict(m) for m in messages],
+               "temperature": None if temperature is None else float(temperature),
+               "max_tokens": None if max_tokens is None else int(max_tokens)}
+    blob = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What one recorded call returned."""
+    text: str
+    ok: bool
+    finish_reason: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    cost_usd: float = 0.0
+    error: str | None = None
+
+
+# call(model, role, messages, sample) -> (request hash, reply)
+Call = Callable[[str, str, Messages, int], Awaitable[tuple[str, Reply]]]
+# grade(item, answer) -> reward in [0, 1]
+Grade = Callable[[TaskItem, str], Awaitable[float]]
+
+
+@dataclass
+class Node:
+    """One recorded call on one path of the tree."""
+    path: tuple[tuple[str, str, int], ...]   # (model, role, sample) of every call so far, this one last
+    turn: int
+    model: str
+    role: str
+    sample: int
+    request_hash: str
+    reply: Reply
+    grade: float | None = None               # Worker answers only
+    verdict: str | None = None               # Verifier calls
+    suggested_role: str | None = None        # Thinker calls: the valid suggestion's role, else None
+    node_id: int = -1
+    parent_id: int = -1
+
+
+@dataclass
+class _State:
+    turn: int
+    shared: SharedMessage
+    answer: str | None
+    advice: ThinkerAdvice | None
+    path: tuple[tuple[str, str, int], ...] = ()
+
+
+@dataclass
+class TreeSettings:
+    agents: tuple[str, ...]           # pool model names, head order
+    roles: tuple[str, ...] = ROLES    # the roles the router may pick
+    max_turns: int = 2
+    samples: int = 1
+
+    def __post_init__(self) -> None:
+        if "worker" not in self.roles or any(r not in ROLES for r in self.roles):
+            raise ValueError(f"record roles must be names from {ROLES} including 'worker', got {self.roles}")
+        if self.max_turns < 1 or self.samples < 1:
+            raise ValueError("max_turns and samples must be >= 1")
+
+
+def actions(settings: TreeSettings, advice: ThinkerAdvice | None) -> list[tuple[str, str]]:
+    """The distinct (model, effective role) pairs of a turn: a valid Thinker suggestion fixes the role."""
+    if advice is not None:
+        return [(m, advice.role) for m in settings.agents]
+    return [(m, r) for m in settings.agents for r in settings.roles]
+
+
+def messages_for(cfg: ProtocolConfig, item: TaskItem, state_shared: SharedMessage, answer: str | None,
+                 advice: ThinkerAdvice | None, role: str) -> Messages:
+    if role == "worker":
+        suggestion = advice.suggestion if advice is not None else None
+        return worker_messages(cfg, state_shared, suggestion)
+    return review_messages(cfg, role, item.prompt, answer)
+
+
+@dataclass
+class ItemTree:
+    item: TaskItem
+    nodes: list[Node] = field(default_factory=list)
+
+    @property
+    def calls(self) -> int:
+        return len({(n.request_hash, n.sample) for n in self.nodes})
+
+
+async def expand_item(item: TaskItem, cfg: ProtocolConfig, settings: TreeSettings, call: Call,
+                      grade: Grade) -> ItemTree:
+    """Every call of the item's tree; `call` is awaited once per (path, sample) (the caller dedups by
+    request). A Worker answer is graded once per distinct reply text."""
+    nodes: list[Node] = []
+    grades: dict[str, asyncio.Future] = {}
+
+    async def graded(answer: str) -> float:
+        if answer not in grades:
+            grades[answer] = asyncio.ensure_future(grade(item, answer))
+        return float(await grades[answer])
+
+    async def one_call(state: _State, model: str, role: str) -> None:
+        messages = messages_for(cfg, item, state.shared, state.answer, state.advice, role)
+        await asyncio.gather(*(one_sample(state, model, role, messages, s) for s in range(settings.samples)))
+
+    async def one_sample(state: _State, model: str, role: str, messages: Messages, sample: int) -> None:
+        rhash, reply = await call(model, role, messages, sample)
+        path = state.path + ((model, role, sample),)
+        node = Node(path=path, turn=state.turn, model=model, role=role, sample=sample, request_hash=rhash,
+                    reply=reply)
+        nodes.append(node)
+        nxt = _State(state.turn + 1, state.shared, state.answer, None, path)
+        if reply.ok:
+            if role == "worker":
+                node.grade = await graded(reply.text)
+                shared = state.shared
+                thought = worker_thought(reply.text)
+                if thought:
+                    shared = copy.copy(shared)
+                    shared.append(thought)
+                nxt = _State(state.turn + 1, shared, reply.text, None, path)
+            elif role == "thinker":
+                advice = parse_thinker(reply.text)
+                node.suggested_role = advice.role if advice is not None else None
+                nxt = _State(state.turn + 1, state.shared, state.answer, advice, path)
+            else:
+                node.verdict = parse_verdict(reply.text)
+                if node.verdict == ACCEPT:
+                    return
+        await expand(nxt)
+
+    async def expand(state: _State) -> None:
+        if state.turn >= settings.max_turns:
+            return
+        todo = [one_call(state, m, r) for m, r in actions(settings, state.advice)
+                if not (r == "verifier" and state.answer is None)]
+        await asyncio.gather(*todo)
+
+    shared = SharedMessage(item.prompt, cfg.collaboration_instructions, cfg.thought_format)
+    await expand(_State(0, shared, None, None))
+    nodes.sort(key=lambda n: (n.turn, [(_model_rank(settings, m), ROLES.index(r), s) for m, r, s in n.path]))
+    ids = {n.path: i for i, n in enumerate(nodes)}
+    for n in nodes:
+        n.node_id = ids[n.path]
+        n.parent_id = ids.get(n.path[:-1], -1)
+    return ItemTree(item, nodes)
+
+
+def _model_rank(settings: TreeSettings, model: str) -> int:
+    return settings.agents.index(model)
+
+
+def tree_size(settings: TreeSettings, *, thinker_valid: float = 0.0, accept: float = 0.5) -> dict[str, float]:
+    """Expected calls per item of a full tree (no dedup across paths), from the protocol's branching:
+    used by `trinity plan` before a recording starts. `thinker_valid`: share of Thinker replies with a
+    valid suggestion (a Worker next, with probability 1/2 each way); `accept`: P(Verifier accepts)."""
+    L, S = len(settings.agents), settings.samples
+    roles = settings.roles
+    memo: dict[tuple[int, bool, str], dict[str, float]] = {}
+
+    def calls(turn: int, answered: bool, forced: str) -> dict[str, float]:
+        # forced: "" (router picks), "worker" or "verifier" (a Thinker's suggestion)
+        key = (turn, answered, forced)
+        if key in memo:
+            return memo[key]
+        out = {r: 0.0 for r in ROLES}
+        if turn >= settings.max_turns:
+            memo[key] = out
+            return out
+        pairs = [(forced, L)] if forced else [(r, L) for r in roles]
+        for role, n in pairs:
+            if role == "verifier" and not answered:
+                continue
+            out[role] += n * S
+            children: list[tuple[float, dict[str, float]]] = []
+            if role == "worker":
+                children = [(1.0, calls(turn + 1, True, ""))]
+            elif role == "thinker":
+                children = [(1 - thinker_valid, calls(turn + 1, answered, "")),
+                            (thinker_valid / 2, calls(turn + 1, answered, "worker")),
+                            (thinker_valid / 2, calls(turn + 1, answered, "verifier"))]
+            else:
+                children = [(1 - accept, calls(turn + 1, answered, ""))]
+            for p, sub in children:
+                for r in ROLES:
+                    out[r] += n * S * p * sub[r]
+        memo[key] = out
+        return out
+
+    return calls(0, False, "")
