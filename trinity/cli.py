@@ -70,6 +70,12 @@ def _cmd_plan(args) -> int:
     cfg = config.compose(args.overrides)   # no API keys needed: nothing is called
     assumptions = Assumptions.from_cfg(cfg, accept=args.accept, suggest_worker=args.suggest_worker,
                                        output_fraction=args.output_fraction)
+    if args.record:
+        from trinity.plan import recording_plan, render_recording
+
+        plan = recording_plan(cfg, assumptions, thinker_valid=args.thinker_valid)
+        print(json.dumps(plan, indent=2) if args.json else render_recording(plan), end="\n" if args.json else "")
+        return 0
     plan = build_plan(cfg, assumptions)
     print(json.dumps(plan, indent=2) if args.json else render_table(plan), end="\n" if args.json else "")
     return 0
@@ -362,6 +368,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="assumed P(a Verifier accepts) (default plan.accept_probability or 0.5)")
     p.add_argument("--suggest-worker", type=float, default=None,
                    help="assumed P(a Thinker suggests a Worker next) (default plan.thinker_suggests_worker or 0.5)")
+    p.add_argument("--record", action="store_true",
+                   help="estimate `trinity record` instead: the recording's calls, tokens, dollars and wall time to go")
+    p.add_argument("--thinker-valid", type=float, default=0.0,
+                   help="--record: assumed share of Thinker replies with a valid suggestion (default 0)")
     p.add_argument("overrides", nargs="*", help=OVERRIDES_HELP)
     p.set_defaults(func=_cmd_plan)
 

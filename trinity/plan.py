@@ -873,3 +873,79 @@ def _suite_lines(plan: dict[str, Any]) -> list[str]:
     parts = [f"{s} {v['train']}/{v['validation']}/{v['test']} ~{v['prompt_tokens']} tok ({v['source']})"
              for s, v in plan["suites"].items()]
     return ["suites (train/validation/test items, prompt tokens): " + "; ".join(parts)]
+
+
+# ------------------------------------------------------------------------------------------ a recording
+
+def recording_plan(cfg: DictConfig, assumptions: Assumptions | None = None, *, thinker_valid: float = 0.0
+                   ) -> dict[str, Any]:
+    """What `trinity record` will cost before it starts: calls, tokens, dollars and wall time of the items
+    still to record, from the tree's branching (trinity.record.tree.tree_size: every (model, role) at every
+    turn) and the same token model as the pipeline's plan. Calls shared between paths (the same request
+    twice) are counted twice, so this is an upper estimate of the calls; `measured` gives the recording's
+    own figures so far when it has some."""
+    from trinity.pipeline import record_stage
+    from trinity.record import store
+    from trinity.record.tree import tree_size
+
+    a = assumptions or Assumptions()
+    cfg = record_stage.live_config(cfg)
+    notes: set[str] = set()
+    settings = record_stage.tree_settings(cfg)
+    agents = list(settings.agents)
+    root = record_stage.recording_dir(cfg)
+    done = set(store.item_entries(store.read_manifest(root))) if (root / store.MANIFEST).exists() else set()
+    items = record_stage.chosen_items(cfg)
+    pending = [it for it in items if it.uid not in done]
+    per_role = tree_size(settings, thinker_valid=thinker_valid, accept=a.accept)
+    first = {r: (0.0 if r == "verifier" else len(agents) * settings.samples) for r in settings.roles}
+    infos = suite_infos(cfg, sorted({it.suite for it in items}))
+    scenarios = {"typical": a.output_fraction, "at_cap": 1.0}
+    usage = {s: Usage() for s in scenarios}
+    for it in pending:
+        tk = suite_tokens(cfg, infos[it.suite], agents, notes)
+        for s, fraction in scenarios.items():
+            u = Usage(episodes=1.0)
+            for role, n in per_role.items():
+                if not n:
+                    continue
+                later = n - first.get(role, 0.0)   # calls after the first turn read one earlier answer or thought
+                for m in agents:
+                    reply = fraction * tk.caps[("worker", m)]
+                    u.call(m, n / len(agents), n / len(agents) * tk.base[role] + later / len(agents) * reply,
+                           n / len(agents) * fraction * tk.caps[(role, m)])
+            usage[s].add(u)
+    walls = {s: wall_s(usage[s], cfg)[0] for s in scenarios}
+    measured = None
+    if done:
+        rec = store.open_recording(root, verify=False)
+        summary = store.summarise(rec)
+        measured = {**summary, "wall_s_per_item": summary["wall_s"] / max(summary["items"], 1),
+                    "calls_per_item": summary["calls"] / max(summary["items"], 1)}
+    return {"recording": str(root), "items": len(items), "recorded": len(items) - len(pending),
+            "pending": len(pending), "max_turns": settings.max_turns, "roles": list(settings.roles),
+            "samples": settings.samples, "thinker_valid_assumed": thinker_valid,
+            "calls_per_item": sum(per_role.values()), "calls_per_item_by_role": per_role,
+            **{s: {**_figures(usage[s], cfg), "calls": usage[s].total_calls, "wall_s": walls[s]} for s in scenarios},
+            "measured": measured, "notes": sorted(notes)}
+
+
+def render_recording(plan: dict[str, Any]) -> str:
+    t, c = plan["typical"], plan["at_cap"]
+    lines = [f"recording {plan['recording']}: {plan['recorded']} of {plan['items']} items recorded, "
+             f"{plan['pending']} to go (K = {plan['max_turns']}, roles {', '.join(plan['roles'])}, "
+             f"{plan['samples']} sample(s) per call)",
+             f"tree: {plan['calls_per_item']:.0f} calls per item (" + ", ".join(
+                 f"{r} {n:.0f}" for r, n in plan["calls_per_item_by_role"].items() if n) + ")",
+             f"to go: {fmt_count(t['calls'])} calls, {fmt_count(t['prompt_tokens'])} prompt + "
+             f"{fmt_count(t['completion_tokens'])} completion tokens typical ({fmt_count(c['completion_tokens'])} at "
+             f"cap), ${t['cost_usd']:.2f} typical (${c['cost_usd']:.2f} at cap)",
+             f"wall time at the measured pool throughput: {fmt_duration(t['wall_s'])} typical, "
+             f"{fmt_duration(c['wall_s'])} at cap"]
+    m = plan.get("measured")
+    if m:
+        lines.append(f"measured so far: {m['items']} items, {m['calls']} calls ({m['calls_per_item']:.1f} per item), "
+                     f"{m['prompt_tokens']} prompt + {m['completion_tokens']} completion tokens, "
+                     f"{fmt_duration(m['wall_s'])} ({fmt_duration(m['wall_s_per_item'])} per item)")
+    lines += [f"- {n}" for n in plan.get("notes", [])]
+    return "\n".join(lines) + "\n"

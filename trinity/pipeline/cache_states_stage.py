@@ -41,6 +41,7 @@ def run(cfg: DictConfig, *, on_work: Listener | None = None, reuse_from: Sequenc
     filled with {"reused": {suite: folder}, "computed": [suite, ...]}."""
     from trinity.coordinator.coordinator import Coordinator
     from trinity.pipeline.state_files import reuse_state_cache, write_state_cache
+    from trinity.tasks.prepare import load_items
 
     protocol = ProtocolConfig.from_cfg(cfg.protocol)
     coord = Coordinator.from_config(cfg)
@@ -50,9 +51,8 @@ def run(cfg: DictConfig, *, on_work: Listener | None = None, reuse_from: Sequenc
     counts = {}
     by_suite = {}
     for suite in suites:
-        items = []
-        for split in ("train", "validation", "test"):
-            items += item_sel.load_split(cfg, [suite], split)
+        # every prepared item, recorded or not: the feature statistics are fitted on the whole training split
+        items = load_items(Path(cfg.paths.prepared), suite)
         by_suite[suite] = [(it.uid, first_turn_transcript(protocol, it.prompt)) for it in items]
     report = changes if changes is not None else {}
     report.update(reused={}, computed=[])

@@ -147,6 +147,7 @@ class Recorder:
         self.settings = tree_settings(cfg)
         self.r = record_section(cfg)
         self.new_calls = 0
+        self.new_by_item: dict[str, int] = {}
         self.stopped: str | None = None
 
     async def call(self, item: TaskItem, model: str, role: str, messages: list[dict], sample_index: int
@@ -161,6 +162,7 @@ class Recorder:
                                       temperature=temperature)
         if not result.cached and result.ok:
             self.new_calls += 1
+            self.new_by_item[item.uid] = self.new_by_item.get(item.uid, 0) + 1
         if not result.ok:
             if result.budget_exhausted:
                 raise RecordingStopped(f"budget spent: {result.error}")
@@ -275,7 +277,6 @@ async def _record(cfg, root: Path, manifest: dict, items: Sequence[TaskItem], pe
             while not queue.empty() and recorder.stopped is None:
                 item = queue.get_nowait()
                 t_item = time.monotonic()
-                calls_before = recorder.new_calls
                 try:
                     tree = await recorder.record_item(item)
                 except _TransientFailure as e:
@@ -290,7 +291,7 @@ async def _record(cfg, root: Path, manifest: dict, items: Sequence[TaskItem], pe
                     entry = store.write_part(root, store.part_name(order[item.uid], item.uid), frame)
                     entry = {"uid": item.uid, "suite": item.suite, "item_id": item.item_id, "split": item.split,
                              "prompt_sha256": prompt_digest(item), "nodes": frame.height, "calls": tree.calls,
-                             "new_calls": recorder.new_calls - calls_before,
+                             "new_calls": recorder.new_by_item.get(item.uid, 0),
                              "wall_s": round(time.monotonic() - t_item, 1),
                              "recorded_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), **entry}
                     manifest["items"] = sorted([e for e in manifest["items"] if e["uid"] != item.uid] + [entry],
@@ -301,7 +302,12 @@ async def _record(cfg, root: Path, manifest: dict, items: Sequence[TaskItem], pe
                     store.write_manifest(root, manifest)
                     elapsed = time.monotonic() - t0
                     left = len(pending) - recorded - len(failed)
-                    eta = elapsed / recorded * left
+                    # items run concurrently and finish in waves: the ETA comes from the rate of new calls
+                    done_items = manifest["items"]
+                    per_item = sum(e.get("calls", 0) for e in done_items) / max(len(done_items), 1)
+                    in_progress = recorder.new_calls - sum(recorder.new_by_item.get(e["uid"], 0) for e in done_items)
+                    rate = recorder.new_calls / max(elapsed, 1e-9)
+                    eta = max(left * per_item - max(in_progress, 0), 0) / rate if rate > 0 else float("inf")
                     progress(f"record: {len(manifest['items'])}/{len(items)} {item.uid} ({item.split}): "
                              f"{tree.calls} calls ({entry['new_calls']} new) in {entry['wall_s']:.0f}s; "
                              f"{recorded} this run in {_hms(elapsed)}, ETA {_hms(eta)} for {left} more")
@@ -328,6 +334,8 @@ def machine() -> dict[str, Any]:
 
 
 def _hms(seconds: float) -> str:
+    if seconds != seconds or seconds == float("inf"):
+        return "?"
     seconds = int(max(seconds, 0))
     return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m{seconds % 60:02d}s"
 

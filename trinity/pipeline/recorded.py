@@ -48,7 +48,7 @@ def recorded_uids(cfg: DictConfig) -> frozenset[str] | None:
     if not manifest.exists():
         raise store.RecordingError(f"pool.replay.recording: {path} is not a recording ({store.MANIFEST} missing); "
                                    f"make it with `trinity record` or run the live pool (pool=local)")
-    return _manifest_uids(str(manifest), manifest.stat().st_mtime_ns)
+    return _manifest_uids(str(path), manifest.stat().st_mtime_ns)
 
 
 class RecordedWorld:
