@@ -43,7 +43,8 @@ def engine(svf_patterns=(), **kwargs) -> FeatureEngine:
 @pytest.fixture(scope="module")
 def tiny_cfg(tmp_path_factory):
     # raw features: these tests exercise the feature path on a random tiny backbone with no cached states
-    return config.compose([f"paths.cache={tmp_path_factory.mktemp('cache')}", "coordinator.features.normalize=none"])
+    return config.compose([f"paths.cache={tmp_path_factory.mktemp('cache')}", "coordinator.features.normalize=none",
+                           "coordinator.roles=[worker,thinker,verifier]"])
 
 
 # ---------------------------------------------------------------------- head and layout
@@ -299,7 +300,8 @@ def test_roles_are_saved_and_checked_on_load(tmp_path):
     loaded, _ = Coordinator.load(path, no_thinker, backbone=tiny_backbone())
     assert loaded.head_for(params).allowed_roles == ("worker", "verifier")
     with pytest.raises(CoordinatorMismatchError, match="roles"):
-        Coordinator.load(path, config.compose(base), backbone=tiny_backbone())
+        Coordinator.load(path, config.compose(base + ["coordinator.roles=[worker,thinker,verifier]"]),
+                         backbone=tiny_backbone())
     with pytest.raises(TrinityError, match="coordinator.roles"):
         config.compose(base + ["coordinator.roles=[verifier]"])
 

@@ -100,10 +100,11 @@ class RoutingHead:
         return softmax(agent_logits), softmax(role_logits, self.role_mask)
 
     def choose(self, feature: np.ndarray, rng: np.random.Generator | None, mode: str = "sample") -> tuple[int, str]:
-        """(agent index, role). Sampling draws exactly two uniforms from `rng`: agent first, then role."""
+        """(agent index, role). Sampling draws exactly two uniforms from `rng`: agent first, then role.
+        Argmax breaks exact ties with `rng` (argmax_tie)."""
         p_agent, p_role = self.probabilities(feature)
         if mode == "argmax":
-            return int(np.argmax(p_agent)), ROLES[int(np.argmax(p_role))]
+            return argmax_tie(p_agent, rng), ROLES[argmax_tie(p_role, rng)]
         if mode != "sample":
             raise ValueError(f"routing mode must be one of {MODES}, got {mode!r}")
         if rng is None:
@@ -126,6 +127,17 @@ class RoutingHead:
         role = ROLES.index(role) if isinstance(role, str) else int(role)
         p_agent, p_role = self.probabilities(feature)
         return float(np.log(p_agent[agent]) + np.log(p_role[role]))
+
+
+def argmax_tie(p: np.ndarray, rng: np.random.Generator | None) -> int:
+    """The most probable index; exact ties (a zero head: every agent equally likely) are broken uniformly by
+    one draw from the episode's seeded rng, not towards index 0, so x0 under argmax routing is uniform
+    over the tied choices instead of "model 0 as Worker". Without an rng: the first maximum."""
+    p = np.asarray(p, dtype=np.float64)
+    top = np.flatnonzero(p >= p.max())
+    if len(top) == 1 or rng is None:
+        return int(top[0])
+    return int(top[int(rng.integers(len(top)))])
 
 
 def draw(p: np.ndarray, u: float) -> int:

@@ -34,9 +34,12 @@ Progress = Callable[[int, int, Trace], Any]
 def episode_seed(root_seed: int, episode_id: EpisodeId, *, shared_across_candidates: bool = False) -> int:
     """The episode's seed, stable across processes. With shared_across_candidates the candidate is left
     out, so every candidate's router samples from the same random stream on the same (item, repeat):
-    common random numbers for the router's draws as well as the pool's."""
+    common random numbers for the router's draws as well as the pool's. The distribution mean's episodes
+    (candidate -1: every validation, x0's included) leave the generation out too, so each validation of
+    the mean routes with the same draws as x0's on the same items: a paired comparison of the two."""
     candidate = "*" if shared_across_candidates else episode_id.candidate
-    return derive_seed(root_seed, "episode", episode_id.generation, candidate, episode_id.item, episode_id.repeat)
+    generation = "*" if shared_across_candidates and episode_id.candidate == -1 else episode_id.generation
+    return derive_seed(root_seed, "episode", generation, candidate, episode_id.item, episode_id.repeat)
 
 
 @dataclass(frozen=True)

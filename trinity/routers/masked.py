@@ -16,7 +16,7 @@ from typing import Any, Callable, Collection, Mapping, Protocol
 
 import numpy as np
 
-from trinity.coordinator.head import MODES, draw
+from trinity.coordinator.head import MODES, argmax_tie, draw
 from trinity.routers.base import ROLES, Choice, Router
 
 
@@ -47,7 +47,7 @@ def choose_masked(p_agent: np.ndarray, p_role: np.ndarray, policy: AllowedAgents
         u_agent, u_role = rng.random(), rng.random()
         role = ROLES[draw(p_role, u_role)]
     else:
-        role = ROLES[int(np.argmax(p_role))]
+        role = ROLES[argmax_tie(p_role, rng)]
     allowed = np.zeros(len(p_agent), dtype=bool)
     allowed[sorted(policy.allowed[forced_role or role])] = True
     p = np.where(allowed, np.asarray(p_agent, dtype=np.float64), 0.0)
@@ -55,7 +55,7 @@ def choose_masked(p_agent: np.ndarray, p_role: np.ndarray, policy: AllowedAgents
         p = allowed.astype(np.float64)
     if mode == "sample":
         return draw(p, u_agent), role
-    return int(np.argmax(p)), role
+    return argmax_tie(p, rng), role
 
 
 class MaskedRouter(Router):
