@@ -198,3 +198,32 @@ def test_exact_fitness_matches_10000_sampled_episodes(tmp_path, roles):
 def test_argmax_ties_are_shared_equally():
     p = np.array([[0.4, 0.4, 0.2], [0.1, 0.2, 0.7]])
     assert one_hot_ties(p).tolist() == [[0.5, 0.5, 0.0], [0.0, 0.0, 1.0]]
+
+
+def test_bounds_order_and_bound_every_head(tmp_path):
+    from trinity.record import bounds
+
+    cfg, root, _ = make_recording(tmp_path, roles=ROLES)
+    rec = store.open_recording(root)
+    protocol = ProtocolConfig.from_cfg(cfg.protocol)
+    from trinity.pipeline.record_stage import chosen_items
+    from trinity.pool.providers import resolve_endpoint
+
+    items = chosen_items(cfg)
+    endpoints = {m: resolve_endpoint(m, cfg.pool.models[m], cfg.pool) for m in MODELS}
+    grades = {(r["item"], r["reply"]): r["grade"] for r in rec.nodes.iter_rows(named=True) if r["grade"] is not None}
+    compiled = compile_items(items, protocol, MODELS, ROLES, recorded_lookup(RecordedReplies(rec), endpoints, protocol, grades))
+    hind = np.array([bounds.hindsight(c) for c in compiled.items])
+    obs = np.array([bounds.observed(c) for c in compiled.items])
+    fixed = bounds.fixed_policies(compiled.items, 3, ROLES, protocol.max_turns)
+    assert (hind >= obs - 1e-12).all() and obs.mean() >= max(fixed.values()) - 1e-12
+    for a in range(3):
+        single = np.array([bounds.single_worker(c, a) for c in compiled.items])
+        assert (single <= obs + 1e-12).all()
+    rng = np.random.default_rng(3)
+    T = len(compiled.transcripts)
+    for _ in range(20):   # no head, however peaked, beats the per-transcript bound on any item
+        pa = rng.dirichlet(np.full(3, 0.3), size=T)
+        pr = rng.dirichlet(np.full(3, 0.3), size=T)
+        e = expectations(compiled, compiled.items, pa[None], pr[None], max_turns=protocol.max_turns)
+        assert (e["reward_per_item"][0] <= obs + 1e-9).all()

@@ -70,3 +70,29 @@ def test_evolve_on_the_recording_makes_no_pool_call(recorded_cfg, estimate):
             assert totals["calls"] > 0
     finally:
         RolloutContext.close_all()
+
+
+def test_evaluation_opens_with_the_verdict_on_the_recording(recorded_cfg):
+    from trinity.pipeline import cache_states_stage, evaluate_stage, evolve_stage
+
+    cfg = recorded_cfg.copy()
+    cfg.evolve.fitness.estimate = "exact"
+    cfg.eval.min_items = 2
+    try:
+        cache_states_stage.run(cfg)
+        evolve_stage.run(cfg)
+        out = evaluate_stage.run(cfg)
+        report = open(out["report"]).read()
+        assert report.index("## Verdict on real replies") < report.index("## Did the evolved coordinator learn?")
+        assert "replayed from the recording" in report
+        for bound in ("hindsight", "best choice per transcript", "best prompt-independent policy"):
+            assert f"bound: {bound}" in report
+        metrics = json.loads(open(f"{cfg.paths.metrics}/eval.json").read())
+        hindsight = metrics["test/recording/bound_hindsight"]
+        observed = metrics["test/recording/bound_best_choice_per_transcript"]
+        fixed = metrics["test/recording/bound_best_prompt-independent_policy"]
+        assert hindsight >= observed >= fixed
+        assert observed >= metrics["test/recording/trinity"] and observed >= metrics["test/recording/x0_(=_random)"]
+        assert all(observed >= metrics[k] for k in metrics if k.startswith("test/recording/single"))
+    finally:
+        RolloutContext.close_all()

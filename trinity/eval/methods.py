@@ -62,6 +62,7 @@ class MethodContext:
     moa: Any = None                 # cfg.eval.moa: the Mixture-of-Agents prompts
     ablation_names: Callable[[], list[str]] | None = None    # trained ablations present (raises MethodSkipped)
     load_ablation: Callable[[str], Ablation] | None = None   # name -> Ablation (raises MethodSkipped)
+    roles: tuple[str, ...] | None = None   # the roles the coordinator may pick (random routes over the same)
 
 
 @dataclass(frozen=True)
@@ -124,7 +125,8 @@ def _loop(arg, ctx: MethodContext) -> Method:
 
 
 def _random(arg, ctx: MethodContext) -> Method:
-    return Method("random", lambda c: ROUTER_CLS["random"](len(c.agents)))
+    roles = ctx.roles
+    return Method("random", lambda c: ROUTER_CLS["random"](len(c.agents), *(() if roles is None else (roles,))))
 
 
 def _moa(arg, ctx: MethodContext) -> Method:

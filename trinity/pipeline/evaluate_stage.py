@@ -33,6 +33,7 @@ from trinity.eval.tables import (RESULTS_SCHEMA, paired_tests, results_frame, su
                                  write_results)
 from trinity.pipeline import items as item_sel
 from trinity.pipeline.evolve_stage import coordinator_file, replay_misses, stop_on_replay_misses, timings_dir
+from trinity.coordinator.coordinator import configured_roles
 from trinity.pipeline.rollouts import RolloutContext, config_key
 from trinity.progress import Listener, Progress
 
@@ -233,6 +234,7 @@ def method_context(cfg: DictConfig, ctx: RolloutContext, coordinator_path: Path)
         moa=cfg.eval.get("moa"),
         ablation_names=lambda: ablation_names(cfg),
         load_ablation=lambda name: load_ablation(cfg, ctx, name),
+        roles=configured_roles(cfg),
     )
 
 
@@ -351,6 +353,15 @@ def write_report(cfg: DictConfig, ctx: RolloutContext, methods: list, skipped: l
         reference_section, reference_metrics = simulated
     cut_by_suite, cut_by_model = truncation(results, "suite"), truncation(results, "model")
     lead = learning_section(paired, evolution_x0(cfg, coordinator_path, needed), test_names=report_mod.TEST_NAMES)
+    recorded_metrics: dict = {}
+    on_recording = recorded_verdict(cfg, ctx, sets, coordinator_path, needed)
+    if on_recording is not None:
+        from trinity.pipeline.recorded import describe_recording
+
+        verdict_text, recorded_metrics = on_recording
+        title = "TRINITY evaluation on real replies (replayed from a recording)"
+        context = [f"**Pool replies {describe_recording(cfg)}.**", "", *context]
+        lead = verdict_text + list(lead)
     text = report_mod.markdown(
         summary, paired, title=title, context=context, charts=pngs, lead=lead,
         skipped=[(s.method, s.reason) for s in skipped], suite_kinds=kinds, min_items=needed,
@@ -364,9 +375,28 @@ def write_report(cfg: DictConfig, ctx: RolloutContext, methods: list, skipped: l
     (reports / "report.md").write_text(text)
     mdir = Path(cfg.paths.metrics)
     mdir.mkdir(parents=True, exist_ok=True)
-    metrics = {**eval_metrics(summary, paired, results), **reference_metrics}
+    metrics = {**eval_metrics(summary, paired, results), **reference_metrics, **recorded_metrics}
     (mdir / "eval.json").write_text(json.dumps(metrics, indent=2, sort_keys=True))
     return reports / "report.md"
+
+
+def recorded_verdict(cfg: DictConfig, ctx: RolloutContext, sets: dict, coordinator_path: Path,
+                     needed: int) -> tuple[list[str], dict] | None:
+    """On a recording (pool=recorded): the opening verdict from exact per-item expected rewards on the test
+    items, with the recording's bounds, and its metrics; None on a live pool or without test items."""
+    from trinity.eval import recorded as recorded_report
+    from trinity.pipeline.recorded import exact_item_values, replay_path
+
+    path = replay_path(cfg)
+    items = [it for suite_items in sets.get("test", {}).values() for it in suite_items]
+    if path is None or not items or getattr(ctx.pool, "replay", None) is None:
+        return None
+    file = coordinator_file(coordinator_path)
+    params = load_checked_params(ctx.coordinator, file) if file.is_file() else None
+    result = exact_item_values(cfg, ctx, params, items)
+    lines = recorded_report.verdict_lines(result, recording=f"the recording `{path}`", min_items=needed,
+                                          samples=int(cfg.eval.bootstrap_samples), seed=int(cfg.seed))
+    return lines, recorded_report.metrics(result)
 
 
 def frontier_section(frontier: tuple[dict, pl.DataFrame], reports: Path) -> list[str]:

@@ -83,11 +83,11 @@ def fixed_policies(items: Sequence[CompiledItem], agents: int, roles: Sequence[s
     per_turn = [(a, r) for a in range(agents) for r in roles]
     out = {}
     for policy in itertools.product(per_turn, repeat=max_turns):
-        out[policy] = float(np.mean([_follow(it, policy) for it in items])) if items else float("nan")
+        out[policy] = float(np.mean([follow(it, policy) for it in items])) if items else float("nan")
     return out
 
 
-def _follow(item: CompiledItem, policy: Sequence[tuple[int, str]]) -> float:
+def follow(item: CompiledItem, policy: Sequence[tuple[int, str]]) -> float:
     def value(sid: int) -> float:
         st = item.states[sid]
         a, r = policy[st.turn]

@@ -18,13 +18,15 @@ class SingleWorkerRouter(Router):
 
 
 class RandomRouter(Router):
-    """Uniformly random agent and role at every turn."""
+    """Uniformly random agent and role at every turn: x0's routing (a zero head), over the same `roles`
+    the coordinator may pick (coordinator.roles; default all three)."""
 
-    def __init__(self, n_agents: int) -> None:
+    def __init__(self, n_agents: int, roles: tuple[str, ...] = ROLES) -> None:
         self.n_agents = n_agents
+        self.roles = tuple(roles)
 
     async def choose(self, transcript: str, turn: int, rng: np.random.Generator) -> Choice:
-        return int(rng.integers(self.n_agents)), ROLES[int(rng.integers(len(ROLES)))]
+        return int(rng.integers(self.n_agents)), self.roles[int(rng.integers(len(self.roles)))]
 
 
 class WorkerVerifierLoopRouter(Router):
