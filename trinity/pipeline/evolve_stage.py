@@ -258,7 +258,8 @@ def evolve(cfg: DictConfig, *, out_dir: Path, submit: Submit = inline_submit,
     result = run_evolution(
         cfg, n_params=coord.num_params, evaluate_population=evaluate_population, evaluate_mean=evaluate_mean,
         save_coordinator=save_coordinator, out_dir=out, progress=progress, metrics_dir=metrics_dir,
-        reports_dir=reports_dir, describe_mean=describe_mean, reference_lines=simulated_reference_lines(cfg, val),
+        reports_dir=reports_dir, describe_mean=describe_mean,
+        reference_lines=simulated_reference_lines(cfg, val) or recorded_reference_lines(cfg, ctx, val),
         x0=None if warm is None else warm.x0, sigma0=None if warm is None else warm_start_sigma0(cfg),
     )
     return {"run_dir": str(out), "result": result, "pool_totals": ctx.totals(),
@@ -310,6 +311,24 @@ def routing_describer(coord: Any, items: list[TaskItem], protocol: ProtocolConfi
         return {"routing": routing_matrix(suites, probs, coord.pool_models)}
 
     return describe_mean
+
+
+def recorded_reference_lines(cfg: DictConfig, ctx: Any, val: list[TaskItem]) -> dict[str, float] | None:
+    """On a recording (pool=recorded): exact expected rewards on the validation items of x0 (uniform routing),
+    the best single model and the recording's bounds, the reference lines of evolution.png; None on a live pool."""
+    from trinity.pipeline.recorded import exact_item_values, replay_path
+
+    if replay_path(cfg) is None or not val or getattr(ctx.pool, "replay", None) is None:
+        return None
+    values = exact_item_values(cfg, ctx, None, val)["values"]
+    singles = {k: float(np.mean(v)) for k, v in values.items() if k.startswith("single:")}
+    best = max(singles, key=singles.get)
+    out = {"recording: x0 (uniform), exact": float(np.mean(values["x0 (= random)"])),
+           f"recording: best single ({best.removeprefix('single:')})": singles[best]}
+    for name in ("bound: hindsight", "bound: best choice per transcript", "bound: best prompt-independent policy"):
+        if name in values:
+            out[f"recording {name}"] = float(np.mean(values[name]))
+    return out
 
 
 def simulated_reference_lines(cfg: DictConfig, val: list[TaskItem]) -> dict[str, float] | None:
