@@ -6,13 +6,24 @@ features, protocol, graders; the simulated pool over loopback HTTP), then evalua
 
 Variants (each at the same budget: popsize x episodes_per_candidate x generations):
   --compare optimisers     sep-CMA-ES, random search, REINFORCE (the paper's optimiser ablation)
-  --compare normalize      coordinator.features.normalize none vs standardize, at each --sigma0
+  --compare normalize      coordinator.features.normalize (none, standardize, rebalance), at each --sigma0
 
 Prints ONE JSON line and writes <out>/<compare>_items.json (every test reward per item, seed, mode) and
-<out>/<compare>.md (table: per variant the test reward over seeds,
-mean and 95% interval, Wilson over the pooled episodes, paired McNemar tests against the first variant,
-the oracle's reward as reference) and <out>/<compare>.png (validation reward per generation, mean over
-seeds with min-max band, oracle and random as reference lines).
+<out>/<compare>.md and <out>/<compare>.png (validation reward per generation, mean over seeds with
+min-max band; the best deterministic policy (oracle), the hindsight bound and random as reference lines).
+
+Statistics. Each seed is its own run: its own training draws AND its own outcome table (the simulated
+pool draws outcomes from the run's seed, pool.outcome_seed), so the same test item is a different draw in
+another seed. Seeds are therefore never pooled into one paired test: every McNemar test is within one
+seed, variant against the first variant (or a baseline) on that seed's test items, which share that
+seed's outcome table; every Wilson interval is one seed's. Over seeds: the mean with a t-interval. Next
+to the test rewards: the exact expected rewards of the best deterministic policy (oracle; not a bound
+for sampled routing) and of the hindsight bound, and the hindsight bound realised on each seed's own
+outcome table (no routing can score above it there).
+
+`--compare normalize` chooses: the variant with the best validation reward of its kept coordinator
+(mean over seeds; ties to the variant listed first) is the choice, and the test reward reported for the
+choice is that variant's, once. The other variants' test rewards are listed for information only.
 
 Needs the prepared data and states of `experiment=routing_benchmark` (`make run EXPERIMENT=routing_benchmark`
 or the prepare and cache_states stages with the same paths).
@@ -51,7 +62,8 @@ def variants(args) -> dict[str, dict]:
 
 
 def variant_cfg(base, overrides: dict, seed: int, root: Path, name: str):
-    cfg = OmegaConf.create(OmegaConf.to_container(base, resolve=True))
+    # unresolved, so what derives from the seed (pool.outcome_seed: ${seed}) follows this run's seed
+    cfg = OmegaConf.create(OmegaConf.to_container(base, resolve=False))
     for key, value in {**overrides, "seed": seed}.items():
         OmegaConf.update(cfg, key, value, merge=False, force_add=True)
     run = root / name.replace("/", "_") / f"seed{seed}"
@@ -78,10 +90,27 @@ def train_and_test(cfg, run: Path, fresh: bool) -> dict:
     gens = pl.read_parquet(run / "evolve" / "generations.parquet")
     curve = gens.filter(pl.col("validation_reward").is_not_null()).select("generation", "validation_reward")
     x0 = [(-1, result.x0_validation_reward)] if result.x0_validation_reward is not None else []
-    return {"test": rewards, "curve": x0 + curve.rows(), "train_s": train_s,
+    return {"seed": int(cfg.seed), "test": rewards, "curve": x0 + curve.rows(), "train_s": train_s,
+            "hindsight": realised_bound(cfg, test),
             "best_generation": result.best_generation, "best_validation_reward": result.best_validation_reward,
             "episodes": int(pl.read_parquet(run / "evolve" / "episodes.parquet").filter(
                 pl.col("phase") == "train").height)}
+
+
+def realised_bound(cfg, test) -> float | None:
+    """The hindsight bound on this run's own outcome table: the share of test items on which some
+    model's Worker answer at some turn is right (oracle.realised_hindsight); None on a real pool. The
+    test episodes are repeat 0 (RolloutContext.run_router, one repeat)."""
+    from trinity.episodes.protocol import sample_index_for
+    from trinity.pool.simulated.oracle import realised_hindsight
+    from trinity.pool.simulated.profile import parse_profile
+    from trinity.pool.simulated.references import is_simulated
+
+    if not is_simulated(cfg) or not test:
+        return None
+    models, k, seed = parse_profile(cfg.pool), int(cfg.protocol.max_turns), int(cfg.pool.get("outcome_seed") or 0)
+    return float(np.mean([realised_hindsight(models, it.uid, it.suite, [sample_index_for(it.uid, 0, t) for t in range(k)],
+                                             seed) for it in test]))
 
 
 def baselines(ctx, cfg, test) -> dict[str, dict[str, float]]:
@@ -100,7 +129,7 @@ def baselines(ctx, cfg, test) -> dict[str, dict[str, float]]:
     return out
 
 
-def against_baselines(results: dict[str, list[dict]], seeds: list[int]) -> list[str]:
+def against_baselines(results: dict[str, list[dict]]) -> list[str]:
     """Each seed's kept coordinator against random routing and every single model: exact McNemar on
     the shared test items; the worst (largest) p-value over the single models is what 'above every
     single model' needs."""
@@ -110,8 +139,8 @@ def against_baselines(results: dict[str, list[dict]], seeds: list[int]) -> list[
              "above every single model and random at p < 0.05 |", "|---|---|---|---|---|---|---|"]
     for name, runs in results.items():
         for mode in ("argmax", "sample"):
-            for seed, r in zip(seeds, runs):
-                mine = r["test"][mode]
+            for r in runs:
+                seed, mine = r["seed"], r["test"][mode]
                 items = sorted(mine)
                 tests = {b: paired_test([mine[i] for i in items], [v[i] for i in items])
                          for b, v in r["test"]["baselines"].items()}
@@ -126,11 +155,13 @@ def against_baselines(results: dict[str, list[dict]], seeds: list[int]) -> list[
 
 
 def per_suite(results: dict[str, list[dict]], refs: dict | None) -> list[str]:
-    """Mean test reward per suite (over seeds), next to the suite's oracle."""
+    """Mean test reward per suite (over seeds), next to the suite's best deterministic policy (oracle)
+    and hindsight bound (exact expectations)."""
     suites = sorted({uid.split("/", 1)[0] for runs in results.values() for r in runs for uid in r["test"]["argmax"]})
-    oracle = {x["suite"]: x["oracle"] for x in refs["suites"]} if refs else {}
-    lines = ["| variant | mode | " + " | ".join(suites) + " |", "|---|---|" + "---|" * len(suites),
-             "| oracle (exact) | - | " + " | ".join(f"{oracle[s]:.3f}" if s in oracle else "n/a" for s in suites) + " |"]
+    lines = ["| variant | mode | " + " | ".join(suites) + " |", "|---|---|" + "---|" * len(suites)]
+    for key, label in (("oracle", "best deterministic policy (oracle), exact"), ("hindsight", "hindsight bound, exact")):
+        exact = {x["suite"]: x[key] for x in refs["suites"]} if refs else {}
+        lines.append(f"| {label} | - | " + " | ".join(f"{exact[s]:.3f}" if s in exact else "n/a" for s in suites) + " |")
     for name, runs in results.items():
         for mode in ("argmax", "sample"):
             cells = []
@@ -151,40 +182,112 @@ def seed_interval(values: list[float]) -> tuple[float, float, float]:
     return float(x.mean()), float(x.mean() - half), float(x.mean() + half)
 
 
+def per_seed(runs: list[dict]) -> dict[int, dict]:
+    out = {r["seed"]: r for r in runs}
+    if len(out) != len(runs):
+        raise ValueError(f"two runs of one variant have the same seed: {[r['seed'] for r in runs]}")
+    return out
+
+
 def summarise(results: dict[str, list[dict]], refs: dict | None) -> tuple[list[str], dict]:
+    """One row per variant, mode and seed: the test reward with its Wilson interval (that seed's items)
+    and the exact McNemar test against the first variant's run of the SAME seed (same items, same
+    outcome table); then per variant and mode the mean over seeds with a t-interval. Seeds are never
+    pooled into one paired test or one binomial interval: each seed draws its own outcomes for the same
+    items, so pooled (seed, item) pairs are neither independent nor one sample."""
     from trinity.eval.stats import paired_test, verdict, wilson_ci
 
     names = list(results)
-    first = names[0]
-    lines = ["| variant | mode | seeds | test reward per seed | mean [95% t-interval over seeds] | pooled: mean "
-             "[Wilson 95%], n | vs " + first + ": McNemar p, verdict | best val. generation | training s |",
+    first = per_seed(results[names[0]])
+    lines = ["| variant | mode | seed | test reward [Wilson 95%], n | hindsight bound, realised | vs " + names[0]
+             + " (same seed): McNemar p, verdict, n | best val. generation | validation reward | training s |",
              "|---|---|---|---|---|---|---|---|---|"]
     summary: dict = {}
     for name in names:
+        runs = per_seed(results[name])
         for mode in ("argmax", "sample"):
-            per_seed = [float(np.mean(list(r["test"][mode].values()))) for r in results[name]]
-            pooled = [v for r in results[name] for v in r["test"][mode].values()]
-            mean, lo, hi = seed_interval(per_seed)
-            _, wlo, whi = wilson_ci(int(sum(pooled)), len(pooled))
-            if name != first:
-                a = [v for r in results[name] for _, v in sorted(r["test"][mode].items())]
-                b = [v for r in results[first] for _, v in sorted(r["test"][mode].items())]
-                test = paired_test(a, b)
-                versus = f"{test.p_value:.3g}, {verdict(test)} (n={test.n})"
-            else:
+            rates = []
+            for seed, r in runs.items():
+                items = sorted(r["test"][mode])
+                mine = [r["test"][mode][i] for i in items]
+                rate, lo, hi = wilson_ci(int(sum(mine)), len(mine))
+                rates.append(rate)
                 versus = "-"
-            lines.append(f"| {name} | {mode} | {len(per_seed)} | {', '.join(f'{x:.3f}' for x in per_seed)} | "
-                         f"{mean:.3f} [{lo:.3f}, {hi:.3f}] | {np.mean(pooled):.3f} [{wlo:.3f}, {whi:.3f}], {len(pooled)} | "
-                         f"{versus} | {', '.join(str(r['best_generation']) for r in results[name])} | "
-                         f"{np.mean([r['train_s'] for r in results[name]]):.0f} |")
-            summary[f"{name}/{mode}"] = {"mean": mean, "t95": [lo, hi], "per_seed": per_seed,
-                                         "pooled_wilson95": [wlo, whi], "n": len(pooled)}
+                if name != names[0]:
+                    other = first.get(seed)
+                    if other is None or sorted(other["test"][mode]) != items:
+                        versus = "n/a (no run of the first variant on these items with this seed)"
+                    else:
+                        t = paired_test(mine, [other["test"][mode][i] for i in items])
+                        versus = f"{t.p_value:.3g}, {verdict(t)}, n={t.n}"
+                bound = r.get("hindsight")
+                lines.append(f"| {name} | {mode} | {seed} | {rate:.3f} [{lo:.3f}, {hi:.3f}], {len(mine)} | "
+                             f"{'n/a' if bound is None else f'{bound:.3f}'} | {versus} | {r['best_generation']} | "
+                             f"{_fmt(r.get('best_validation_reward'))} | {r['train_s']:.0f} |")
+            mean, lo, hi = seed_interval(rates)
+            summary[f"{name}/{mode}"] = {"mean": mean, "t95": [lo, hi], "per_seed": rates,
+                                         "seeds": list(runs), "n_per_seed": [len(r["test"][mode]) for r in runs.values()]}
+    lines += ["", "Over seeds (each seed one run with its own outcome table; t-interval over the per-seed rewards):", "",
+              "| variant | mode | seeds | mean test reward [95% t-interval] |", "|---|---|---|---|"]
+    for key, v in summary.items():
+        name, mode = key.rsplit("/", 1)
+        lines.append(f"| {name} | {mode} | {len(v['per_seed'])} | {v['mean']:.3f} [{v['t95'][0]:.3f}, {v['t95'][1]:.3f}] |")
     if refs is not None:
         p = refs["pooled"]
-        lines += ["", f"Reference (exact, same test items): oracle {p['oracle']:.3f}, random routing (= x0) "
-                      f"{p['random']:.3f}, best single model {max(p['single_worker'].values()):.3f} "
+        lines += ["", f"Reference (exact expectations, weighted as the test items): best deterministic policy (oracle) "
+                      f"{p['oracle']:.3f} (an upper bound for argmax routing in expectation only: sampled routing can "
+                      f"exceed it), hindsight bound {p['hindsight']:.3f} (no routing can exceed it), random routing "
+                      f"(= x0) {p['random']:.3f}, best single model {max(p['single_worker'].values()):.3f} "
                       f"({max(p['single_worker'], key=p['single_worker'].get)})."]
     return lines, summary
+
+
+def _fmt(value) -> str:
+    return "n/a" if value is None else f"{float(value):.3f}"
+
+
+def choose_by_validation(results: dict[str, list[dict]]) -> tuple[str, float, list[str]]:
+    """The variant whose kept coordinator has the best validation reward (mean over seeds; the kept
+    coordinator is itself the best mean by validation), ties to the variant listed first. Test rewards
+    play no part. Returns (variant, its validation reward, the variants tied with it)."""
+    scores = {}
+    for name, runs in results.items():
+        values = [r.get("best_validation_reward") for r in runs]
+        if any(v is None for v in values):
+            raise ValueError(f"variant {name!r} has a run without a validation reward: it cannot be compared on "
+                             "validation (did the run stop before its first validation?)")
+        scores[name] = float(np.mean(values))
+    best = max(scores.values())
+    tied = [n for n, v in scores.items() if v == best]
+    return tied[0], best, tied
+
+
+def selection(results: dict[str, list[dict]], setting: str) -> tuple[list[str], dict]:
+    """The report section of a choice by validation: every variant's validation reward, the choice, and
+    the choice's test reward (per seed, with its Wilson interval), stated once."""
+    from trinity.eval.stats import wilson_ci
+
+    chosen, value, tied = choose_by_validation(results)
+    table = ["| variant | validation reward of the kept coordinator, per seed | mean over seeds | chosen |",
+             "|---|---|---|---|"]
+    for name, runs in results.items():
+        values = [float(r["best_validation_reward"]) for r in runs]
+        table.append(f"| {name} | {', '.join(f'{v:.3f}' for v in values)} | {np.mean(values):.3f} | "
+                     f"{'**yes**' if name == chosen else ''} |")
+    ties = (f" (tied on validation with {', '.join(t for t in tied if t != chosen)}; ties go to the variant listed "
+            "first)") if len(tied) > 1 else ""
+    lines = [*table, "", f"Chosen by validation: **{chosen}** (its {setting}), validation reward {value:.3f}{ties}. "
+             "Its test reward, reported once (Wilson 95% per seed):", ""]
+    test = {}
+    for mode in ("argmax", "sample"):
+        cells = []
+        for r in results[chosen]:
+            rewards = list(r["test"][mode].values())
+            rate, lo, hi = wilson_ci(int(sum(rewards)), len(rewards))
+            cells.append(f"seed {r['seed']} {rate:.3f} [{lo:.3f}, {hi:.3f}], n={len(rewards)}")
+            test.setdefault(mode, []).append(rate)
+        lines.append(f"- {mode}: " + "; ".join(cells))
+    return lines, {"chosen": chosen, "validation_reward": value, "tied": tied, "test": test}
 
 
 def plot(results: dict[str, list[dict]], refs: dict | None, path: Path, title: str) -> None:
@@ -203,7 +306,9 @@ def plot(results: dict[str, list[dict]], refs: dict | None, path: Path, title: s
         ax.plot(gens, values.mean(axis=0), "o-", label=f"{name} (mean of {len(runs)})")
         ax.fill_between(gens, values.min(axis=0), values.max(axis=0), alpha=0.15)
     if refs is not None:
-        ax.axhline(refs["pooled"]["oracle"], color="k", linestyle="--", linewidth=1, label="oracle (exact)")
+        ax.axhline(refs["pooled"]["hindsight"], color="k", linestyle="-.", linewidth=1, label="hindsight bound (exact)")
+        ax.axhline(refs["pooled"]["oracle"], color="k", linestyle="--", linewidth=1,
+                   label="best deterministic policy (oracle, exact)")
         ax.axhline(refs["pooled"]["random"], color="grey", linestyle=":", linewidth=1, label="random = x0 (exact)")
     ax.set_xlabel("generation (-1 = x0)")
     ax.set_ylabel("validation reward of the mean")
@@ -220,7 +325,7 @@ def main() -> None:
     ap.add_argument("--compare", choices=["optimisers", "normalize"], default="optimisers")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--strategies", nargs="+", default=list(OPTIMISERS), choices=list(OPTIMISERS))
-    ap.add_argument("--normalize", nargs="+", default=["none", "standardize"])
+    ap.add_argument("--normalize", nargs="+", default=["none", "standardize", "rebalance"])
     ap.add_argument("--sigma0", type=float, nargs="+", default=[0.03, 0.1, 0.3])
     ap.add_argument("--generations", type=int, default=None, help="override evolve.generations")
     ap.add_argument("--out", default="reports/routing_benchmark")
@@ -270,25 +375,31 @@ def main() -> None:
                 print(f"{name} seed {seed}: test argmax {np.mean(list(r['test']['argmax'].values())):.3f} "
                       f"sample {np.mean(list(r['test']['sample'].values())):.3f} ({r['train_s']:.0f} s)", flush=True)
     lines, summary = summarise(results, refs)
+    chosen_lines, chosen = selection(results, "coordinator.features.normalize and evolve.sigma0") \
+        if args.compare == "normalize" else ([], None)
     budget = int(np.mean([r["episodes"] for runs in results.values() for r in runs]))
     title = f"{label(base)}: {args.compare} at equal budget ({budget} training episodes)"
     md = [f"# {title}", "", f"`python benchmarks/routing_benchmark.py --compare {args.compare} --seeds "
           f"{' '.join(map(str, args.seeds))}" + (f" --generations {args.generations}" if args.generations else "")
           + "`", "", f"Test items: {len(test)} ({', '.join(f'{s} {n}' for s, n in weights.items())}); each "
-          "variant's kept coordinator (best mean by validation), by argmax and by sampling.", "", *lines, "",
+          "variant's kept coordinator (best mean by validation), by argmax and by sampling.", "",
+          *(["## The choice, by validation", "", *chosen_lines, "",
+             "## Every variant on the test items (for information: these did not decide)", ""] if chosen else []),
+          *lines, "",
           "Per suite (mean over seeds):", "", *per_suite(results, refs), "",
           "Against the baselines on the same test items (single models: one Worker turn; random: uniform agent "
-          "and role every turn), exact McNemar per seed:", "", *against_baselines(results, args.seeds), "",
+          "and role every turn), exact McNemar per seed:", "", *against_baselines(results), "",
           f"![{args.compare}]({args.compare}.png)", ""]
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{args.compare}.md").write_text("\n".join(md))
-    raw = {name: [{"seed": seed, **{k: r[k] for k in ("test", "best_generation", "best_validation_reward", "train_s")}}
-                  for seed, r in zip(args.seeds, runs)] for name, runs in results.items()}
+    raw = {name: [{k: r[k] for k in ("seed", "test", "best_generation", "best_validation_reward", "train_s", "hindsight")}
+                  for r in runs] for name, runs in results.items()}
     (out / f"{args.compare}_items.json").write_text(json.dumps(raw, indent=0))
     plot(results, refs, out / f"{args.compare}.png", title)
     print(json.dumps({"benchmark": "routing_benchmark", "pool": label(base), "compare": args.compare,
                       "seeds": args.seeds, "training_episodes_per_run": budget,
                       "oracle": refs["pooled"]["oracle"] if refs else None,
+                      "hindsight": refs["pooled"]["hindsight"] if refs else None, "chosen": chosen,
                       "random": refs["pooled"]["random"] if refs else None, "results": summary,
                       "wall_s": round(time.perf_counter() - started, 1), "report": str(out / f"{args.compare}.md")}))
 

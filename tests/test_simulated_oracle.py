@@ -2,7 +2,8 @@
 
 import pytest
 
-from trinity.pool.simulated.oracle import best_routing, policy_value, profile_references, suite_oracle
+from trinity.pool.simulated.oracle import (best_routing, hindsight, policy_value, profile_references,
+                                           realised_hindsight, suite_oracle)
 from trinity.pool.simulated.profile import SimulatedModel, parse_profile
 
 
@@ -50,6 +51,61 @@ def test_policy_value_of_a_mixture_is_the_mixture_of_values_for_one_turn():
     assert v == pytest.approx(0.25 * 0.9 + 0.75 * 0.1)
 
 
+def test_a_sampled_policy_beats_the_best_deterministic_policy_on_complementary():
+    """Issue 28: the oracle is the best DETERMINISTIC routing on what the coordinator sees (the number of
+    thoughts n), not an upper bound for sampled routing. n repeats within an episode (a Thinker or a
+    rejected Verifier turn leaves it), so a mixed choice can beat every pure one: here the oracle's
+    routing with Worker and Verifier half and half once two answers exist."""
+    from trinity import config
+
+    models = parse_profile(config.compose(["experiment=routing_benchmark"]).pool)
+    o = suite_oracle(models, "gsm8k", 5)
+    pure = {n: next(i for i, m in enumerate(models) if m.name == a) for n, a, _ in o.routing}
+    role = {n: r for n, _, r in o.routing}
+    specialist = pure[0]
+
+    def mixed(n):
+        if n == 2:
+            return [(0.5, (specialist, "worker")), (0.5, (specialist, "verifier"))]
+        return [(1.0, (pure.get(n, specialist), role.get(n, "worker")))]
+
+    value = policy_value(models, "gsm8k", mixed, 5)
+    assert value > o.oracle + 0.004, (value, o.oracle)
+    assert value < o.hindsight
+    # the same mixture's two pure halves are each no better than the oracle (it is the best of them)
+    for r in ("worker", "verifier"):
+        assert policy_value(models, "gsm8k", lambda n, r=r: mixed(n) if n != 2 else [(1.0, (specialist, r))], 5) \
+            <= o.oracle + 1e-12
+
+
+def test_the_hindsight_bound_by_hand_and_above_the_other_lines():
+    # two models, two turns: some Worker answer among the four draws is right
+    models = [model("a", 0.5), model("b", 0.3)]
+    assert hindsight(models, "s", 2) == pytest.approx(1 - (0.5 * 0.7) ** 2)
+    o = suite_oracle(models, "s", 2)
+    assert o.hindsight == pytest.approx(1 - (0.5 * 0.7) ** 2)
+    assert o.random < o.oracle < o.hindsight
+    # realised: 1 exactly when some model's draw at one of the sample indices is right
+    certain, never = model("c", 1.0), model("n", 0.0)
+    assert realised_hindsight([never, certain], "s/1", "s", [5, 9], outcome_seed=3) == 1.0
+    assert realised_hindsight([never], "s/1", "s", [5, 9], outcome_seed=3) == 0.0
+    # over many items its mean is the expectation (0.8775; 2,000 items: sd 0.007)
+    values = [realised_hindsight(models, f"s/{i}", "s", [2 * i, 2 * i + 1], outcome_seed=11) for i in range(2000)]
+    assert abs(sum(values) / len(values) - hindsight(models, "s", 2)) < 0.03
+
+
+def test_the_report_section_names_the_oracle_for_what_it_is_and_gives_the_bound():
+    from trinity.pool.simulated.references import markdown
+
+    models = [model("a", 0.5), model("b", 0.3)]
+    refs = {**profile_references(models, ["s"], 2), "profile": "toy"}
+    text = "\n".join(markdown(refs, {"trinity": {"s": 0.6, "all": 0.6}}))
+    assert "best deterministic policy (oracle), exact" in text and "hindsight bound, exact" in text
+    assert "not sampled routing" in text
+    assert f"| s | {refs['suites'][0]['oracle']:.3f} | {1 - (0.5 * 0.7) ** 2:.3f} |" in text
+    assert refs["pooled"]["hindsight"] == pytest.approx(1 - (0.5 * 0.7) ** 2)
+
+
 def test_pooled_references_weight_suites():
     models = [SimulatedModel("a", "a", {"x": 1.0, "y": 0.0}), SimulatedModel("b", "b", {"x": 0.0, "y": 0.5})]
     ref = profile_references(models, ["x", "y"], 1, weights={"x": 3, "y": 1})
@@ -69,7 +125,7 @@ def test_reports_of_a_simulated_run_carry_its_reference_lines_and_label():
     cfg = config.compose(["experiment=routing_benchmark", "tasks.train=[mmlu,gsm8k]"])
     items = [TaskItem("mmlu", str(i), "q", None) for i in range(3)] + [TaskItem("gsm8k", "0", "q", None)]
     lines = simulated_reference_lines(cfg, items)
-    oracle = lines["simulated oracle"]
+    oracle = lines["simulated best deterministic policy (oracle)"]
     assert oracle == pytest.approx(profile_references(parse_profile(cfg.pool), ["gsm8k", "mmlu"], 5,
                                                       weights={"mmlu": 3, "gsm8k": 1})["pooled"]["oracle"])
     assert lines["simulated random (= x0 expected)"] < oracle

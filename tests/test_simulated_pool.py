@@ -109,6 +109,55 @@ def test_outcomes_are_deterministic_and_follow_the_profile(prepared, tmp_path):
     assert abs(asyncio.run(accuracy("math-specialist")) - 0.2) < 0.06
 
 
+def test_each_seed_has_its_own_outcome_table_and_a_seed_repeats_its_own(prepared, tmp_path):
+    """Issue 28: every seed used to see the same outcomes. The outcome seed comes with the request (from
+    pool.outcome_seed = ${seed}): the same seed gives the same replies, another seed an independent draw
+    at the same rate, and seed 0 keeps the table runs had before (a request without the key)."""
+    cfg = _cfg(prepared, tmp_path)
+    sim = SimulatedPool(simulated_world(cfg.pool))
+    items = load_items(prepared / "prepared", "mmlu")
+    mmlu = get_suite("mmlu")
+
+    async def table(**extra) -> np.ndarray:
+        out = []
+        for it in items:
+            for sample in range(20):
+                reply = await sim.complete(_worker_body(cfg, "mc-specialist", it, sample, **extra))
+                out.append(await mmlu.grade(it, reply["choices"][0]["message"]["content"]))
+        return np.array(out)
+
+    plain, zero = asyncio.run(table()), asyncio.run(table(outcome_seed=0))
+    one, one_again, two = (asyncio.run(table(outcome_seed=s)) for s in (1, 1, 2))
+    assert np.array_equal(plain, zero) and np.array_equal(one, one_again)
+    # 240 draws at p = 0.85: two independent tables disagree on 2p(1-p) = 0.255 of them (sd 0.028); a
+    # shared table would disagree on none
+    for a, b in ((zero, one), (one, two)):
+        assert 0.15 < np.mean(a != b) < 0.36, np.mean(a != b)
+    assert abs(one.mean() - 0.85) < 0.07 and abs(two.mean() - 0.85) < 0.07
+    with pytest.raises(Refused, match="'outcome_seed' must be an integer"):
+        asyncio.run(sim.complete(_worker_body(cfg, "mc-specialist", items[0], 0, outcome_seed="1")))
+
+
+def test_the_run_seed_reaches_every_simulated_request_and_its_cache_key(tmp_path):
+    from trinity.pool.cache import cache_key
+    from trinity.pool.providers import resolve_endpoint
+
+    def endpoint(seed: int):
+        cfg = config.compose(["experiment=routing_benchmark", f"seed={seed}"])
+        assert cfg.pool.outcome_seed == seed
+        return resolve_endpoint("weak", cfg.pool.models["weak"], cfg.pool)
+
+    three, four = endpoint(3), endpoint(4)
+    assert three.extra_body["outcome_seed"] == 3 and four.extra_body["outcome_seed"] == 4
+    messages = [{"role": "user", "content": "q"}]
+    # the response cache must not hand seed 3's reply to seed 4 (the client keys on the extra body)
+    assert cache_key(three.model_id, messages, dict(three.extra_body), 0) != \
+        cache_key(four.model_id, messages, dict(four.extra_body), 0)
+    local = config.compose(["experiment=local_live"])     # a real pool is not sent the key
+    name = list(local.pool.models)[0]
+    assert "outcome_seed" not in resolve_endpoint(name, local.pool.models[name], local.pool).extra_body
+
+
 def test_an_output_cap_truncates_and_says_length(prepared, tmp_path):
     cfg = _cfg(prepared, tmp_path)
     sim = SimulatedPool(simulated_world(cfg.pool))
@@ -194,11 +243,13 @@ def test_a_simulated_server_that_does_not_come_up_is_reported_by_name(tmp_path):
 class InProcessPool:
     """The simulated pool without HTTP, as a ChatPool: the protocol's own code drives it."""
 
-    def __init__(self, sim: SimulatedPool, cfg):
+    def __init__(self, sim: SimulatedPool, cfg, outcome_seed: int = 0):
         self.sim, self.ids = sim, {n: m.model_id for n, m in cfg.pool.models.items()}
+        self.outcome_seed = outcome_seed
 
     async def chat(self, model, messages, *, sample_index=0, max_tokens=None, temperature=None):
-        reply = await self.sim.complete({"model": self.ids[model], "messages": messages, "seed": sample_index})
+        reply = await self.sim.complete({"model": self.ids[model], "messages": messages, "seed": sample_index,
+                                         "outcome_seed": self.outcome_seed})
         return CallResult(model=model, text=reply["choices"][0]["message"]["content"], ok=True,
                           finish_reason=reply["choices"][0]["finish_reason"])
 
@@ -270,3 +321,59 @@ def test_the_calibrate_command_measures_a_pool_and_writes_a_profile_that_compose
     assert sum(profile["measured"]["weak"]["worker_answers"].values()) == 6
     again = subprocess.run(args, capture_output=True, text=True, timeout=300)
     assert again.returncode == 2 and "exists; pass --force" in again.stderr
+
+
+class Scripted:
+    """A router that plays a fixed (agent, role) per turn."""
+
+    def __init__(self, turns):
+        self.turns = list(turns)
+
+    async def choose(self, transcript, turn, rng):
+        return self.turns[turn]
+
+
+def test_the_hindsight_bound_bounds_every_routing_and_is_reached(prepared, tmp_path):
+    """The realised hindsight bound (oracle.realised_hindsight), against the real turn protocol and
+    graders on the simulated pool: no episode of random routing or of any fixed routing scores above
+    its item's bound, and on every item where the bound is 1 the path it names (Workers, the right
+    model as Worker at the turn its answer is right, then Verifiers) scores 1. Weak Workers and K = 2
+    so that about a third of (item, repeat) pairs have bound 0."""
+    from trinity.episodes.protocol import sample_index_for
+    from trinity.pool.simulated.oracle import realised_hindsight
+
+    cfg = _cfg(prepared, tmp_path, "protocol.max_turns=2")
+    for m in cfg.pool.models.values():
+        m.simulated.worker = {"default": 0.1}
+    seed, k = 7, 2
+    sim = SimulatedPool(simulated_world(cfg.pool))
+    pool = InProcessPool(sim, cfg, outcome_seed=seed)
+    models = parse_profile(cfg.pool)
+    agents = list(cfg.pool.models)
+    items = load_items(prepared / "prepared", "gsm8k")
+    repeats = 8
+    bound = {(it.uid, r): realised_hindsight(models, it.uid, it.suite, [sample_index_for(it.uid, r, t) for t in range(k)],
+                                             seed) for it in items for r in range(repeats)}
+    assert 0.15 < np.mean([b == 0.0 for b in bound.values()]) < 0.6      # 0.9^10 = 0.35 expected
+
+    roles = ("worker", "thinker", "verifier")
+    fixed = [Scripted([(a, r), (b, q)]) for a in range(len(agents)) for r in roles for b in range(len(agents))
+             for q in roles]
+    specs = [EpisodeSpec.create(0, it, router, repeat=r) for it in items for r in range(repeats)
+             for router in [RandomRouter(len(agents)), *fixed[::7]]]
+    traces = asyncio.run(run_episodes(specs, pool, agents, cfg.protocol, make_grader(cfg), max_concurrency=64))
+    assert sum(t.reward for t in traces) > 0
+    assert all(t.reward <= bound[(t.episode.item, t.episode.repeat)] for t in traces)
+
+    witnesses = []
+    for it in items:
+        for r in range(repeats):
+            right = [(t, a) for t in range(k) for a, m in enumerate(models)
+                     if realised_hindsight([m], it.uid, it.suite, [sample_index_for(it.uid, r, t)], seed)]
+            if right:
+                t, a = right[0]
+                turns = [(0, "worker")] * t + [(a, "worker")] + [(0, "verifier")] * (k - t - 1)
+                witnesses.append(EpisodeSpec.create(0, it, Scripted(turns), repeat=r))
+    assert len(witnesses) == sum(bound.values())
+    reached = asyncio.run(run_episodes(witnesses, pool, agents, cfg.protocol, make_grader(cfg), max_concurrency=64))
+    assert [t.reward for t in reached] == [1.0] * len(witnesses)

@@ -85,6 +85,7 @@ class PoolConfig:
     prepared: Optional[str] = None               # the simulated server's prepared items
     role_prompts: Optional[Dict[str, str]] = None
     profile: Optional[str] = None
+    outcome_seed: Optional[int] = None           # pool=simulated: the outcome table's seed (${seed}: one per run)
     measured: Optional[Dict[str, Any]] = None    # a calibrated profile's measured counts
     replay: Optional[Replay] = None              # pool=recorded: replies from a recording (trinity.record)
 

@@ -343,7 +343,7 @@ def simulated_reference_lines(cfg: DictConfig, val: list[TaskItem]) -> dict[str,
         weights[it.suite] = weights.get(it.suite, 0) + 1
     pooled = references(cfg, sorted(weights), weights)["pooled"]
     best = max(pooled["single_worker"], key=pooled["single_worker"].get)
-    return {"simulated oracle": pooled["oracle"], "simulated random (= x0 expected)": pooled["random"],
+    return {"simulated best deterministic policy (oracle)": pooled["oracle"], "simulated random (= x0 expected)": pooled["random"],
             f"simulated best single ({best})": pooled["single_worker"][best]}
 
 

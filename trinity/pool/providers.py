@@ -28,6 +28,7 @@ class Provider:
     sends_seed: bool = False              # seed = sample_index makes local sampling reproducible
     body_keys: tuple[str, ...] = ()       # model-config keys sent in every request body (and so in the
     #                                       response-cache key): the simulated pool sends its behaviour
+    pool_body_keys: tuple[str, ...] = ()  # pool-config keys sent likewise: the simulated pool's outcome seed
     extra_headers: Mapping[str, str] = field(default_factory=dict)
 
     def auth_headers(self, api_key: str | None) -> dict[str, str]:
@@ -53,7 +54,7 @@ PROVIDERS: dict[str, Provider] = {
         Provider("vllm", "http://127.0.0.1:8000/v1", sends_seed=True),
         Provider("ollama", "http://127.0.0.1:11434/v1", sends_seed=True),
         # The simulated pool (trinity.pool.simulated): one loopback server at pool.port plays every model.
-        Provider("simulated", None, sends_seed=True, body_keys=("simulated",)),
+        Provider("simulated", None, sends_seed=True, body_keys=("simulated",), pool_body_keys=("outcome_seed",)),
     )
 }
 
@@ -148,6 +149,7 @@ def resolve_endpoint(name: str, model_cfg: Mapping[str, Any], pool_cfg: Mapping[
         max_concurrency=m.max_concurrency,
         requests_per_minute=m.requests_per_minute,
         extra_body={**dict(m.extra_body),
-                    **{k: _plain(model_cfg[k]) for k in provider.body_keys if model_cfg.get(k) is not None}},
+                    **{k: _plain(model_cfg[k]) for k in provider.body_keys if model_cfg.get(k) is not None},
+                    **{k: pool_cfg[k] for k in provider.pool_body_keys if _opt(pool_cfg, k) is not None}},
         api_key=api_key,
     )

@@ -3,11 +3,32 @@
 What a coordinator can condition on: on the simulated pool every Worker appends the same reference
 thought (replies.IDEA), so the transcript the coordinator reads on a turn is the item's prompt plus n
 copies of it. Its routing is therefore a function of (suite, n) and nothing else: the turn index, the
-answers and the verdicts are not visible. The **oracle** of a suite is the best deterministic routing
-n -> (agent, role), found by exhaustive search (branch and bound) over every such routing, with the
-exact expected terminal reward of each (belief propagation over the hidden state: no answer / right /
-wrong, a pending Thinker suggestion, n). It is the reference line for argmax routing; sampled routing
-draws from the same observation, and the report compares both with it.
+answers and the verdicts are not visible.
+
+The **best deterministic policy (oracle)** of a suite is the best routing n -> (agent, role), found by
+exhaustive search (branch and bound) over every such routing, with the exact expected terminal reward
+of each (belief propagation over the hidden state: no answer / right / wrong, a pending Thinker
+suggestion, n). In expectation it bounds argmax routing, which is such a deterministic function, and
+nothing else. It does NOT bound sampled routing: n stays the same across a Thinker turn or a rejected
+Verifier turn, so one observation can recur within an episode, the expected reward is not multilinear
+in the choice probabilities, and a randomised choice can beat every deterministic one (on
+`complementary`, K = 5, mixing Worker and Verifier half and half once two answers exist is worth 0.865
+against the oracle's 0.859; tests/test_simulated_oracle.py). And a reward measured on a finite set of
+items is one draw of the outcomes, which can land above any expectation.
+
+The **hindsight bound** is the upper bound for any routing, sampled or not, deterministic or not, seeing
+anything: per item, the best reward any sequence of choices could reach knowing every simulated outcome
+in advance. A reward of 1 needs a scored answer that is right, and every answer is some Worker call's
+reply, whose rightness is drawn once per (model, item, sample index) and the sample index is fixed by
+(item, repeat, turn) (episodes.protocol.sample_index_for). So on an item's realised outcomes no routing
+can score 1 unless some model's Worker draw at some turn is right (`realised_hindsight`); and when the
+coordinator may choose Worker and Verifier (the default roles) the bound is reached: Workers up to that
+turn, that model as Worker there, Verifiers after it (an accept scores the right answer, a rejection
+keeps it). Its expectation, P(at least one of the L x K Worker draws is right) = 1 - prod_m (1 - p_m)^K,
+is `hindsight`; it bounds every routing's expected reward. Why not the expected reward of the best
+adaptive choice given what each turn reveals (a fully observed MDP): it bounds expected rewards of
+non-clairvoyant routings only, and a measured mean (one draw of the outcomes) can exceed it, as
+measured rewards exceed the oracle; the realised hindsight bound cannot be exceeded by any measurement.
 
 Also computed exactly: every single model as the only Worker for one turn (the `single:<model>`
 baseline), the best routing restricted to one agent, and uniformly random agent and role every turn
@@ -19,7 +40,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from trinity.pool.simulated.profile import SimulatedModel
+from trinity.pool.simulated.profile import SimulatedModel, worker_right
 
 ROLES = ("worker", "thinker", "verifier")
 NONE, RIGHT, WRONG = 0, 1, 2          # answer state
@@ -30,14 +51,15 @@ Action = tuple[int, str]              # (agent index, role)
 @dataclass(frozen=True)
 class SuiteOracle:
     suite: str
-    oracle: float                         # best deterministic routing n -> (agent, role)
+    oracle: float                         # best deterministic routing n -> (agent, role): not a bound for sampling
     routing: tuple[tuple[int, str, str], ...]   # (n, agent name, role) of the oracle, for the n it reaches
+    hindsight: float                      # expected hindsight bound: no routing's expected reward exceeds it
     random: float                         # uniform agent and role every turn (= x0 = 0)
     single_worker: dict[str, float]       # one Worker turn by each model
     single_model: dict[str, float]        # best routing that only ever uses that model
 
     def to_dict(self) -> dict:
-        return {"suite": self.suite, "oracle": self.oracle, "random": self.random,
+        return {"suite": self.suite, "oracle": self.oracle, "hindsight": self.hindsight, "random": self.random,
                 "routing": [{"thoughts": n, "agent": a, "role": r} for n, a, r in self.routing],
                 "single_worker": self.single_worker, "single_model": self.single_model}
 
@@ -120,6 +142,24 @@ def best_routing(models: Sequence[SimulatedModel], suite: str, max_turns: int,
     return best[0], best[1]
 
 
+def hindsight(models: Sequence[SimulatedModel], suite: str, max_turns: int) -> float:
+    """The expected hindsight bound (module doc): P(some model's Worker draw is right at some turn), the
+    draws independent across (model, turn) (two turns share a sample index, hence a draw, with
+    probability 2^-16: ignored)."""
+    all_wrong = 1.0
+    for m in models:
+        all_wrong *= (1.0 - m.worker_accuracy(suite)) ** max_turns
+    return 1.0 - all_wrong
+
+
+def realised_hindsight(models: Sequence[SimulatedModel], item_uid: str, suite: str, samples: Sequence[int],
+                       outcome_seed: int = 0) -> float:
+    """The hindsight bound of one item on its realised outcomes: 1.0 when some model's Worker answer at
+    one of the episode's sample indices (`samples[t]` for turn t, episodes.protocol.sample_index_for) is
+    right under the run's `outcome_seed`, else 0.0. No routing scores the item above it."""
+    return float(any(worker_right(m, item_uid, suite, s, outcome_seed) for s in samples for m in models))
+
+
 def suite_oracle(models: Sequence[SimulatedModel], suite: str, max_turns: int,
                  roles: Iterable[str] = ROLES) -> SuiteOracle:
     roles = [r for r in ROLES if r in set(roles)]
@@ -131,6 +171,7 @@ def suite_oracle(models: Sequence[SimulatedModel], suite: str, max_turns: int,
     return SuiteOracle(
         suite=suite, oracle=value,
         routing=tuple((n, models[a].name, r) for n, (a, r) in sorted(routing.items())),
+        hindsight=hindsight(models, suite, max_turns),
         random=policy_value(models, suite, lambda n: uniform, max_turns),
         single_worker={m.name: m.worker_accuracy(suite) for m in models},
         single_model=single_model,
@@ -140,7 +181,8 @@ def suite_oracle(models: Sequence[SimulatedModel], suite: str, max_turns: int,
 def profile_references(models: Sequence[SimulatedModel], suites: Sequence[str], max_turns: int,
                        roles: Iterable[str] = ROLES, weights: dict[str, float] | None = None) -> dict:
     """Per suite and pooled (weighted by `weights`, e.g. test items per suite; equal by default): the
-    oracle, random routing, every single model. What reports draw as reference lines."""
+    best deterministic policy (oracle), the expected hindsight bound, random routing, every single model.
+    What reports draw as reference lines."""
     per = [suite_oracle(models, s, max_turns, roles) for s in suites]
     w = {s: float((weights or {}).get(s, 1.0)) for s in suites}
     total = sum(w.values()) or 1.0
@@ -152,7 +194,8 @@ def profile_references(models: Sequence[SimulatedModel], suites: Sequence[str], 
     return {
         "suites": [o.to_dict() for o in per],
         "pooled": {
-            "oracle": pooled(lambda o: o.oracle), "random": pooled(lambda o: o.random),
+            "oracle": pooled(lambda o: o.oracle), "hindsight": pooled(lambda o: o.hindsight),
+            "random": pooled(lambda o: o.random),
             "single_worker": {n: pooled(lambda o, n=n: o.single_worker[n]) for n in names},
             "single_model": {n: pooled(lambda o, n=n: o.single_model[n]) for n in names},
             "weights": w,

@@ -7,9 +7,13 @@
       tokens: {worker: 300, thinker: 60, verifier: 8}   # completion tokens per call
       latency_s: 0.0
 
-Every outcome is a deterministic function of (profile seed, model, item, role, sample index, the
-answer being judged): `uniform(...)` hashes them, so common random numbers and the response cache
-behave as they do with real models, and the oracle (oracle.py) computes exact expectations.
+Every outcome is a deterministic function of (the run's outcome seed, model, item, role, sample index,
+the answer being judged): `draw(...)` hashes them, so common random numbers and the response cache
+behave as they do with real models, and the oracle (oracle.py) computes exact expectations. The outcome
+seed is `pool.outcome_seed` (`${seed}`, the run's root seed, in conf/pool/simulated.yaml), sent in every
+request: two runs with different seeds see independent outcome tables, two runs with the same seed the
+same one, and every variant of one seed shares it (so their episodes pair). Seed 0 adds nothing to the
+hash: its table is the one every run saw before the outcome seed existed.
 """
 
 from __future__ import annotations
@@ -124,3 +128,15 @@ def uniform(*parts: Any) -> float:
     """A uniform number in [0, 1) that is a pure function of `parts` (stable across processes)."""
     digest = hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).digest()
     return int.from_bytes(digest[:7], "big") / float(1 << 56)
+
+
+def draw(outcome_seed: int, *parts: Any) -> float:
+    """The uniform number behind one simulated outcome of the run seeded `outcome_seed`."""
+    return uniform(*parts) if int(outcome_seed) == 0 else uniform("outcome-seed", int(outcome_seed), *parts)
+
+
+def worker_right(model: SimulatedModel, item_uid: str, suite: str, sample: int, outcome_seed: int = 0,
+                 role: str = "worker") -> bool:
+    """Whether `model`'s answer to the item at this sample index is the right one (an answering role:
+    worker, or the Mixture-of-Agents aggregator). The server and the hindsight bound both read it here."""
+    return draw(outcome_seed, model.model_id, item_uid, role, sample) < model.worker_accuracy(suite)

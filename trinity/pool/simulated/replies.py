@@ -17,8 +17,9 @@ from typing import Callable, Protocol
 from trinity.tasks.types import TaskItem
 
 # What a Worker's <idea> says. One fixed sentence: the transcript the coordinator reads after a Worker
-# turn says that an answer exists, never whether it is right, so the oracle (best routing per suite and
-# turn) is an upper bound for any coordinator, and later-turn transcripts come from a finite set.
+# turn says that an answer exists, never whether it is right, so a coordinator's routing is a function of
+# (suite, number of thoughts) whose exact value oracle.py computes, and later-turn transcripts come from a
+# finite set.
 IDEA = "I worked through the task step by step and committed to one final answer."
 
 

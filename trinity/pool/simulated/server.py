@@ -5,7 +5,9 @@ servers. One process plays every model of the profile; the request's `model` pic
     python -m trinity.pool.simulated.server --world .trinity/pool/simulated-world.json --port 8650
 
 The world file (written by trinity.pool.servers from the composed pool config) holds the models'
-behaviour, the prepared-data folder and the protocol's role prompts. Refusals are OpenAI-shaped errors:
+behaviour, the prepared-data folder and the protocol's role prompts. Which outcome table a request is
+drawn from comes with the request (`outcome_seed`, the run's seed; profile.py), so one server serves runs
+of several seeds. Refusals are OpenAI-shaped errors:
 404 for an unknown model, 400 for a request that cannot be placed (no known role or item) or that was
 built from another profile than the one this server plays (restart the pool after editing a profile).
 """
@@ -22,7 +24,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from trinity.pool.simulated.lookup import ItemIndex, Unplaceable, find_role, user_text
-from trinity.pool.simulated.profile import SimulatedModel, parse_model, uniform
+from trinity.pool.simulated.profile import SimulatedModel, draw, parse_model, worker_right
 from trinity.pool.simulated.replies import ReplyWriter, with_idea, writer_for
 from trinity.tasks.types import TaskItem
 
@@ -85,22 +87,24 @@ class SimulatedPool:
             self._grades[key] = (await get_suite(item.suite).grade(item, answer)) >= 1.0
         return self._grades[key]
 
-    async def reply_text(self, model: SimulatedModel, role: str, item: TaskItem, text: str, sample: int) -> str:
+    async def reply_text(self, model: SimulatedModel, role: str, item: TaskItem, text: str, sample: int,
+                         outcome_seed: int = 0) -> str:
+        """The reply of `model` in `role`; every outcome is drawn from the run's `outcome_seed` (profile.py)."""
         if role in ANSWER_ROLES:
-            right = uniform(model.model_id, item.uid, role, sample) < model.worker_accuracy(item.suite)
+            right = worker_right(model, item.uid, item.suite, sample, outcome_seed, role)
             w = self.writer(item.suite)
             return with_idea(w.correct(item) if right else w.wrong(item))
         if role == "thinker":
-            if uniform(model.model_id, item.uid, "thinker-valid", sample) >= model.thinker_valid:
+            if draw(outcome_seed, model.model_id, item.uid, "thinker-valid", sample) >= model.thinker_valid:
                 return THINKER_INVALID
-            suggested = "worker" if uniform(model.model_id, item.uid, "thinker-role", sample) < model.suggest_worker \
-                else "verifier"
+            suggested = "worker" if draw(outcome_seed, model.model_id, item.uid, "thinker-role", sample) \
+                < model.suggest_worker else "verifier"
             return ("<suggestion>Re-derive the final step and compare it with the question's exact wording."
                     f"</suggestion>\n<suggested_role>{suggested}</suggested_role>")
         correct = await self.judged_correct(item, text)
         digest = hashlib.sha256(text.encode()).hexdigest()[:16]
         p = model.accept_correct if correct else model.accept_wrong
-        return "ACCEPT" if uniform(model.model_id, item.uid, "verifier", sample, digest) < p else REJECT_TEXT
+        return "ACCEPT" if draw(outcome_seed, model.model_id, item.uid, "verifier", sample, digest) < p else REJECT_TEXT
 
     async def complete(self, body: Mapping[str, Any]) -> dict[str, Any]:
         model = self.models.get(str(body.get("model")))
@@ -114,11 +118,14 @@ class SimulatedPool:
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:
             raise Refused(400, "'messages' must be a non-empty list")
+        outcome_seed = body.get("outcome_seed", 0)
+        if isinstance(outcome_seed, bool) or not isinstance(outcome_seed, int):
+            raise Refused(400, f"'outcome_seed' must be an integer (the run's seed), got {outcome_seed!r}")
         try:
             role = find_role(messages, self.role_prompts)
             text = user_text(messages)
             item = self.index().find(text)
-            reply = await self.reply_text(model, role, item, text, int(body.get("seed") or 0))
+            reply = await self.reply_text(model, role, item, text, int(body.get("seed") or 0), outcome_seed)
         except (Unplaceable, LookupError) as e:
             raise Refused(400, f"cannot place this request: {e}", "unplaceable") from None
         if model.latency_s:
