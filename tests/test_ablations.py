@@ -22,8 +22,10 @@ DEFAULT_VARIANTS = ["random_search", "reinforce", "no_thinker", "no_roles", "las
 
 # ---------------------------------------------------------------------- configuration
 def test_default_variants_are_the_papers_ablations_at_the_main_budget():
-    assert not config.compose().ablations.enabled   # the embedded default leaves them to other experiments
-    cfg = config.compose(["ablations.enabled=true"])
+    assert not config.compose(["experiment=local_live"]).ablations.enabled   # the live pool cannot afford them
+    recorded = config.compose()   # the embedded default (a recording) trains them, all but two:
+    assert list(recorded.ablations.variants) == ["random_search", "reinforce", "no_roles", "last_token"]
+    cfg = config.compose(["experiment=local_live", "ablations.enabled=true"])
     assert cfg.ablations.enabled and list(cfg.ablations.variants) == DEFAULT_VARIANTS
     variants = config.ablation_variants(cfg)
     assert list(variants) == DEFAULT_VARIANTS
@@ -50,19 +52,19 @@ def _with_definition(cfg, name, overrides):
 
 
 def test_unknown_override_key_unknown_variant_and_invalid_variant_are_named():
-    cfg = config.compose(["ablations.enabled=true"])
+    cfg = config.compose(["experiment=local_live", "ablations.enabled=true"])
     with pytest.raises(ConfigError, match=r"ablations\.definitions\.typo\.evolve\.sigam0"):
         config.validate(_with_definition(cfg, "typo", {"evolve.sigam0": 0.1}))
     with pytest.raises(ConfigError, match=r"ablations\.definitions\.deep\.coordinator\.svf\.nope"):
         config.validate(_with_definition(cfg, "deep", {"coordinator.svf.nope": True}))
     with pytest.raises(ConfigError, match=r"ablations\.variants.*'nope'"):
-        config.compose(["ablations.enabled=true", "ablations.variants=[nope]"])
+        config.compose(["experiment=local_live", "ablations.enabled=true", "ablations.variants=[nope]"])
     with pytest.raises(ConfigError, match=r"ablation variant 'both'.*coordinator\.svf\.enabled"):
         config.validate(_with_definition(cfg, "both", {"evolve.strategy": "reinforce", "coordinator.svf.enabled": True,
                                                        "coordinator.svf.matrices": ["lm_head"]}))
     with pytest.raises(ConfigError, match=r"ablation variant 'roles'.*coordinator\.roles"):
         config.validate(_with_definition(cfg, "roles", {"coordinator.roles": ["thinker"]}))
-    assert config.ablation_variants(config.compose(["ablations.enabled=false"])) == {}
+    assert config.ablation_variants(config.compose(["experiment=local_live", "ablations.enabled=false"])) == {}
 
 
 # ---------------------------------------------------------------------- the stage on a scripted pool
@@ -84,7 +86,7 @@ def scripted(tmp_path, monkeypatch):
     from trinity.pool.client import PoolClient
     from trinity.tasks.prepare import load_items, prepare_suites
 
-    cfg = config.compose([
+    cfg = config.compose(["experiment=local_live", 
         "tasks.train=[mmlu]", "tasks.transfer=[]", "tasks.max_items_per_suite=24",
         "evolve.popsize=4", "evolve.generations=2", "evolve.episodes_per_candidate=2", "evolve.validation.every=1",
         "evolve.validation.n_items=2", "evolve.max_concurrent_episodes=8", "protocol.max_turns=2",
@@ -216,7 +218,7 @@ def test_last_token_variant_never_reads_the_default_position_states(scripted):
 def test_disabled_stage_writes_empty_outputs(tmp_path):
     from trinity.pipeline import ablate_stage
 
-    cfg = config.compose(["ablations.enabled=false", f"paths.metrics={tmp_path}/m", f"paths.data={tmp_path}/d"])
+    cfg = config.compose(["experiment=local_live", "ablations.enabled=false", f"paths.metrics={tmp_path}/m", f"paths.data={tmp_path}/d"])
     OmegaConf.set_struct(cfg, False)
     cfg.paths.ablations = f"{tmp_path}/d/ablations"
     out = ablate_stage.run(cfg, evolve=lambda *a, **k: pytest.fail("nothing to train"))

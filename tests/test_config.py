@@ -12,6 +12,13 @@ def test_default_is_the_embedded_local_experiment():
     assert cfg.coordinator.backbone.id == "smollm2-135m-instruct"
     assert cfg.evolve.strategy == "sep_cma"
     assert cfg.paths.cache == ".trinity" and cfg.paths.prepared == "data/prepared"   # conf/paths/default.yaml
+    # replayed from the committed recording of those models, at the paper's budget shape
+    assert cfg.pool.replay.recording == "data/recordings/local-small" and cfg.pool.replay.on_miss == "error"
+    assert cfg.evolve.popsize is None and cfg.evolve.generations == 60 and cfg.evolve.episodes_per_candidate == 16
+    assert list(cfg.coordinator.roles) == list(cfg.record.roles) == ["worker", "verifier"]
+    assert cfg.ablations.enabled
+    live = config.compose(["experiment=local_live"])   # the same pipeline on the live servers
+    assert "replay" not in live.pool and live.protocol == cfg.protocol and live.tasks == cfg.tasks
 
 
 def test_paper_experiment_mirrors_the_spec():
@@ -46,19 +53,19 @@ def test_paper_experiment_mirrors_the_spec():
 )
 def test_invalid_configuration_names_the_key(override, needle):
     with pytest.raises(ConfigError) as e:
-        config.compose([override])
+        config.compose(["experiment=local_live", override])
     assert needle in str(e.value)
 
 
 def test_missing_api_key_variable_is_named(monkeypatch):
-    cfg = config.compose(["pool=openai_example"])
+    cfg = config.compose(["experiment=local_live", "pool=openai_example"])
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     with pytest.raises(ConfigError, match=r"pool.models.gpt-4.1-mini.api_key_env.*OPENAI_API_KEY"):
         config.check_api_keys(cfg)
 
 
 def test_params_file_round_trip_and_bad_file(tmp_path):
-    cfg = config.compose(["evolve.generations=7"])
+    cfg = config.compose(["experiment=local_live", "evolve.generations=7"])
     p = tmp_path / "params.yaml"
     p.write_text(config.to_yaml(cfg))
     assert config.load(p).evolve.generations == 7

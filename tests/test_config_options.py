@@ -66,6 +66,8 @@ def test_option_files_that_compose_a_sibling_only_hold_differences():
         group = path.parent.name
         data = yaml.safe_load(path.read_text()) or {}
         siblings = [d for d in data.get("defaults") or [] if isinstance(d, str) and d != "_self_"]
+        if group == "experiment":   # experiments are global packages: test_experiment_files_only_hold_differences
+            continue
         for sibling in siblings:
             base = OmegaConf.to_container(config.compose(["~experiment", f"{group}={sibling}"],
                                                          validate_cfg=False)[group])
@@ -81,7 +83,10 @@ def test_experiment_files_only_hold_differences():
         data = yaml.safe_load(path.read_text()) or {}
         picks = [f"{k.removeprefix('override /')}={v}" for d in data.get("defaults") or [] if isinstance(d, dict)
                  for k, v in d.items()]
-        base = OmegaConf.to_container(config.compose(["~experiment", *picks], validate_cfg=False))
+        siblings = [d for d in data.get("defaults") or [] if isinstance(d, str) and d != "_self_"]
+        # an experiment built on another one (local_live on local_small) differs from that one
+        start = [f"experiment={siblings[0]}"] if siblings else ["~experiment"]
+        base = OmegaConf.to_container(config.compose([*start, *picks], validate_cfg=False))
         own = {k: v for k, v in data.items() if k != "defaults"}
         _assert_differs(own, base, f"conf/experiment/{path.name}")
 

@@ -18,7 +18,7 @@ from trinity.errors import ConfigError
 
 
 def _params_with(tmp_path, edit) -> str:
-    data = OmegaConf.to_container(config.compose(), resolve=False)
+    data = OmegaConf.to_container(config.compose(["experiment=local_live"]), resolve=False)
     edit(data)
     path = tmp_path / "params.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
@@ -54,7 +54,7 @@ def test_a_loaded_params_file_is_in_struct_mode(tmp_path):
     cfg = config.load(_params_with(tmp_path, lambda d: None))
     with pytest.raises(Exception):
         cfg.evolve.sigmo = 1   # a key the config lacks is an error, not a new key
-    assert cfg.evolve.sigma0 == config.compose().evolve.sigma0
+    assert cfg.evolve.sigma0 == config.compose(["experiment=local_live"]).evolve.sigma0
 
 
 def test_every_composed_key_has_a_schema_field_and_the_typed_config_matches_it():
@@ -70,7 +70,7 @@ def test_every_composed_key_has_a_schema_field_and_the_typed_config_matches_it()
 
 def test_the_composed_config_is_left_as_written():
     """Validation fills nothing in: params.yaml and DVC's parameter hashes do not change with the schema."""
-    cfg = config.compose()
+    cfg = config.compose(["experiment=local_live"])
     before = OmegaConf.to_yaml(cfg)
     config.validate(cfg)
     assert OmegaConf.to_yaml(cfg) == before
@@ -108,6 +108,6 @@ def test_choice_names_the_key_and_the_allowed_values():
 
 def test_rules_between_keys():
     with pytest.raises(ConfigError, match=r"coordinator\.svf\.enabled.*reinforce"):
-        conform(config.compose(["evolve=reinforce", "coordinator.svf.enabled=true"], validate_cfg=False))
+        conform(config.compose(["experiment=local_live", "evolve=reinforce", "coordinator.svf.enabled=true"], validate_cfg=False))
     with pytest.raises(ConfigError, match=r"coordinator\.roles.*worker"):
-        conform(config.compose(["coordinator.roles=[thinker]"], validate_cfg=False))
+        conform(config.compose(["experiment=local_live", "coordinator.roles=[thinker]"], validate_cfg=False))

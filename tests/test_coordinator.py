@@ -43,7 +43,7 @@ def engine(svf_patterns=(), **kwargs) -> FeatureEngine:
 @pytest.fixture(scope="module")
 def tiny_cfg(tmp_path_factory):
     # raw features: these tests exercise the feature path on a random tiny backbone with no cached states
-    return config.compose([f"paths.cache={tmp_path_factory.mktemp('cache')}", "coordinator.features.normalize=none",
+    return config.compose(["experiment=local_live", f"paths.cache={tmp_path_factory.mktemp('cache')}", "coordinator.features.normalize=none",
                            "coordinator.roles=[worker,thinker,verifier]"])
 
 
@@ -224,11 +224,11 @@ def test_save_and_load_round_trip_and_refuse_mismatches(tiny_cfg, tmp_path):
     path = coord.save(tmp_path / "coordinator.safetensors", params, {"generation": 3})
     meta = (tmp_path / "coordinator.json").read_text()
     assert '"pool_models"' in meta and '"generation": 3' in meta
-    tiny_id_cfg = config.compose([f"paths.cache={tmp_path}", "coordinator.backbone.id=tiny-llama", "coordinator.features.normalize=none"])
+    tiny_id_cfg = config.compose(["experiment=local_live", f"paths.cache={tmp_path}", "coordinator.backbone.id=tiny-llama", "coordinator.features.normalize=none"])
     loaded, loaded_params = Coordinator.load(path, tiny_id_cfg, backbone=tiny_backbone())
     assert np.array_equal(loaded_params, params)
 
-    other_pool = config.compose([f"paths.cache={tmp_path}", "coordinator.backbone.id=tiny-llama", "coordinator.features.normalize=none",
+    other_pool = config.compose(["experiment=local_live", f"paths.cache={tmp_path}", "coordinator.backbone.id=tiny-llama", "coordinator.features.normalize=none",
                                  "~pool.models.smollm2-135m"])
     with pytest.raises(CoordinatorMismatchError, match="pool_models"):
         Coordinator.load(path, other_pool, backbone=tiny_backbone())

@@ -87,7 +87,7 @@ def _write_prepared(folder, suite: str, splits: list[str]) -> None:
 
 
 def _compose(tmp, *extra):
-    return config.compose([
+    return config.compose(["experiment=local_live", 
         f"tasks.train=[{','.join(TRAIN)}]", f"tasks.transfer=[{','.join(TRANSFER)}]", "coordinator.backbone.id=tiny-llama",
         f"paths.prepared={tmp}/prepared", f"paths.states={tmp}/states", f"paths.metrics={tmp}/metrics",
         f"paths.cache={tmp}/cache", *extra,
@@ -239,7 +239,7 @@ def test_mismatched_normalisation_is_refused_both_ways(setup, tmp_path):
 
 def test_an_invalid_normalize_value_is_a_config_error(setup):
     with pytest.raises(ConfigError, match="coordinator.features.normalize"):
-        config.compose(["coordinator.features.normalize=zscore"])
+        config.compose(["experiment=local_live", "coordinator.features.normalize=zscore"])
     cfg = OmegaConf.create(OmegaConf.to_container(setup["cfg"]))
     cfg.coordinator.features.normalize = "whiten"
     with pytest.raises(ConfigError, match="coordinator.features.normalize"):

@@ -54,7 +54,7 @@ def test_ui_run_of_evolve_uses_dask_and_its_own_folder(tmp_path):
     logs.mkdir()
     procs: list[subprocess.Popen] = []
     with StubServer(_handler) as stub:
-        cfg = config.compose([
+        cfg = config.compose(["experiment=local_live", 
             "tasks.train=[mmlu]", "tasks.transfer=[gpqa_diamond]", "tasks.max_items_per_suite=8",
             "evolve.popsize=4", "evolve.generations=1", "evolve.episodes_per_candidate=2",
             "evolve.validation.every=1", "evolve.validation.n_items=2", "protocol.max_turns=2",

@@ -25,7 +25,7 @@ from trinity.routers.baselines import RoleOnlyRouter, SingleWorkerRouter
 from trinity.routers.coordinator import CoordinatorRouter
 from trinity.tasks.types import TaskItem
 
-CFG = compose(["eval.methods=[trinity,trinity:argmax,single_worker,role_select,random,loop,moa,ablations]"])
+CFG = compose(["experiment=local_live", "eval.methods=[trinity,trinity:argmax,single_worker,role_select,random,loop,moa,ablations]"])
 PROTOCOL = ProtocolConfig.from_cfg(CFG.protocol)
 AGENTS = list(CFG.pool.models)                 # three local models; the last one answers correctly
 GOOD = len(AGENTS) - 1

@@ -232,15 +232,15 @@ def test_a_bad_train_items_value_is_a_config_error_naming_the_key():
         generation_items(_items_cfg("sometimes"), _items(), 0)
     assert train_items_mode(_items_cfg(None)) == "resample"
     with pytest.raises(ConfigError, match="evolve.train_items"):
-        config.compose(["evolve.train_items=sometimes"])
-    assert config.compose(["evolve.train_items=fixed"]).evolve.train_items == "fixed"
+        config.compose(["experiment=local_live", "evolve.train_items=sometimes"])
+    assert config.compose(["experiment=local_live", "evolve.train_items=fixed"]).evolve.train_items == "fixed"
     assert config.compose(["experiment=paper", "evolve=random_search"]).evolve.train_items == "resample"
 
 
 def test_pool_throughput_config_is_validated():
-    cfg = config.compose(["pool=local"])
+    cfg = config.compose(["experiment=local_live", "pool=local"])
     assert all(m.throughput.decode_tok_s > 0 for m in cfg.pool.models.values())   # measured, committed
-    ok = config.compose(["pool=local", "pool.models.smollm2-135m.throughput.decode_tok_s=40.5",
+    ok = config.compose(["experiment=local_live", "pool=local", "pool.models.smollm2-135m.throughput.decode_tok_s=40.5",
                          "pool.models.smollm2-135m.throughput.prefill_tok_s=300"])
     # three one-thread servers on two cores: each had 2/3 of a core under the measurement's full load
     assert pool_throughputs(ok.pool, cores=2)["smollm2-135m"] == Throughput(40.5, 300.0, 2 / 3, 1.0)
@@ -248,7 +248,7 @@ def test_pool_throughput_config_is_validated():
                 "pool.models.smollm2-135m.throughput.prefill_tok_s=fast",
                 "+pool.models.smollm2-135m.throughput.decoding=3"):
         with pytest.raises(ConfigError, match="pool.models.smollm2-135m.throughput"):
-            config.compose(["pool=local", bad])
+            config.compose(["experiment=local_live", "pool=local", bad])
 
 
 def test_local_servers_floor_counts_shared_cores():

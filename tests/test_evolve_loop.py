@@ -71,7 +71,7 @@ def test_outputs_tables_metrics_plot_and_progress(tmp_path, caplog):
 def test_composed_config_runs(tmp_path):
     from trinity.config import compose
 
-    cfg = compose(["evolve.generations=2", "evolve.sigma0=0.5", f"paths.metrics={tmp_path}/m",
+    cfg = compose(["experiment=local_live", "evolve.generations=2", "evolve.sigma0=0.5", f"paths.metrics={tmp_path}/m",
                    f"paths.reports={tmp_path}/r"])
     problem = ToyProblem(toy_cfg())
     result = run_evolution(cfg, n_params=problem.n_params, evaluate_population=problem.evaluate_population,

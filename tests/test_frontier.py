@@ -112,12 +112,12 @@ def test_cost_weights_keys_are_checked_named_and_leave_the_main_run_key_alone():
     free = ["evolve.cost_weights=[1]", "pool.models.smollm2-135m.price_in_per_mtok=0",
             "pool.models.smollm2-135m.price_out_per_mtok=0"]
     assert frontier_stage.cost_unit(config.compose(free)) == "ktokens"       # a free model: dollars would mislead
-    assert frontier_stage.cost_unit(config.compose([*free, "evolve.cost_weights_unit=usd"])) == "usd"
+    assert frontier_stage.cost_unit(config.compose(["experiment=local_live", *free, "evolve.cost_weights_unit=usd"])) == "usd"
     for bad in ("[-1]", "[1,1]", "[x]"):
         with pytest.raises(ConfigError, match=r"evolve\.cost_weights"):
-            config.compose([f"evolve.cost_weights={bad}"])
+            config.compose(["experiment=local_live", f"evolve.cost_weights={bad}"])
     with pytest.raises(ConfigError, match=r"evolve\.cost_weights_unit"):
-        config.compose(["evolve.cost_weights_unit=eur"])
+        config.compose(["experiment=local_live", "evolve.cost_weights_unit=eur"])
 
 
 # ---------------------------------------------------------------------- the request schema
@@ -128,7 +128,7 @@ def test_quality_is_validated_and_needs_a_frontier_server():
     from trinity.serve.settings import ServeSettings
 
     assert QUALITY_LEVELS == fr.QUALITY_LEVELS
-    plain = ServeSettings.from_cfg(config.compose([]))
+    plain = ServeSettings.from_cfg(config.compose(["experiment=local_live"]))
     front = dataclasses.replace(plain, frontier=True)
     body = {"model": "trinity", "messages": [{"role": "user", "content": "hi"}]}
     assert parse_chat_request({**body, "trinity": {"quality": "medium"}}, front).quality == "medium"
@@ -359,7 +359,7 @@ def test_plan_counts_the_frontier_and_the_cli_takes_a_frontier():
 def test_frontier_stage_off_writes_what_dvc_expects(tmp_path):
     from trinity.pipeline import frontier_stage
 
-    cfg = config.compose([f"paths.frontier={tmp_path}/frontier", f"paths.metrics={tmp_path}/metrics",
+    cfg = config.compose(["experiment=local_live", f"paths.frontier={tmp_path}/frontier", f"paths.metrics={tmp_path}/metrics",
                           f"paths.reports={tmp_path}/reports", f"paths.runs={tmp_path}/none"])
     out = frontier_stage.run(cfg)
     assert out["manifest"]["enabled"] is False

@@ -38,7 +38,7 @@ def _wrong_for(item) -> str:
 @pytest.fixture(scope="module")
 def run_cfg(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("pipe")
-    cfg = config.compose([
+    cfg = config.compose(["experiment=local_live", 
         "tasks.train=[mmlu,gsm8k]", "tasks.transfer=[gpqa_diamond]", "tasks.max_items_per_suite=20",
         "evolve.popsize=4", "evolve.generations=2", "evolve.episodes_per_candidate=4",
         "evolve.validation.every=1", "evolve.validation.n_items=4", "protocol.max_turns=3",

@@ -17,7 +17,7 @@ from pool_stub import free_ports
 def _cfg(tmp_path, models=None, **extra):
     from omegaconf import OmegaConf
 
-    cfg = config.compose([f"pool.state_dir={tmp_path / 'pool'}"])
+    cfg = config.compose(["experiment=local_live", f"pool.state_dir={tmp_path / 'pool'}"])
     OmegaConf.set_struct(cfg, False)
     names = list(cfg.pool.models)
     ports = free_ports(len(names))

@@ -91,7 +91,7 @@ def test_a_fresh_clone_replays_the_pipeline_from_the_pulled_response_cache(tmp_p
     repo, clone, remote = tmp_path / "repo", tmp_path / "clone", tmp_path / "remote"
     repo.mkdir()
     port = free_ports(1)[0]
-    cfg = config.compose([
+    cfg = config.compose(["experiment=local_live", 
         "tasks.train=[mmlu]", "tasks.transfer=[]", "tasks.max_items_per_suite=8",
         "evolve.popsize=4", "evolve.generations=2", "evolve.episodes_per_candidate=2",
         "evolve.validation.every=1", "evolve.validation.n_items=2", "protocol.max_turns=2",

@@ -71,7 +71,7 @@ def test_scheduled_retraining_promotes_only_a_better_challenger_and_serving_foll
 
     procs: list[subprocess.Popen] = []
     with StubServer(handler) as stub:
-        cfg = config.compose([
+        cfg = config.compose(["experiment=local_live", 
             "tasks.train=[mmlu]", "tasks.transfer=[]", "tasks.max_items_per_suite=60",
             "evolve.popsize=4", "evolve.generations=1", "evolve.episodes_per_candidate=2",
             "evolve.validation.every=1", "evolve.validation.n_items=4", "protocol.max_turns=1",

@@ -111,7 +111,7 @@ def test_budget_concurrency_and_rate_hold_across_dask_workers(dask_cluster, tmp_
         return completion("The answer is (B). <idea>b</idea>", delay_s=REPLY_DELAY_S)
 
     with StubServer(handler) as stub:
-        cfg = config.compose(["protocol.max_turns=2", f"evolve.budget.max_calls={MAX_CALLS}",
+        cfg = config.compose(["experiment=local_live", "protocol.max_turns=2", f"evolve.budget.max_calls={MAX_CALLS}",
                               "evolve.max_concurrent_episodes=8", f"paths.cache={tmp_path}/cache"])
         OmegaConf.set_struct(cfg, False)
         pool = stub_pool_cfg(stub.base_url, models=["a"], max_concurrency=MAX_CONCURRENCY,
@@ -161,7 +161,7 @@ def test_replay_misses_on_dask_workers_reach_the_driver(dask_cluster, tmp_path):
     from trinity.pool.errors import CacheMissError
 
     with StubServer(lambda body: completion("The answer is (B). <idea>b</idea>")) as stub:
-        cfg = config.compose(["protocol.max_turns=1", "evolve.response_cache=replay_only",
+        cfg = config.compose(["experiment=local_live", "protocol.max_turns=1", "evolve.response_cache=replay_only",
                               f"paths.cache={tmp_path}/cache"])
         OmegaConf.set_struct(cfg, False)
         cfg.pool = OmegaConf.merge(stub_pool_cfg(stub.base_url, models=["a"]), {"host": "127.0.0.1"})
