@@ -12,7 +12,7 @@ from flows._common import cli, load_cfg, local_pool, prefect_logger
 def record_flow(params: str | None = "params.yaml", overrides: list[str] | None = None) -> dict:
     from trinity.pipeline import record_stage
 
-    cfg = load_cfg(params, overrides)
+    cfg = record_stage.live_config(load_cfg(params, overrides))   # pool=recorded records from its live pool
     logger = prefect_logger()
     out = record_stage.run(cfg, progress=lambda line: logger.info("%s", line), pool_context=lambda: local_pool(cfg))
     return out

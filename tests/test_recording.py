@@ -227,3 +227,15 @@ def test_bounds_order_and_bound_every_head(tmp_path):
         pr = rng.dirichlet(np.full(3, 0.3), size=T)
         e = expectations(compiled, compiled.items, pa[None], pr[None], max_turns=protocol.max_turns)
         assert (e["reward_per_item"][0] <= obs + 1e-9).all()
+
+
+def test_recording_uses_the_live_pool_behind_a_replay():
+    from trinity.config import compose
+    from trinity.pipeline.record_stage import live_config
+    from trinity.pool.servers import server_specs
+
+    cfg = compose([])   # the embedded default replays its recording: no server to start
+    assert cfg.pool.replay is not None and server_specs(cfg.pool) == []
+    live = live_config(cfg)   # what `trinity record` starts and records from
+    assert "replay" not in live.pool
+    assert [s.name for s in server_specs(live.pool)] == list(cfg.pool.models)

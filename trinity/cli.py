@@ -241,7 +241,8 @@ def _cmd_record(args) -> int:
     def pool_context():
         from trinity.pool.servers import LocalPool, server_specs
 
-        return LocalPool(cfg.pool, model_cache=cfg.paths.model_cache) if server_specs(cfg.pool) else None
+        live = record_stage.live_config(cfg)   # pool=recorded records from the pool it replays
+        return LocalPool(live.pool, model_cache=live.paths.model_cache) if server_specs(live.pool) else None
 
     import contextlib
 

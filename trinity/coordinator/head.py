@@ -102,7 +102,11 @@ class RoutingHead:
     def choose(self, feature: np.ndarray, rng: np.random.Generator | None, mode: str = "sample") -> tuple[int, str]:
         """(agent index, role). Sampling draws exactly two uniforms from `rng`: agent first, then role.
         Argmax breaks exact ties with `rng` (argmax_tie)."""
-        p_agent, p_role = self.probabilities(feature)
+        return self.choose_from(*self.probabilities(feature), rng, mode)
+
+    def choose_from(self, p_agent: np.ndarray, p_role: np.ndarray, rng: np.random.Generator | None,
+                    mode: str = "sample") -> tuple[int, str]:
+        """`choose` on probabilities already computed (`probabilities(feature)`), with the same draws."""
         if mode == "argmax":
             return argmax_tie(p_agent, rng), ROLES[argmax_tie(p_role, rng)]
         if mode != "sample":
@@ -142,7 +146,22 @@ def argmax_tie(p: np.ndarray, rng: np.random.Generator | None) -> int:
 
 def draw(p: np.ndarray, u: float) -> int:
     """Inverse-CDF draw: reproducible from the uniform alone, immune to rounding at the top end
-    (never returns an index of probability 0)."""
-    p = np.asarray(p, dtype=np.float64)
-    last = int(np.flatnonzero(p > 0)[-1])
-    return int(min(np.searchsorted(np.cumsum(p), u * p.sum(), side="right"), last))
+    (never returns an index of probability 0). Plain Python on the few entries a head has (numpy's
+    per-call overhead is most of the cost there): the running sum and the total are added in order, as
+    numpy's cumsum and its sum of fewer than 8 numbers do."""
+    values = p.tolist() if isinstance(p, np.ndarray) else [float(x) for x in p]
+    if len(values) >= 8:
+        arr = np.asarray(values, dtype=np.float64)
+        last = int(np.flatnonzero(arr > 0)[-1])
+        return int(min(np.searchsorted(np.cumsum(arr), u * arr.sum(), side="right"), last))
+    total = 0.0
+    for v in values:
+        total += v
+    target = u * total
+    last = max(i for i, v in enumerate(values) if v > 0)
+    running = 0.0
+    for i, v in enumerate(values):
+        running += v
+        if running > target:
+            return min(i, last)
+    return last

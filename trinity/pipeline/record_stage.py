@@ -166,6 +166,9 @@ class Recorder:
         if not result.ok:
             if result.budget_exhausted:
                 raise RecordingStopped(f"budget spent: {result.error}")
+            if result.error_kind == "PoolConnectionError":
+                # the server is not there (not started, crashed): every other item would fail the same way
+                raise RecordingStopped(f"{model} cannot be reached: {result.error}; is the pool up?")
             if result.error_kind in TRANSIENT_ERRORS or result.error_kind == "CacheMissError":
                 raise _TransientFailure(f"{model} ({role}): {result.error}")
         if self.r.max_calls is not None and self.new_calls >= self.r.max_calls:
@@ -300,6 +303,7 @@ async def _record(cfg, root: Path, manifest: dict, items: Sequence[TaskItem], pe
                     run_entry.update(wall_s=round(time.monotonic() - t0, 1), items=recorded,
                                      new_calls=recorder.new_calls)
                     store.write_manifest(root, manifest)
+                    write_readme(root)
                     elapsed = time.monotonic() - t0
                     left = len(pending) - recorded - len(failed)
                     # items run concurrently and finish in waves: the ETA comes from the rate of new calls

@@ -13,6 +13,9 @@ if TYPE_CHECKING:  # the service imports torch; the router registry must stay ch
     from trinity.coordinator.features.request_queue import FeatureService
 
 
+PROBABILITY_MEMO = 4096   # transcripts whose head probabilities a router keeps
+
+
 class CoordinatorRouter(Router):
     """Feature of the transcript -> head -> (agent index, role).
 
@@ -30,9 +33,18 @@ class CoordinatorRouter(Router):
         self.svf_deltas = svf_deltas
         self.mode = mode
         self.decisions: list[Decision] | None = [] if record else None
+        self._probs: dict[str, tuple[np.ndarray, np.ndarray]] = {}
 
     async def choose(self, transcript: str, turn: int, rng: np.random.Generator) -> Choice:
         feature = await self.service.features(transcript, self.svf_deltas)
+        if self.decisions is None:
+            # the head's probabilities of a transcript, once per router (repeats of an item share them)
+            probs = self._probs.get(transcript)
+            if probs is None:
+                probs = self.head.probabilities(feature)
+                if len(self._probs) < PROBABILITY_MEMO:
+                    self._probs[transcript] = probs
+            return self.head.choose_from(*probs, rng, self.mode)
         agent, role = self.head.choose(feature, rng, self.mode)
         if self.decisions is not None:
             mask = tuple(bool(m) for m in self.head.role_mask)

@@ -4,11 +4,17 @@ Many episodes run concurrently on one event loop and each `await service.feature
 Requests that arrive while the engine is busy (or within `max_wait_s` of the first) are served together
 by one `engine.features` call, i.e. one padded forward pass per `max_batch` prompts. The torch work
 runs in a single worker thread, never on the event loop.
+
+A feature of the plain backbone (no SVF offsets) is a function of the transcript text, so the service
+keeps the most recent ones by text (`memo_items`): a transcript seen before (states cached by the
+cache_states stage, replayed episodes on a recording) costs a dict lookup, with no tokenising, no queue
+and no thread hop.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -17,8 +23,11 @@ from trinity.coordinator.features.engine import FeatureEngine, FeatureRequest
 
 
 class FeatureService:
-    def __init__(self, engine: FeatureEngine, *, max_batch: int = 16, max_wait_s: float = 0.002):
+    def __init__(self, engine: FeatureEngine, *, max_batch: int = 16, max_wait_s: float = 0.002,
+                 memo_items: int = 16384):
         self.engine = engine
+        self.memo_items = int(memo_items)
+        self._memo: OrderedDict[str, np.ndarray] = OrderedDict()
         self.max_batch = max(1, int(max_batch))
         self.max_wait_s = float(max_wait_s)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="coordinator-features")
@@ -27,6 +36,11 @@ class FeatureService:
         self.batch_sizes: list[int] = []
 
     async def features(self, transcript: str, svf_deltas: np.ndarray | None = None) -> np.ndarray:
+        if svf_deltas is None:
+            known = self._memo.get(transcript)
+            if known is not None:
+                self._memo.move_to_end(transcript)
+                return known
         loop = asyncio.get_running_loop()
         future = loop.create_future()
         self._pending.append((FeatureRequest(transcript, svf_deltas), future))
@@ -51,7 +65,11 @@ class FeatureService:
                     if not future.done():
                         future.set_exception(e)
                 continue
-            for (_, future), feature in zip(batch, result):
+            for (request, future), feature in zip(batch, result):
+                if request.svf_deltas is None and self.memo_items > 0:
+                    self._memo[request.transcript] = feature
+                    if len(self._memo) > self.memo_items:
+                        self._memo.popitem(last=False)
                 if not future.done():
                     future.set_result(feature)
 
