@@ -239,3 +239,48 @@ def test_recording_uses_the_live_pool_behind_a_replay():
     live = live_config(cfg)   # what `trinity record` starts and records from
     assert "replay" not in live.pool
     assert [s.name for s in server_specs(live.pool)] == list(cfg.pool.models)
+
+
+def test_two_samples_per_call_branch_the_tree_and_replay_by_sample_index(tmp_path):
+    cfg, root, _ = make_recording(tmp_path, roles=("worker", "verifier"), samples=2)
+    rec = store.open_recording(root)
+    one = rec.nodes.filter(rec.nodes["item"] == rec.items()[0]["uid"])
+    assert one.filter(one["turn"] == 0).height == 3 * 2            # every call twice
+    assert one.filter(one["turn"] == 1).height == 3 * 2 * 6 * 2     # after each of the 6 replies, 6 calls twice
+    replies = RecordedReplies(rec)
+    h = one.filter((one["turn"] == 0) & (one["model"] == "m-big"))
+    by_sample = dict(zip(h["sample"].to_list(), h["reply"].to_list()))
+    assert set(by_sample) == {0, 1}
+    row = rec.nodes.filter(rec.nodes["request_hash"] == h["request_hash"][0]).row(0, named=True)
+    for index in (0, 1, 2, 7):   # a replayed episode's sample index i gets sample i mod 2
+        hit = replies._replies[row["request_hash"]][index % 2]
+        assert hit.text == by_sample[index % 2]
+
+
+def test_on_miss_live_sends_the_request_and_adds_its_reply(tmp_path):
+    from pool_stub import StubServer
+    from recording_support import recording_cfg, reply_for
+
+    cfg, root, _ = make_recording(tmp_path, roles=("worker", "verifier"))
+    before = store.open_recording(root).nodes.height
+    messages = [{"role": "system", "content": "You are the Worker. x"}, {"role": "user", "content": "a new task"}]
+    with StubServer(reply_for) as server:
+        live_cfg = recording_cfg(tmp_path, server.base_url, roles=("worker", "verifier"))
+        client = PoolClient.from_config(live_cfg.pool, replay=RecordedReplies.open(root, on_miss="live"))
+
+        async def go():
+            first = await client.chat("m-mid", messages)
+            await client.aclose()          # writes the live additions as a part of the recording
+            return first
+
+        first = asyncio.run(go())
+        assert first.ok and not first.replayed and len(server.requests) == 1
+    rec = store.open_recording(root)        # the extra part is named in the manifest and checked
+    assert rec.nodes.height == before + 1 and len(rec.manifest["extra_parts"]) == 1
+    again = PoolClient.from_config(cfg.pool, replay=RecordedReplies.open(root))   # no server now
+
+    async def replay():
+        return await again.chat("m-mid", messages)
+
+    hit = asyncio.run(replay())
+    assert hit.ok and hit.replayed and hit.text == first.text
