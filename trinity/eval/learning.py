@@ -65,6 +65,9 @@ def learning_section(paired: pl.DataFrame, evolution: Mapping[str, Any] | None, 
     """Markdown lines: the verdicts against x0's routing, then one plain conclusion."""
     names = test_names or {}
     out = ["## Did the evolved coordinator learn?", "",
+           "Evolution keeps the mean with the best validation reward; a later mean replaces the kept one only "
+           "when its reward is strictly higher (a tie keeps the earlier one, x0 first). Every validation of the "
+           "mean routes the same items with the same random draws as x0's (common random numbers).", "",
            f"Against x0 (a zero head routes every agent and role uniformly, which is the `{BASELINE}` method), "
            "from paired tests on the same items:", ""]
     wins, said_any = [], False
@@ -82,7 +85,8 @@ def learning_section(paired: pl.DataFrame, evolution: Mapping[str, Any] | None, 
             wins.append(SET_NAMES[set_name])
     if evolution is not None and evolution.get("kept_x0"):
         out.append(f"- Evolution kept x0 itself: no later validation of the mean beat x0's validation reward "
-                   f"({evolution['x0_mean']:.3f}), so `trinity` routes as x0 does.")
+                   f"({evolution['x0_mean']:.3f}) strictly (a tie keeps the earlier mean, x0 first), so `trinity` "
+                   "routes as x0 does.")
         said_any = True
     elif evolution is not None:
         out.append(_sentence(f"the kept mean (generation {evolution['generation']})", "x0",
