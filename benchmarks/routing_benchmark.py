@@ -1,4 +1,4 @@
-"""The routing benchmark's comparisons at equal episode budget, on the SIMULATED pool (known optimum).
+"""The routing benchmark's comparisons at equal episode budget, on the SIMULATED pool (known outcome probabilities).
 
 For every variant x seed it trains a coordinator with the evolve stage's own code (real backbone,
 features, protocol, graders; the simulated pool over loopback HTTP), then evaluates the kept coordinator

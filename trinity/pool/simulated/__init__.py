@@ -1,5 +1,5 @@
-"""The simulated pool: a loopback OpenAI-compatible server that plays L models from a profile with a
-known optimum (issue "Learning, proven"). A named experiment for measuring learning, never a default.
+"""The simulated pool: a loopback OpenAI-compatible server that plays L models from a profile with
+known outcome probabilities (issue "Learning, proven"). A named experiment for measuring learning, never a default.
 
 profile.py   the behaviour of each simulated model (worker accuracy per suite, verifier accept rates,
              thinker validity, tokens, latency) read from `pool.models.<name>.simulated`
