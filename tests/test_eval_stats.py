@@ -238,3 +238,24 @@ def test_exact_mcnemar_past_1024_discordant_pairs():
     assert 0.1 < near < 0.2          # z = 100 / sqrt(5000) = 1.41: two-sided normal p = 0.157
     assert far < 1e-7
     assert stats.mcnemar_exact(0, 5000) == 0.0   # 2 * 2^-5000 is below the smallest float
+
+
+def test_paired_tests_count_items_not_repeats():
+    import polars as pl
+
+    from trinity.eval.tables import paired_tests
+
+    rows = []
+    for item in range(30):
+        for repeat in range(8):
+            rows.append({"set": "test", "method": "trinity", "suite": "s", "item": f"i{item}", "repeat": repeat,
+                         "reward": float(item % 3 != 0)})
+            rows.append({"set": "test", "method": "random", "suite": "s", "item": f"i{item}", "repeat": repeat,
+                         "reward": float(item % 3 == 0 and repeat < 4)})
+    paired = paired_tests(pl.DataFrame(rows), min_items=20)
+    pooled = paired.filter(pl.col("suite") == "all").row(0, named=True)
+    assert pooled["n"] == 30                      # 30 items, not 240 (item, repeat) pairs
+    assert pooled["test"] == "sign_flip"          # per-item means over repeats are not 0/1
+    assert abs(pooled["method_mean"] - 20 / 30) < 1e-12 and abs(pooled["other_mean"] - 5 / 30) < 1e-12
+    one = paired_tests(pl.DataFrame([r for r in rows if r["repeat"] == 0]), min_items=20)
+    assert one.filter(pl.col("suite") == "all")["test"][0] == "mcnemar"   # one repeat: still 0/1

@@ -143,9 +143,18 @@ def paired_tests(results: pl.DataFrame, method: str = "trinity", *, samples: int
             if other == method:
                 continue
             theirs = results.filter(pl.col("method") == other).select(*_PAIR_KEYS, pl.col("reward").alias("b"))
-            pairs = mine.join(theirs, on=_PAIR_KEYS, how="inner").sort(_PAIR_KEYS)
+            pairs = per_item(mine.join(theirs, on=_PAIR_KEYS, how="inner"))
             out += _test_pairs(pairs, method, other, samples=samples, seed=seed, alpha=alpha, min_items=min_items)
     return pl.DataFrame(out, schema=PAIRED_SCHEMA).sort(["set", "suite"], maintain_order=True)
+
+
+def per_item(pairs: pl.DataFrame) -> pl.DataFrame:
+    """One pair per item: with several repeats per item (eval.repeats) each side's mean over the repeats both
+    ran. Repeats of one item are not independent, so they must not count as more paired items; with one
+    repeat the 0/1 rewards stay 0/1 (exact McNemar), with more the test is the sign flip on the means."""
+    keys = ["set", "suite", "item"]
+    return (pairs.group_by(keys, maintain_order=True).agg(pl.col("a").mean(), pl.col("b").mean())
+            .sort(keys))
 
 
 def _test_pairs(pairs: pl.DataFrame, method: str, other: str, *, samples: int, seed: int, alpha: float,

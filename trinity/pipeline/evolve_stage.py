@@ -343,8 +343,12 @@ def simulated_reference_lines(cfg: DictConfig, val: list[TaskItem]) -> dict[str,
         weights[it.suite] = weights.get(it.suite, 0) + 1
     pooled = references(cfg, sorted(weights), weights)["pooled"]
     best = max(pooled["single_worker"], key=pooled["single_worker"].get)
-    return {"simulated best deterministic policy (oracle)": pooled["oracle"], "simulated random (= x0 expected)": pooled["random"],
-            f"simulated best single ({best})": pooled["single_worker"][best]}
+    lines = {"simulated best deterministic policy (oracle)": pooled["oracle"],
+             "simulated random (= x0 expected)": pooled["random"],
+             f"simulated best single ({best})": pooled["single_worker"][best]}
+    if pooled.get("hindsight") is not None:
+        lines["simulated hindsight bound"] = pooled["hindsight"]
+    return lines
 
 
 def publish(run_out: Path | str, dest: Path, timings: Path | None = None) -> None:
