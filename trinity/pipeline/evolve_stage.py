@@ -208,6 +208,11 @@ def evolve(cfg: DictConfig, *, out_dir: Path, submit: Submit = inline_submit,
         with counted(f"generation {generation}: episodes", total) as bar:
             if record_decisions:  # on-policy strategies: one batch in this process, decisions recorded
                 return ctx.run_recorded(candidates, chosen, generation=generation, repeats=repeats)
+            if getattr(ctx.pool, "replay", None) is not None:
+                # replayed episodes cost microseconds: one batch on this process's loop, no task per candidate
+                chunks = [(ctx.specs_for(ctx.router_for(np.asarray(x)), chosen, generation=generation, candidate=c,
+                                         repeats=repeats), cfg.protocol) for c, x in enumerate(candidates)]
+                return ctx.run_chunks(chunks)
             uids = [it.uid for it in chosen]
             futures = [
                 submit(rollout_candidate, cfg_yaml, generation, c, np.asarray(x).tolist(), uids, repeats)
