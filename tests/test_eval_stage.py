@@ -82,7 +82,7 @@ def save(path, agent: int, role: int, token_position: int = -2, pool=AGENTS):
 
 @pytest.fixture
 def stage(tmp_path, monkeypatch):
-    cfg = compose(["experiment=local_live", f"paths.{k}={tmp_path}/{k}" for k in ("cache", "eval", "reports", "metrics", "runs", "ablations", "states")]
+    cfg = compose(["experiment=local_live"] + [f"paths.{k}={tmp_path}/{k}" for k in ("cache", "eval", "reports", "metrics", "runs", "ablations", "states")]
                   + ["eval.bootstrap_samples=200", "eval.methods=[trinity,trinity:argmax,single_worker,role_select,"
                      "random,loop,moa,ablations]"])
     pool = PricedPool(script(), delay_s=0.001)

@@ -34,7 +34,7 @@ def test_wheel_ships_conf_and_composes_without_the_checkout(tmp_path):
                    check=True, timeout=300)
     env = {k: v for k, v in os.environ.items() if k != "TRINITY_CONF_DIR"}
     env["PYTHONPATH"] = str(target)
-    code = ("import trinity.config as c; cfg = c.compose(["experiment=local_live", 'evolve.generations=3']); "
+    code = ("import trinity.config as c; cfg = c.compose(['experiment=local_live', 'evolve.generations=3']); "
             "print(c.conf_dir()); print(cfg.evolve.generations)")
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
                          timeout=300)
