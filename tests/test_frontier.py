@@ -196,7 +196,9 @@ def test_a_frontier_server_picks_a_head_per_request_and_names_it_in_the_trace(tm
         head = cheap[-(3 + 3) * feature.size:].reshape(3 + 3, feature.size)   # the head's (L + 3) x d block
         head[2] = 50.0 * feature / float(feature @ feature)                 # agent gamma
         folder = tmp_path / "frontier"
-        for name, params in (("cost_w0", np.zeros(coord.num_params)), ("cost_w50", cheap)):
+        quality = np.zeros(coord.num_params)
+        quality[-(3 + 3) * feature.size:].reshape(3 + 3, feature.size)[0] = 50.0 * feature / float(feature @ feature)
+        for name, params in (("cost_w0", quality), ("cost_w50", cheap)):                 # alpha / gamma
             coord.save(folder / name / "coordinator.safetensors", params)
         (folder / "frontier.json").write_text(json.dumps(_manifest([_head("cost_w0", 0, 0.85, 0.004),
                                                                     _head("cost_w50", 50, 0.80, 0.001)])))

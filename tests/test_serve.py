@@ -444,7 +444,8 @@ def test_serve_settings_from_the_default_config_and_bad_policies(cfg, stub, tmp_
 
 def test_build_app_loads_a_saved_coordinator_with_the_real_feature_path(stub, tmp_path):
     """The CLI's path: a coordinator saved by Coordinator.save, loaded and checked, its head over a
-    (tiny) backbone's features; zero parameters = uniform head, argmax = the first model as Worker."""
+    (tiny) backbone's features; zero parameters = uniform head: under argmax every choice is an exact tie,
+    broken by the request's seeded draw (answer-first gives the Worker the first turn's tie)."""
     from coordinator_support import tiny_backbone
 
     from trinity.coordinator.coordinator import Coordinator
@@ -455,10 +456,16 @@ def test_build_app_loads_a_saved_coordinator_with_the_real_feature_path(stub, tm
     coord = Coordinator.from_config(cfg, backbone=tiny_backbone())
     coord.save(tmp_path / "coord" / "coordinator.safetensors", np.zeros(coord.num_params))
     with ServerThread(build_app(cfg, tmp_path / "coord", backbone=tiny_backbone())) as server:
-        reply = ask(client(server), "REQ-real")
+        reply = ask(client(server), "REQ-real", seed=11)
+        again = ask(client(server), "REQ-real", seed=11)
+        other_seeds = [trace_of(ask(client(server), "REQ-real", seed=s))["turns"] for s in range(12, 20)]
     trace = trace_of(reply)
-    assert [(t["agent"], t["role"]) for t in trace["turns"]] == [("alpha", "worker")] * 4
-    assert "REQ-real" in reply.choices[0].message.content and trace["end_reason"] == "turn_limit"
+    turns = [(t["agent"], t["role"]) for t in trace["turns"]]
+    assert turns == [(t["agent"], t["role"]) for t in trace_of(again)["turns"]]   # the same seed: the same draws
+    assert turns[0][1] == "worker" and all(a in ("alpha", "beta", "gamma") for a, _ in turns)
+    # ties are not broken towards the first model: other seeds open with other models
+    assert len({turns_[0]["agent"] for turns_ in other_seeds} | {turns[0][0]}) > 1
+    assert "REQ-real" in reply.choices[0].message.content
     other = serve_cfg(stub.base_url, tmp_path / "cache")
     other.pool.models = {"alpha": other.pool.models.alpha, "beta": other.pool.models.beta}
     with pytest.raises(CoordinatorMismatchError):

@@ -47,7 +47,9 @@ def choose_masked(p_agent: np.ndarray, p_role: np.ndarray, policy: AllowedAgents
         u_agent, u_role = rng.random(), rng.random()
         role = ROLES[draw(p_role, u_role)]
     else:
-        role = ROLES[argmax_tie(p_role, rng)]
+        # exact ties go to a seeded uniform draw, except among the roles left after barring (answer-first):
+        # there the Worker wins a tie, since getting an answer is the point of barring the others
+        role = ROLES[int(np.argmax(p_role))] if barred_roles else ROLES[argmax_tie(p_role, rng)]
     allowed = np.zeros(len(p_agent), dtype=bool)
     allowed[sorted(policy.allowed[forced_role or role])] = True
     p = np.where(allowed, np.asarray(p_agent, dtype=np.float64), 0.0)
