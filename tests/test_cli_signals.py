@@ -36,7 +36,7 @@ def test_sigterm_to_trinity_serve_stops_the_pool_servers_it_started(tmp_path):
 
     from trinity.pool.servers import port_in_use
 
-    overrides = [f"paths.cache={tmp_path / 'cache'}", f"pool.state_dir={tmp_path / 'pool'}",
+    overrides = ["experiment=local_live", f"paths.cache={tmp_path / 'cache'}", f"pool.state_dir={tmp_path / 'pool'}",
                  "coordinator.features.normalize=none"]
     cfg = config.compose(overrides)
     # the pool's own ports (model names hold dots, which a command-line override cannot address)
