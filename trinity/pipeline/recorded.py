@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import functools
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -125,9 +124,15 @@ class ExactEvaluator:
         L = len(self.world.agents)
         p_agent, p_role = [], []
         mask = np.array([r in self.coord.roles for r in ROLES])
+        normalised: dict[int, np.ndarray] = {}   # candidates share the coordinator's statistics: apply once
         for x in params:
             head = self.coord.head_for(np.asarray(x, dtype=np.float64))
-            inputs = F if head.norm is None else np.stack([head.norm.apply(f) for f in F]) if len(F) else F
+            if head.norm is None or not len(F):
+                inputs = F
+            else:
+                inputs = normalised.get(id(head.norm))
+                if inputs is None:
+                    inputs = normalised[id(head.norm)] = head.norm.apply(F)
             z = inputs @ head.weights.T
             pa, pr = _softmax(z[:, :L]), _softmax(np.where(mask, z[:, L:], -np.inf))
             if mode == "argmax":
@@ -190,43 +195,3 @@ def describe_recording(cfg: DictConfig) -> str | None:
     return (f"replayed from the recording `{facts['recording']}` ({facts['items']} items; real replies recorded "
             f"{(first or '?')[:10]} to {(last or '?')[:10]} by `trinity record`; K = {facts['max_turns']}, roles "
             f"{', '.join(facts['roles'])}; model files {models})")
-
-
-def json_safe(value: Any) -> Any:
-    return json.loads(json.dumps(value, default=float))
-
-
-def exact_item_values(cfg: DictConfig, ctx: Any, params: np.ndarray | None, items: Sequence[TaskItem]
-                      ) -> dict[str, Any]:
-    """Per-item expected rewards on the recording, no sampling noise: the trained coordinator (routed as
-    configured, and by argmax), x0 (a zero head: uniform over agents and the configured roles, which is
-    also the `random` method), every single model as the only Worker, and the recording's bounds
-    (trinity.record.bounds). Returns {"items": [...], "values": {name: array}, "fixed_policy": ...}."""
-    from trinity.coordinator.coordinator import configured_roles
-    from trinity.record import bounds
-    from trinity.evolve.fitness import FitnessWeights
-
-    roles = configured_roles(cfg)
-    world = world_for(cfg, ctx.pool, roles)
-    evaluator = ExactEvaluator(ctx.coordinator, world, FitnessWeights())
-    compiled = world.compiled(items)
-    routing = str(cfg.coordinator.routing)
-    zero = np.zeros(ctx.coordinator.num_params)
-    values: dict[str, np.ndarray] = {}
-    if params is not None:
-        values["trinity"] = evaluator.value(params, items, routing).per_item
-        other = "argmax" if routing == "sample" else "sample"
-        values[f"trinity:{other}"] = evaluator.value(params, items, other).per_item
-    values["x0 (= random)"] = evaluator.value(zero, items, "sample").per_item
-    for a, name in enumerate(world.agents):
-        values[f"single:{name}"] = np.array([bounds.single_worker(c, a) for c in compiled])
-    values["bound: hindsight"] = np.array([bounds.hindsight(c) for c in compiled])
-    values["bound: best choice per transcript"] = np.array([bounds.observed(c) for c in compiled])
-    fixed = bounds.fixed_policies(compiled, len(world.agents), roles, world.protocol.max_turns)
-    best_policy = max(fixed, key=fixed.get) if fixed else None
-    if best_policy is not None:
-        values["bound: best prompt-independent policy"] = np.array(
-            [bounds.follow(c, best_policy) for c in compiled])
-    policy = None if best_policy is None else " -> ".join(f"{world.agents[a]} as {r}" for a, r in best_policy)
-    return {"items": [it.uid for it in items], "suites": [it.suite for it in items], "values": values,
-            "fixed_policy": policy}

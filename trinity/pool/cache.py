@@ -59,8 +59,12 @@ def cache_key(model_id: str, messages: Sequence[Mapping[str, Any]], sampling: Ma
               sample_index: int) -> str:
     """Stable hash of one request. `sampling` holds every parameter that changes the reply
     (temperature, max_tokens, extra body); canonical JSON makes dict order irrelevant."""
-    payload = {"v": KEY_VERSION, "model": model_id, "messages": list(messages), "sampling": dict(sampling),
-               "sample_index": int(sample_index)}
+    return canonical_digest({"v": KEY_VERSION, "model": model_id, "messages": list(messages),
+                             "sampling": dict(sampling), "sample_index": int(sample_index)})
+
+
+def canonical_digest(payload: Mapping[str, Any]) -> str:
+    """SHA-256 of canonical JSON (sorted keys, no spaces): the identity of a request, whatever dict order."""
     blob = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 

@@ -359,9 +359,9 @@ class PoolClient:
             return self._failure(ep, CacheMissError(message), 0, started), False
         result = await self._call_network(ep, body, started)
         if result.ok:
-            from trinity.record.replay import RecordedReply
+            from trinity.record.tree import Reply
 
-            self.replay.add(ep.name, h, sample, RecordedReply(
+            self.replay.add(ep.name, h, sample, Reply(
                 text=result.text, ok=True, error=None, finish_reason=result.finish_reason,
                 prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens,
                 latency_s=round(result.latency_s, 3), cost_usd=result.price_usd or result.cost_usd))

@@ -15,30 +15,17 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import polars as pl
 
 from trinity.record import store
-from trinity.record.tree import request_hash
+from trinity.record.tree import Reply, request_hash
 
 log = logging.getLogger("trinity.record")
 
 ON_MISS = ("error", "live")
-
-
-@dataclass(frozen=True)
-class RecordedReply:
-    text: str
-    ok: bool
-    error: str | None
-    finish_reason: str | None
-    prompt_tokens: int
-    completion_tokens: int
-    latency_s: float
-    cost_usd: float
 
 
 class RecordedReplies:
@@ -48,7 +35,7 @@ class RecordedReplies:
         self.recording = recording
         self.on_miss = on_miss
         self.samples = int(recording.manifest["tree"]["samples"])
-        self._replies: dict[str, dict[int, RecordedReply]] = {}
+        self._replies: dict[str, dict[int, Reply]] = {}
         for h, by_sample in store.replies_by_request(recording.nodes).items():
             self._replies[h] = {s: _reply(row) for s, row in by_sample.items()}
         self.misses = 0
@@ -67,7 +54,7 @@ class RecordedReplies:
         return sum(len(v) for v in self._replies.values())
 
     def lookup(self, model_id: str, messages: Sequence[Mapping[str, str]], temperature: float | None,
-               max_tokens: int | None, sample_index: int) -> tuple[str, int, RecordedReply | None]:
+               max_tokens: int | None, sample_index: int) -> tuple[str, int, Reply | None]:
         """(request hash, sample, the recorded reply or None)."""
         h = request_hash(model_id, messages, temperature, max_tokens)
         sample = int(sample_index) % self.samples
@@ -80,7 +67,7 @@ class RecordedReplies:
         return (f"recording {self.recording.root} has no reply for model '{model}', request {h[:16]} sample {sample} "
                 f"(system {system!r}..., user message {len(last)} chars: {last[:80]!r}...)")
 
-    def add(self, model: str, h: str, sample: int, reply: RecordedReply) -> None:
+    def add(self, model: str, h: str, sample: int, reply: Reply) -> None:
         """A live reply to a missed request (on_miss: live): served from now on, written on `flush`."""
         with self._lock:
             self._replies.setdefault(h, {})[sample] = reply
@@ -109,8 +96,8 @@ class RecordedReplies:
         return entry["part"]
 
 
-def _reply(row: Mapping[str, Any]) -> RecordedReply:
-    return RecordedReply(text=row["reply"] or "", ok=bool(row["ok"]), error=row["error"],
+def _reply(row: Mapping[str, Any]) -> Reply:
+    return Reply(text=row["reply"] or "", ok=bool(row["ok"]), error=row["error"],
                          finish_reason=row["finish_reason"], prompt_tokens=int(row["prompt_tokens"] or 0),
                          completion_tokens=int(row["completion_tokens"] or 0), latency_s=float(row["latency_s"] or 0.0),
                          cost_usd=float(row["cost_usd"] or 0.0))

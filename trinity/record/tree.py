@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import hashlib
-import json
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,6 +28,7 @@ from typing import Any
 from trinity.episodes.parsing import ACCEPT, ThinkerAdvice, parse_thinker, parse_verdict, worker_thought
 from trinity.episodes.protocol import SharedMessage, review_messages, worker_messages
 from trinity.episodes.protocol_config import ProtocolConfig
+from trinity.pool.cache import canonical_digest
 from trinity.routers.base import ROLES
 from trinity.tasks.types import TaskItem
 
@@ -39,11 +38,9 @@ Messages = list[dict[str, str]]
 def request_hash(model_id: str, messages: Sequence[dict], temperature: float | None, max_tokens: int | None) -> str:
     """The identity of one call in a recording: model id, messages and the sampling that changes the
     reply; never the sample index (a recording holds `samples` replies per request) or the base URL."""
-    payload = {"model": str(model_id), "messages": [dict(m) for m in messages],
-               "temperature": None if temperature is None else float(temperature),
-               "max_tokens": None if max_tokens is None else int(max_tokens)}
-    blob = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+    return canonical_digest({"model": str(model_id), "messages": [dict(m) for m in messages],
+                             "temperature": None if temperature is None else float(temperature),
+                             "max_tokens": None if max_tokens is None else int(max_tokens)})
 
 
 @dataclass(frozen=True)
