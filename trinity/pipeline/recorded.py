@@ -195,3 +195,39 @@ def describe_recording(cfg: DictConfig) -> str | None:
     return (f"replayed from the recording `{facts['recording']}` ({facts['items']} items; real replies recorded "
             f"{(first or '?')[:10]} to {(last or '?')[:10]} by `trinity record`; K = {facts['max_turns']}, roles "
             f"{', '.join(facts['roles'])}; model files {models})")
+
+
+def exact_item_values(cfg: DictConfig, ctx: Any, params: np.ndarray | None, items: Sequence[TaskItem]
+                      ) -> dict[str, Any]:
+    """Per-item expected rewards on the recording, no sampling noise: the trained coordinator (routed as
+    configured, and by argmax), x0 (a zero head: uniform over agents and the configured roles, which is
+    also the `random` method), every single model as the only Worker, and the recording's bounds
+    (trinity.record.bounds). Returns {"items": [...], "values": {name: array}, "fixed_policy": ...}."""
+    from trinity.coordinator.coordinator import configured_roles
+    from trinity.record import bounds
+    from trinity.evolve.fitness import FitnessWeights
+
+    roles = configured_roles(cfg)
+    world = world_for(cfg, ctx.pool, roles)
+    evaluator = ExactEvaluator(ctx.coordinator, world, FitnessWeights())
+    compiled = world.compiled(items)
+    routing = str(cfg.coordinator.routing)
+    zero = np.zeros(ctx.coordinator.num_params)
+    values: dict[str, np.ndarray] = {}
+    if params is not None:
+        values["trinity"] = evaluator.value(params, items, routing).per_item
+        other = "argmax" if routing == "sample" else "sample"
+        values[f"trinity:{other}"] = evaluator.value(params, items, other).per_item
+    values["x0 (= random)"] = evaluator.value(zero, items, "sample").per_item
+    for a, name in enumerate(world.agents):
+        values[f"single:{name}"] = np.array([bounds.single_worker(c, a) for c in compiled])
+    values["bound: hindsight"] = np.array([bounds.hindsight(c) for c in compiled])
+    values["bound: best choice per transcript"] = np.array([bounds.observed(c) for c in compiled])
+    fixed = bounds.fixed_policies(compiled, len(world.agents), roles, world.protocol.max_turns)
+    best_policy = max(fixed, key=fixed.get) if fixed else None
+    if best_policy is not None:
+        values["bound: best prompt-independent policy"] = np.array(
+            [bounds.follow(c, best_policy) for c in compiled])
+    policy = None if best_policy is None else " -> ".join(f"{world.agents[a]} as {r}" for a, r in best_policy)
+    return {"items": [it.uid for it in items], "suites": [it.suite for it in items], "values": values,
+            "fixed_policy": policy}
