@@ -101,7 +101,7 @@ pool-status: ## show the local pool's servers
 COORDINATOR ?= data/evolve/coordinator
 
 serve: setup ## serve the trained coordinator (COORDINATOR=path) as an OpenAI-compatible API on 127.0.0.1:8700
-	$(BIN)/trinity serve --coordinator $(COORDINATOR) experiment=$(EXPERIMENT)
+	$(BIN)/trinity serve --coordinator $(COORDINATOR) experiment=$(EXPERIMENT) $(OVERRIDES)
 
 bench: setup ## run the benchmark scripts (each prints one JSON line); the routing benchmark: make bench-routing
 	@for b in benchmarks/*.py; do [ $$b = benchmarks/routing_benchmark.py ] && continue; echo "== $$b"; $(BIN)/python $$b || exit 1; done
@@ -121,4 +121,4 @@ prefect-server: setup ## start a local Prefect server (UI at http://127.0.0.1:42
 
 deploy: setup ## serve all flows as deployments (trigger from the UI); CRON="0 3 * * 1" schedules retraining
 	PREFECT_API_URL=$${PREFECT_API_URL:-http://127.0.0.1:$(PREFECT_PORT)/api} \
-	  $(BIN)/python -m flows.deploy $(if $(CRON),--cron "$(CRON)") experiment=$(EXPERIMENT)
+	  $(BIN)/python -m flows.deploy $(if $(CRON),--cron "$(CRON)") experiment=$(EXPERIMENT) $(OVERRIDES)

@@ -51,7 +51,13 @@ def main() -> None:
     apply_environment_defaults()
     cfg = config.compose(args.overrides)
     cron = args.cron or cfg.schedule.cron
-    serve(*deployments(cron, list(args.overrides) or list(cfg.schedule.overrides)))
+    serve(*deployments(cron, deployment_overrides(cfg.schedule.overrides, args.overrides)))
+
+
+def deployment_overrides(schedule_overrides, cli_overrides) -> list[str]:
+    """The deployments' default overrides: `schedule.overrides` first, then the command line's, which win.
+    Both, not either: `make deploy` always passes `experiment=...`, which would otherwise hide the config's."""
+    return [str(o) for o in schedule_overrides or []] + [str(o) for o in cli_overrides]
 
 
 if __name__ == "__main__":

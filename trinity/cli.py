@@ -126,14 +126,21 @@ def _calibrate(cfg, args) -> int:
         return 2
     output = Path(args.output)
     if output.exists() and not args.force:
-        print(f"error: {output} exists; pass --force to overwrite it", file=sys.stderr)
+        print(f"error: {output} exists; pass --force to overwrite it, or write a new profile with "
+              f"--output conf/pool/profile/<name>.yaml (then use pool/profile=<name>)", file=sys.stderr)
         return 2
+    prepare = " ".join(["trinity run prepare", *args.overrides])   # the same tasks as this command's config
     items = []
-    for suite in cfg.tasks.train:
-        items += item_sel.sample(item_sel.load_split(cfg, [suite], "validation"), args.items, int(cfg.seed),
-                                 "calibrate", suite)
+    try:
+        for suite in cfg.tasks.train:
+            items += item_sel.sample(item_sel.load_split(cfg, [suite], "validation"), args.items, int(cfg.seed),
+                                     "calibrate", suite)
+    except TrinityError as e:
+        print(f"error: {e} (`{prepare}`): calibrate measures on the prepared validation items", file=sys.stderr)
+        return 2
     if not items:
-        print(f"error: no validation items in {cfg.paths.prepared}; run the prepare stage first", file=sys.stderr)
+        print(f"error: no validation items of {', '.join(cfg.tasks.train)} in {cfg.paths.prepared}; "
+              f"run `{prepare}` first", file=sys.stderr)
         return 2
     config.check_api_keys(cfg)
     agents = list(cfg.pool.models)
