@@ -100,8 +100,10 @@ def read_local_file(path: str | Path) -> list[dict[str, Any]]:
 def load_hub_rows(suite: str, dataset: str, *, config: str | None, split: str, columns_doc: str,
                   **kwargs: Any) -> list[dict[str, Any]]:
     """Rows of a Hugging Face dataset; offline (or without `datasets`) one clear SourceUnavailable."""
-    how = (f"suite '{suite}' needs the Hugging Face dataset '{dataset}'. To use it offline, set "
-           f"tasks.local_files.{suite}=/path/to/file.jsonl (or .parquet) with columns: {columns_doc}")
+    # `+`: local_files starts empty, and Hydra adds a key to it only when asked to
+    how = (f"suite '{suite}' needs the Hugging Face dataset '{dataset}'. To use it offline, pass "
+           f"+tasks.local_files.{suite}=/path/to/file.jsonl (or .parquet; in a config file: "
+           f"tasks.local_files.{suite}: path) with columns: {columns_doc}")
     try:
         import datasets  # noqa: F401  (optional dependency)
     except ImportError:
