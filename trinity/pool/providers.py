@@ -49,6 +49,10 @@ PROVIDERS: dict[str, Provider] = {
         Provider("anthropic", "https://api.anthropic.com/v1", "ANTHROPIC_API_KEY", key_required=True),
         Provider("gemini", "https://generativelanguage.googleapis.com/v1beta/openai", "GEMINI_API_KEY",
                  key_required=True),
+        # Any other hosted OpenAI-compatible endpoint: the model config gives base_url and, when the endpoint
+        # wants a key, api_key_env (then required); max_tokens as most such servers name it; no seed, which
+        # some of them refuse.
+        Provider("openai_compatible", None),
         # Local servers: no key unless the model config names one (e.g. vllm --api-key).
         Provider("llamacpp", None, sends_seed=True),
         Provider("vllm", "http://127.0.0.1:8000/v1", sends_seed=True),
