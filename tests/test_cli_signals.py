@@ -30,18 +30,37 @@ def _alive(pid: int) -> bool:
     return not (stat.exists() and stat.read_text().split(")")[-1].split()[0] == "Z")   # a zombie is gone
 
 
-def test_sigterm_to_trinity_serve_stops_the_pool_servers_it_started(tmp_path):
+def _conf_on_free_ports(tmp_path: Path) -> Path:
+    """A copy of conf/ whose local pool listens on free ports, so the test never meets a pool that is
+    already running (a user's, or a recording's) on the default ports: model names hold dots, which a
+    command-line override cannot address, so the copy is passed as $TRINITY_CONF_DIR."""
+    import shutil
+
+    from omegaconf import OmegaConf
+
+    from trinity import config
+
+    conf = tmp_path / "conf"
+    shutil.copytree(config.conf_dir(), conf)
+    local = OmegaConf.load(conf / "pool" / "local.yaml")
+    for model, port in zip(local.models.values(), free_ports(len(local.models))):
+        model.port = port
+    OmegaConf.save(local, conf / "pool" / "local.yaml")
+    return conf
+
+
+def test_sigterm_to_trinity_serve_stops_the_pool_servers_it_started(tmp_path, monkeypatch):
     from trinity import config
     from trinity.coordinator.coordinator import Coordinator
 
     from trinity.pool.servers import port_in_use
 
+    monkeypatch.setenv(config.CONF_ENV, str(_conf_on_free_ports(tmp_path)))
     overrides = ["experiment=local_live", f"paths.cache={tmp_path / 'cache'}", f"pool.state_dir={tmp_path / 'pool'}",
                  "coordinator.features.normalize=none"]
     cfg = config.compose(overrides)
-    # the pool's own ports (model names hold dots, which a command-line override cannot address)
     busy = [m.port for m in cfg.pool.models.values() if port_in_use("127.0.0.1", int(m.port))]
-    assert not busy, f"ports {busy} of the local pool are in use: stop that pool first (trinity pool down)"
+    assert not busy, f"ports {busy} were free a moment ago"
     ports = free_ports(1)
     coord = Coordinator.from_config(cfg)
     coord.save(tmp_path / "coord" / "coordinator.safetensors", np.zeros(coord.num_params))
