@@ -1,15 +1,21 @@
-"""The suite registry: suite name -> TaskSuite class, written out (tasks.train / tasks.transfer name keys).
+"""The suite registry: suite name -> TaskSuite class, written out (tasks.train / tasks.transfer name keys),
+plus the suites other installed packages add through the `trinity.suites` entry point group.
 
 The suite modules import trinity.tasks.base, never this module, so importing it is enough to find every
-suite: there is no registration step and nothing to load first.
+built-in suite: there is no registration step and nothing to load first. A plugin is one entry point,
+`<suite name> = "<module>:<TaskSuite subclass>"`, in the plugin package's metadata; it is looked up only
+when a name is not built in (or when every name is listed) and imported only when its suite is used, so a
+broken plugin fails only the runs that name it, with a PluginError that names the entry point and package.
 """
 
 from __future__ import annotations
 
+import inspect
+from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
-from trinity.errors import ConfigError
-from trinity.tasks.base import TaskSuite, suite_options
+from trinity.errors import ConfigError, TrinityError
+from trinity.tasks.base import KINDS, TaskSuite, suite_options
 from trinity.tasks.suites_code import BigCodeBench, HumanEval
 from trinity.tasks.suites_judge import MTBench
 from trinity.tasks.suites_math import AIME, AIME2024, AIME2025, GSM8K, MATH500
@@ -36,14 +42,72 @@ SUITES: dict[str, type[TaskSuite]] = {
 }
 
 
+ENTRY_POINT_GROUP = "trinity.suites"
+
+
+class PluginError(TrinityError):
+    """A `trinity.suites` entry point that cannot be used: it fails to import, is not a TaskSuite, or clashes."""
+
+
+def _where(ep: EntryPoint) -> str:
+    dist = getattr(ep, "dist", None)
+    package = f"{dist.metadata['Name']} {dist.version}" if dist is not None else "unknown"
+    return f"entry point '{ep.name} = {ep.value}' (group {ENTRY_POINT_GROUP}, package {package})"
+
+
+def plugin_entry_points() -> dict[str, EntryPoint]:
+    """Suite name -> entry point, for every installed package that adds suites; nothing is imported."""
+    found: dict[str, EntryPoint] = {}
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name in SUITES:
+            raise PluginError(f"{_where(ep)} names the built-in suite '{ep.name}'; give the plugin's suite another name")
+        if ep.name in found and found[ep.name].value != ep.value:
+            raise PluginError(f"two plugins add suite '{ep.name}': {_where(found[ep.name])} and {_where(ep)}")
+        found[ep.name] = ep
+    return found
+
+
+_LOADED: dict[tuple[str, str], type[TaskSuite]] = {}
+
+
+def load_plugin(ep: EntryPoint) -> type[TaskSuite]:
+    """The TaskSuite subclass an entry point names, imported once per process and checked."""
+    key = (ep.name, ep.value)
+    if key in _LOADED:
+        return _LOADED[key]
+    try:
+        cls = ep.load()
+    except Exception as e:  # whatever the plugin's import raises, the user needs to know which plugin it was
+        raise PluginError(f"task suite plugin failed to load: {_where(ep)}: {type(e).__name__}: {e}") from e
+    if not (isinstance(cls, type) and issubclass(cls, TaskSuite)):
+        raise PluginError(f"{_where(ep)} is {cls!r}, not a subclass of trinity.tasks.TaskSuite")
+    if inspect.isabstract(cls):
+        missing = ", ".join(sorted(cls.__abstractmethods__))
+        raise PluginError(f"{_where(ep)}: {cls.__name__} leaves abstract methods unimplemented: {missing}")
+    if getattr(cls, "name", None) != ep.name:
+        # items carry the class's name and are looked up again by it, so the two must agree
+        raise PluginError(f"{_where(ep)}: {cls.__name__}.name is {getattr(cls, 'name', None)!r}, "
+                          f"not the entry point's name '{ep.name}'")
+    if getattr(cls, "kind", None) not in KINDS:
+        raise PluginError(f"{_where(ep)}: {cls.__name__}.kind is {getattr(cls, 'kind', None)!r}; "
+                          f"one of {', '.join(KINDS)}")
+    _LOADED[key] = cls
+    return cls
+
+
 def suite_names() -> list[str]:
-    return sorted(SUITES)
+    """Every suite a config may name: the built-in ones and those of installed plugins."""
+    return sorted({*SUITES, *plugin_entry_points()})
 
 
 def suite_class(name: str) -> type[TaskSuite]:
-    if name not in SUITES:
-        raise ConfigError(f"unknown task suite '{name}'; known: {', '.join(sorted(SUITES))}")
-    return SUITES[name]
+    if name in SUITES:
+        return SUITES[name]
+    plugins = plugin_entry_points()
+    if name not in plugins:
+        raise ConfigError(f"unknown task suite '{name}'; known: {', '.join(sorted({*SUITES, *plugins}))} "
+                          f"(a package adds suites through the '{ENTRY_POINT_GROUP}' entry point group)")
+    return load_plugin(plugins[name])
 
 
 def get_suite(name: str, cfg: Any = None, **overrides: Any) -> TaskSuite:
