@@ -19,9 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 from safetensors import safe_open
-from safetensors.torch import save_file
+from safetensors.numpy import save_file   # numpy, not torch: `trinity serve` refuses a file before importing torch
 
 from trinity.coordinator.feature_norm import FeatureNorm
 from trinity.errors import TrinityError
@@ -50,11 +49,11 @@ def save_params(path: str | os.PathLike, params: np.ndarray, metadata: dict[str,
     path.parent.mkdir(parents=True, exist_ok=True)
     meta = {"format": FORMAT, **metadata}
     text = json.dumps(meta, sort_keys=True)
-    tensors = {"params": torch.as_tensor(np.asarray(params, dtype=np.float64))}
+    tensors = {"params": np.ascontiguousarray(params, dtype=np.float64)}
     for name, value in (extra_tensors or {}).items():
         if name == "params":
             raise ValueError("'params' is reserved for the parameter vector")
-        tensors[name] = torch.as_tensor(np.ascontiguousarray(value, dtype=np.float64))
+        tensors[name] = np.ascontiguousarray(value, dtype=np.float64)
     tmp = path.with_name(path.name + f".partial-{os.getpid()}")
     save_file(tensors, str(tmp), metadata={"trinity": text})
     os.replace(tmp, path)
@@ -73,9 +72,9 @@ def _read_checked(path: str | os.PathLike, read_tensors: bool) -> tuple[dict[str
     if not path.is_file():
         raise CoordinatorFileError(f"no saved coordinator at {path}")
     try:
-        with safe_open(str(path), framework="pt") as f:
+        with safe_open(str(path), framework="numpy") as f:
             meta = json.loads((f.metadata() or {})["trinity"])
-            tensors = ({name: f.get_tensor(name).numpy().astype(np.float64) for name in f.keys()}
+            tensors = ({name: f.get_tensor(name).astype(np.float64) for name in f.keys()}
                        if read_tensors else {})
             if read_tensors and "params" not in tensors:
                 raise KeyError("params")
