@@ -1,4 +1,4 @@
-"""Support for the serving tests and benchmarks/serve_load.py (no tests here).
+"""Support for the serving tests (no tests here).
 
 A steerable head: the feature of a transcript is one-hot on how many Worker answers (reference
 thoughts) it holds, and `plan[k] = (agent, role)` sets the head's argmax after k answers. The pool is a

@@ -31,7 +31,10 @@ class ServeConfig:
     routing: RoutingMode = RoutingMode.argmax
     answer_first: bool = True              # never the Verifier before a Worker has answered
     auth_token_env: Optional[str] = "TRINITY_SERVE_TOKEN"
-    max_concurrency: int = number(8, gt=0)
+    max_concurrency: int = number(8, gt=0)        # episodes at once
+    max_queue: int = number(256, ge=0)            # requests waiting for a slot (0: refuse at once)
+    queue_timeout_s: float = number(60.0, gt=0)   # the longest a request waits for a slot
+    drain_timeout_s: float = number(20.0, ge=0)   # on SIGTERM: how long in-flight episodes may finish
     retry_after_s: int = number(1, gt=0)
     max_request_bytes: int = number(1_000_000, gt=0)
     max_messages: int = number(64, gt=0)

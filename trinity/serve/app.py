@@ -1,10 +1,13 @@
 """The HTTP API (FastAPI): POST /v1/chat/completions, GET /v1/models, GET /health, GET /metrics.
 
 Order of checks on a completion: bearer token (401), body size (413), JSON (400), fields and overrides
-(400; an unknown model 404), free episode slot (429 + Retry-After), then the episode. A pool that fails
-with no answer is a 502 carrying the partial trace; an unexpected error a 500 with it; the server keeps
-serving either way. Streaming sends the trace as extra `chat.completion.chunk` events with `choices: []`
-and a `trinity` field (one per pool call, then one at the end), so clients that ignore them still work.
+(400; an unknown model 404), an episode slot (trinity.serve.admission: at once, or after waiting in line;
+429 + Retry-After when the line is full or the wait too long, 503 while shutting down; a client that goes
+away while it waits is dropped), then the episode. A pool that fails with no answer is a 502 carrying the
+partial trace; an unexpected error a 500 with it; the server keeps serving either way. Streaming sends
+the trace as extra `chat.completion.chunk` events with `choices: []` and a `trinity` field (one per pool
+call, then one at the end), so clients that ignore them still work. Every trace says how long its request
+waited for a slot (`queued_s`).
 Logs carry request ids, statuses, turn counts and timings; prompts only with serve.log_prompts.
 """
 
@@ -23,8 +26,9 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from trinity.serve import schema
+from trinity.serve.admission import ADMITTED, Admission, NotAdmitted
 from trinity.serve.episode import EpisodeResult, EpisodeRunner
-from trinity.serve.limits import Gate, check_bearer, read_body
+from trinity.serve.limits import check_bearer, read_body
 from trinity.serve.metrics import Metrics
 from trinity.serve.schema import RequestError
 from trinity.serve.settings import ServeSettings
@@ -96,11 +100,19 @@ def _sse(data: Any) -> str:
     return f"data: {json.dumps(data, separators=(',', ':'))}\n\n"
 
 
+async def _client_gone(receive: Callable) -> None:
+    """Returns once the client has disconnected: the body is read, so nothing else arrives before that."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
 def create_app(settings: ServeSettings, runner: EpisodeRunner, *, metrics: Metrics | None = None,
                on_shutdown: Callable[[], Any] | None = None) -> FastAPI:
-    gate = Gate(settings.max_concurrency, settings.retry_after_s)
+    admission = Admission(settings.max_concurrency, settings.max_queue, settings.queue_timeout_s,
+                          settings.retry_after_s)
     metrics = metrics or Metrics()
-    metrics.in_flight = lambda: gate.in_flight
+    metrics.in_flight = lambda: admission.in_flight
+    metrics.queued = lambda: admission.waiting
     runner.metrics = metrics
     token = settings.token()
 
@@ -114,7 +126,8 @@ def create_app(settings: ServeSettings, runner: EpisodeRunner, *, metrics: Metri
 
     app = FastAPI(title="TRINITY", version="1", lifespan=lifespan, docs_url=None, redoc_url=None,
                   openapi_url=None)
-    app.state.gate = gate
+    app.state.admission = admission   # closed by trinity.serve.server when a shutdown begins
+    app.state.settings = settings
     app.state.runner = runner
     app.state.metrics = metrics
     app.add_middleware(MetricsMiddleware, metrics=metrics)
@@ -136,8 +149,19 @@ def create_app(settings: ServeSettings, runner: EpisodeRunner, *, metrics: Metri
                                             code="internal_error"))
 
     @app.get("/health")
-    async def health() -> dict:
-        return {"status": "ok", "in_flight": gate.in_flight, "max_concurrency": gate.limit}
+    async def health() -> JSONResponse:
+        state = {"status": "draining" if admission.closed else "ok", "in_flight": admission.in_flight,
+                 "max_concurrency": admission.limit, "queued": admission.waiting, "max_queue": admission.max_queue}
+        return JSONResponse(state, status_code=503 if admission.closed else 200)
+
+    async def admit(request: Request) -> float:
+        try:
+            waited = await admission.enter(gone=lambda: _client_gone(request.receive))
+        except NotAdmitted as e:
+            metrics.queue_wait(e.outcome, e.waited_s)
+            raise
+        metrics.queue_wait(ADMITTED, waited)
+        return waited
 
     def models_entry() -> dict:
         return {"id": settings.model_name, "object": "model", "created": 0, "owned_by": "trinity",
@@ -171,24 +195,26 @@ def create_app(settings: ServeSettings, runner: EpisodeRunner, *, metrics: Metri
         except ValueError as e:
             raise RequestError(400, f"the request body is not valid JSON: {e.msg}", code="invalid_json") from None
         chat = schema.parse_chat_request(body, settings)
-        gate.enter()
+        waited = await admit(request)
         request_id = f"chatcmpl-{uuid.uuid4().hex}"
         if settings.log_prompts:
             log.info("%s prompt: %s", request_id, chat.prompt)
         if chat.stream:
-            return SlotStreamingResponse(_stream(chat, request_id), gate.leave, media_type="text/event-stream",
+            return SlotStreamingResponse(_stream(chat, request_id, waited), admission.leave,
+                                         media_type="text/event-stream",
                                          headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
         try:
             result = await runner.run(chat, request_id)
         finally:
-            gate.leave()
+            admission.leave()
+        result.trace["queued_s"] = round(waited, 4)
         _log(result)
         failure = _failure(result)
         if failure is not None:
             return _error_response(failure)
         return JSONResponse(schema.completion(request_id, settings.model_name, result.answer or "", result.trace))
 
-    async def _stream(chat: schema.ChatRequest, request_id: str) -> AsyncIterator[str]:
+    async def _stream(chat: schema.ChatRequest, request_id: str, waited: float) -> AsyncIterator[str]:
         created = int(time.time())
         queue: asyncio.Queue = asyncio.Queue()
         task = asyncio.create_task(runner.run(chat, request_id, on_event=queue.put_nowait))
@@ -206,6 +232,7 @@ def create_app(settings: ServeSettings, runner: EpisodeRunner, *, metrics: Metri
                     break
                 yield _sse(schema.chunk(request_id, name, created, trinity=event))
             result = task.result()
+            result.trace["queued_s"] = round(waited, 4)
             _log(result)
             failure = _failure(result)
             if failure is not None:
@@ -227,6 +254,6 @@ def create_app(settings: ServeSettings, runner: EpisodeRunner, *, metrics: Metri
 
 def _log(result: EpisodeResult) -> None:
     t = result.trace
-    log.info("%s end=%s turns=%d tokens=%d cost=%.6f latency=%.2fs%s", result.request_id, t["end_reason"],
-             t["turns_used"], t["prompt_tokens"] + t["completion_tokens"], t["cost_usd"], t["latency_s"],
-             f" error={result.error}" if result.error else "")
+    log.info("%s end=%s turns=%d tokens=%d cost=%.6f latency=%.2fs queued=%.2fs%s", result.request_id,
+             t["end_reason"], t["turns_used"], t["prompt_tokens"] + t["completion_tokens"], t["cost_usd"],
+             t["latency_s"], t.get("queued_s", 0.0), f" error={result.error}" if result.error else "")

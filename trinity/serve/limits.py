@@ -1,4 +1,4 @@
-"""Who may call, how big a request may be, and how many episodes run at once."""
+"""Who may call and how big a request may be (how many episodes run at once: admission.py)."""
 
 from __future__ import annotations
 
@@ -37,23 +37,3 @@ async def read_body(headers: Mapping[str, str], chunks: AsyncIterator[bytes], ma
             raise too_big
     return bytes(body)
 
-
-class Gate:
-    """At most `limit` episodes at once; a request beyond it is refused at once (429 + Retry-After)
-    rather than queued, so a saturated server answers fast and clients back off. Used on one event
-    loop only, so a plain counter is enough."""
-
-    def __init__(self, limit: int, retry_after_s: int):
-        self.limit = int(limit)
-        self.retry_after_s = int(retry_after_s)
-        self.in_flight = 0
-
-    def enter(self) -> None:
-        if self.in_flight >= self.limit:
-            raise RequestError(429, f"the server is running {self.limit} episodes; retry after "
-                               f"{self.retry_after_s} s", code="rate_limit_exceeded", type="rate_limit_error",
-                               headers={"Retry-After": str(self.retry_after_s)})
-        self.in_flight += 1
-
-    def leave(self) -> None:
-        self.in_flight -= 1

@@ -18,24 +18,32 @@ from prometheus_client.exposition import choose_encoder
 
 DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 TURN_BUCKETS = (1, 2, 3, 4, 5, 6, 8, 10)
+QUEUE_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 
 
 class Metrics:
     """The serving metrics. Label names are declared in alphabetical order, the order the hand-written
     text had, so a series reads the same as before."""
 
-    def __init__(self, in_flight: Callable[[], int] = lambda: 0):
+    def __init__(self, in_flight: Callable[[], int] = lambda: 0, queued: Callable[[], int] = lambda: 0):
         self.registry = CollectorRegistry(auto_describe=True)
         self.in_flight = in_flight
+        self.queued = queued
         r = self.registry
         self.requests = Counter("trinity_serve_requests_total", "HTTP requests by path and status code",
                                 ("path", "status"), registry=r)
         self.request_seconds = Histogram("trinity_serve_request_duration_seconds",
                                          "HTTP request handling time (streams: until the last byte)", ("path",),
                                          buckets=DURATION_BUCKETS, registry=r)
-        # read at scrape time, so create_app may point `in_flight` at its gate after construction
+        # read at scrape time, so create_app may point `in_flight` and `queued` at its admission afterwards
         Gauge("trinity_serve_in_flight_episodes", "episodes running now", registry=r).set_function(
             lambda: self.in_flight())
+        Gauge("trinity_serve_queued_requests", "requests waiting for an episode slot now", registry=r).set_function(
+            lambda: self.queued())
+        self.queue_wait_seconds = Histogram(
+            "trinity_serve_queue_wait_seconds", "time a request waited for an episode slot, by outcome (admitted, "
+            "queue_full, timeout, shutdown, disconnected); 0 when it was admitted at once", ("outcome",),
+            buckets=QUEUE_BUCKETS, registry=r)
         self.episodes = Counter("trinity_serve_episodes_total", "finished episodes by end reason", ("end_reason",),
                                 registry=r)
         self.episode_turns = Histogram("trinity_serve_episode_turns", "turns per finished episode",
@@ -51,6 +59,9 @@ class Metrics:
     def request(self, path: str, status: int, seconds: float) -> None:
         self.requests.labels(path=path, status=str(status)).inc()
         self.request_seconds.labels(path=path).observe(seconds)
+
+    def queue_wait(self, outcome: str, seconds: float) -> None:
+        self.queue_wait_seconds.labels(outcome=outcome).observe(seconds)
 
     def pool_call(self, role: str, result: Any) -> None:
         model = result.model

@@ -5,6 +5,11 @@
     app = build_app(cfg, registry=folder)             # the registry's champion, following promotions
     serve(cfg, coordinator_path)                      # blocking (the CLI): checks, local pool, uvicorn
     with ServerThread(app) as server: server.base_url # in a background thread (tests, benchmarks)
+
+Shutdown (SIGTERM, Ctrl-C, ServerThread.stop) drains: the app stops admitting at once (requests waiting for
+an episode slot get 503), uvicorn closes the listening socket and gives the responses in flight, streams
+included, serve.drain_timeout_s to finish before it cancels them; then the app closes its pool client and
+`serve` stops the pool servers it started.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import uvicorn
 from omegaconf import DictConfig
 
 from trinity.serve.app import create_app
@@ -107,13 +113,11 @@ def serve(cfg: DictConfig, coordinator_path: str | os.PathLike | None = None, *,
           frontier: str | os.PathLike | None = None, registry: str | os.PathLike | None = None) -> None:
     """`trinity serve`: refuse what can be refused before anything starts (exposure, the coordinator's
     file and pool, or every frontier head's; a taken port; trinity.serve.preflight), then start the pool's
-    local servers if the config has any, build the app and serve on the port reserved first. The servers
-    this started are stopped on exit, on Ctrl-C and on SIGTERM (uvicorn re-raises the signal once it has
-    shut down)."""
+    local servers if the config has any, build the app and serve on the port reserved first. On Ctrl-C and
+    SIGTERM it drains (module doc); the servers this started are stopped on exit, on Ctrl-C and on SIGTERM
+    (uvicorn re-raises the signal once it has shut down)."""
     import contextlib
     import logging
-
-    import uvicorn
 
     from trinity.pool.servers import LocalPool, server_specs
 
@@ -144,8 +148,7 @@ def serve(cfg: DictConfig, coordinator_path: str | os.PathLike | None = None, *,
                 handler.setFormatter(logging.Formatter("%(levelname)s:     %(name)s %(message)s"))
                 log.addHandler(handler)
                 log.setLevel(logging.INFO)
-            server = uvicorn.Server(uvicorn.Config(app, host=settings.host, port=settings.port, log_level="info",
-                                                   access_log=True, timeout_graceful_shutdown=10))
+            server = DrainingServer(app, host=settings.host, port=settings.port, log_level="info", access_log=True)
             # uvicorn names the address only for sockets it binds itself
             host = f"[{settings.host}]" if ":" in settings.host else settings.host
             log.info("serving '%s' on http://%s:%d/v1", settings.model_name, host, sock.getsockname()[1])
@@ -155,15 +158,25 @@ def serve(cfg: DictConfig, coordinator_path: str | os.PathLike | None = None, *,
                 pass
 
 
+class DrainingServer(uvicorn.Server):
+    """uvicorn for an app of create_app: its shutdown tells the app first (module doc) and lasts at most the
+    app's serve.drain_timeout_s."""
+
+    def __init__(self, app: Any, **config: Any):
+        super().__init__(uvicorn.Config(app, timeout_graceful_shutdown=app.state.settings.drain_timeout_s, **config))
+        self.admission = app.state.admission
+
+    async def shutdown(self, sockets: Any = None) -> None:
+        self.admission.close()   # before uvicorn's first await: nothing is admitted after this
+        await super().shutdown(sockets)
+
+
 class ServerThread:
-    """uvicorn on loopback in a daemon thread; port 0 picks a free port."""
+    """uvicorn on loopback in a daemon thread; port 0 picks a free port. Stopping it drains as `serve` does."""
 
     def __init__(self, app: Any, *, host: str = "127.0.0.1", port: int = 0, log_level: str = "warning"):
-        import uvicorn
-
-        config = uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False,
-                                timeout_graceful_shutdown=5, limit_concurrency=None)
-        self.server = uvicorn.Server(config)
+        self.server = DrainingServer(app, host=host, port=port, log_level=log_level, access_log=False,
+                                     limit_concurrency=None)
         self.host = host
         self._thread = threading.Thread(target=self._run, name="trinity-serve", daemon=True)
         self.error: BaseException | None = None
@@ -195,7 +208,7 @@ class ServerThread:
 
     def stop(self) -> None:
         self.server.should_exit = True
-        self._thread.join(15)
+        self._thread.join(float(self.server.config.timeout_graceful_shutdown or 0) + 10)
 
     def __enter__(self) -> "ServerThread":
         return self.start()

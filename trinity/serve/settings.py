@@ -80,7 +80,10 @@ class ServeSettings:
     model_name: str
     routing: str
     auth_token_env: str | None
-    max_concurrency: int
+    max_concurrency: int         # episodes at once
+    max_queue: int               # requests waiting for a slot
+    queue_timeout_s: float       # the longest one waits
+    drain_timeout_s: float       # on SIGTERM: how long the episodes in flight may take to finish
     retry_after_s: int
     max_request_bytes: int
     max_messages: int
@@ -109,7 +112,8 @@ class ServeSettings:
         limits = s.limits
         return cls(
             host=s.host, port=s.port, model_name=s.model_name, routing=s.routing.value,
-            auth_token_env=s.auth_token_env or None, max_concurrency=s.max_concurrency,
+            auth_token_env=s.auth_token_env or None, max_concurrency=s.max_concurrency, max_queue=s.max_queue,
+            queue_timeout_s=float(s.queue_timeout_s), drain_timeout_s=float(s.drain_timeout_s),
             retry_after_s=s.retry_after_s, max_request_bytes=s.max_request_bytes, max_messages=s.max_messages,
             response_cache=s.response_cache.value, keepalive_s=float(s.keepalive_s), log_prompts=s.log_prompts,
             answer_first=s.answer_first,

@@ -53,6 +53,7 @@ class SimulatedPool:
         self._stamp: tuple = ()
         self._writers: dict[str, ReplyWriter] = {}
         self._grades: dict[str, bool] = {}
+        self.calls: dict[str, int] = {}   # model id -> chat completions asked of it (GET /health shows them)
 
     # -- items -------------------------------------------------------------------------------------
     def _prepared_stamp(self) -> tuple:
@@ -111,6 +112,7 @@ class SimulatedPool:
         if model is None:
             raise Refused(404, f"model {body.get('model')!r} is not in this simulated profile; known: "
                                f"{', '.join(self.models)}", "model_not_found")
+        self.calls[model.model_id] = self.calls.get(model.model_id, 0) + 1
         sent = body.get("simulated")
         if sent is not None and parse_model(model.name, {"model_id": model.model_id, "simulated": sent}) != model:
             raise Refused(400, f"model {model.model_id!r}: the request was built from another profile than this "
@@ -178,7 +180,7 @@ def build_app(pool: SimulatedPool):
                                                         for m in pool.models]})
 
     async def health(_: Request):
-        return JSONResponse({"status": "ok", "models": len(pool.models)})
+        return JSONResponse({"status": "ok", "models": len(pool.models), "calls": pool.calls})
 
     return Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"]),
                              Route("/v1/models", models), Route("/health", health)])
