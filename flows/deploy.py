@@ -5,7 +5,10 @@ challenger, promote or keep); `trinity-pipeline` the whole pipeline once.
 
     make prefect-server      # UI at http://127.0.0.1:4200
     make deploy              # in another terminal; PREFECT_API_URL must point at that server
-    make deploy CRON="0 3 * * 1"   # also retrain every Monday at 03:00
+    make deploy CRON="0 3 * * 1"   # also retrain every Monday at 03:00 UTC
+
+The deployments live as long as this process; prefect.yaml declares the same deployments on a work pool,
+run by `prefect worker start` instead (docs/RETRAINING.md).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import argparse
 
 from prefect import serve
+from prefect.schedules import Cron
 
 from flows.ablate import ablate_flow
 from flows.cache_states import cache_states_flow
@@ -36,8 +40,10 @@ def deployments(cron: str | None, overrides: list[str]):
     out.append(pipeline_flow.to_deployment(
         name="trinity-pipeline", parameters=default, tags=["trinity"],
         description="The whole pipeline (prepare -> ... -> evaluate) into a new run folder."))
+    # cron fields are read in UTC, as prefect.yaml's schedule says too
+    schedules = [Cron(cron, timezone="UTC")] if cron else None
     out.append(retrain_flow.to_deployment(
-        name="trinity-retrain", parameters=default, cron=cron, tags=["trinity", "retrain"],
+        name="trinity-retrain", parameters=default, schedules=schedules, tags=["trinity", "retrain"],
         description="Retrain from the champion, then promote the new coordinator only if it beats the champion; "
                     "scheduled when schedule.cron is set."))
     return out
@@ -45,7 +51,7 @@ def deployments(cron: str | None, overrides: list[str]):
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--cron", default=None, help="cron schedule for trinity-retrain (default: schedule.cron)")
+    ap.add_argument("--cron", default=None, help="cron schedule for trinity-retrain, read in UTC (default: schedule.cron)")
     ap.add_argument("overrides", nargs="*", help="Hydra overrides used by every deployment's default parameters")
     args = ap.parse_args()
     apply_environment_defaults()
