@@ -6,3 +6,15 @@ import os
 
 # Prefect's temporary server can be slow to start on a fresh database (ENVIRONMENT.md).
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
+
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def tiny_backbone_overrides(tmp_path_factory) -> list[str]:
+    """Overrides pointing the coordinator at a tiny random Llama saved once per session as a Hugging Face
+    folder (coordinator_support.save_tiny_backbone): the wiring tests' backbone."""
+    from coordinator_support import save_tiny_backbone
+
+    return save_tiny_backbone(tmp_path_factory.mktemp("tiny-backbone"))

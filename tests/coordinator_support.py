@@ -45,3 +45,18 @@ def transcripts(turns: int = 5) -> list[str]:
         text += f"\n\n{t}. Reference thought {t}: multiply step by step, " + "carry the tens. " * t
         out.append(text)
     return out
+
+
+def save_tiny_backbone(folder) -> list[str]:
+    """Save the tiny random Llama as a Hugging Face folder; return the overrides that make the coordinator
+    load it (`coordinator.backbone.source=hub`). For tests of the pipeline's wiring, where what a hidden
+    state says does not matter; the real backbone keeps its own tests (test_coordinator_backbone,
+    test_routing_benchmark, test_state_reproducibility, test_serve_local, test_cli_signals)."""
+    from pathlib import Path
+
+    folder = Path(folder)
+    if not (folder / "config.json").is_file():
+        tiny = tiny_backbone()
+        tiny.model.save_pretrained(folder)
+        tiny.tokenizer.save_pretrained(folder)
+    return ["coordinator.backbone.source=hub", f"coordinator.backbone.id={folder}"]

@@ -66,9 +66,9 @@ async def grade(item, answer: str) -> float:
 
 
 def recording_cfg(tmp: Path, base_url: str, *, roles=("worker", "thinker", "verifier"), max_turns: int = 2,
-                  items: dict | None = None, samples: int = 1) -> Any:
+                  items: dict | None = None, samples: int = 1, overrides: tuple[str, ...] = ()) -> Any:
     cfg = compose(["experiment=local_small", f"protocol.max_turns={max_turns}", f"tasks.train=[{SUITE}]",
-                   "tasks.transfer=[]"])
+                   "tasks.transfer=[]", *overrides])
     OmegaConf.set_struct(cfg, False)
     cfg.pool = stub_pool_cfg(base_url, models=list(MODELS))
     cfg.paths.prepared = str(tmp / "prepared")

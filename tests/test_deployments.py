@@ -3,7 +3,8 @@
 runner.kind=dask and writes into its own run folder, never into the DVC outputs.
 
 The server, the deployment runner (`python -m flows.deploy`) and the Dask cluster are real processes; the
-pool is the scripted loopback HTTP stub and the coordinator the real offline backbone."""
+pool is the scripted loopback HTTP stub and the coordinator runs on a tiny random backbone (the real one has
+its own tests; here only the wiring matters)."""
 
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ def _handler(body):
     return "The answer is (A). <idea>a guess</idea>"
 
 
-def test_ui_run_of_evolve_uses_dask_and_its_own_folder(tmp_path):
+def test_ui_run_of_evolve_uses_dask_and_its_own_folder(tmp_path, tiny_backbone_overrides):
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
     from prefect.deployments import run_deployment
@@ -54,7 +55,7 @@ def test_ui_run_of_evolve_uses_dask_and_its_own_folder(tmp_path):
     logs.mkdir()
     procs: list[subprocess.Popen] = []
     with StubServer(_handler) as stub:
-        cfg = config.compose(["experiment=local_live", 
+        cfg = config.compose(["experiment=local_live", *tiny_backbone_overrides,
             "tasks.train=[mmlu]", "tasks.transfer=[gpqa_diamond]", "tasks.max_items_per_suite=8",
             "evolve.popsize=4", "evolve.generations=1", "evolve.episodes_per_candidate=2",
             "evolve.validation.every=1", "evolve.validation.n_items=2", "protocol.max_turns=2",

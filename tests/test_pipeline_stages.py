@@ -1,5 +1,5 @@
-"""The pipeline end to end on a scripted pool served over real loopback HTTP and the real offline
-coordinator backbone: prepare -> cache_states -> evolve -> evaluate, plus the Prefect flow wrapper."""
+"""The pipeline end to end on a scripted pool served over real loopback HTTP and a tiny random backbone
+(the real one has its own tests; here only the wiring matters): prepare -> cache_states -> evolve -> evaluate, plus the Prefect flow wrapper."""
 
 from __future__ import annotations
 
@@ -36,9 +36,9 @@ def _wrong_for(item) -> str:
 
 
 @pytest.fixture(scope="module")
-def run_cfg(tmp_path_factory):
+def run_cfg(tmp_path_factory, tiny_backbone_overrides):
     tmp = tmp_path_factory.mktemp("pipe")
-    cfg = config.compose(["experiment=local_live", 
+    cfg = config.compose(["experiment=local_live", *tiny_backbone_overrides,
         "tasks.train=[mmlu,gsm8k]", "tasks.transfer=[gpqa_diamond]", "tasks.max_items_per_suite=20",
         "evolve.popsize=4", "evolve.generations=2", "evolve.episodes_per_candidate=4",
         "evolve.validation.every=1", "evolve.validation.n_items=4", "protocol.max_turns=3",
@@ -49,6 +49,15 @@ def run_cfg(tmp_path_factory):
         f"paths.reports={tmp}/reports", f"paths.cache={tmp}/cache",
     ])
     return cfg
+
+
+@pytest.fixture(scope="module")
+def prefect_harness():
+    """One temporary Prefect server for the flow tests of this module (starting one takes most of a test)."""
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=120):
+        yield
 
 
 def test_prepare_cache_states_evolve_evaluate_on_a_scripted_pool(run_cfg):
@@ -111,9 +120,7 @@ def test_prepare_cache_states_evolve_evaluate_on_a_scripted_pool(run_cfg):
             RolloutContext.close_all()
 
 
-def test_prepare_flow_runs_under_prefect(run_cfg, tmp_path):
-    from prefect.testing.utilities import prefect_test_harness
-
+def test_prepare_flow_runs_under_prefect(run_cfg, tmp_path, prefect_harness):
     from flows.prepare import prepare_flow
 
     params = tmp_path / "params.yaml"
@@ -121,18 +128,16 @@ def test_prepare_flow_runs_under_prefect(run_cfg, tmp_path):
     OmegaConf.set_struct(cfg, False)
     cfg.paths.prepared = str(tmp_path / "prepared")
     params.write_text(config.to_yaml(cfg))
-    with prefect_test_harness(server_startup_timeout=120):
-        manifest = prepare_flow(params=str(params))
+    manifest = prepare_flow(params=str(params))
     assert set(manifest["suites"]) == {"mmlu", "gsm8k", "gpqa_diamond"}
     assert (tmp_path / "prepared" / "mmlu.parquet").exists()
 
 
-def test_rollouts_on_a_local_dask_cluster_match_the_inline_run(run_cfg):
+def test_rollouts_on_a_local_dask_cluster_match_the_inline_run(run_cfg, prefect_harness):
     """runner.kind=dask: candidate rollouts run as Prefect tasks on a local Dask cluster (worker
     processes build their own pool client and coordinator) and give the same traces as inline."""
     import numpy as np
     from prefect import flow
-    from prefect.testing.utilities import prefect_test_harness
 
     from flows._common import rollout_runner
     from trinity.pipeline.evolve_stage import rollout_candidate
@@ -160,8 +165,7 @@ def test_rollouts_on_a_local_dask_cluster_match_the_inline_run(run_cfg):
                 return [f.result() for f in futures]
 
         try:
-            with prefect_test_harness(server_startup_timeout=120):
-                on_dask = rollouts()
+            on_dask = rollouts()
             inline = [rollout_candidate(cfg_yaml, 0, c, x, uids, 1) for c, x in enumerate(cands)]
         finally:
             RolloutContext.close_all()

@@ -1,6 +1,6 @@
 """The pipeline on a recording (pool=recorded): states of every transcript, evolution with exact and sampled
 fitness, evaluation with the recording's bounds; no pool server is running, so any call the recording
-lacks would stop the stage."""
+lacks would stop the stage. The backbone is the tiny random one: here only the wiring matters."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ from trinity.pipeline.rollouts import RolloutContext
 
 
 @pytest.fixture(scope="module")
-def recorded_cfg(tmp_path_factory):
+def recorded_cfg(tmp_path_factory, tiny_backbone_overrides):
     tmp = tmp_path_factory.mktemp("recpipe")
-    cfg, root, _server = make_recording(tmp, roles=("worker", "verifier"))   # the stub server is stopped now
+    cfg, root, _server = make_recording(tmp, roles=("worker", "verifier"), overrides=tuple(tiny_backbone_overrides))   # the stub server is stopped now
     OmegaConf.set_struct(cfg, False)
     cfg.pool.replay = {"recording": str(root), "on_miss": "error"}
     cfg.coordinator.roles = ["worker", "verifier"]

@@ -1,5 +1,5 @@
 """Reproducible across machines, with real git and DVC: a pipeline (prepare -> cache_states -> evolve ->
-frontier (one cost weight) -> evaluate on the offline backbone and a scripted pool over loopback HTTP) is run with `dvc repro`, its response cache
+frontier (one cost weight) -> evaluate on a tiny random backbone and a scripted pool over loopback HTTP) is run with `dvc repro`, its response cache
 is snapshotted, `dvc add`ed and pushed to a local DVC remote with the outputs; a fresh `git clone` pulls
 everything, reruns every stage (`dvc repro --force`, cold feature cache) under
 TRINITY_RESPONSE_CACHE=replay_only against a pool that refuses every call, and must make no pool call
@@ -87,11 +87,11 @@ def _run(cmd: list[str], cwd: Path, env: dict | None = None, check: bool = True)
     return result
 
 
-def test_a_fresh_clone_replays_the_pipeline_from_the_pulled_response_cache(tmp_path):
+def test_a_fresh_clone_replays_the_pipeline_from_the_pulled_response_cache(tmp_path, tiny_backbone_overrides):
     repo, clone, remote = tmp_path / "repo", tmp_path / "clone", tmp_path / "remote"
     repo.mkdir()
     port = free_ports(1)[0]
-    cfg = config.compose(["experiment=local_live", 
+    cfg = config.compose(["experiment=local_live", *tiny_backbone_overrides,
         "tasks.train=[mmlu]", "tasks.transfer=[]", "tasks.max_items_per_suite=8",
         "evolve.popsize=4", "evolve.generations=2", "evolve.episodes_per_candidate=2",
         "evolve.validation.every=1", "evolve.validation.n_items=2", "protocol.max_turns=2",

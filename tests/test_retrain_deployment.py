@@ -5,7 +5,7 @@ champion's head rows by name; a run that fails leaves the registry unchanged. Ea
 `retrain-decision` markdown artifact.
 
 The pool is the scripted loopback stub (model `right` answers every MMLU item correctly, the others never),
-the coordinator the real offline backbone; one turn per episode, argmax routing, so a coordinator's
+the coordinator a tiny random backbone (saved as a Hugging Face folder); one turn per episode, argmax routing, so a coordinator's
 reward is exactly whether its head picks `right`."""
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def _steering(coord, items, protocol, model: str) -> np.ndarray:
     return params
 
 
-def test_scheduled_retraining_promotes_only_a_better_challenger_and_serving_follows(tmp_path):
+def test_scheduled_retraining_promotes_only_a_better_challenger_and_serving_follows(tmp_path, tiny_backbone_overrides):
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
     from prefect.deployments import run_deployment
@@ -71,7 +71,7 @@ def test_scheduled_retraining_promotes_only_a_better_challenger_and_serving_foll
 
     procs: list[subprocess.Popen] = []
     with StubServer(handler) as stub:
-        cfg = config.compose(["experiment=local_live", 
+        cfg = config.compose(["experiment=local_live", *tiny_backbone_overrides,
             "tasks.train=[mmlu]", "tasks.transfer=[]", "tasks.max_items_per_suite=60",
             "evolve.popsize=4", "evolve.generations=1", "evolve.episodes_per_candidate=2",
             "evolve.validation.every=1", "evolve.validation.n_items=4", "protocol.max_turns=1",
