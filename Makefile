@@ -82,8 +82,8 @@ responses-pull: ## fetch the shared response cache (dvc pull) and merge it into 
 replay: setup ## rerun the whole pipeline from the response cache alone (no pool call; a miss stops it)
 	TRINITY_RESPONSE_CACHE=replay_only $(BIN)/trinity run --force experiment=$(EXPERIMENT) $(OVERRIDES)
 
-test: setup ## run the whole test suite (includes the real local-model tests marked slow)
-	$(BIN)/python -m pytest $(PYTEST_ARGS); rc=$$?; \
+test: setup ## run the whole test suite (includes the real local-model tests marked slow); ends with the 15 slowest tests
+	$(BIN)/python -m pytest --durations=15 $(PYTEST_ARGS); rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$rc
 
 test-fast: setup ## run the tests that need no local model, one pytest worker per core (pytest-xdist)

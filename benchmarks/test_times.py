@@ -1,0 +1,80 @@
+"""Where the test suite's time goes: runs pytest once (the whole suite, or the files and options given) with a
+JUnit report and prints the time per test file, slowest first, with its share and the slowest test in it, so a
+regression shows who caused it. Times are wall seconds on this machine (shared and noisy: compare files within
+one run, and runs made under the same load).
+
+    python benchmarks/test_times.py [--top 25] [--json out.json] [-- pytest args ...]
+
+Examples: `python benchmarks/test_times.py` (what `make test` runs), `python benchmarks/test_times.py -- -m "not slow"`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def per_file(junit: Path) -> list[dict]:
+    """Rows {file, tests, seconds, slowest, slowest_s} from a JUnit XML report, slowest file first."""
+    files: dict[str, dict] = defaultdict(lambda: {"tests": 0, "seconds": 0.0, "slowest": "", "slowest_s": 0.0})
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        module = (case.get("classname") or "?").split(".")
+        name = (module[-1] if module[-1].startswith("test_") else ".".join(module)) + ".py"
+        seconds = float(case.get("time") or 0.0)
+        row = files[name]
+        row["tests"] += 1
+        row["seconds"] += seconds
+        if seconds > row["slowest_s"]:
+            row["slowest"], row["slowest_s"] = case.get("name") or "?", seconds
+    return sorted(({"file": f, **r} for f, r in files.items()), key=lambda r: -r["seconds"])
+
+
+def table(rows: list[dict], top: int) -> str:
+    total = sum(r["seconds"] for r in rows) or 1.0
+    lines = [f"{'file':<40} {'tests':>5} {'seconds':>8} {'share':>6}  slowest test", "-" * 100]
+    for r in rows[:top]:
+        lines.append(f"{r['file']:<40} {r['tests']:>5} {r['seconds']:>8.1f} {r['seconds'] / total:>6.1%}  "
+                     f"{r['slowest'][:60]} ({r['slowest_s']:.1f} s)")
+    rest = rows[top:]
+    if rest:
+        lines.append(f"{f'({len(rest)} more files)':<40} {sum(r['tests'] for r in rest):>5} "
+                     f"{sum(r['seconds'] for r in rest):>8.1f} {sum(r['seconds'] for r in rest) / total:>6.1%}")
+    lines.append(f"{'total':<40} {sum(r['tests'] for r in rows):>5} {total:>8.1f}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--top", type=int, default=25, help="files to list (the rest are summed)")
+    parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
+    parser.add_argument("pytest_args", nargs="*", help="after --: passed to pytest")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        junit = Path(tmp) / "junit.xml"
+        started = time.perf_counter()
+        rc = subprocess.call([sys.executable, "-m", "pytest", "-q", f"--junitxml={junit}", *args.pytest_args],
+                             cwd=ROOT)
+        wall = time.perf_counter() - started
+        if not junit.exists():
+            print(f"pytest wrote no report (exit {rc})", file=sys.stderr)
+            return rc or 1
+        rows = per_file(junit)
+    print()
+    print(table(rows, args.top))
+    print(f"pytest exit {rc}; wall {wall:.0f} s")
+    if args.json:
+        args.json.write_text(json.dumps({"wall_s": wall, "exit": rc, "files": rows}, indent=1))
+    return rc
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
