@@ -18,3 +18,16 @@ def tiny_backbone_overrides(tmp_path_factory) -> list[str]:
     from coordinator_support import save_tiny_backbone
 
     return save_tiny_backbone(tmp_path_factory.mktemp("tiny-backbone"))
+
+
+@pytest.fixture(scope="session")
+def deployed_flows(tmp_path_factory):
+    """One real Prefect server with the project's deployments served (process_support.DeployedFlows), shared
+    by the deployment tests of the session."""
+    from process_support import DeployedFlows
+
+    flows = DeployedFlows(tmp_path_factory.mktemp("prefect-deployments"))
+    try:
+        yield flows
+    finally:
+        flows.close()

@@ -2,30 +2,23 @@
 `trinity-evolve` is triggered, and its state, logs and artifacts are read back. The run honours
 runner.kind=dask and writes into its own run folder, never into the DVC outputs.
 
-The server, the deployment runner (`python -m flows.deploy`) and the Dask cluster are real processes; the
+The server, the deployment runner (`python -m flows.deploy`; both shared by the session's deployment tests,
+conftest `deployed_flows`) and the Dask cluster are real processes; the
 pool is the scripted loopback HTTP stub and the coordinator runs on a tiny random backbone (the real one has
 its own tests; here only the wiring matters)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
-import httpx
 import pytest
 from omegaconf import OmegaConf
 
-from pool_stub import StubServer, free_ports, stub_pool_cfg
-from process_support import stop, wait_for
+from pool_stub import StubServer, stub_pool_cfg
 from trinity import config
 
 pytestmark = pytest.mark.slow
-
-REPO = Path(__file__).resolve().parents[1]
-BIN = Path(sys.executable).parent
 
 
 def _handler(body):
@@ -37,7 +30,7 @@ def _handler(body):
     return "The answer is (A). <idea>a guess</idea>"
 
 
-def test_ui_run_of_evolve_uses_dask_and_its_own_folder(tmp_path, tiny_backbone_overrides):
+def test_ui_run_of_evolve_uses_dask_and_its_own_folder(tmp_path, tiny_backbone_overrides, deployed_flows):
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
     from prefect.deployments import run_deployment
@@ -46,14 +39,7 @@ def test_ui_run_of_evolve_uses_dask_and_its_own_folder(tmp_path, tiny_backbone_o
     from trinity.pipeline import cache_states_stage
     from trinity.tasks.prepare import prepare_suites
 
-    (port,) = free_ports(1)
-    api = f"http://127.0.0.1:{port}/api"
-    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect"), "PREFECT_API_URL": api,
-           "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1", "PYTHONPATH": str(REPO)}
-    env.pop("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", None)
-    logs = tmp_path / "logs"
-    logs.mkdir()
-    procs: list[subprocess.Popen] = []
+    api = deployed_flows.api
     with StubServer(_handler) as stub:
         cfg = config.compose(["experiment=local_live", *tiny_backbone_overrides,
             "tasks.train=[mmlu]", "tasks.transfer=[gpqa_diamond]", "tasks.max_items_per_suite=8",
@@ -72,45 +58,29 @@ def test_ui_run_of_evolve_uses_dask_and_its_own_folder(tmp_path, tiny_backbone_o
         cache_states_stage.run(cfg)
         params = tmp_path / "params.yaml"
         params.write_text(config.to_yaml(cfg))
-        try:
-            procs.append(subprocess.Popen(
-                [str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-                env=env, cwd=tmp_path, stdout=open(logs / "server.log", "wb"), stderr=subprocess.STDOUT))
-            wait_for(lambda: httpx.get(f"{api}/health", timeout=2).status_code == 200, 180, "prefect server", procs)
-            procs.append(subprocess.Popen([sys.executable, "-m", "flows.deploy"], env=env, cwd=REPO,
-                                          stdout=open(logs / "deploy.log", "wb"), stderr=subprocess.STDOUT))
-            with temporary_settings({PREFECT_API_URL: api}):
-                async def deployed():
-                    async with get_client() as client:
-                        return await client.read_deployment_by_name("evolve/trinity-evolve")
+        deployed_flows.wait_for_deployment("evolve/trinity-evolve")
+        with temporary_settings({PREFECT_API_URL: api}):
+            run = run_deployment("evolve/trinity-evolve", parameters={"params": str(params)}, timeout=900)
+            assert run.state is not None and run.state.is_completed(), (
+                run.state, deployed_flows.deploy_log())
 
-                import asyncio
+            async def messages():
+                async with get_client() as client:
+                    found = await client.read_logs(
+                        log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=[run.id])), limit=200)
+                    return [log.message for log in found]
 
-                wait_for(lambda: asyncio.run(deployed()), 120, "the trinity-evolve deployment", procs)
-                run = run_deployment("evolve/trinity-evolve", parameters={"params": str(params)}, timeout=900)
-                assert run.state is not None and run.state.is_completed(), (
-                    run.state, (logs / "deploy.log").read_text()[-4000:])
+            lines = asyncio.run(messages())
 
-                async def messages():
-                    async with get_client() as client:
-                        found = await client.read_logs(
-                            log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=[run.id])), limit=200)
-                        return [log.message for log in found]
+            async def artifacts():
+                from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
 
-                lines = asyncio.run(messages())
+                async with get_client() as client:
+                    found = await client.read_artifacts(
+                        artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[run.id])))
+                    return {a.key: a for a in found if a.key}
 
-                async def artifacts():
-                    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
-
-                    async with get_client() as client:
-                        found = await client.read_artifacts(
-                            artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[run.id])))
-                        return {a.key: a for a in found if a.key}
-
-                arts = asyncio.run(artifacts())
-        finally:
-            for p in reversed(procs):
-                stop(p)
+            arts = asyncio.run(artifacts())
 
     # The rollouts ran on a Dask cluster, as runner.kind says, though the deployment was built from the flow.
     assert any("rollouts run on DaskTaskRunner" in m for m in lines), lines[:40]

@@ -12,25 +12,18 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
-import httpx
 import numpy as np
 import openai
 import pytest
 from omegaconf import OmegaConf
 
-from pool_stub import StubServer, free_ports, stub_pool_cfg
-from process_support import stop, wait_for
+from pool_stub import StubServer, stub_pool_cfg
+from process_support import wait_for
 from trinity import config
 
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parents[1]
-BIN = Path(sys.executable).parent
 POOL = ["wrong", "right", "other"]
 
 
@@ -44,7 +37,8 @@ def _steering(coord, items, protocol, model: str) -> np.ndarray:
     return params
 
 
-def test_scheduled_retraining_promotes_only_a_better_challenger_and_serving_follows(tmp_path, tiny_backbone_overrides):
+def test_scheduled_retraining_promotes_only_a_better_challenger_and_serving_follows(tmp_path, tiny_backbone_overrides,
+                                                                                     deployed_flows):
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
     from prefect.deployments import run_deployment
@@ -55,13 +49,7 @@ def test_scheduled_retraining_promotes_only_a_better_challenger_and_serving_foll
     from trinity.serve.server import ServerThread, build_app
     from trinity.tasks.prepare import load_items, prepare_suites
 
-    (port,) = free_ports(1)
-    api = f"http://127.0.0.1:{port}/api"
-    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect"), "PREFECT_API_URL": api,
-           "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1", "PYTHONPATH": str(REPO)}
-    env.pop("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", None)
-    logs = tmp_path / "logs"
-    logs.mkdir()
+    api = deployed_flows.api
     answers: dict[str, str] = {}
 
     def handler(body):
@@ -69,7 +57,6 @@ def test_scheduled_retraining_promotes_only_a_better_challenger_and_serving_foll
         letter = next((a for key, a in answers.items() if key in user), "Z")
         return f"The answer is ({letter if body['model'] == 'right-id' else 'Z'})."
 
-    procs: list[subprocess.Popen] = []
     with StubServer(handler) as stub:
         cfg = config.compose(["experiment=local_live", *tiny_backbone_overrides,
             "tasks.train=[mmlu]", "tasks.transfer=[]", "tasks.max_items_per_suite=60",
@@ -128,19 +115,8 @@ def test_scheduled_retraining_promotes_only_a_better_challenger_and_serving_foll
             before = served()
             assert before["model_version"] == "v1" and before["turns"][0]["agent"] == "other"
 
-            procs.append(subprocess.Popen(
-                [str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-                env=env, cwd=tmp_path, stdout=open(logs / "server.log", "wb"), stderr=subprocess.STDOUT))
-            wait_for(lambda: httpx.get(f"{api}/health", timeout=2).status_code == 200, 180, "prefect server", procs)
-            procs.append(subprocess.Popen([sys.executable, "-m", "flows.deploy"], env=env, cwd=REPO,
-                                          stdout=open(logs / "deploy.log", "wb"), stderr=subprocess.STDOUT))
+            deployed_flows.wait_for_deployment("retrain/trinity-retrain")
             with temporary_settings({PREFECT_API_URL: api}):
-                async def deployed():
-                    async with get_client() as c:
-                        return await c.read_deployment_by_name("retrain/trinity-retrain")
-
-                wait_for(lambda: asyncio.run(deployed()), 120, "the trinity-retrain deployment", procs)
-
                 def retrain(params: str):
                     run = run_deployment("retrain/trinity-retrain", parameters={"params": params}, timeout=900)
 
@@ -154,7 +130,7 @@ def test_scheduled_retraining_promotes_only_a_better_challenger_and_serving_foll
 
                 # 1. a better challenger (warm-started from the good coordinator) replaces the champion ...
                 run, arts = retrain(better)
-                assert run.state.is_completed(), (run.state, (logs / "deploy.log").read_text()[-4000:])
+                assert run.state.is_completed(), (run.state, deployed_flows.deploy_log())
                 assert registry.champion_name() == "v2", registry.history()
                 assert registry.history()[-1]["action"] == "promote"
                 assert "the challenger beats the champion" in registry.history()[-1]["reason"]
@@ -170,7 +146,7 @@ def test_scheduled_retraining_promotes_only_a_better_challenger_and_serving_foll
 
                 # 2. a worse challenger (cold, x0 = 0: its head picks `wrong`) leaves the champion in place
                 run, arts = retrain(worse)
-                assert run.state.is_completed(), (run.state, (logs / "deploy.log").read_text()[-4000:])
+                assert run.state.is_completed(), (run.state, deployed_flows.deploy_log())
                 assert registry.champion_name() == "v2" and registry.history()[-1]["action"] == "keep"
                 assert registry.history()[-1]["version"] == "v3"
                 assert "the champion stays" in registry.history()[-1]["reason"]
@@ -183,7 +159,7 @@ def test_scheduled_retraining_promotes_only_a_better_challenger_and_serving_foll
 
                 # 3. a pool change: the champion's rows follow the models by name, the new model's row is 0
                 run, arts = retrain(str(tmp_path / "grown.yaml"))
-                assert run.state.is_completed(), (run.state, (logs / "deploy.log").read_text()[-4000:])
+                assert run.state.is_completed(), (run.state, deployed_flows.deploy_log())
                 meta = registry.show("v4").meta
                 assert meta["warm_start"]["added"] == ["extra"] and meta["warm_start"]["removed"] == []
                 assert [k[0] for k in meta["warm_start"]["kept"]] == POOL
@@ -197,5 +173,3 @@ def test_scheduled_retraining_promotes_only_a_better_challenger_and_serving_foll
                 assert (tmp_path / "models" / "registry.json").read_bytes() == state
         finally:
             server.stop()
-            for p in reversed(procs):
-                stop(p)
