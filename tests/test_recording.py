@@ -42,6 +42,23 @@ def test_tree_has_every_call_of_the_protocol(tmp_path):
     assert len([r for r in server.requests if r.path.endswith("/chat/completions")]) == distinct
 
 
+def test_status_counts_pending_items_also_under_the_replaying_pool(tmp_path):
+    """`trinity record --status` on pool=recorded (the default) must count the items still to record: the
+    stages see only the recorded items there, the recorder all of them."""
+    from omegaconf import OmegaConf
+
+    from trinity.pipeline import record_stage
+
+    cfg, root, _ = make_recording(tmp_path, roles=("worker", "verifier"), items={"train": 2, "validation": 1, "test": 1})
+    assert record_stage.status(cfg)["pending_items"] == 0
+    more = cfg.copy()
+    OmegaConf.set_struct(more, False)
+    more.record.items = {"train": 3, "validation": 2, "test": 2}
+    more.pool.replay = {"recording": str(root), "on_miss": "error"}
+    status = record_stage.status(more)
+    assert status["items"] == 4 and status["chosen_items"] == 7 and status["pending_items"] == 3
+
+
 def test_thinker_suggestion_fixes_the_next_role(tmp_path):
     cfg, root, _ = make_recording(tmp_path, roles=ROLES)
     rec = store.open_recording(root)

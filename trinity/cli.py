@@ -228,20 +228,10 @@ def _cmd_record(args) -> int:
 
     from trinity import config
     from trinity.pipeline import record_stage
-    from trinity.record import store
 
     cfg = config.compose(list(args.overrides))
-    root = record_stage.recording_dir(cfg)
     if args.status:
-        items = record_stage.chosen_items(cfg)
-        if (root / store.MANIFEST).exists():
-            summary = store.summarise(store.open_recording(root))
-            done = set(store.item_entries(store.read_manifest(root)))
-        else:
-            summary, done = {"items": 0}, set()
-        summary["chosen_items"] = len(items)
-        summary["pending_items"] = sum(1 for it in items if it.uid not in done)
-        print(json.dumps({"recording": str(root), **summary}, indent=1))
+        print(json.dumps(record_stage.status(cfg), indent=1))
         return 0
     config.check_api_keys(cfg)
 

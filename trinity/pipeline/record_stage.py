@@ -208,6 +208,21 @@ def live_config(cfg: DictConfig) -> DictConfig:
     return live
 
 
+def status(cfg: DictConfig) -> dict[str, Any]:
+    """What the recording holds and what a `trinity record` run would still add: the items the live config
+    chooses (under pool=recorded the stages see only the recorded items, the recorder all of them)."""
+    root = recording_dir(cfg)
+    items = chosen_items(live_config(cfg))
+    if (root / store.MANIFEST).exists():
+        summary = store.summarise(store.open_recording(root))
+        done = set(store.item_entries(store.read_manifest(root)))
+    else:
+        summary, done = {"items": 0}, set()
+    summary["chosen_items"] = len(items)
+    summary["pending_items"] = sum(1 for it in items if it.uid not in done)
+    return {"recording": str(root), **summary}
+
+
 def run(cfg: DictConfig, *, progress: Callable[[str], None] = print, pool_context: Callable[[], Any] | None = None,
         client_factory: Callable[[Path], Any] | None = None, grader: Callable | None = None,
         limit_items: int | None = None) -> dict[str, Any]:
