@@ -18,7 +18,7 @@ export DO_NOT_TRACK ?= 1
 STAMP_DEPS   := $(VENV)/.deps-installed
 STAMP_ASSETS := $(VENV)/.assets-installed
 
-.PHONY: help setup lock run replay responses-push responses-pull test test-fast params pool-up pool-down pool-status bench bench-routing serve prefect-server deploy clean setup-gemma
+.PHONY: help setup lock run replay responses-push responses-pull test test-fast params pool-up pool-down pool-status bench bench-routing serve prefect-server deploy clean setup-gemma screenshots
 
 help: ## list every target
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  make %-16s %s\n", $$1, $$2}'
@@ -109,6 +109,9 @@ bench: setup ## run the benchmark scripts (each prints one JSON line); the routi
 bench-routing: setup ## the routing benchmark's optimiser and normalisation comparisons (after make run EXPERIMENT=routing_benchmark)
 	$(BIN)/python benchmarks/routing_benchmark.py --compare optimisers --seeds 0 1 2
 	$(BIN)/python benchmarks/routing_benchmark.py --compare normalize --normalize none standardize rebalance --sigma0 0.03 0.1 0.3 --seeds 0 --generations 30
+
+screenshots: $(STAMP_DEPS) ## retake the README's PNGs (docs/images/: Prefect UI, a report) with headless Chromium
+	$(BIN)/python scripts/ui_screenshots.py
 
 clean: ## remove pipeline outputs (keeps .venv, the model cache and the response cache)
 	rm -rf data/prepared data/states data/evolve data/ablations data/eval metrics reports params.yaml.tmp
