@@ -30,7 +30,7 @@ from omegaconf import DictConfig, OmegaConf
 from trinity.coordinator.head import Decision, RoutingHead
 from trinity.episodes.trace import EpisodeId, Trace, Turn
 from trinity.evolve.algorithms import ALGORITHMS
-from trinity.routers.base import ROLES
+from trinity.contracts import ROLES
 from trinity.seeding import derive_seed, rng
 
 AGENTS = ("alpha", "beta", "gamma")

@@ -18,7 +18,7 @@ import numpy as np
 from pool_stub import completion
 
 from trinity.coordinator.head import RoutingHead
-from trinity.routers.base import ROLES
+from trinity.contracts import ROLES
 
 AGENTS = ("alpha", "beta", "gamma")
 TAG = re.compile(r"REQ-[A-Za-z0-9_]+")

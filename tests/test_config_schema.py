@@ -108,6 +108,6 @@ def test_choice_names_the_key_and_the_allowed_values():
 
 def test_rules_between_keys():
     with pytest.raises(ConfigError, match=r"coordinator\.svf\.enabled.*reinforce"):
-        conform(config.compose(["experiment=local_live", "evolve=reinforce", "coordinator.svf.enabled=true"], validate_cfg=False))
+        config.validate(config.compose(["experiment=local_live", "evolve=reinforce", "coordinator.svf.enabled=true"], validate_cfg=False))
     with pytest.raises(ConfigError, match=r"coordinator\.roles.*worker"):
         conform(config.compose(["experiment=local_live", "coordinator.roles=[thinker]"], validate_cfg=False))

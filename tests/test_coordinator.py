@@ -24,7 +24,7 @@ from trinity.coordinator.saved import CoordinatorMismatchError
 from trinity.coordinator.svf import SVFAdapter, scaled_singular_values
 from trinity.errors import TrinityError
 from trinity.pipeline.state_files import preload_state_cache, read_state_cache, write_state_cache
-from trinity.routers.base import ROLES, Router
+from trinity.contracts import ROLES, Router
 
 SVF_MATRICES = ["model.layers.2.self_attn.*_proj", "model.layers.2.mlp.*_proj", "lm_head"]
 

@@ -26,8 +26,9 @@ from trinity.coordinator.feature_stats import feature_stats
 from trinity.coordinator.head import RoutingHead
 from trinity.coordinator.saved import CoordinatorMismatchError, load_saved, save_params
 from trinity.errors import ConfigError
+from trinity.pipeline.coordinator_setup import build_coordinator, first_turn_features
 from trinity.pipeline.state_files import read_state_cache
-from trinity.routers.base import ROLES
+from trinity.contracts import ROLES
 from trinity.tasks.prepare import COLUMNS
 
 TRAIN, TRANSFER = ["mmlu", "gsm8k"], ["gpqa_diamond"]
@@ -141,7 +142,7 @@ def test_cache_states_stage_writes_the_feature_stats(setup):
 
 
 def test_standardize_gives_zero_mean_unit_variance_on_the_training_states(setup):
-    coord = Coordinator.from_config(setup["cfg"], backbone=tiny_backbone())
+    coord = build_coordinator(setup["cfg"], backbone=tiny_backbone())
     train, other = _train_and_other_states(setup)
     norm = coord.feature_norm
     assert norm.count == len(train) == 13 and norm.dim == coord.hidden_size
@@ -157,7 +158,7 @@ def test_x0_zero_is_still_uniform_routing(setup):
     for roles, expected in ((None, [1 / 3] * 3), ("[worker,verifier]", [0.5, 0.0, 0.5])):
         cfg = setup["cfg"] if roles is None else _compose(setup["tmp"], "coordinator.features.normalize=standardize",
                                                            f"coordinator.roles={roles}")
-        coord = Coordinator.from_config(cfg, backbone=tiny_backbone())
+        coord = build_coordinator(cfg, backbone=tiny_backbone())
         head = coord.head_for(coord.layout.zeros())
         assert head.norm is coord.feature_norm
         for f in _train_and_other_states(setup)[1]:
@@ -170,7 +171,7 @@ def _probe_features(setup) -> np.ndarray:
 
 
 def test_save_and_load_keep_the_statistics_and_route_identically(setup, tmp_path):
-    coord = Coordinator.from_config(setup["cfg"], backbone=tiny_backbone())
+    coord = build_coordinator(setup["cfg"], backbone=tiny_backbone())
     params = np.random.default_rng(0).normal(0, 0.05, coord.num_params)
     path = coord.save(tmp_path / "coordinator.safetensors", params, {"generation": 1})
     _, meta, tensors = load_saved(path)
@@ -193,14 +194,14 @@ def test_save_and_load_keep_the_statistics_and_route_identically(setup, tmp_path
 
 
 def test_read_params_uses_each_files_own_statistics(setup, tmp_path):
-    coord = Coordinator.from_config(setup["cfg"], backbone=tiny_backbone())
+    coord = build_coordinator(setup["cfg"], backbone=tiny_backbone())
     params = np.random.default_rng(1).normal(0, 0.05, coord.num_params)
     a = coord.save(tmp_path / "a.safetensors", params)
     other = FeatureNorm(coord.feature_norm.mean + 1.0, coord.feature_norm.std * 2.0)
     shifted = params + 0.01
     b = save_params(tmp_path / "b.safetensors", shifted,
                     {**coord.metadata(), **other.metadata()}, other.tensors())
-    evaluator = Coordinator.from_config(_compose(tmp_path, "coordinator.features.normalize=standardize"), backbone=tiny_backbone())
+    evaluator = build_coordinator(_compose(tmp_path, "coordinator.features.normalize=standardize"), backbone=tiny_backbone())
     pa, pb = evaluator.read_params(a), evaluator.read_params(b)
     assert evaluator.head_for(pa).norm.digest == coord.feature_norm.digest
     assert evaluator.head_for(pb).norm.digest == other.digest
@@ -209,13 +210,13 @@ def test_read_params_uses_each_files_own_statistics(setup, tmp_path):
 
 
 def test_mismatched_normalisation_is_refused_both_ways(setup, tmp_path):
-    standardized = Coordinator.from_config(setup["cfg"], backbone=tiny_backbone())
+    standardized = build_coordinator(setup["cfg"], backbone=tiny_backbone())
     params = np.zeros(standardized.num_params)
     std_path = standardized.save(tmp_path / "std" / "coordinator.safetensors", params)
     plain_cfg = _compose(setup["tmp"], "coordinator.features.normalize=none")
     with pytest.raises(CoordinatorMismatchError, match="coordinator.features.normalize"):
         Coordinator.load(std_path, plain_cfg, backbone=tiny_backbone())
-    plain = Coordinator.from_config(plain_cfg, backbone=tiny_backbone())
+    plain = build_coordinator(plain_cfg, backbone=tiny_backbone())
     plain_path = plain.save(tmp_path / "plain" / "coordinator.safetensors", params)
     _, meta, tensors = load_saved(plain_path)
     assert meta["feature_normalize"] == "none" and not tensors
@@ -243,14 +244,14 @@ def test_an_invalid_normalize_value_is_a_config_error(setup):
     cfg = OmegaConf.create(OmegaConf.to_container(setup["cfg"]))
     cfg.coordinator.features.normalize = "whiten"
     with pytest.raises(ConfigError, match="coordinator.features.normalize"):
-        Coordinator.from_config(cfg, backbone=tiny_backbone())
+        build_coordinator(cfg, backbone=tiny_backbone())
     del cfg.coordinator["features"]  # an older params.yaml without the block: none
-    assert Coordinator.from_config(cfg, backbone=tiny_backbone()).normalize == "none"
+    assert build_coordinator(cfg, backbone=tiny_backbone()).normalize == "none"
 
 
 def test_standardize_without_states_says_to_run_cache_states(tmp_path, setup):
     cfg = _compose(tmp_path, "coordinator.features.normalize=standardize")
-    coord = Coordinator.from_config(cfg, backbone=tiny_backbone())  # building needs no states
+    coord = build_coordinator(cfg, backbone=tiny_backbone())  # building needs no states
     with pytest.raises(FeatureNormError, match="run the cache_states stage"):
         coord.head_for(coord.layout.zeros())
 
@@ -259,11 +260,11 @@ def test_states_of_another_token_position_are_recomputed_with_the_coordinator(se
     from trinity.tasks.prepare import load_items
 
     cfg = _compose(setup["tmp"], "coordinator.features.normalize=standardize", "coordinator.token_position=-1")
-    coord = Coordinator.from_config(cfg, backbone=tiny_backbone())
+    coord = build_coordinator(cfg, backbone=tiny_backbone())
     items = [it for s in TRAIN for it in load_items(setup["tmp"] / "prepared", s, "train")]
-    expected = FeatureNorm.fit(coord.first_turn_features(items, cfg.protocol))
+    expected = FeatureNorm.fit(first_turn_features(coord, items, cfg.protocol))
     assert coord.feature_norm.digest == expected.digest
-    cached = Coordinator.from_config(setup["cfg"], backbone=tiny_backbone()).feature_norm
+    cached = build_coordinator(setup["cfg"], backbone=tiny_backbone()).feature_norm
     assert coord.feature_norm.digest != cached.digest
 
 
@@ -287,7 +288,7 @@ def test_reinforce_gradient_from_recorded_decisions_is_the_normalised_one(setup)
     from trinity.evolve.algorithms import make_algorithm
     from trinity.evolve.on_policy import EpisodeRecord
 
-    coord = Coordinator.from_config(setup["cfg"], backbone=tiny_backbone())
+    coord = build_coordinator(setup["cfg"], backbone=tiny_backbone())
     params = np.random.default_rng(3).normal(0, 0.3, coord.num_params)
     texts = [f"Task {i}: add {i} and {2 * i}." for i in range(3)]
     records, raw = [], []
@@ -333,7 +334,7 @@ def test_rebalance_keeps_the_shared_direction_at_the_norm_of_what_varies():
 
 def test_rebalance_is_saved_loaded_and_refused_when_mismatched(setup, tmp_path):
     cfg = _compose(setup["tmp"], "coordinator.features.normalize=rebalance")
-    coord = Coordinator.from_config(cfg, backbone=tiny_backbone())
+    coord = build_coordinator(cfg, backbone=tiny_backbone())
     assert coord.feature_norm.shared_norm > 0
     params = np.random.default_rng(2).normal(0, 0.05, coord.num_params)
     path = coord.save(tmp_path / "coordinator.safetensors", params)

@@ -11,7 +11,7 @@ from trinity.errors import ConfigError
 from trinity.eval import methods
 from trinity.eval.stats import bootstrap_ci
 from trinity.eval.tables import results_frame, summarize, trace_rows
-from trinity.routers.base import ROLES
+from trinity.contracts import ROLES
 from trinity.routers.baselines import RandomRouter, SingleWorkerRouter, WorkerVerifierLoopRouter
 
 

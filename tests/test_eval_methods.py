@@ -22,7 +22,7 @@ from trinity.eval.episodes import run_episode_fn
 from trinity.eval.moa import MoAPrompts, moa_episode
 from trinity.eval.tables import paired_tests, results_frame, summarize, trace_rows
 from trinity.routers.baselines import RoleOnlyRouter, SingleWorkerRouter
-from trinity.routers.coordinator import CoordinatorRouter
+from trinity.coordinator.router import CoordinatorRouter
 from trinity.tasks.types import TaskItem
 
 CFG = compose(["experiment=local_live", "eval.methods=[trinity,trinity:argmax,single_worker,role_select,random,loop,moa,ablations]"])

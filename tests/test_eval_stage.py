@@ -20,8 +20,8 @@ from trinity.coordinator.saved import check_metadata, load_params, save_params
 from trinity.errors import ConfigError
 from trinity.pipeline import evaluate_stage
 from trinity.pipeline.rollouts import LoopThread, RolloutContext
-from trinity.routers.base import ROLES
-from trinity.routers.coordinator import CoordinatorRouter
+from trinity.contracts import ROLES
+from trinity.coordinator.router import CoordinatorRouter
 from trinity.tasks.types import TaskItem
 
 L = len(AGENTS)

@@ -184,7 +184,7 @@ def test_a_frontier_server_picks_a_head_per_request_and_names_it_in_the_trace(tm
 
     from trinity.coordinator.coordinator import Coordinator
     from trinity.episodes.protocol_config import ProtocolConfig
-    from trinity.pipeline.cache_states_stage import first_turn_transcript
+    from trinity.episodes.protocol import first_turn_transcript
     from trinity.serve.server import ServerThread, build_app
 
     prompt = "What is 6*7? REQ-front"

@@ -17,7 +17,7 @@ from trinity.record import store
 from trinity.record.exact import compile_items, entropy, expectations, one_hot_ties, recorded_lookup
 from trinity.record.replay import RecordedReplies
 from trinity.record.tree import TreeSettings, tree_size
-from trinity.routers.base import ROLES
+from trinity.contracts import ROLES
 
 
 def test_tree_has_every_call_of_the_protocol(tmp_path):

@@ -13,7 +13,7 @@ from trinity.episodes.trace import EpisodeId, Trace, Turn
 from trinity.errors import ConfigError
 from trinity.evolve.algorithms import make_algorithm
 from trinity.evolve.on_policy import EpisodeBatch, EpisodeRecord
-from trinity.routers.base import ROLES
+from trinity.contracts import ROLES
 from trinity.seeding import rng as seeded_rng
 
 N_AGENTS, D = 3, 5

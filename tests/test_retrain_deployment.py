@@ -29,7 +29,9 @@ POOL = ["wrong", "right", "other"]
 
 def _steering(coord, items, protocol, model: str) -> np.ndarray:
     """Parameters whose head picks `model` for every item: its row along the items' mean first-turn feature."""
-    features = coord.first_turn_features(items, protocol)
+    from trinity.pipeline.coordinator_setup import first_turn_features
+
+    features = first_turn_features(coord, items, protocol)
     direction = features.mean(axis=0)
     params = np.zeros(coord.num_params)
     head = params[coord.layout.svf_size:].reshape(coord.layout.head_shape)
@@ -44,7 +46,7 @@ def test_scheduled_retraining_promotes_only_a_better_challenger_and_serving_foll
     from prefect.deployments import run_deployment
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    from trinity.coordinator.coordinator import Coordinator
+    from trinity.pipeline.coordinator_setup import build_coordinator
     from trinity.registry.store import Registry
     from trinity.serve.server import ServerThread, build_app
     from trinity.tasks.prepare import load_items, prepare_suites
@@ -81,7 +83,7 @@ def test_scheduled_retraining_promotes_only_a_better_challenger_and_serving_foll
         assert len(test_items) >= 6, len(test_items)   # all discordant: exact McNemar p <= 2 / 2^6 < 0.05
 
         # the champion in place routes everything to a wrong model; a good coordinator to warm-start from
-        coord = Coordinator.from_config(cfg)
+        coord = build_coordinator(cfg)
         coord.save(tmp_path / "bad" / "coordinator.safetensors", _steering(coord, test_items, cfg.protocol, "other"))
         coord.save(tmp_path / "good" / "coordinator.safetensors", _steering(coord, test_items, cfg.protocol, "right"))
         registry = Registry(tmp_path / "models")

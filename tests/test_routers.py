@@ -16,9 +16,9 @@ from trinity.coordinator.head import RoutingHead
 from trinity.episodes.protocol import run_episode
 from trinity.episodes.protocol_config import ProtocolConfig
 from trinity.episodes.trace import EpisodeId
-from trinity.routers.base import ROLES, Router
+from trinity.contracts import ROLES, Router
 from trinity.routers.baselines import RandomRouter, RoleOnlyRouter, SingleWorkerRouter, WorkerVerifierLoopRouter
-from trinity.routers.coordinator import CoordinatorRouter
+from trinity.coordinator.router import CoordinatorRouter
 from trinity.routers.masked import MaskedRouter
 from trinity.routers.registry import ROUTER_CLS
 from trinity.serve.settings import RolePolicy

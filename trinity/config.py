@@ -104,8 +104,31 @@ def validate(cfg: DictConfig) -> TrinityConfig:
     unknown keys, types, choices, ranges, rules between keys), then every selected ablation variant.
     Returns the typed config. Raises ConfigError naming the key."""
     typed = conform(cfg)
+    check_registry_names(typed)
     _validate_ablations(cfg)
     return typed
+
+
+def check_registry_names(typed: TrinityConfig) -> None:
+    """The open choices the schema cannot know: strategy and suite names against their registries, and
+    the rule that an on-policy strategy (it learns from the head's recorded routing decisions, and SVF
+    parameters make none) runs without SVF."""
+    from trinity.evolve.algorithms import ALGORITHMS
+    from trinity.tasks.registry import SUITES, suite_class, suite_names
+
+    strategy = typed.evolve.strategy
+    if strategy not in ALGORITHMS:
+        raise ConfigError(f"config key 'evolve.strategy': unknown strategy {strategy!r}; known: {sorted(ALGORITHMS)}")
+    if ALGORITHMS[strategy].kind == "on_policy" and typed.coordinator.svf.enabled:
+        raise ConfigError(f"config key 'coordinator.svf.enabled' must be false with evolve.strategy="
+                          f"{strategy} (policy gradient trains the routing head only)")
+    known = suite_names()   # lists the installed plugins too: a plugin that clashes is refused here
+    for part in ("train", "transfer"):
+        for name in getattr(typed.tasks, part):
+            if name not in known:
+                raise ConfigError(f"config key 'tasks.{part}': unknown task suite {name!r}; known: {', '.join(known)}")
+            if name not in SUITES:
+                suite_class(name)   # a plugin suite: import and check it now, before any work starts
 
 
 def typed(cfg: DictConfig) -> TrinityConfig:

@@ -68,7 +68,7 @@ from omegaconf import DictConfig, OmegaConf
 from trinity.config_schema import section
 from trinity.config_schema.root import PlanAssumptions
 from trinity.errors import ConfigError
-from trinity.routers.base import ROLES
+from trinity.contracts import ROLES
 
 CHARS_PER_TOKEN = 4
 MESSAGE_OVERHEAD = 8        # chat-template tokens per message (role markers)

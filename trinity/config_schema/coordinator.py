@@ -32,6 +32,21 @@ class Features:
     normalize: FeatureNormalize = FeatureNormalize.none
 
 
+def parse_max_padding(value: object) -> str | float | None:
+    """`coordinator.feature_cache.max_padding`: "auto", None (no bound) or a fraction >= 0."""
+    if value is None or (isinstance(value, str) and value.lower() in ("none", "null")):
+        return None
+    if isinstance(value, str) and value.lower() == "auto":
+        return "auto"
+    try:
+        fraction = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ConfigError(f"config key 'coordinator.feature_cache.max_padding' must be auto, none or a number >= 0, got {value!r}") from None
+    if fraction < 0:
+        raise ConfigError(f"config key 'coordinator.feature_cache.max_padding' must be >= 0, got {fraction}")
+    return fraction
+
+
 @dataclass
 class FeatureCache:
     memory_items: int = number(4096, ge=0)
@@ -42,9 +57,7 @@ class FeatureCache:
     max_padding: Any = "auto"              # auto | none | a fraction >= 0
 
     def check(self, key: str) -> None:
-        from trinity.coordinator.features.length_buckets import resolve_max_padding
-
-        resolve_max_padding(self.max_padding, "cpu")
+        parse_max_padding(self.max_padding)
 
 
 @dataclass
@@ -58,7 +71,7 @@ class CoordinatorConfig:
     feature_cache: FeatureCache = field(default_factory=FeatureCache)
 
     def check(self, key: str) -> None:
-        from trinity.routers.base import ROLES
+        from trinity.contracts import ROLES
 
         if self.roles is None:
             return

@@ -79,9 +79,5 @@ class EvolveConfig:
     reinforce: Optional[Reinforce] = None     # evolve=reinforce sets it; absent: the defaults above
 
     def check(self, key: str) -> None:
-        from trinity.evolve.algorithms import ALGORITHMS
-
-        if self.strategy not in ALGORITHMS:
-            raise ConfigError(f"config key '{key}.strategy': unknown strategy {self.strategy!r}; "
-                              f"known: {sorted(ALGORITHMS)}")
+        # the strategy name is checked against the registry when the config is composed (trinity.config)
         CostWeights(list(self.cost_weights)).check(f"{key}.cost_weights")

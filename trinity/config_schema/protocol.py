@@ -64,7 +64,7 @@ def _check_cap(value: Any, key: str) -> None:
 
 def check_caps(caps: Any, key: str = "protocol.max_tokens") -> None:
     """protocol.max_tokens: null | int | {role: null | int | {suite | default: int}}."""
-    from trinity.routers.base import ROLES
+    from trinity.contracts import ROLES
 
     if not isinstance(caps, Mapping):
         _check_cap(caps, key)

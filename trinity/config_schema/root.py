@@ -16,7 +16,6 @@ from trinity.config_schema.protocol import ProtocolSchema
 from trinity.config_schema.record import RecordConfig
 from trinity.config_schema.serve import ServeConfig
 from trinity.config_schema.tasks import TasksConfig
-from trinity.errors import ConfigError
 
 
 @dataclass
@@ -94,11 +93,3 @@ class TrinityConfig:
     retrain: Retrain = field(default_factory=Retrain)
     plan: PlanAssumptions = field(default_factory=PlanAssumptions)
     record: RecordConfig = field(default_factory=RecordConfig)
-
-    def check(self, key: str) -> None:
-        from trinity.evolve.algorithms import ALGORITHMS
-
-        # an on-policy method learns from the head's recorded routing decisions; SVF parameters make none
-        if ALGORITHMS[self.evolve.strategy].kind == "on_policy" and self.coordinator.svf.enabled:
-            raise ConfigError(f"config key 'coordinator.svf.enabled' must be false with evolve.strategy="
-                              f"{self.evolve.strategy} (policy gradient trains the routing head only)")

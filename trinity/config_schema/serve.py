@@ -46,7 +46,7 @@ class ServeConfig:
     roles: Dict[str, RoleAccess] = field(default_factory=dict)
 
     def check(self, key: str) -> None:
-        from trinity.routers.base import ROLES
+        from trinity.contracts import ROLES
 
         unknown = sorted(set(self.roles) - set(ROLES))
         if unknown:

@@ -34,15 +34,6 @@ class TasksConfig:
     online: Dict[str, Dict[str, Any]] = field(default_factory=dict)
 
     def check(self, key: str) -> None:
-        from trinity.tasks.registry import SUITES, suite_class, suite_names
-
+        # suite names are checked against the registry when the config is composed (trinity.config)
         if not self.train:
             raise ConfigError(f"config key '{key}.train' must name at least one suite")
-        known = suite_names()   # lists the installed plugins too: a plugin that clashes is refused here
-        for part in ("train", "transfer"):
-            for name in getattr(self, part):
-                if name not in known:
-                    raise ConfigError(f"config key '{key}.{part}': unknown task suite {name!r}; "
-                                      f"known: {', '.join(known)}")
-                if name not in SUITES:
-                    suite_class(name)   # a plugin suite: import and check it now, before any work starts

@@ -28,14 +28,12 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
-from omegaconf import OmegaConf
 
 from trinity.config_schema import section
 from trinity.config_schema.coordinator import CoordinatorConfig
 from trinity.config_schema.root import Paths
 from trinity.coordinator.backbone import Backbone, load_backbone
-from trinity.coordinator.feature_norm import (STATE_IDENTITY, FeatureNorm, FeatureNormError, check_mode,
-                                              fit_feature_norm)
+from trinity.coordinator.feature_norm import STATE_IDENTITY, FeatureNorm, FeatureNormError, check_mode
 from trinity.coordinator.features.content_cache import FeatureCache
 from trinity.coordinator.features.engine import FeatureEngine, FeatureRequest
 from trinity.coordinator.features.length_buckets import resolve_max_padding
@@ -46,7 +44,7 @@ from trinity.coordinator.prompt import PromptRenderer
 from trinity.coordinator.saved import check_metadata, load_saved, save_params, saved_feature_norm
 from trinity.coordinator.svf import SVFAdapter
 from trinity.errors import ConfigError
-from trinity.routers.coordinator import CoordinatorRouter
+from trinity.coordinator.router import CoordinatorRouter
 
 log = logging.getLogger(__name__)
 
@@ -114,13 +112,17 @@ class Coordinator:
         self._norm_lock = threading.Lock()
 
     @classmethod
-    def from_config(cls, cfg: Any, backbone: Backbone | None = None) -> "Coordinator":
+    def from_config(cls, cfg: Any, backbone: Backbone | None = None, *,
+                    fit_norm: Callable[["Coordinator"], FeatureNorm] | None = None) -> "Coordinator":
+        """The coordinator of `cfg`. Under normalize=standardize|rebalance `fit_norm(coordinator)` fits the
+        feature statistics on first use; the pipeline hands it in (trinity.pipeline.coordinator_setup)."""
         c = coordinator_section(cfg)
         fc = c.feature_cache
-        disk = Path(str(cfg.paths.cache)) / "features" / "features.sqlite" if fc.disk else None
+        paths = section(cfg.paths, Paths, "paths")
+        disk = Path(paths.cache) / "features" / "features.sqlite" if fc.disk else None
         normalize = c.features.normalize.value
         if backbone is None:
-            backbone = load_backbone(c.backbone, OmegaConf.select(cfg, "paths.model_cache", default=None))
+            backbone = load_backbone(c.backbone, paths.model_cache)
         return cls(
             backbone,
             [str(name) for name in cfg.pool.models],
@@ -136,7 +138,7 @@ class Coordinator:
             max_padding=fc.max_padding,
             max_wait_s=float(fc.max_wait_ms) / 1000.0,
             normalize=normalize,
-            fit_norm=_training_norm_fitter(cfg, keep_shared=normalize == "rebalance") if normalize != "none" else None,
+            fit_norm=fit_norm if normalize != "none" else None,
         )
 
     # ------------------------------------------------------------------ parameters and routers
@@ -163,7 +165,8 @@ class Coordinator:
             if self._feature_norm is None:
                 if self._fit_norm is None:
                     raise FeatureNormError(f"coordinator.features.normalize={self.normalize} but this coordinator has no "
-                                           "feature statistics: build it with Coordinator.from_config or load a saved one")
+                                           "feature statistics: build it with trinity.pipeline.coordinator_setup.build_coordinator "
+                                           "or load a saved one")
                 norm = self._fit_norm(self)
                 if norm.dim != self.hidden_size:
                     raise FeatureNormError(f"feature statistics have {norm.dim} dimensions, the backbone {self.hidden_size}")
@@ -185,14 +188,6 @@ class Coordinator:
         """What a cached first-turn state must have been computed with to be this coordinator's feature."""
         meta = self.metadata()
         return {k: meta[k] for k in STATE_IDENTITY}
-
-    def first_turn_features(self, items: Sequence[Any], protocol_cfg: Any) -> np.ndarray:
-        """First-turn features of task items, exactly as the router reads them at turn 0 (no SVF)."""
-        from trinity.episodes.protocol_config import ProtocolConfig
-        from trinity.pipeline.cache_states_stage import first_turn_transcript
-
-        protocol = ProtocolConfig.from_cfg(protocol_cfg)
-        return self.precompute([first_turn_transcript(protocol, it.prompt) for it in items])
 
     def _params_key(self, params: np.ndarray) -> str:
         return hashlib.sha256(self.layout.check(params).tobytes()).hexdigest()
@@ -268,18 +263,3 @@ class Coordinator:
         coord._feature_norm = coord.norm_for(params) if coord.normalize != "none" else None
         return coord, params
 
-
-def _training_norm_fitter(cfg: Any, *, keep_shared: bool = False) -> Callable[[Coordinator], FeatureNorm]:
-    """fit_feature_norm on cfg's training states; suites cached for another token position or backbone
-    (the last-token ablation) are recomputed with the coordinator itself, as the router would read them."""
-    paths = section(OmegaConf.select(cfg, "paths", default=None), Paths, "paths")
-    states, prepared = paths.states, paths.prepared
-    train = [str(s) for s in cfg.tasks.train]
-    protocol_cfg = cfg.protocol
-
-    def fit(coord: Coordinator) -> FeatureNorm:
-        return fit_feature_norm(states, prepared, train, expect=coord.state_identity(),
-                                compute=lambda items: coord.first_turn_features(items, protocol_cfg),
-                                keep_shared=keep_shared)
-
-    return fit

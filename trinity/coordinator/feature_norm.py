@@ -34,17 +34,14 @@ they go through the same fixed map.
 from __future__ import annotations
 
 import hashlib
-import logging
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from trinity.config_schema.choices import FeatureNormalize
 from trinity.errors import ConfigError, TrinityError
 
-log = logging.getLogger(__name__)
 
 MODES = tuple(m.value for m in FeatureNormalize)
 KEY = "coordinator.features.normalize"
@@ -134,49 +131,3 @@ class FeatureNorm:
         return {"feature_norm_sha256": self.digest, "feature_norm_items": self.count,
                 "feature_norm_shared": self.shared_norm}
 
-
-def fit_feature_norm(states_dir: str | Path, prepared_dir: str | Path, train_suites: Sequence[str], *,
-                     expect: dict[str, Any] | None = None,
-                     compute: Callable[[list], np.ndarray] | None = None, keep_shared: bool = False) -> FeatureNorm:
-    """Standardisation statistics from the training split's cached first-turn states.
-
-    Reads `<states_dir>/<suite>.safetensors` (+ its JSON index of uids `suite/item_id`) for every
-    training suite and keeps the rows whose item is in the prepared `train` split. `expect` (backbone
-    id and revision, hidden size, token position) must match the cache's index; a suite cached for
-    another setup (e.g. the last-token ablation reads position -1, the cache holds -2) is recomputed
-    with `compute(items) -> (n, d) features` when given, and refused otherwise. No cache at all is an
-    error that says to run the cache_states stage."""
-    from trinity.pipeline.state_files import read_state_cache
-    from trinity.tasks.prepare import load_items
-
-    states_dir = Path(states_dir)
-    blocks: list[np.ndarray] = []
-    for suite in [str(s) for s in train_suites]:
-        path = states_dir / f"{suite}.safetensors"
-        if not path.is_file() or not path.with_suffix(".json").is_file():
-            raise FeatureNormError(
-                f"{KEY}=standardize|rebalance needs the training split's first-turn states, but {path} does not exist: "
-                "run the cache_states stage first (`dvc repro cache_states` or `python -m flows.cache_states`)")
-        train = load_items(prepared_dir, suite, "train")
-        uids, features, index = read_state_cache(path)
-        mismatch = [k for k in (expect or {}) if k in STATE_IDENTITY and index.get(k) != expect[k]]
-        if mismatch:
-            what = ", ".join(f"{k}: cached {index.get(k)!r}, configured {expect[k]!r}" for k in mismatch)
-            if compute is None:
-                raise FeatureNormError(f"the states in {path} were computed for another coordinator ({what}); "
-                                       "run the cache_states stage with this configuration")
-            log.info("feature statistics: %s cached for another setup (%s); computing its %d training features",
-                     suite, what, len(train))
-            if train:
-                blocks.append(np.asarray(compute(train), dtype=np.float64))
-            continue
-        row = {uid: i for i, uid in enumerate(uids)}
-        missing = [it.uid for it in train if it.uid not in row]
-        if missing:
-            raise FeatureNormError(f"{len(missing)} training items of {suite} (e.g. {missing[0]}) are not in {path}; "
-                                   "the states are older than the prepared data: run the cache_states stage again")
-        if train:
-            blocks.append(np.asarray(features, dtype=np.float64)[[row[it.uid] for it in train]])
-    if not blocks:
-        raise FeatureNormError(f"{KEY}=standardize: no training items in {list(train_suites)} under {prepared_dir}")
-    return FeatureNorm.fit(np.concatenate(blocks), keep_shared=keep_shared)

@@ -1,6 +1,6 @@
 """The routing head: one bias-free linear map W in R^{(L+3) x d} on the coordinator's feature.
 
-Rows 0..L-1 are the agent logits in pool order; rows L..L+2 the role logits in trinity.routers.base.ROLES
+Rows 0..L-1 are the agent logits in pool order; rows L..L+2 the role logits in trinity.contracts.ROLES
 order. Agent and role are drawn independently from their two softmaxes (training and default
 serving), or taken by argmax for deterministic serving.
 
@@ -23,9 +23,8 @@ from typing import Sequence
 import numpy as np
 
 from trinity.coordinator.feature_norm import FeatureNorm
-from trinity.routers.base import ROLES
+from trinity.contracts import ROLES, ROUTING_MODES
 
-MODES = ("sample", "argmax")
 
 
 def softmax(logits: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
@@ -62,6 +61,14 @@ class Decision:
     agent: int
     role: int
     role_mask: tuple[bool, ...]
+
+    def log_prob_grad(self, weights: np.ndarray) -> np.ndarray:
+        """d log pi(this decision) / dW for head weights W of shape (agents + len(ROLES), d), with the roles
+        the head was allowed then: the score function policy-gradient training (trinity.evolve.on_policy)
+        is handed with every recorded decision, so evolution needs no head code of its own."""
+        weights = np.asarray(weights, dtype=np.float64)
+        allowed = [ROLES[i] for i, m in enumerate(self.role_mask) if m]
+        return RoutingHead(weights, weights.shape[0] - len(ROLES), allowed).log_prob_grad(self.feature, self.agent, self.role)
 
 
 class RoutingHead:
@@ -110,7 +117,7 @@ class RoutingHead:
         if mode == "argmax":
             return argmax_tie(p_agent, rng), ROLES[argmax_tie(p_role, rng)]
         if mode != "sample":
-            raise ValueError(f"routing mode must be one of {MODES}, got {mode!r}")
+            raise ValueError(f"routing mode must be one of {ROUTING_MODES}, got {mode!r}")
         if rng is None:
             raise ValueError("sampling needs an explicit numpy Generator (the episode's seeded rng)")
         return draw(p_agent, rng.random()), ROLES[draw(p_role, rng.random())]

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from trinity.routers.base import ROLES
+from trinity.contracts import ROLES
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from trinity.episodes.parsing import ACCEPT, ThinkerAdvice, parse_thinker, parse
 from trinity.episodes.protocol_config import ProtocolConfig
 from trinity.episodes.trace import EpisodeId, Trace, Turn
 from trinity.pool.types import CallResult
-from trinity.routers.base import ROLES, Router
+from trinity.contracts import ROLES, Router
 from trinity.seeding import derive_seed
 from trinity.tasks.types import TaskItem
 
@@ -80,6 +80,11 @@ class SharedMessage:
     def append(self, thought: str) -> None:
         self.thoughts += 1
         self.text += "\n\n" + fill(self._thought_format, n=str(self.thoughts), text=thought.strip())
+
+
+def first_turn_transcript(cfg: ProtocolConfig, prompt: str) -> str:
+    """What the router reads at turn 0 (no thoughts yet): the cached first-turn state's transcript."""
+    return SharedMessage(prompt, cfg.collaboration_instructions, cfg.thought_format).text
 
 
 def worker_messages(cfg: ProtocolConfig, shared: SharedMessage, suggestion: str | None) -> Messages:

@@ -23,7 +23,7 @@ from typing import Any
 from trinity.episodes.protocol import ChatPool, Grader, run_episode
 from trinity.episodes.protocol_config import ProtocolConfig
 from trinity.episodes.trace import EpisodeId, Trace
-from trinity.routers.base import Router
+from trinity.contracts import Router
 from trinity.seeding import derive_seed
 from trinity.tasks.types import TaskItem
 

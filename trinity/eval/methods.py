@@ -20,11 +20,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from trinity.coordinator.head import MODES as ROUTING_MODES
+from trinity.contracts import ROUTING_MODES, Router
 from trinity.errors import ConfigError
 from trinity.eval.episodes import EpisodeFn
 from trinity.eval.moa import MoAPrompts, moa_episode
-from trinity.routers.base import Router
 from trinity.routers.registry import ROUTER_CLS
 
 

@@ -54,6 +54,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from trinity.config_schema import choice, section
 from trinity.config_schema.choices import RoutingMode
+from trinity.contracts import ROUTING_MODES
 from trinity.config_schema.evolve import EvolveConfig
 from trinity.episodes.trace import Trace
 from trinity.errors import ConfigError, TrinityError
@@ -80,7 +81,7 @@ EvaluateMean = Callable[[int, np.ndarray, str], list[Trace]]
 SaveCoordinator = Callable[[Path, np.ndarray, dict], None]
 DescribeMean = Callable[[int, np.ndarray], dict]
 
-VALIDATION_MODES = ("sample", "argmax")  # every validation of the mean runs both, in this order
+VALIDATION_MODES = ROUTING_MODES  # every validation of the mean runs both, in this order
 X0_GENERATION = -1
 
 

@@ -24,6 +24,7 @@ import numpy as np
 
 from trinity.config_schema import section
 from trinity.config_schema.evolve import Reinforce as ReinforceOptions
+from trinity.contracts import ROLES
 from trinity.errors import ConfigError
 from trinity.evolve.strategies import check_options, default_popsize, frozen_array
 
@@ -31,7 +32,8 @@ from trinity.evolve.strategies import check_options, default_popsize, frozen_arr
 @dataclass(frozen=True)
 class EpisodeRecord:
     """What an on-policy method learns from: an episode's reward and its routing decisions in turn
-    order (trinity.coordinator.head.Decision: feature, agent, role index, allowed-role mask)."""
+    order (trinity.coordinator.head.Decision: feature, agent, role index, allowed-role mask, and
+    `log_prob_grad(weights)`, the head's score function at the given weights)."""
 
     reward: float
     decisions: Sequence[Any]
@@ -121,9 +123,6 @@ class Reinforce(OnPolicyMethod):
 
     def gradient(self, params: np.ndarray, records: Sequence[EpisodeRecord]) -> tuple[np.ndarray, float | None]:
         """(flat gradient of the expected reward estimate at `params`, the baseline used)."""
-        from trinity.coordinator.head import RoutingHead
-        from trinity.routers.base import ROLES
-
         turns = [d for r in records for d in r.decisions]
         if not turns:
             return np.zeros(self.n_params), None
@@ -133,7 +132,6 @@ class Reinforce(OnPolicyMethod):
             raise ConfigError(f"config key 'evolve.strategy': reinforce trains the routing head only; {self.n_params} "
                               f"parameters are not (agents + {len(ROLES)}) x {d} (is coordinator.svf.enabled on?)")
         weights = np.asarray(params, dtype=np.float64).reshape(rows, d)
-        heads: dict[tuple[bool, ...], RoutingHead] = {}
         rewards = np.array([r.reward for r in records], dtype=np.float64)
         baseline = float(rewards.mean())
         grad = np.zeros((rows, d))
@@ -141,12 +139,8 @@ class Reinforce(OnPolicyMethod):
             advantage = reward - baseline
             if advantage == 0.0:
                 continue
-            for dec in record.decisions:
-                mask = tuple(bool(m) for m in dec.role_mask)
-                head = heads.get(mask)
-                if head is None:
-                    head = heads[mask] = RoutingHead(weights, rows - len(ROLES), [ROLES[i] for i, m in enumerate(mask) if m])
-                grad += advantage * head.log_prob_grad(dec.feature, dec.agent, dec.role)
+            for dec in record.decisions:   # each decision brings its score function (Decision.log_prob_grad)
+                grad += advantage * dec.log_prob_grad(weights)
         return grad.ravel() / len(records), baseline
 
     def _learn(self, state: ReinforceState, episodes: Sequence[EpisodeRecord]) -> ReinforceState:

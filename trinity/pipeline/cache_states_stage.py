@@ -19,17 +19,13 @@ from typing import Sequence
 import numpy as np
 from omegaconf import DictConfig
 
-from trinity.episodes.protocol import SharedMessage
+from trinity.episodes.protocol import first_turn_transcript
 from trinity.episodes.protocol_config import ProtocolConfig
 from trinity.pipeline import items as item_sel
 from trinity.progress import Listener, Progress
 from trinity.seeding import derive_seed
 
 log = logging.getLogger("trinity.cache_states")
-
-
-def first_turn_transcript(protocol: ProtocolConfig, prompt: str) -> str:
-    return SharedMessage(prompt, protocol.collaboration_instructions, protocol.thought_format).text
 
 
 def run(cfg: DictConfig, *, on_work: Listener | None = None, reuse_from: Sequence[str | Path] = (),

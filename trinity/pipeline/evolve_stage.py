@@ -296,7 +296,7 @@ def routing_describer(coord: Any, items: list[TaskItem], protocol: ProtocolConfi
     nothing there; they are computed once per run and kept in this closure. With SVF the backbone (hence
     every feature) depends on the parameters, so they are computed per call with the mean's SVF offsets."""
     from trinity.evolve.diagnostics import routing_matrix
-    from trinity.pipeline.cache_states_stage import first_turn_transcript
+    from trinity.episodes.protocol import first_turn_transcript
 
     transcripts = [first_turn_transcript(protocol, it.prompt) for it in items]
     suites = [it.suite for it in items]

@@ -24,7 +24,7 @@ from trinity.evolve.fitness import FitnessParts, FitnessWeights
 from trinity.record import store
 from trinity.record.exact import (CompiledItem, CompiledSet, compile_items, entropy, expectations, one_hot_ties,
                                   recorded_lookup)
-from trinity.routers.base import ROLES
+from trinity.contracts import ROLES
 from trinity.tasks.types import TaskItem
 
 

@@ -25,7 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from trinity.episodes.runner import EpisodeSpec, run_episodes
 from trinity.episodes.trace import Trace
-from trinity.routers.base import Router
+from trinity.contracts import Router
 from trinity.tasks.types import TaskItem
 
 
@@ -164,9 +164,9 @@ class RolloutContext:
         self.grader = make_grader(cfg, judge=self.pool)
         self.coordinator = None
         if with_coordinator:
-            from trinity.coordinator.coordinator import Coordinator
+            from trinity.pipeline.coordinator_setup import build_coordinator
 
-            self.coordinator = Coordinator.from_config(cfg)
+            self.coordinator = build_coordinator(cfg)
             self._preload_states()
 
     def _preload_states(self) -> None:

@@ -31,7 +31,7 @@ from trinity.episodes.parsing import ACCEPT, parse_thinker, parse_verdict, worke
 from trinity.episodes.protocol import SharedMessage
 from trinity.episodes.protocol_config import ProtocolConfig
 from trinity.record.tree import messages_for
-from trinity.routers.base import ROLES
+from trinity.contracts import ROLES
 from trinity.tasks.types import TaskItem
 
 # lookup(model, role, item, messages, sample) -> (reply text, ok, grade or None, price, tokens) or None

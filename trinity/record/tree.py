@@ -29,7 +29,7 @@ from trinity.episodes.parsing import ACCEPT, ThinkerAdvice, parse_thinker, parse
 from trinity.episodes.protocol import SharedMessage, review_messages, worker_messages
 from trinity.episodes.protocol_config import ProtocolConfig
 from trinity.pool.cache import canonical_digest
-from trinity.routers.base import ROLES
+from trinity.contracts import ROLES
 from trinity.tasks.types import TaskItem
 
 Messages = list[dict[str, str]]

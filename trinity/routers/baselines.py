@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from trinity.routers.base import ROLES, Choice, Router
+from trinity.contracts import ROLES, Choice, Router
 
 
 class SingleWorkerRouter(Router):

@@ -16,8 +16,8 @@ from typing import Any, Callable, Collection, Mapping, Protocol
 
 import numpy as np
 
-from trinity.coordinator.head import MODES, argmax_tie, draw
-from trinity.routers.base import ROLES, Choice, Router
+from trinity.contracts import Choice, ROLES, ROUTING_MODES as MODES, Router
+from trinity.coordinator.head import argmax_tie, draw
 
 
 class AllowedAgents(Protocol):

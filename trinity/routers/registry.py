@@ -7,9 +7,9 @@ class takes its own constructor arguments (an agent index, a pool size, a wrappe
 
 from __future__ import annotations
 
-from trinity.routers.base import Router
+from trinity.contracts import Router
 from trinity.routers.baselines import RandomRouter, RoleOnlyRouter, SingleWorkerRouter, WorkerVerifierLoopRouter
-from trinity.routers.coordinator import CoordinatorRouter
+from trinity.coordinator.router import CoordinatorRouter
 from trinity.routers.masked import MaskedRouter
 
 ROUTER_CLS: dict[str, type[Router]] = {

@@ -31,7 +31,7 @@ from trinity.episodes.protocol import ChatPool, run_episode
 from trinity.episodes.protocol_config import ProtocolConfig
 from trinity.episodes.trace import EpisodeId, Trace
 from trinity.pool.types import CallResult
-from trinity.routers.base import ROLES
+from trinity.contracts import ROLES
 from trinity.routers.masked import MaskedRouter
 from trinity.seeding import derive_seed
 from trinity.serve.schema import ChatRequest

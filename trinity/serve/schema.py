@@ -15,8 +15,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from trinity.routers.base import ROLES
-from trinity.serve.settings import ROUTING_MODES, PolicyError, RolePolicy, ServeSettings
+from trinity.contracts import ROLES, ROUTING_MODES
+from trinity.serve.settings import PolicyError, RolePolicy, ServeSettings
 
 CHAT_ROLES = ("system", "developer", "user", "assistant")
 OVERRIDE_KEYS = ("max_turns", "max_cost_usd", "allow", "deny", "routing", "quality")

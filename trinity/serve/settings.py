@@ -16,12 +16,10 @@ from typing import Any, Mapping, Sequence
 from omegaconf import DictConfig
 
 from trinity.config_schema import section
-from trinity.config_schema.choices import RoutingMode
 from trinity.config_schema.serve import ServeConfig
 from trinity.errors import ConfigError
-from trinity.routers.base import ROLES
+from trinity.contracts import ROLES
 
-ROUTING_MODES = tuple(m.value for m in RoutingMode)   # what a request may ask for (trinity.routing)
 
 
 @dataclass(frozen=True)

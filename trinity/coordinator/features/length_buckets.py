@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from trinity.errors import ConfigError
+from trinity.config_schema.coordinator import parse_max_padding
 
 # max_padding for `auto`, per device type: a CPU pays for padding, a GPU barely does.
 AUTO_MAX_PADDING = {"cpu": 0.1, "cuda": None, "mps": None}
@@ -21,17 +21,8 @@ AUTO_MAX_PADDING = {"cpu": 0.1, "cuda": None, "mps": None}
 
 def resolve_max_padding(value: object, device_type: str) -> float | None:
     """`auto` -> the device's default; None/`none` -> no bound; else a fraction >= 0."""
-    if value is None or (isinstance(value, str) and value.lower() in ("none", "null")):
-        return None
-    if isinstance(value, str) and value.lower() == "auto":
-        return AUTO_MAX_PADDING.get(device_type, None)
-    try:
-        fraction = float(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"config key 'coordinator.feature_cache.max_padding' must be auto, none or a number >= 0, got {value!r}") from None
-    if fraction < 0:
-        raise ConfigError(f"config key 'coordinator.feature_cache.max_padding' must be >= 0, got {fraction}")
-    return fraction
+    parsed = parse_max_padding(value)
+    return AUTO_MAX_PADDING.get(device_type, None) if parsed == "auto" else parsed  # type: ignore[return-value]
 
 
 def length_batches(lengths: Sequence[int], max_batch: int, max_padding: float | None = None) -> list[list[int]]:

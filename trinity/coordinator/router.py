@@ -6,8 +6,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from trinity.coordinator.head import MODES, Decision, RoutingHead
-from trinity.routers.base import ROLES, Choice, Router
+from trinity.contracts import ROLES, ROUTING_MODES, Choice, Router
+from trinity.coordinator.head import Decision, RoutingHead
 
 if TYPE_CHECKING:  # the service imports torch; the router registry must stay cheap to import
     from trinity.coordinator.features.request_queue import FeatureService
@@ -26,8 +26,8 @@ class CoordinatorRouter(Router):
 
     def __init__(self, head: RoutingHead, service: FeatureService, svf_deltas: np.ndarray | None = None, mode: str = "sample",
                  *, record: bool = False):
-        if mode not in MODES:
-            raise ValueError(f"routing mode must be one of {MODES}, got {mode!r}")
+        if mode not in ROUTING_MODES:
+            raise ValueError(f"routing mode must be one of {ROUTING_MODES}, got {mode!r}")
         self.head = head
         self.service = service
         self.svf_deltas = svf_deltas
