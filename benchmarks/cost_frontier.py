@@ -45,7 +45,7 @@ def pool_port(configured: int) -> int:
 
 def compose(args, root: Path, run: Path):
     from trinity import config
-    from trinity.pool.simulated.references import is_simulated
+    from trinity.simulated.references import is_simulated
 
     experiment = f"experiment={args.experiment}"
     base = config.compose([experiment])
@@ -75,7 +75,7 @@ def generations(args) -> int:
 
 
 def pool_label(cfg) -> str:
-    from trinity.pool.simulated.references import is_simulated, label
+    from trinity.simulated.references import is_simulated, label
 
     return label(cfg) if is_simulated(cfg) else f"local pool '{cfg.pool.get('name', '?')}' ({', '.join(cfg.pool.models)})"
 
@@ -117,7 +117,7 @@ def main() -> None:
 
     from trinity.pipeline import evolve_stage, frontier_stage
     from trinity.pipeline.rollouts import RolloutContext
-    from trinity.pool.servers import LocalPool
+    from trinity.pipeline.local_pool import LocalPool
     root = Path(args.root)
     # not the weights: more weights later reuse these runs
     tag = f"gen{generations(args)}-seed{args.seed}"

@@ -60,7 +60,7 @@ def main() -> None:
     args = ap.parse_args()
 
     from trinity import config
-    from trinity.eval.stats import paired_test, verdict
+    from trinity.stats import paired_test, verdict
     from trinity.pipeline import items as item_sel
     from trinity.pipeline.evolve_stage import evolve
     from trinity.pipeline.recorded import describe_recording, exact_item_values

@@ -25,10 +25,10 @@ SPLITS = ("train", "validation", "test")
 def rows(cfg) -> list[dict]:
     from trinity.pipeline.items import load_split
     from trinity.pipeline.recorded import RecordedWorld
-    from trinity.pool.client import PoolClient
+    from trinity.pipeline.pool_setup import pool_client
     from trinity.record import bounds
 
-    pool = PoolClient.from_config(cfg.pool)
+    pool = pool_client(cfg)
     if getattr(pool, "replay", None) is None:
         raise SystemExit("this needs a recording: pool=recorded (pool.replay)")
     roles = list(cfg.coordinator.roles)

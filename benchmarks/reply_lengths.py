@@ -32,7 +32,8 @@ from trinity.episodes.protocol_config import ProtocolConfig
 from trinity.pipeline import items as item_sel
 from trinity.pipeline.rollouts import make_grader
 from trinity.pool.client import PoolClient
-from trinity.pool.servers import LocalPool, server_specs
+from trinity.pipeline.local_pool import local_servers
+from trinity.pipeline.pool_setup import pool_client
 
 CAPS = (16, 32, 48, 64, 96, 128, 160, 192, 256, 320, 384, 512)
 
@@ -115,10 +116,10 @@ def main() -> None:
     unknown = [a for a in agents if a not in cfg.pool.models]
     if unknown:
         raise SystemExit(f"--models: unknown pool model(s) {', '.join(unknown)}; the pool has {', '.join(cfg.pool.models)}")
-    local = LocalPool(cfg.pool, model_cache=cfg.paths.model_cache) if server_specs(cfg.pool) else None
+    local = local_servers(cfg.pool, model_cache=cfg.paths.model_cache)
 
     async def go():
-        client = PoolClient.from_config(cfg.pool, cache_path=Path(cfg.paths.cache) / "responses.sqlite")
+        client = pool_client(cfg, cache_path=Path(cfg.paths.cache) / "responses.sqlite")
         try:
             return await measure(client, cfg, agents, items, args.max_tokens, args.review)
         finally:

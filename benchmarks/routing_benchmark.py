@@ -102,9 +102,9 @@ def realised_bound(cfg, test) -> float | None:
     model's Worker answer at some turn is right (oracle.realised_hindsight); None on a real pool. The
     test episodes are repeat 0 (RolloutContext.run_router, one repeat)."""
     from trinity.episodes.protocol import sample_index_for
-    from trinity.pool.simulated.oracle import realised_hindsight
-    from trinity.pool.simulated.profile import parse_profile
-    from trinity.pool.simulated.references import is_simulated
+    from trinity.simulated.oracle import realised_hindsight
+    from trinity.simulated.profile import parse_profile
+    from trinity.simulated.references import is_simulated
 
     if not is_simulated(cfg) or not test:
         return None
@@ -133,7 +133,7 @@ def against_baselines(results: dict[str, list[dict]]) -> list[str]:
     """Each seed's kept coordinator against random routing and every single model: exact McNemar on
     the shared test items; the worst (largest) p-value over the single models is what 'above every
     single model' needs."""
-    from trinity.eval.stats import paired_test, verdict
+    from trinity.stats import paired_test, verdict
 
     lines = ["| variant | mode | seed | test reward | vs random: diff, p | vs best single model: diff, p | "
              "above every single model and random at p < 0.05 |", "|---|---|---|---|---|---|---|"]
@@ -195,7 +195,7 @@ def summarise(results: dict[str, list[dict]], refs: dict | None) -> tuple[list[s
     outcome table); then per variant and mode the mean over seeds with a t-interval. Seeds are never
     pooled into one paired test or one binomial interval: each seed draws its own outcomes for the same
     items, so pooled (seed, item) pairs are neither independent nor one sample."""
-    from trinity.eval.stats import paired_test, verdict, wilson_ci
+    from trinity.stats import paired_test, verdict, wilson_ci
 
     names = list(results)
     first = per_seed(results[names[0]])
@@ -265,7 +265,7 @@ def choose_by_validation(results: dict[str, list[dict]]) -> tuple[str, float, li
 def selection(results: dict[str, list[dict]], setting: str) -> tuple[list[str], dict]:
     """The report section of a choice by validation: every variant's validation reward, the choice, and
     the choice's test reward (per seed, with its Wilson interval), stated once."""
-    from trinity.eval.stats import wilson_ci
+    from trinity.stats import wilson_ci
 
     chosen, value, tied = choose_by_validation(results)
     table = ["| variant | validation reward of the kept coordinator, per seed | mean over seeds | chosen |",
@@ -338,8 +338,8 @@ def main() -> None:
     from trinity import config
     from trinity.pipeline import items as item_sel
     from trinity.pipeline.rollouts import RolloutContext
-    from trinity.pool.servers import LocalPool
-    from trinity.pool.simulated.references import label, references
+    from trinity.pipeline.local_pool import LocalPool
+    from trinity.simulated.references import label, references
 
     overrides = ["experiment=routing_benchmark", *args.overrides]
     if args.generations is not None:

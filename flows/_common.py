@@ -154,13 +154,10 @@ def describe_runner(runner) -> str:
 @contextlib.contextmanager
 def local_pool(cfg: DictConfig) -> Iterator[None]:
     """Start the local pool's servers if the pool has any (stopped again on exit, failure or Ctrl-C)."""
-    from trinity.pool.servers import LocalPool, server_specs
+    from trinity.pipeline.local_pool import local_pool as start_local_pool
 
     config.check_api_keys(cfg)
-    if not server_specs(cfg.pool):
-        yield
-        return
-    with LocalPool(cfg.pool, model_cache=cfg.paths.model_cache):
+    with start_local_pool(cfg):
         yield
 
 

@@ -1,66 +1,174 @@
-"""The import rules docs/ARCHITECTURE.md states: what each package of trinity/ must never import
-(function-level imports included), and that the library never imports the flows."""
+"""The floors docs/ARCHITECTURE.md draws: every module of trinity/ sits on one floor and imports only from
+floors below it or from its own part (function-level imports included), no import circle exists between
+modules, and nothing in the library imports the flows. No list of exceptions: a new import that goes up
+or sideways fails here, and so does a new part that has no floor."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# package -> packages of trinity it must never import (kept in step with docs/ARCHITECTURE.md)
-NEVER = {
-    "tasks": {"pool", "coordinator", "episodes", "routers", "evolve", "eval", "serve", "pipeline"},
-    "routers": {"pool", "episodes", "tasks", "evolve", "eval", "serve", "pipeline"},
-    "episodes": {"coordinator", "evolve", "eval", "serve", "pipeline"},
-    "pool": {"coordinator", "routers", "evolve", "eval", "serve", "pipeline"},
-    "coordinator": {"pool", "evolve", "eval", "serve"},
-    "evolve": {"pool", "tasks", "eval", "serve", "pipeline"},
-    "eval": {"evolve", "serve"},
-    "serve": {"evolve"},
-    "pipeline": {"serve"},
-    "config_schema": {"pool", "episodes", "eval", "serve", "pipeline", "registry"},
-    "registry": {"pool", "coordinator", "episodes", "routers", "tasks", "evolve", "serve", "pipeline"},
-}
+# Bottom to top. A part is a sub-package of trinity (or a top-level module); it may import its own
+# modules and any part on a lower floor, never one on its own floor or above.
+FLOORS: list[tuple[str, tuple[str, ...]]] = [
+    ("core", ("trinity", "errors", "files", "seeding", "progress", "contracts", "stats")),
+    ("config schema", ("config_schema",)),
+    ("assets", ("setup",)),
+    ("parts", ("tasks", "pool", "coordinator", "registry")),
+    ("episodes and routers", ("episodes", "routers")),
+    ("training, evaluation, recording", ("evolve", "eval", "record")),
+    ("simulated world", ("simulated",)),
+    ("compose", ("config",)),
+    ("pipeline", ("pipeline",)),
+    ("app", ("plan", "repro", "serve", "config_reference")),
+    ("command line", ("cli",)),
+]
+FLOOR_OF = {part: i for i, (_, parts) in enumerate(FLOORS) for part in parts}
 
 
-def imported_packages(package: str) -> dict[str, set[str]]:
-    """trinity sub-packages (and 'flows') imported anywhere in trinity/<package>, with the files."""
-    found: dict[str, set[str]] = {}
-    for path in (ROOT / "trinity" / package).rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
-            names = []
-            if isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                names = [node.module]
-            for name in names:
-                parts = name.split(".")
-                target = parts[1] if parts[0] == "trinity" and len(parts) > 1 else parts[0]
-                if parts[0] in ("trinity", "flows"):
-                    found.setdefault(target if parts[0] == "trinity" else "flows", set()).add(
-                        str(path.relative_to(ROOT)))
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(p): p for p in (ROOT / "trinity").rglob("*.py")}
+
+
+def part_of(module: str) -> str:
+    names = module.split(".")
+    return names[1] if len(names) > 1 else "trinity"
+
+
+def _resolve(name: str) -> str | None:
+    """The longest prefix of a dotted name that is a module of trinity/ (an imported attribute drops off)."""
+    names = name.split(".")
+    for n in range(len(names), 0, -1):
+        if ".".join(names[:n]) in MODULES:
+            return ".".join(names[:n])
+    return None
+
+
+def imports_of(module: str) -> set[str]:
+    """Modules of trinity/ that `module` imports anywhere (top level or inside functions), with the packages
+    an import runs on the way (importing a.b.c runs a/__init__ and a/b/__init__)."""
+    path = MODULES[module]
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found |= {_resolve(a.name) for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join(anchor + ([node.module] if node.module else []))
+            for alias in node.names:   # `from pkg import module` imports the module
+                found.add(_resolve(f"{base}.{alias.name}") or _resolve(base))
+    found.discard(None)
+    for target in list(found):
+        names = target.split(".")
+        found |= {".".join(names[:n]) for n in range(2, len(names))}
+    found.discard(module)
+    return {t for t in found if not module.startswith(t + ".")}   # a module's own packages are already loaded
+
+
+GRAPH = {module: imports_of(module) for module in MODULES}
+
+
+def test_every_part_has_a_floor():
+    missing = sorted({part_of(m) for m in MODULES} - set(FLOOR_OF))
+    assert not missing, f"parts of trinity/ with no floor in FLOORS (and docs/ARCHITECTURE.md): {missing}"
+
+
+@pytest.mark.parametrize("part", sorted({part_of(m) for m in MODULES}))
+def test_a_part_imports_only_from_lower_floors(part):
+    floor = FLOOR_OF[part]
+    broken = sorted(f"{m} -> {t} ({FLOORS[FLOOR_OF[part_of(t)]][0]})"
+                    for m, targets in GRAPH.items() if part_of(m) == part
+                    for t in targets if part_of(t) != part and FLOOR_OF[part_of(t)] >= floor)
+    assert not broken, (f"trinity/{part} is on floor '{FLOORS[floor][0]}' and imports upward or sideways:\n"
+                        + "\n".join(broken))
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    top = stack.pop()
+                    on_stack.discard(top)
+                    component.append(top)
+                    if top == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
     return found
 
 
-@pytest.mark.parametrize("package", sorted(NEVER))
-def test_package_never_imports_what_the_architecture_forbids(package):
-    found = imported_packages(package)
-    broken = {p: sorted(found[p]) for p in NEVER[package] & set(found)}
-    assert not broken, f"trinity/{package} imports {broken}; docs/ARCHITECTURE.md forbids it"
+def test_no_import_circle_between_modules():
+    circles = _cycles(GRAPH)
+    assert not circles, "import circles (lazy imports included):\n" + "\n".join(" <-> ".join(c) for c in circles)
+
+
+def test_the_circle_finder_finds_a_circle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_the_import_reader_sees_lazy_imports_and_packages():
+    assert "trinity.pipeline.local_pool" in GRAPH["trinity.cli"]        # imported inside a function
+    assert "trinity.simulated.launcher" in GRAPH["trinity.pipeline.local_pool"]
+    assert "trinity.pool.servers" in GRAPH["trinity.simulated.launcher"]
+    assert "trinity.pool" in GRAPH["trinity.simulated.launcher"]       # the package runs on the way
 
 
 def test_the_library_never_imports_the_flows():
-    for package in [p.name for p in (ROOT / "trinity").iterdir() if p.is_dir() and p.name != "__pycache__"]:
-        assert "flows" not in imported_packages(package), package
+    for module, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            assert not any(n == "flows" or n.startswith("flows.") for n in names), module
 
 
-def test_the_rules_are_the_documented_ones():
+def test_the_floors_are_the_documented_ones():
+    """docs/ARCHITECTURE.md lists the floors top down, one line each: `N. name: `part`, `part``."""
     text = (ROOT / "docs/ARCHITECTURE.md").read_text()
-    for package, never in NEVER.items():
-        line = next((l for l in text.splitlines() if l.startswith(f"- `{package}`")), None)
-        assert line is not None, f"docs/ARCHITECTURE.md has no rule line for {package}"
-        for other in never:
-            assert f"`{other}`" in line.split("never imports", 1)[-1], (package, other)
+    documented = {}
+    for line in text.splitlines():
+        m = re.match(r"^\s*(\d+)\. ([^:]+): (.*)$", line)
+        if m and "`" in m.group(3):
+            documented[int(m.group(1))] = (m.group(2).strip(), tuple(re.findall(r"`([a-z_]+)`", m.group(3))))
+    expected = {i: (name, parts) for i, (name, parts) in enumerate(FLOORS)}
+    assert documented == expected

@@ -14,7 +14,7 @@ import pytest
 
 from trinity import config
 from trinity.coordinator.saved import save_params
-from trinity.eval.adhoc import prepare_request
+from trinity.pipeline.eval_arguments import prepare_request
 from trinity.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[1]

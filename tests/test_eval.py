@@ -9,7 +9,7 @@ import pytest
 from trinity.episodes.trace import EpisodeId, Trace, Turn
 from trinity.errors import ConfigError
 from trinity.eval import methods
-from trinity.eval.stats import bootstrap_ci
+from trinity.stats import bootstrap_ci
 from trinity.eval.tables import results_frame, summarize, trace_rows
 from trinity.contracts import ROLES
 from trinity.routers.baselines import RandomRouter, SingleWorkerRouter, WorkerVerifierLoopRouter

@@ -11,7 +11,8 @@ import polars as pl
 import pytest
 
 from trinity.episodes.trace import EpisodeId, Trace, Turn
-from trinity.eval import report, stats
+from trinity import stats
+from trinity.eval import report
 from trinity.eval.tables import paired_tests, results_frame, summarize, trace_rows, truncation
 
 

@@ -227,8 +227,8 @@ class PricedSimulatedPool:
     prices; counts the calls that reach it."""
 
     def __init__(self, cfg):
-        from trinity.pool.servers import simulated_world
-        from trinity.pool.simulated.server import SimulatedPool
+        from trinity.simulated.launcher import simulated_world
+        from trinity.simulated.server import SimulatedPool
 
         self.sim = SimulatedPool(simulated_world(cfg.pool))
         self.models = {name: m for name, m in cfg.pool.models.items()}
@@ -368,6 +368,6 @@ def test_frontier_stage_off_writes_what_dvc_expects(tmp_path):
     assert json.loads((tmp_path / "metrics" / "frontier.json").read_text()) == {"enabled": False}
     assert (tmp_path / "reports" / "frontier.png").is_file()
     with pytest.raises(ConfigError, match="holds no frontier"):
-        from trinity.eval.adhoc import check_frontier
+        from trinity.pipeline.eval_arguments import check_frontier
 
         check_frontier(tmp_path / "frontier", list(cfg.pool.models))

@@ -16,10 +16,10 @@ import polars as pl
 import pytest
 
 from trinity import config
-from trinity.eval.stats import paired_test
+from trinity.stats import paired_test
 from trinity.pipeline import cache_states_stage, evolve_stage
 from trinity.pipeline.rollouts import RolloutContext
-from trinity.pool.servers import LocalPool
+from trinity.pipeline.local_pool import LocalPool
 from trinity.tasks.prepare import prepare_suites
 
 RIGHT_MODEL = {"mmlu": "mc-specialist", "gsm8k": "math-specialist"}

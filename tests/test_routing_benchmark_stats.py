@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from trinity.eval.stats import paired_test
+from trinity.stats import paired_test
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "routing_benchmark.py"
 

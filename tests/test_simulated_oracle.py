@@ -2,9 +2,9 @@
 
 import pytest
 
-from trinity.pool.simulated.oracle import (best_routing, hindsight, policy_value, profile_references,
+from trinity.simulated.oracle import (best_routing, hindsight, policy_value, profile_references,
                                            realised_hindsight, suite_oracle)
-from trinity.pool.simulated.profile import SimulatedModel, parse_profile
+from trinity.simulated.profile import SimulatedModel, parse_profile
 
 
 def model(name, acc, **kw):
@@ -95,7 +95,7 @@ def test_the_hindsight_bound_by_hand_and_above_the_other_lines():
 
 
 def test_the_report_section_names_the_oracle_for_what_it_is_and_gives_the_bound():
-    from trinity.pool.simulated.references import markdown
+    from trinity.simulated.references import markdown
 
     models = [model("a", 0.5), model("b", 0.3)]
     refs = {**profile_references(models, ["s"], 2), "profile": "toy"}
@@ -147,7 +147,7 @@ def test_reports_of_a_simulated_run_carry_its_reference_lines_and_label():
 
 
 def test_a_simulated_model_round_trips_through_its_config_block():
-    from trinity.pool.simulated.profile import parse_model
+    from trinity.simulated.profile import parse_model
 
     m = SimulatedModel("a", "sim-a", {"default": 0.3, "mmlu": 0.9}, accept_correct=0.7, accept_wrong=0.1,
                        thinker_valid=0.6, suggest_worker=0.2, tokens={"worker": 10, "thinker": 5, "verifier": 2},

@@ -15,11 +15,13 @@ from trinity.episodes.runner import EpisodeSpec, run_episodes
 from trinity.errors import ConfigError
 from trinity.pipeline.rollouts import make_grader
 from trinity.pool.client import PoolClient
-from trinity.pool.servers import LocalPool, PoolServerError, port_in_use, simulated_world
-from trinity.pool.simulated.oracle import policy_value
-from trinity.pool.simulated.profile import parse_model, parse_profile
-from trinity.pool.simulated.replies import writer_for
-from trinity.pool.simulated.server import Refused, SimulatedPool
+from trinity.pipeline.local_pool import LocalPool
+from trinity.pool.servers import PoolServerError, port_in_use
+from trinity.simulated.launcher import simulated_world
+from trinity.simulated.oracle import policy_value
+from trinity.simulated.profile import parse_model, parse_profile
+from trinity.simulated.replies import writer_for
+from trinity.simulated.server import Refused, SimulatedPool
 from trinity.pool.types import CallResult
 from trinity.routers.baselines import RandomRouter
 from trinity.tasks.registry import get_suite
@@ -278,7 +280,7 @@ def test_calibrate_recovers_the_profile_it_measures(prepared, tmp_path):
     and the written file composes as a profile the simulated pool can play."""
     import yaml
 
-    from trinity.pool.simulated.calibrate import measure, profile_yaml
+    from trinity.simulated.calibrate import measure, profile_yaml
 
     cfg = _cfg(prepared, tmp_path)
     sim = SimulatedPool(simulated_world(cfg.pool))
@@ -340,7 +342,7 @@ def test_the_hindsight_bound_bounds_every_routing_and_is_reached(prepared, tmp_p
     model as Worker at the turn its answer is right, then Verifiers) scores 1. Weak Workers and K = 2
     so that about a third of (item, repeat) pairs have bound 0."""
     from trinity.episodes.protocol import sample_index_for
-    from trinity.pool.simulated.oracle import realised_hindsight
+    from trinity.simulated.oracle import realised_hindsight
 
     cfg = _cfg(prepared, tmp_path, "protocol.max_turns=2")
     for m in cfg.pool.models.values():

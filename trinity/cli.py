@@ -83,13 +83,13 @@ def _cmd_plan(args) -> int:
 
 def _cmd_pool(args) -> int:
     from trinity import config
-    from trinity.pool.servers import LocalPool
+    from trinity.pipeline.local_pool import local_servers
 
     cfg = config.compose(args.overrides)
     if args.action == "calibrate":
         return _calibrate(cfg, args)
-    pool = LocalPool(cfg.pool, model_cache=cfg.paths.model_cache)
-    if not pool.specs:
+    pool = local_servers(cfg.pool, model_cache=cfg.paths.model_cache)
+    if pool is None:
         print(f"pool '{cfg.pool.name}' has no local models to serve (hosted endpoints need no servers)")
         return 0
     if args.action == "up":
@@ -117,9 +117,9 @@ def _calibrate(cfg, args) -> int:
     from trinity import config
     from trinity.pipeline import items as item_sel
     from trinity.pipeline.rollouts import make_grader
-    from trinity.pool.client import PoolClient
-    from trinity.pool.servers import LocalPool, server_specs
-    from trinity.pool.simulated.calibrate import measure, profile_yaml, write_profile
+    from trinity.pipeline.local_pool import local_pool
+    from trinity.pipeline.pool_setup import pool_client
+    from trinity.simulated.calibrate import measure, profile_yaml, write_profile
 
     if args.items < 1:
         print("error: --items must be >= 1", file=sys.stderr)
@@ -146,17 +146,16 @@ def _calibrate(cfg, args) -> int:
     agents = list(cfg.pool.models)
     print(f"calibrate: pool '{cfg.pool.name}' ({', '.join(agents)}), {len(items)} items from "
           f"{', '.join(cfg.tasks.train)}; about {len(agents) * len(items) * (1 + len(agents))} calls")
-    local = LocalPool(cfg.pool, model_cache=cfg.paths.model_cache) if server_specs(cfg.pool) else None
 
     async def run():
-        client = PoolClient.from_config(cfg.pool, cache_path=Path(cfg.paths.cache) / "responses.sqlite",
-                                        cache_mode=cfg.evolve.response_cache)
+        client = pool_client(cfg, cache_path=Path(cfg.paths.cache) / "responses.sqlite",
+                             cache_mode=cfg.evolve.response_cache)
         try:
             return await measure(client, agents, items, cfg.protocol, make_grader(cfg, judge=client))
         finally:
             await client.aclose()
 
-    with local if local is not None else contextlib.nullcontext():
+    with local_pool(cfg):
         measured = asyncio.run(run())
     path = write_profile(profile_yaml(measured, cfg.pool, name=output.stem, source=f"{len(items)} items"), output)
     print(f"profile: {path}  (use it with: pool=simulated pool/profile={output.stem})")
@@ -165,11 +164,11 @@ def _calibrate(cfg, args) -> int:
 
 def _cmd_eval(args) -> int:
     from trinity import config, repro
-    from trinity.eval.adhoc import prepare_request
+    from trinity.pipeline.eval_arguments import prepare_request
     from trinity.pipeline import evaluate_stage
     from trinity.pipeline.rollouts import RolloutContext
+    from trinity.pipeline.local_pool import local_servers
     from trinity.pipeline.workspace import apply_output_paths
-    from trinity.pool.servers import LocalPool, server_specs
 
     overrides = list(args.overrides)
     if args.suite:
@@ -187,7 +186,7 @@ def _cmd_eval(args) -> int:
                               methods=args.method or [], output=args.output, root=root, frontier=args.frontier)
     cfg = apply_output_paths(cfg, request.output_paths)
     print(f"trinity eval: writing to {request.output}", flush=True)
-    pool = LocalPool(cfg.pool, model_cache=cfg.paths.model_cache) if server_specs(cfg.pool) else None
+    pool = local_servers(cfg.pool, model_cache=cfg.paths.model_cache)
     try:
         if pool is not None:
             pool.__enter__()
@@ -235,16 +234,10 @@ def _cmd_record(args) -> int:
         return 0
     config.check_api_keys(cfg)
 
-    def pool_context():
-        from trinity.pool.servers import LocalPool, server_specs
+    from trinity.pipeline.local_pool import local_pool
 
-        live = record_stage.live_config(cfg)   # pool=recorded records from the pool it replays
-        return LocalPool(live.pool, model_cache=live.paths.model_cache) if server_specs(live.pool) else None
-
-    import contextlib
-
-    out = record_stage.run(cfg, progress=print, limit_items=args.limit,
-                           pool_context=lambda: pool_context() or contextlib.nullcontext())
+    live = record_stage.live_config(cfg)   # pool=recorded records from the pool it replays
+    out = record_stage.run(cfg, progress=print, limit_items=args.limit, pool_context=lambda: local_pool(live))
     print(json.dumps(out, indent=1))
     return 1 if out.get("failed") else 0
 

@@ -23,7 +23,7 @@ import numpy as np
 import polars as pl
 
 from trinity.errors import ConfigError
-from trinity.eval.stats import bootstrap_ci, interval
+from trinity.stats import bootstrap_ci, interval
 
 METHOD_PREFIX = "frontier:"     # the results table names a head's episodes `frontier:<head>`
 UNITS = {"usd": "dollars per query (list prices)", "ktokens": "thousands of tokens per query (prompt + completion)"}
@@ -36,7 +36,7 @@ FRONTIER_SCHEMA = {
     "reward": pl.Float64,
     "reward_low": pl.Float64,
     "reward_high": pl.Float64,
-    "reward_ci": pl.Utf8,        # wilson | bootstrap (trinity.eval.stats.interval)
+    "reward_ci": pl.Utf8,        # wilson | bootstrap (trinity.stats.interval)
     "cost": pl.Float64,          # per query, in `cost_unit`
     "cost_low": pl.Float64,      # percentile bootstrap of the mean cost per query
     "cost_high": pl.Float64,

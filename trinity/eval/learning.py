@@ -16,7 +16,7 @@ from typing import Any, Mapping
 
 import polars as pl
 
-from trinity.eval.stats import ALPHA, paired_test, verdict
+from trinity.stats import ALPHA, paired_test, verdict
 
 BASELINE = "random"
 SET_NAMES = {"validation": "the validation items", "test": "the test items"}

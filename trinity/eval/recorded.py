@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from trinity.eval.stats import ALPHA, paired_test, verdict
+from trinity.stats import ALPHA, paired_test, verdict
 
 BOUNDS = ("bound: hindsight", "bound: best choice per transcript", "bound: best prompt-independent policy")
 BOUND_MEANING = {

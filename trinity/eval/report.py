@@ -13,7 +13,7 @@ from pathlib import Path
 
 import polars as pl
 
-from trinity.eval.stats import ALPHA
+from trinity.stats import ALPHA
 
 SETS = (("validation", "Validation items (the items evolution validated on)"),
         ("test", "Held-out test split and zero-shot transfer suites"))

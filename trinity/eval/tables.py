@@ -9,7 +9,7 @@ from typing import Callable
 import polars as pl
 
 from trinity.episodes.trace import Trace
-from trinity.eval.stats import ALPHA, interval, paired_test, verdict
+from trinity.stats import ALPHA, interval, paired_test, verdict
 
 RESULTS_SCHEMA = {
     "set": pl.Utf8,            # validation | test

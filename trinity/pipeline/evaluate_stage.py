@@ -345,7 +345,7 @@ def write_report(cfg: DictConfig, ctx: RolloutContext, methods: list, skipped: l
     title, reference_section, reference_metrics = "TRINITY evaluation", [], {}
     simulated = simulated_references(cfg, summary, sets)
     if simulated is not None:
-        from trinity.pool.simulated.references import label
+        from trinity.simulated.references import label
 
         title = f"TRINITY evaluation on the {label(cfg)}"
         context = [f"**This run used the {label(cfg)}: a benchmark with a known optimum, not real models.**", "",
@@ -456,7 +456,7 @@ def simulated_references(cfg: DictConfig, summary: pl.DataFrame, sets: dict) -> 
     """On the simulated pool: the report section with the exact reference lines for the test items
     (oracle, random, single models; weighted by the test items per suite) next to the measured rewards of
     `trinity` and `random`, and metrics `test/simulated/*` (the oracle, and each method's share of it)."""
-    from trinity.pool.simulated.references import is_simulated, markdown, references
+    from trinity.simulated.references import is_simulated, markdown, references
 
     if not is_simulated(cfg) or not sets.get("test"):
         return None

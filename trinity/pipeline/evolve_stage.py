@@ -339,7 +339,7 @@ def recorded_reference_lines(cfg: DictConfig, ctx: Any, val: list[TaskItem]) -> 
 def simulated_reference_lines(cfg: DictConfig, val: list[TaskItem]) -> dict[str, float] | None:
     """On the simulated pool: the exact oracle, random-routing (= x0) and best-single-model rewards on the
     validation items' suites, weighted as the validation items are; None on a real pool."""
-    from trinity.pool.simulated.references import is_simulated, references
+    from trinity.simulated.references import is_simulated, references
 
     if not is_simulated(cfg) or not val:
         return None

@@ -262,7 +262,7 @@ def write_outputs(cfg: DictConfig, dest: Path, table: pl.DataFrame, results: pl.
 
 
 def title(cfg: DictConfig, manifest: dict) -> str:
-    from trinity.pool.simulated.references import is_simulated, label
+    from trinity.simulated.references import is_simulated, label
 
     where = f"{label(cfg)}: " if is_simulated(cfg) else ""
     return (f"{where}cost-quality frontier\non {manifest['items']} test items "

@@ -263,7 +263,7 @@ async def _record(cfg, root: Path, manifest: dict, items: Sequence[TaskItem], pe
     import contextlib
 
     from trinity.pipeline.rollouts import make_grader
-    from trinity.pool.budget import Budget
+    from trinity.pipeline.pool_setup import run_budget
     from trinity.pool.client import PoolClient
 
     journal = root / store.JOURNAL
@@ -280,10 +280,8 @@ async def _record(cfg, root: Path, manifest: dict, items: Sequence[TaskItem], pe
         if client_factory is not None:
             pool = client_factory(journal)
         else:
-            b = cfg.evolve.budget
             pool = PoolClient.from_config(cfg.pool, cache_path=journal, cache_mode="read_write",
-                                          budget=Budget(max_cost_usd=b.max_cost_usd, max_tokens=b.max_tokens,
-                                                        max_calls=b.max_calls))
+                                          budget=run_budget(cfg))
         recorder = Recorder(cfg, root, pool, grader or make_grader(cfg, judge=pool), progress=progress)
         queue: asyncio.Queue[TaskItem] = asyncio.Queue()
         for it in pending:

@@ -141,24 +141,21 @@ class RolloutContext:
 
     def __init__(self, cfg: DictConfig, *, with_coordinator: bool = True, run_key: str | None = None) -> None:
         """`run_key` names the run's shared limits on Dask (default: the config's key)."""
-        from trinity.pool.budget import Budget
+        from trinity.pipeline.pool_setup import pool_client, run_budget
         from trinity.pool.cache import effective_mode
-        from trinity.pool.client import PoolClient
         from trinity.pool.shared_limits import run_limits
 
         self.cfg = cfg
         self.agents = list(cfg.pool.models)
         self.loop = LoopThread()
-        b = cfg.evolve.budget
-        self.budget = Budget(max_cost_usd=b.max_cost_usd, max_tokens=b.max_tokens, max_calls=b.max_calls)
+        self.budget = run_budget(cfg)
         cache_path = Path(cfg.paths.cache) / "responses.sqlite"
         # found here, in the caller's thread: a Dask task's worker is only visible from its own thread
         self.shared_limits = limits = run_limits(self.budget, run_key or config_key(cfg) + str(with_coordinator))
 
         async def build():
-            return PoolClient.from_config(cfg.pool, cache_path=cache_path,
-                                          cache_mode=effective_mode(cfg.evolve.response_cache),
-                                          budget=None if limits else self.budget, limits=limits)
+            return pool_client(cfg, cache_path=cache_path, cache_mode=effective_mode(cfg.evolve.response_cache),
+                               budget=None if limits else self.budget, limits=limits)
 
         self.pool = self.loop.run(build())
         self.grader = make_grader(cfg, judge=self.pool)

@@ -197,17 +197,15 @@ class PoolClient:
         """From `cfg.pool`. Raises MissingApiKeyError (naming the variable) when a model needs a key that
         is not set, and CacheError when the cache file is not usable, before any call is made.
         Retry settings come from `retry` or else the optional `pool.retry` mapping. With `pool.replay`
-        (pool=recorded) replies come from the recording (`replay` when given, else opened here) and the
-        response cache is not used: the recording is the cache."""
+        (pool=recorded) replies come from the recording `replay` (trinity.pipeline.pool_setup.pool_client
+        opens it) and the response cache is not used: the recording is the cache."""
         models = pool_cfg.get("models")
         if not models:
             raise PoolConfigError("config key 'pool.models' must map at least one model name to its settings")
         endpoints = [resolve_endpoint(str(name), models[name], pool_cfg) for name in models]
         if replay is None and pool_cfg.get("replay") is not None:
-            from trinity.record.replay import RecordedReplies
-
-            r = pool_cfg.get("replay")
-            replay = RecordedReplies.open(str(r.get("recording")), on_miss=str(r.get("on_miss") or "error"))
+            raise PoolConfigError("config key 'pool.replay' names a recording, but no recording was opened for this "
+                                  "client: build it with trinity.pipeline.pool_setup.pool_client(cfg, ...)")
         if replay is not None:
             cache_path = None
         cache = None
@@ -359,12 +357,7 @@ class PoolClient:
             return self._failure(ep, CacheMissError(message), 0, started), False
         result = await self._call_network(ep, body, started)
         if result.ok:
-            from trinity.record.tree import Reply
-
-            self.replay.add(ep.name, h, sample, Reply(
-                text=result.text, ok=True, error=None, finish_reason=result.finish_reason,
-                prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens,
-                latency_s=round(result.latency_s, 3), cost_usd=result.price_usd or result.cost_usd))
+            self.replay.add_live(ep.name, h, sample, result)
         return result, True
 
     async def _cached_or_network(self, ep: ModelEndpoint, key: str, body: dict,

@@ -57,7 +57,7 @@ PROVIDERS: dict[str, Provider] = {
         Provider("llamacpp", None, sends_seed=True),
         Provider("vllm", "http://127.0.0.1:8000/v1", sends_seed=True),
         Provider("ollama", "http://127.0.0.1:11434/v1", sends_seed=True),
-        # The simulated pool (trinity.pool.simulated): one loopback server at pool.port plays every model.
+        # The simulated pool (trinity.simulated): one loopback server at pool.port plays every model.
         Provider("simulated", None, sends_seed=True, body_keys=("simulated",), pool_body_keys=("outcome_seed",)),
     )
 }

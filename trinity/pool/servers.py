@@ -8,7 +8,6 @@ the servers it started itself on exit, also on Ctrl-C or when a flow fails.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import signal
@@ -160,50 +159,25 @@ def _llamacpp_launch(pool: "LocalPool", spec: ServerSpec) -> tuple[list[str], st
     return cmd, str(path)
 
 
-def simulated_world(pool_cfg) -> dict:
-    """What the simulated server plays, from the composed pool config: models (in head order) with their
-    behaviour, the prepared-data folder it finds items in, and the protocol's role prompts."""
-    from omegaconf import OmegaConf
-
-    from trinity.pool.simulated.profile import parse_profile
-
-    models = parse_profile(pool_cfg)  # validates every model's behaviour (ConfigError names the key)
-    roles = pool_cfg.get("role_prompts")
-    if not roles or not roles.get("worker"):
-        raise ConfigError("config key 'pool.role_prompts' must give the protocol's system prompts "
-                          "(worker, thinker, verifier; aggregator for Mixture-of-Agents)")
-    if not pool_cfg.get("prepared"):
-        raise ConfigError("config key 'pool.prepared' must name the prepared-data folder the simulated pool reads")
-    return {"prepared": str(pool_cfg.prepared),
-            "role_prompts": OmegaConf.to_container(roles, resolve=True) if not isinstance(roles, dict) else dict(roles),
-            "models": [{"name": m.name, "model_id": m.model_id, "simulated": m.to_config()} for m in models]}
-
-
-def _simulated_blob(pool: "LocalPool") -> str:
-    return json.dumps(simulated_world(pool.pool_cfg), sort_keys=True, indent=1)
-
-
-def _simulated_launch(pool: "LocalPool", spec: ServerSpec) -> tuple[list[str], str]:
-    pool.state_dir.mkdir(parents=True, exist_ok=True)
-    path = pool.state_dir / f"{spec.name}-world.json"
-    path.write_text(_simulated_blob(pool) + "\n")
-    cmd = [sys.executable, "-m", "trinity.pool.simulated.server", "--world", str(path),
-           "--host", spec.host, "--port", str(spec.port)]
-    return cmd, str(path)
-
-
 @dataclass(frozen=True)
 class Launcher:
     command: Callable[["LocalPool", ServerSpec], tuple[list[str], str]]   # (argv, model or world path)
     fingerprint: Callable[["LocalPool", ServerSpec], str] = lambda pool, spec: ""   # "": never restarted
 
 
-# ServerSpec.kind -> how to start it
+# ServerSpec.kind -> how to start it. Floors above register theirs (trinity.simulated.launcher registers
+# `simulated`); trinity.pipeline.local_pool, the one way the pipeline, the CLI and serving start a pool,
+# imports every launcher first.
 LAUNCHERS: dict[str, Launcher] = {
     "llamacpp": Launcher(_llamacpp_launch),
-    "simulated": Launcher(_simulated_launch,
-                          lambda pool, spec: hashlib.sha256(_simulated_blob(pool).encode()).hexdigest()[:16]),
 }
+
+
+def register_launcher(kind: str, launcher: Launcher) -> None:
+    """Make `pool.server: <kind>` start a server with `launcher` (idempotent for the same launcher)."""
+    if LAUNCHERS.get(kind, launcher) is not launcher:
+        raise ValueError(f"a server launcher named {kind!r} is already registered")
+    LAUNCHERS[kind] = launcher
 
 
 class LocalPool:

@@ -78,6 +78,13 @@ class RecordedReplies:
                                 "latency_s": reply.latency_s, "cost_usd": reply.cost_usd, "grade": None,
                                 "verdict": None, "suggested_role": None})
 
+    def add_live(self, model: str, h: str, sample: int, result: Any) -> None:
+        """`add` for a successful live call (a trinity.pool.client CallResult of `model`)."""
+        self.add(model, h, sample, Reply(
+            text=result.text, ok=True, error=None, finish_reason=result.finish_reason,
+            prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens,
+            latency_s=round(result.latency_s, 3), cost_usd=result.price_usd or result.cost_usd))
+
     def flush(self) -> str | None:
         """Write the live additions as one extra part named in the manifest; returns its path or None."""
         with self._lock:

@@ -1,7 +1,7 @@
 """Champion and challenger: does a newly trained coordinator replace the champion?
 
 Both ran on the same items (same item, repeat and sampling seed), so their rewards are paired, and the
-question is the evaluation's (trinity.eval.stats): exact McNemar on 0/1 rewards, the sign-flip test
+question is the evaluation's (trinity.stats): exact McNemar on 0/1 rewards, the sign-flip test
 otherwise. `retrain.promote_rule`:
 - paired_test: promote only when the challenger is better at `retrain.alpha` on at least
   `retrain.min_items` paired items; a tie, a loss, no significant difference or too few items keep the champion;
@@ -18,7 +18,7 @@ from typing import Any, Sequence
 from omegaconf import DictConfig, OmegaConf
 
 from trinity.errors import ConfigError
-from trinity.eval.stats import PairedTest, paired_test
+from trinity.stats import PairedTest, paired_test
 
 RULES = ("paired_test", "always", "never")
 

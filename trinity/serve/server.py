@@ -43,7 +43,7 @@ def build_app(cfg: DictConfig, coordinator_path: str | os.PathLike | None = None
 
     from trinity.coordinator.coordinator import Coordinator
     from trinity.pipeline.evolve_stage import coordinator_file
-    from trinity.pool.client import PoolClient
+    from trinity.pipeline.pool_setup import pool_client
 
     if sum(x is not None for x in (coordinator_path, frontier, registry)) != 1:
         raise ValueError("serve one coordinator, one frontier or one registry")
@@ -74,7 +74,7 @@ def build_app(cfg: DictConfig, coordinator_path: str | os.PathLike | None = None
     own_pool = pool is None
     if own_pool:
         cache_path = Path(cfg.paths.cache) / "responses.sqlite" if settings.response_cache != "off" else None
-        pool = PoolClient.from_config(cfg.pool, cache_path=cache_path, cache_mode=settings.response_cache)
+        pool = pool_client(cfg, cache_path=cache_path, cache_mode=settings.response_cache)
 
     def runner_for(head_params) -> EpisodeRunner:
         return EpisodeRunner(pool, [str(m) for m in cfg.pool.models], cfg.protocol,
@@ -119,7 +119,7 @@ def serve(cfg: DictConfig, coordinator_path: str | os.PathLike | None = None, *,
     import contextlib
     import logging
 
-    from trinity.pool.servers import LocalPool, server_specs
+    from trinity.pipeline.local_pool import local_servers
 
     settings = ServeSettings.from_cfg(cfg)
     settings.check_exposure()
@@ -137,9 +137,8 @@ def serve(cfg: DictConfig, coordinator_path: str | os.PathLike | None = None, *,
         check_saved_pool(cfg, champion.coordinator)
     else:
         check_saved_pool(cfg, coordinator_path)
-    specs = server_specs(cfg.pool)  # a pool config error, too, before the port is taken
+    local = local_servers(cfg.pool, model_cache=cfg.paths.model_cache)  # a pool config error, too, before the port is taken
     with contextlib.closing(reserve_port(settings.host, settings.port)) as sock:
-        local = LocalPool(cfg.pool, model_cache=cfg.paths.model_cache) if specs else None
         with local if local is not None else contextlib.nullcontext():  # stops only the servers it started
             app = build_app(cfg, coordinator_path, frontier=frontier, registry=registry)
             log = logging.getLogger("trinity.serve")  # one line per episode: id, end reason, turns, tokens, cost

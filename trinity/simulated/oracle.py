@@ -40,7 +40,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from trinity.pool.simulated.profile import SimulatedModel, worker_right
+from trinity.simulated.profile import SimulatedModel, worker_right
 
 ROLES = ("worker", "thinker", "verifier")
 NONE, RIGHT, WRONG = 0, 1, 2          # answer state

@@ -2,9 +2,9 @@
 loopback, started and stopped by the pool manager (`trinity pool up|down|status`) like the llama.cpp
 servers. One process plays every model of the profile; the request's `model` picks which.
 
-    python -m trinity.pool.simulated.server --world .trinity/pool/simulated-world.json --port 8650
+    python -m trinity.simulated.server --world .trinity/simulated-world.json --port 8650
 
-The world file (written by trinity.pool.servers from the composed pool config) holds the models'
+The world file (written by trinity.simulated.launcher from the composed pool config) holds the models'
 behaviour, the prepared-data folder and the protocol's role prompts. Which outcome table a request is
 drawn from comes with the request (`outcome_seed`, the run's seed; profile.py), so one server serves runs
 of several seeds. Refusals are OpenAI-shaped errors:
@@ -23,9 +23,9 @@ import time
 from pathlib import Path
 from typing import Any, Mapping
 
-from trinity.pool.simulated.lookup import ItemIndex, Unplaceable, find_role, user_text
-from trinity.pool.simulated.profile import SimulatedModel, draw, parse_model, worker_right
-from trinity.pool.simulated.replies import ReplyWriter, with_idea, writer_for
+from trinity.simulated.lookup import ItemIndex, Unplaceable, find_role, user_text
+from trinity.simulated.profile import SimulatedModel, draw, parse_model, worker_right
+from trinity.simulated.replies import ReplyWriter, with_idea, writer_for
 from trinity.tasks.types import TaskItem
 
 ANSWER_ROLES = ("worker", "aggregator")   # an aggregator (Mixture-of-Agents) answers like a Worker

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from trinity.pool.simulated.oracle import ROLES, profile_references
-from trinity.pool.simulated.profile import parse_profile
+from trinity.simulated.oracle import ROLES, profile_references
+from trinity.simulated.profile import parse_profile
 
 
 def is_simulated(cfg: Any) -> bool:

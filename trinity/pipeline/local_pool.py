@@ -1,0 +1,37 @@
+"""The one way the pipeline, the CLI, serving and the flows start and stop the local pool's servers.
+
+`local_servers(pool_cfg, ...)` is the pool's LocalPool, or None when it needs no local server (hosted
+models, a recording replayed without live misses); `local_pool(cfg)` starts those servers for a `with`
+block and stops the ones it started on exit, failure or Ctrl-C. Importing this module registers every
+server launcher of the floors above the pool (the simulated pool's), so `pool.server: simulated` works
+wherever a pool is started this way."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Callable, Iterator
+
+import trinity.simulated.launcher  # noqa: F401  registers pool.server: simulated
+from trinity.pool.servers import LocalPool, server_specs
+
+__all__ = ["LocalPool", "local_pool", "local_servers"]
+
+
+def local_servers(pool_cfg: Any, *, model_cache: str | None = None,
+                  progress: Callable[..., Any] = print) -> LocalPool | None:
+    """The LocalPool of `pool_cfg`, or None when the pool has no local server to run. Raises ConfigError
+    for a malformed pool config (before anything starts)."""
+    if not server_specs(pool_cfg):
+        return None
+    return LocalPool(pool_cfg, model_cache=model_cache, progress=progress)
+
+
+@contextlib.contextmanager
+def local_pool(cfg: Any, *, progress: Callable[..., Any] = print) -> Iterator[LocalPool | None]:
+    """Start `cfg.pool`'s local servers, if any, for the block; yields the LocalPool (None without one)."""
+    servers = local_servers(cfg.pool, model_cache=cfg.paths.model_cache, progress=progress)
+    if servers is None:
+        yield None
+        return
+    with servers:
+        yield servers
