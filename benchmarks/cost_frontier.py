@@ -117,6 +117,7 @@ def main() -> None:
 
     from trinity.pipeline import evolve_stage, frontier_stage
     from trinity.pipeline.rollouts import RolloutContext
+    from trinity.pipeline.workspace import timings_dir
     from trinity.pipeline.local_pool import LocalPool
     root = Path(args.root)
     # not the weights: more weights later reuse these runs
@@ -138,7 +139,7 @@ def main() -> None:
             RolloutContext.close_all()
         main_summary = json.loads((Path(cfg.paths.metrics) / "evolve.json").read_text())
         # cache hits are a run fact: in the timings folder, not the metrics (README "Reproducibility")
-        main_timings = json.loads((evolve_stage.timings_dir(cfg, "evolve") / "timings.json").read_text())
+        main_timings = json.loads((timings_dir(cfg, "evolve") / "timings.json").read_text())
         name, _ = frontier_stage.main_head(cfg)
         training[name] = {"wall_s": round(time.perf_counter() - t, 1), "resumed": out["result"].resumed,
                           "episodes": main_summary.get("episodes"), "calls": main_summary.get("calls"),
@@ -150,7 +151,7 @@ def main() -> None:
         frontier_s = time.perf_counter() - t
     metrics = json.loads((Path(cfg.paths.metrics) / "frontier.json").read_text())
     for head, row in metrics["training"].items():
-        measured = json.loads((evolve_stage.timings_dir(cfg, "frontier", head) / "training.json").read_text())
+        measured = json.loads((timings_dir(cfg, "frontier", head) / "training.json").read_text())
         training[head] = {**{k: row[k] for k in ("resumed", "episodes", "calls")},
                           **{k: measured[k] for k in ("wall_s", "cache_hits", "pool_calls")}}
     budget = {"popsize": main_summary.get("popsize"), "generations": generations(args),

@@ -111,7 +111,6 @@ def _cmd_pool(args) -> int:
 
 def _calibrate(cfg, args) -> int:
     import asyncio
-    import contextlib
     from pathlib import Path
 
     from trinity import config

@@ -148,3 +148,9 @@ def saved_feature_norm(meta: dict[str, Any], tensors: dict[str, np.ndarray], hid
         raise CoordinatorMismatchError(f"the coordinator at {path}: its feature statistics do not match the digest its "
                                        f"metadata records (feature_norm_sha256 {recorded!r}, tensors {norm.digest!r})")
     return norm
+
+
+def coordinator_file(path: Path) -> Path:
+    """A trained coordinator is a folder holding coordinator.safetensors (+ .json metadata); a file path is used as is."""
+    path = Path(path)
+    return path / "coordinator.safetensors" if path.suffix != ".safetensors" else path

@@ -29,6 +29,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from trinity import config as trinity_config
 from trinity.pipeline import evolve_stage
+from trinity.pipeline.rollouts import stop_on_replay_misses
+from trinity.pipeline.workspace import timings_dir
 
 log = logging.getLogger("trinity.ablate")
 
@@ -118,9 +120,9 @@ def run(cfg: DictConfig, *, submit: evolve_stage.Submit = evolve_stage.inline_su
                          metrics_dir=out_dir, reports_dir=out_dir)
         finally:
             RolloutContext.close_all()  # one variant's backbone and pool client at a time
-        evolve_stage.stop_on_replay_misses(f"ablate ({name})", out.get("replay_misses", 0))
+        stop_on_replay_misses(f"ablate ({name})", out.get("replay_misses", 0))
         result = out["result"]
-        timings = evolve_stage.timings_dir(cfg, "ablations", name)
+        timings = timings_dir(cfg, "ablations", name)
         publish_variant(Path(out["run_dir"]), dest_root / name, overrides, timings)
         # the variant's wall time is a run fact: beside its tables' run facts, not in metrics/ablations.json
         _write_json(timings / "wall.json", {"wall_s": round(time.perf_counter() - started, 3)})

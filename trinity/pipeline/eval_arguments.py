@@ -45,7 +45,7 @@ def pipeline_outputs(root: Path) -> list[Path]:
 
 def check_coordinator(path: str | os.PathLike, pool_models: Sequence[str]) -> Path:
     from trinity.coordinator.saved import saved_pool_models
-    from trinity.pipeline.evolve_stage import coordinator_file
+    from trinity.coordinator.saved import coordinator_file
 
     if not Path(path).exists():
         raise ConfigError(f"--coordinator {path}: no such file or folder")

@@ -32,7 +32,9 @@ from trinity.eval.learning import evolution_x0_test, learning_section
 from trinity.eval.tables import (RESULTS_SCHEMA, paired_tests, results_frame, summarize, trace_rows, truncation,
                                  write_results)
 from trinity.pipeline import items as item_sel
-from trinity.pipeline.evolve_stage import coordinator_file, replay_misses, stop_on_replay_misses, timings_dir
+from trinity.coordinator.saved import coordinator_file
+from trinity.pipeline.rollouts import replay_misses, stop_on_replay_misses
+from trinity.pipeline.workspace import timings_dir
 from trinity.coordinator.coordinator import configured_roles
 from trinity.pipeline.rollouts import RolloutContext, config_key
 from trinity.progress import Listener, Progress

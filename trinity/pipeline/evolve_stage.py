@@ -24,7 +24,9 @@ from omegaconf import DictConfig, OmegaConf
 from trinity.episodes.protocol_config import ProtocolConfig
 from trinity.episodes.trace import Trace
 from trinity.pipeline import items as item_sel
-from trinity.pipeline.rollouts import RolloutContext, config_key
+from trinity.coordinator.saved import coordinator_file
+from trinity.pipeline.rollouts import RolloutContext, config_key, replay_misses, stop_on_replay_misses
+from trinity.pipeline.workspace import timings_dir
 from trinity.progress import Listener, Progress
 from trinity.tasks.types import TaskItem
 
@@ -73,12 +75,6 @@ def _candidate_setup(cfg_yaml: str) -> tuple[DictConfig, str, dict[str, TaskItem
             _SETUPS.pop(next(iter(_SETUPS)))
         cached = _SETUPS[cfg_yaml] = (cfg, config_key(cfg), {it.uid: it for it in items}, stamp)
     return cached[0], cached[1], cached[2]
-
-
-def coordinator_file(path: Path) -> Path:
-    """A trained coordinator is a folder holding coordinator.safetensors (+ .json metadata); a file path is used as is."""
-    path = Path(path)
-    return path / "coordinator.safetensors" if path.suffix != ".safetensors" else path
 
 
 def warm_start_source(cfg: DictConfig) -> Path | None:
@@ -140,34 +136,6 @@ def run(cfg: DictConfig, *, submit: Submit = inline_submit, progress: Callable[[
     # the pool client's counts and latencies: what this run paid and waited, not what it computed
     (timings / "pool_totals.json").write_text(json.dumps(out["pool_totals"], indent=2, default=str))
     return out
-
-
-def replay_misses(ctx: Any) -> int:
-    """replay_only requests the response cache lacked, in every process of the run (on Dask the workers'
-    counts reach the driver with the pool totals they hand over)."""
-    totals = getattr(ctx.pool, "totals", None)
-    if totals is None:   # a pool without run totals (a test double) has no response cache to miss
-        return int(getattr(ctx.pool, "replay_misses", 0))
-    return int((totals().get("overall") or {}).get("replay_misses", 0))
-
-
-def stop_on_replay_misses(stage: str, misses: int) -> None:
-    """Under replay_only a request the response cache lacks is a failed turn, so the stage's outputs are no
-    replay: stop with an error that says so (after the run, so its checkpoints keep what it did)."""
-    if misses:
-        from trinity.pool.errors import CacheMissError
-
-        raise CacheMissError(f"{stage}: {misses} pool request(s) were not in the response cache under replay_only "
-                             "(each scored as a failed turn), so the outputs are no replay: pull the cache that ran "
-                             "this pipeline (make responses-pull) or run with read_write")
-
-
-def timings_dir(cfg: DictConfig, *parts: str) -> Path:
-    """Where a stage's run facts go (paths.timings: wall times, pool work, cache hits; outside DVC's outputs)."""
-    root = OmegaConf.select(cfg, "paths.timings", default=None) or str(Path(str(cfg.paths.cache)) / "timings")
-    path = Path(str(root)).joinpath(*parts)
-    path.mkdir(parents=True, exist_ok=True)
-    return path
 
 
 def evolve(cfg: DictConfig, *, out_dir: Path, submit: Submit = inline_submit,

@@ -43,7 +43,10 @@ from omegaconf import DictConfig, OmegaConf
 from trinity.errors import TrinityError
 from trinity.evolve.fitness import frontier_cost_unit as cost_unit
 from trinity.evolve.fitness import frontier_cost_weights as cost_weights
+from trinity.coordinator.saved import coordinator_file
 from trinity.pipeline import evolve_stage
+from trinity.pipeline.rollouts import replay_misses, stop_on_replay_misses
+from trinity.pipeline.workspace import timings_dir
 
 log = logging.getLogger("trinity.frontier")
 
@@ -99,7 +102,7 @@ def run(cfg: DictConfig, *, submit: evolve_stage.Submit = evolve_stage.inline_su
     metrics_path = Path(cfg.paths.metrics) / "frontier.json"
     picture = Path(cfg.paths.reports) / "frontier.png"
     weights = cost_weights(cfg)
-    main_coordinator = evolve_stage.coordinator_file(Path(cfg.paths.runs) / "coordinator")
+    main_coordinator = coordinator_file(Path(cfg.paths.runs) / "coordinator")
     if weights and not main_coordinator.is_file():
         raise FrontierInputError(f"no trained coordinator at {main_coordinator}: run the evolve stage first "
                                  "(trinity run evolve)")
@@ -151,8 +154,8 @@ def train(cfg: DictConfig, chosen: dict, dest: Path, *, submit, progress, evolve
                             reports_dir=run_out)
         finally:
             RolloutContext.close_all()   # one weight's backbone and pool client at a time
-        evolve_stage.stop_on_replay_misses(f"frontier ({name})", result.get("replay_misses", 0))
-        timings = evolve_stage.timings_dir(cfg, "frontier", name)
+        stop_on_replay_misses(f"frontier ({name})", result.get("replay_misses", 0))
+        timings = timings_dir(cfg, "frontier", name)
         ablate_stage.publish_variant(Path(result["run_dir"]), dest / name, overrides, timings)
         r = result["result"]
         summary = dest / name / "summary.json"
@@ -208,13 +211,13 @@ def evaluate(cfg: DictConfig, dest: Path, heads: dict[str, float], *, on_work=No
     finished, pending = evaluate_stage.plan_chunks(cfg, ctx, mctx, methods + baselines, sets)
     try:
         results = evaluate_stage.run_chunks(ctx, finished, pending, say=log.info, on_work=on_work)
-        misses = evolve_stage.replay_misses(ctx)
+        misses = replay_misses(ctx)
     finally:
         RolloutContext.close_all()
-    evolve_stage.stop_on_replay_misses("frontier (evaluation)", misses)
+    stop_on_replay_misses("frontier (evaluation)", misses)
     from trinity.eval.tables import write_results
 
-    write_results(results, dest / "results.parquet", evolve_stage.timings_dir(cfg, "frontier") / "results.parquet")
+    write_results(results, dest / "results.parquet", timings_dir(cfg, "frontier") / "results.parquet")
     return results
 
 

@@ -28,7 +28,7 @@ from trinity.config_schema import section
 from trinity.config_schema.root import Retrain
 from trinity.coordinator.saved import CoordinatorMismatchError, load_saved
 from trinity.pipeline import items as item_sel
-from trinity.pipeline.evolve_stage import coordinator_file
+from trinity.coordinator.saved import coordinator_file
 from trinity.registry.gate import GateDecision, GateRule, decide
 from trinity.registry.meta import differences, run_meta
 from trinity.registry.store import Registry, Version

@@ -316,3 +316,23 @@ class RolloutContext:
 
     def totals(self) -> dict:
         return self.pool.totals()
+
+
+def replay_misses(ctx: Any) -> int:
+    """replay_only requests the response cache lacked, in every process of the run (on Dask the workers'
+    counts reach the driver with the pool totals they hand over)."""
+    totals = getattr(ctx.pool, "totals", None)
+    if totals is None:   # a pool without run totals (a test double) has no response cache to miss
+        return int(getattr(ctx.pool, "replay_misses", 0))
+    return int((totals().get("overall") or {}).get("replay_misses", 0))
+
+
+def stop_on_replay_misses(stage: str, misses: int) -> None:
+    """Under replay_only a request the response cache lacks is a failed turn, so the stage's outputs are no
+    replay: stop with an error that says so (after the run, so its checkpoints keep what it did)."""
+    if misses:
+        from trinity.pool.errors import CacheMissError
+
+        raise CacheMissError(f"{stage}: {misses} pool request(s) were not in the response cache under replay_only "
+                             "(each scored as a failed turn), so the outputs are no replay: pull the cache that ran "
+                             "this pipeline (make responses-pull) or run with read_write")

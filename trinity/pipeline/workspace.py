@@ -105,3 +105,11 @@ def earlier_outputs(cfg: DictConfig, label: str, key: str, *, exclude: str | os.
     if own.is_dir() and own.resolve() != skip:
         found.append(str(own))
     return found
+
+
+def timings_dir(cfg: DictConfig, *parts: str) -> Path:
+    """Where a stage's run facts go (paths.timings: wall times, pool work, cache hits; outside DVC's outputs)."""
+    root = OmegaConf.select(cfg, "paths.timings", default=None) or str(Path(str(cfg.paths.cache)) / "timings")
+    path = Path(str(root)).joinpath(*parts)
+    path.mkdir(parents=True, exist_ok=True)
+    return path

@@ -49,7 +49,7 @@ def check_saved_pool(cfg: Any, coordinator_path: str | os.PathLike) -> None:
     """Refuse a coordinator (a folder holding coordinator.safetensors, or the file) that was trained for
     another pool than `cfg.pool.models`, naming the difference. Its other settings (backbone, roles, ...)
     are checked when it loads (Coordinator.load)."""
-    from trinity.pipeline.evolve_stage import coordinator_file
+    from trinity.coordinator.saved import coordinator_file
 
     path = coordinator_file(Path(coordinator_path))
     trained = saved_pool_models(path)

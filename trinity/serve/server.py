@@ -42,7 +42,7 @@ def build_app(cfg: DictConfig, coordinator_path: str | os.PathLike | None = None
     from omegaconf import OmegaConf
 
     from trinity.coordinator.coordinator import Coordinator
-    from trinity.pipeline.evolve_stage import coordinator_file
+    from trinity.coordinator.saved import coordinator_file
     from trinity.pipeline.pool_setup import pool_client
 
     if sum(x is not None for x in (coordinator_path, frontier, registry)) != 1:
