@@ -151,16 +151,6 @@ def describe_runner(runner) -> str:
     return f"{name} (scheduler {address})" if address else name
 
 
-@contextlib.contextmanager
-def local_pool(cfg: DictConfig) -> Iterator[None]:
-    """Start the local pool's servers if the pool has any (stopped again on exit, failure or Ctrl-C)."""
-    from trinity.pipeline.local_pool import local_pool as start_local_pool
-
-    config.check_api_keys(cfg)
-    with start_local_pool(cfg):
-        yield
-
-
 def work_artifact(stage: str) -> Callable[[str, int, int], None]:
     """A trinity.progress listener behind one Prefect progress artifact, `<stage>-work`, that follows
     the stage's current work (episodes of a generation, of the evaluation, states computed) with its

@@ -9,7 +9,8 @@ from pathlib import Path
 from prefect import flow
 from prefect.artifacts import create_markdown_artifact
 
-from flows._common import cli, local_pool, prefect_logger, stage_cfg, work_artifact
+from flows._common import cli, prefect_logger, stage_cfg, work_artifact
+from flows._pool import local_pool
 
 
 @flow(name="evaluate", log_prints=True)

@@ -6,7 +6,8 @@ from __future__ import annotations
 from prefect import flow
 from prefect.artifacts import create_progress_artifact, create_table_artifact, update_progress_artifact
 
-from flows._common import cli, local_pool, prefect_logger, rollout_runner, stage_cfg, work_artifact
+from flows._common import cli, prefect_logger, rollout_runner, stage_cfg, work_artifact
+from flows._pool import local_pool
 
 
 @flow(name="evolve", log_prints=True)

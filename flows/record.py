@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from prefect import flow
 
-from flows._common import cli, load_cfg, local_pool, prefect_logger
+from flows._common import cli, load_cfg, prefect_logger
+from flows._pool import local_pool
 
 
 @flow(name="record", log_prints=True)

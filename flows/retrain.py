@@ -19,7 +19,8 @@ from omegaconf import open_dict
 from prefect import flow
 from prefect.artifacts import create_markdown_artifact
 
-from flows._common import cli, load_cfg, local_pool, prefect_logger, run_outputs
+from flows._common import cli, load_cfg, prefect_logger, run_outputs
+from flows._pool import local_pool
 from flows.cache_states import cache_states_flow
 from flows.evolve import evolve_flow
 from flows.prepare import prepare_flow

@@ -101,6 +101,20 @@ def uncovered(files: set[str], deps: list[str]) -> list[str]:
     return sorted(f for f in files if not any(_covers(d, f) for d in deps))
 
 
+def minimal_deps(root: Path, files: set[str]) -> list[str]:
+    """The shortest deps list that names exactly `files`: a folder of trinity/ or flows/ where every module
+    in it is one of them, each other file by itself (flows first, then trinity, sorted)."""
+    every = {p.relative_to(root).as_posix() for pkg in PACKAGES for p in (root / pkg).rglob("*.py")
+             if "__pycache__" not in p.parts}
+    chosen = set()
+    for f in files:
+        parts = f.split("/")
+        folders = ["/".join(parts[:n]) for n in range(2, len(parts))]
+        full = [d for d in folders if {x for x in every if x.startswith(d + "/")} <= files]
+        chosen.add(full[0] if full else f)
+    return sorted(chosen, key=lambda d: (not d.startswith("flows"), d))
+
+
 # --------------------------------------------------------------------------------------------- dvc.yaml
 
 
@@ -135,6 +149,17 @@ def test_stage_deps_cover_imported_code(stage):
     assert module_file(ROOT, module) is not None, f"stage {stage}: cmd runs {module}, which has no file"
     missing = uncovered(reachable_files(ROOT, module), _paths(spec.get("deps")))
     assert not missing, f"stage {stage!r}: deps miss code it imports: {missing}"
+
+
+@pytest.mark.parametrize("stage", sorted(FLOW_STAGES))
+def test_stage_deps_name_only_code_it_imports(stage):
+    """No code dep beyond what the stage imports, so an edit elsewhere does not rerun it
+    (`python scripts/dvc_deps.py` rewrites the code deps after an import changes)."""
+    module, spec = FLOW_STAGES[stage]
+    code = [d for d in _paths(spec.get("deps")) if d.split("/")[0] in PACKAGES]
+    expected = minimal_deps(ROOT, reachable_files(ROOT, module))
+    assert code == expected, (f"stage {stage!r}: code deps differ from its imports; run `python scripts/dvc_deps.py`."
+                              f" extra: {sorted(set(code) - set(expected))}, missing: {sorted(set(expected) - set(code))}")
 
 
 @pytest.mark.parametrize("stage", sorted(FLOW_STAGES))
@@ -202,3 +227,54 @@ def test_coverage_by_file_or_folder():
     assert uncovered(files, ["trinity/tasks", "trinity/config.py"]) == ["trinity/configx.py"]
     assert uncovered(files, ["trinity/tasks/", "trinity/config.py", "trinity/configx.py"]) == []
     assert uncovered({"trinity/tasks.py"}, ["trinity/tasks"]) == ["trinity/tasks.py"]
+
+
+# ------------------------------------------------------------------ deps shrink with the imports (dvc status)
+
+
+def _dvc(repo: Path, *args: str) -> str:
+    import subprocess
+    import sys
+
+    dvc = Path(sys.executable).parent / "dvc"
+    result = subprocess.run([str(dvc), *args], cwd=repo, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, f"dvc {' '.join(args)}: {result.stdout}\n{result.stderr}"
+    return result.stdout
+
+
+def _stale(repo: Path, stages: tuple[str, ...]) -> set[str]:
+    """The stages `dvc status` says must rerun (changed deps), by name."""
+    import json
+
+    return {name.split(":")[-1] for name in json.loads(_dvc(repo, "status", "--json", *stages) or "{}")}
+
+
+def test_an_edit_reruns_only_the_stages_whose_code_imports_it(tmp_path):
+    """A committed prepare and cache_states stay up to date in `dvc status` after an edit to the evolution
+    loop (which neither imports), and both go stale after an edit to the task suites (which both import)."""
+    import shutil
+
+    repo = tmp_path / "repo"
+    for folder in ("flows", "trinity"):
+        shutil.copytree(ROOT / folder, repo / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("dvc.yaml", "params.yaml"):
+        shutil.copy2(ROOT / name, repo / name)
+    params = yaml.safe_load((repo / "params.yaml").read_text())
+    recording = repo / params["record"]["dir"] / params["record"]["name"]
+    for path in (recording / "manifest.json", repo / "data/prepared/suite.parquet", repo / "data/states/index.json"):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("{}\n")
+    (repo / "metrics").mkdir()
+    (repo / "metrics/states.json").write_text("{}\n")
+    _dvc(repo, "init", "--no-scm", "-q")
+    _dvc(repo, "commit", "--force", "-q", "prepare", "cache_states")   # as if both had just run
+    stages = ("prepare", "cache_states")
+    assert _stale(repo, stages) == set()
+
+    with (repo / "trinity/evolve/loop.py").open("a") as f:
+        f.write("\n# an edit to the evolution loop\n")
+    assert _stale(repo, stages) == set(), "editing trinity/evolve/loop.py must not rerun prepare or cache_states"
+
+    with (repo / "trinity/tasks/registry.py").open("a") as f:
+        f.write("\n# an edit to the task suites\n")
+    assert _stale(repo, stages) == {"prepare", "cache_states"}
