@@ -172,3 +172,28 @@ def test_the_floors_are_the_documented_ones():
             documented[int(m.group(1))] = (m.group(2).strip(), tuple(re.findall(r"`([a-z_]+)`", m.group(3))))
     expected = {i: (name, parts) for i, (name, parts) in enumerate(FLOORS)}
     assert documented == expected
+
+
+CONFIG_FLOOR = ("config_schema", "config", "config_reference")
+# a config value read with a default of the reader's own: OmegaConf.select(cfg, "k", default=...) or
+# cfg.<group>.get("k", default); outside the config floor such reads use `group(cfg, name)` or `section`
+_OWN_DEFAULT = (re.compile(r"OmegaConf\.select\([^)]*default\s*="),
+                re.compile(r"\b(cfg|pool_cfg|ev|variant|live)(\.[a-z_]+)*\.get\(\s*[\"'][^\"']+[\"']\s*,"))
+
+
+def own_defaults(text: str) -> list[str]:
+    return [line.strip() for line in text.splitlines() if any(p.search(line) for p in _OWN_DEFAULT)]
+
+
+def test_config_defaults_live_only_in_the_schema():
+    found = {str(path.relative_to(ROOT)): hits for module, path in MODULES.items()
+             if part_of(module) not in CONFIG_FLOOR and (hits := own_defaults(path.read_text()))}
+    assert not found, ("config read with a default of its own outside the config floor (use "
+                       f"trinity.config_schema.group(cfg, name) or section(...)): {found}")
+
+
+def test_the_default_finder_finds_both_shapes():
+    assert own_defaults('x = OmegaConf.select(cfg, "evolve.warm_start", default=None)')
+    assert own_defaults('n = int(cfg.evolve.get("repeats", 1))')
+    assert not own_defaults('x = group(cfg, "evolve").warm_start')
+    assert not own_defaults('r = manifest.get("runs", [])')

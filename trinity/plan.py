@@ -65,7 +65,8 @@ from typing import Any, Mapping
 
 from omegaconf import DictConfig, OmegaConf
 
-from trinity.config_schema import section
+from trinity.config_schema import group, section
+from trinity.config_schema.pool import Sampling
 from trinity.config_schema.root import PlanAssumptions
 from trinity.errors import ConfigError
 from trinity.contracts import ROLES
@@ -114,7 +115,7 @@ class Assumptions:
     def from_cfg(cls, cfg: DictConfig, **given: float | None) -> "Assumptions":
         """`plan.accept_probability`, `plan.thinker_suggests_worker`, `plan.typical_output_fraction` when
         the config has them (optional keys), overridden by the non-None keyword arguments."""
-        plan = section(OmegaConf.select(cfg, "plan", default=None), PlanAssumptions, "plan")
+        plan = group(cfg, "plan")
         values = {"accept": plan.accept_probability, "suggest_worker": plan.thinker_suggests_worker,
                   "output_fraction": plan.typical_output_fraction}
         values.update({name: float(v) for name, v in given.items() if v is not None})
@@ -217,7 +218,7 @@ def x0_route(cfg: DictConfig, agents: list[str], mode: str = "sample", max_turns
     k = int(max_turns or cfg.protocol.max_turns)
     if mode == "argmax":   # all logits 0: argmax is the first model and the first role (Worker)
         return Route.fixed(agents[0], [{"worker": 1.0}], k)
-    roles = [str(r) for r in (OmegaConf.select(cfg, "coordinator.roles", default=None) or ROLES)]
+    roles = [str(r) for r in (group(cfg, "coordinator").roles or ROLES)]
     return Route.uniform(agents, roles, k)
 
 
@@ -353,7 +354,7 @@ def suite_tokens(cfg: DictConfig, suite: SuiteInfo, agents: list[str], notes: se
     review = _template_tok(pc.review_format, "{query}", "{answer}") + query + 2 * MESSAGE_OVERHEAD
     base = {"worker": _tok(pc.worker_system) + query + _tok(pc.collaboration_instructions) + 2 * MESSAGE_OVERHEAD,
             "thinker": _tok(pc.thinker_system) + review, "verifier": _tok(pc.verifier_system) + review}
-    moa = OmegaConf.select(cfg, "eval.moa", default=None) or {}
+    moa = (cfg.get("eval") or {}).get("moa") or {}   # read as written: an unset aggregator prompt counts 0 tokens
     base["aggregator"] = (_tok(moa.get("aggregator_system")) + query + 2 * MESSAGE_OVERHEAD
                           + _template_tok(str(moa.get("aggregator_format", "")), "{query}", "{proposals}"))
     caps = {(role, m): output_cap(cfg, pc, role, suite.name, m, notes) for role in ROLES for m in agents}
@@ -380,7 +381,7 @@ def output_cap(cfg: DictConfig, pc: Any, role: str, suite: str, model: str, note
     if cap is None:
         cap = model_setting(cfg, model, "max_tokens")
     if cap is None:
-        cap = OmegaConf.select(cfg, "pool.sampling.max_tokens", default=None)
+        cap = section(cfg.pool.get("sampling"), Sampling, "pool.sampling").max_tokens
     if cap is None:
         notes.add(f"no output cap for some calls (e.g. {model} as {role}): assumed {UNCAPPED_TOKENS} tokens")
         return UNCAPPED_TOKENS
@@ -484,7 +485,7 @@ class Part:
 
 def validations(cfg: DictConfig) -> int:
     """Validations of the mean after generations (x0's not counted): every `every` and after the last."""
-    g, every = int(cfg.evolve.generations), OmegaConf.select(cfg, "evolve.validation.every", default=None)
+    g, every = int(cfg.evolve.generations), group(cfg, "evolve").validation.every
     return sum(1 for i in range(g) if i == g - 1 or (every and (i + 1) % int(every) == 0))
 
 
@@ -493,7 +494,7 @@ def evolve_parts(cfg: DictConfig, agents: list[str], infos: dict[str, SuiteInfo]
     train = list(cfg.tasks.train)
     per_gen = balanced_counts(int(cfg.evolve.episodes_per_candidate), {s: infos[s].counts["train"] for s in train})
     val = balanced_counts(int(cfg.evolve.validation.n_items), {s: infos[s].counts["validation"] for s in train})
-    gens, reps, n_val = int(cfg.evolve.generations), int(cfg.evolve.get("repeats", 1) or 1), validations(cfg)
+    gens, reps, n_val = int(cfg.evolve.generations), group(cfg, "evolve").repeats, validations(cfg)
     sample, argmax = x0_route(cfg, agents), x0_route(cfg, agents, "argmax")
     times = popsize * gens * reps
     return [
@@ -527,7 +528,7 @@ def frontier_parts(cfg: DictConfig, agents: list[str], infos: dict[str, SuiteInf
         runs = evolve_parts(variant, agents, infos, popsize, stage="frontier", prefix=f"{name}: ")
         parts.append(Part("frontier", name, f"{runs[0].detail} + {validations(variant) + 1} validations x 2 modes",
                           [j for p in runs for j in p.jobs]))
-    reps = int(cfg.eval.get("repeats", 1) or 1)
+    reps = group(cfg, "eval").repeats
     n = cfg.eval.get("items_per_suite")
     items = {s: infos[s].counts["test"] if n is None else min(int(n), infos[s].counts["test"]) for s in eval_suites(cfg)}
     mode = frontier_stage.routing_mode(cfg)
@@ -583,7 +584,7 @@ def evaluate_parts(cfg: DictConfig, agents: list[str], infos: dict[str, SuiteInf
     methods, skipped = expand_methods(cfg, agents, variants)
     for s in skipped:
         notes.add(f"evaluate: method {s.method} left out ({s.reason})")
-    items, reps = eval_items(cfg, infos), int(cfg.eval.get("repeats", 1) or 1)
+    items, reps = eval_items(cfg, infos), group(cfg, "eval").repeats
     parts = []
     for m in methods:
         kind, _, arg = m.name.partition(":")
@@ -670,9 +671,9 @@ def resolve_popsize(cfg: DictConfig, n_agents: int, notes: set[str]) -> int:
         arch = {"hidden_size": ASSUMED_HIDDEN}
         notes.add(f"popsize: backbone {cfg.coordinator.backbone.id} unknown here; hidden size {ASSUMED_HIDDEN} assumed")
     n = (n_agents + len(ROLES)) * int(arch["hidden_size"])
-    svf = OmegaConf.select(cfg, "coordinator.svf", default=None) or {}
-    if svf.get("enabled"):
-        n += sum(_svf_rank(str(m), arch) for m in svf.get("matrices") or [])
+    svf = group(cfg, "coordinator").svf
+    if svf.enabled:
+        n += sum(_svf_rank(str(m), arch) for m in svf.matrices)
     return default_popsize(n)
 
 
@@ -739,7 +740,7 @@ def build_plan(cfg: DictConfig, assumptions: Assumptions | None = None) -> dict[
               "ablate": ablate_parts(cfg, agents, infos, popsize) if variants else [],
               "evaluate": evaluate_parts(cfg, agents, infos, notes)}
     out_stages = [_stage_json(name, parts, cfg, a, notes) for name, parts in stages.items() if parts]
-    return {"pool": str(cfg.pool.get("name", "")), "models": agents, "max_turns": int(cfg.protocol.max_turns),
+    return {"pool": str(cfg.pool.get("name") or ""), "models": agents, "max_turns": int(cfg.protocol.max_turns),
             "popsize": popsize, "assumptions": {**a.__dict__, "routing": "x0 (uniform) for every coordinator"},
             "suites": {s: {**i.counts, "prompt_tokens": round(i.prompt_chars / CHARS_PER_TOKEN), "source": i.source}
                        for s, i in infos.items()},
@@ -750,10 +751,10 @@ def _fixed_notes(cfg: DictConfig) -> set[str]:
     out = {"estimates ignore the response cache (candidates share calls through common random numbers; a rerun "
            "with a warm cache costs less), early stopping and budgets",
            "trained coordinators are estimated with x0's routing (uniform over models and roles)"}
-    if OmegaConf.select(cfg, "evolve.train_items", default=None) == "fixed":
+    if group(cfg, "evolve").train_items.value == "fixed":
         out.add("evolve.train_items = fixed: later generations repeat generation 0's items, so most of their "
                 "calls are response-cache hits; the training figures count them all")
-    budget = OmegaConf.select(cfg, "evolve.budget.max_cost_usd", default=None)
+    budget = group(cfg, "evolve").budget.max_cost_usd
     if budget is not None:
         out.add(f"evolve.budget.max_cost_usd = {budget}: a run stops there, whatever the plan says")
     return out

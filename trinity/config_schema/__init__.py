@@ -18,7 +18,7 @@ import difflib
 import re
 from collections.abc import Mapping
 from enum import Enum
-from typing import Any, TypeVar
+from typing import Any, TypeVar, get_type_hints
 
 from trinity.config_schema.fields import check_tree
 from trinity.config_schema.root import TrinityConfig
@@ -27,7 +27,7 @@ from trinity.errors import ConfigError
 T = TypeVar("T")
 E = TypeVar("E", bound=Enum)
 
-__all__ = ["TrinityConfig", "choice", "conform", "section"]
+__all__ = ["TrinityConfig", "choice", "conform", "group", "section"]
 
 
 def conform(cfg: Any) -> TrinityConfig:
@@ -45,6 +45,18 @@ def section(node: Any, schema: type[T], key: str) -> T:
     typed = _typed(node, schema, key)
     check_tree(typed, key)
     return typed
+
+
+def group(cfg: Any, name: str) -> Any:
+    """The config group `cfg.<name>` (pool, coordinator, evolve, retrain, ...) as its schema dataclass, the
+    schema's defaults filling what the config leaves out (an absent group is all defaults). The way code
+    outside the config floor reads an optional key: `group(cfg, "evolve").warm_start`, never
+    `OmegaConf.select(cfg, "evolve.warm_start", default=...)`."""
+    schema = _GROUPS.get(name)
+    if schema is None:
+        raise KeyError(f"no config group {name!r}; groups: {', '.join(sorted(_GROUPS))}")
+    node = cfg.get(name) if isinstance(cfg, Mapping) or hasattr(cfg, "get") else getattr(cfg, name, None)
+    return section(node, schema, name)
 
 
 def choice(enum: type[E], value: Any, key: str) -> E:
@@ -98,3 +110,6 @@ def _message(e: Any, prefix: str) -> str:
     if enum:
         return f"config key '{full}' must be one of {enum.group(2).replace(', ', '|')}, got '{enum.group(1)}'"
     return f"config key '{full}': {text}"
+
+
+_GROUPS: dict[str, type] = {f: t for f, t in get_type_hints(TrinityConfig).items() if dataclasses.is_dataclass(t)}

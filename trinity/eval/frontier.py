@@ -119,17 +119,27 @@ def near_head(table: pl.DataFrame, reference: str, *, reward_gap: float = 0.02) 
 
 # ------------------------------------------------------------------------------------- the folder
 
+def read_manifest(folder: str | Path, *, name: str | None = None) -> dict:
+    """frontier.json of a frontier folder, the one reader of it (the report, `trinity eval --frontier` and
+    serving use it). A folder without one, or with one that is not JSON, is refused naming `name` (the
+    argument it came from, e.g. "--frontier") or the folder."""
+    folder = Path(folder)
+    label = f"{name} {folder}" if name else str(folder)
+    path = folder / "frontier.json"
+    if not path.is_file():
+        raise ConfigError(f"{label}: no frontier.json there, so it is not a frontier folder "
+                          "(the frontier stage writes one, in data/frontier)")
+    try:
+        return json.loads(path.read_text())
+    except ValueError as e:
+        raise ConfigError(f"{label}: frontier.json is not valid JSON: {e}") from None
+
+
 def load_table(folder: str | Path) -> tuple[dict, pl.DataFrame | None]:
     """(manifest, frontier table) of a frontier folder; the table is None when the frontier is off.
     Refuses a folder that is not one, naming it."""
     folder = Path(folder)
-    path = folder / "frontier.json"
-    if not path.is_file():
-        raise ConfigError(f"{folder} is not a frontier folder: no frontier.json (the frontier stage writes one)")
-    try:
-        manifest = json.loads(path.read_text())
-    except ValueError as e:
-        raise ConfigError(f"{path} is not valid JSON: {e}") from None
+    manifest = read_manifest(folder)
     if not manifest.get("enabled"):
         return manifest, None
     if not (folder / "frontier.parquet").is_file():

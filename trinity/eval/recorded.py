@@ -9,12 +9,12 @@ items x episodes. The sampled episodes' tables below the opening show the same m
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
-from trinity.stats import ALPHA, paired_test, verdict
+from trinity.stats import paired_test, verdict
 
 BOUNDS = ("bound: hindsight", "bound: best choice per transcript", "bound: best prompt-independent policy")
 BOUND_MEANING = {

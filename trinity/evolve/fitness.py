@@ -22,11 +22,12 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from trinity.config_schema import choice, section
-from trinity.config_schema.choices import CostUnit, FrontierCostUnit
-from trinity.config_schema.evolve import CostWeights, Fitness
+from trinity.config_schema import section
+from trinity.config_schema.choices import CostUnit
+from trinity.config_schema.evolve import Fitness
 from trinity.episodes.trace import Trace
 from trinity.errors import ConfigError
+from trinity.config_schema import group
 
 COST_UNITS = tuple(u.value for u in CostUnit)
 _DEFAULT = Fitness()   # the defaults live in the schema (evolve.fitness)
@@ -62,22 +63,16 @@ class FitnessParts:
 def frontier_cost_weights(cfg: Any) -> list[float]:
     """`evolve.cost_weights` (the frontier stage trains one coordinator per weight): distinct numbers
     >= 0 (checked by the schema); [] or absent: no frontier."""
-    from omegaconf import OmegaConf
-
-    raw = OmegaConf.select(cfg, "evolve.cost_weights", default=None)
-    return [float(w) for w in section({"weights": raw or []}, CostWeights, "evolve.cost_weights").weights]
+    return [float(w) for w in group(cfg, "evolve").cost_weights]
 
 
 def frontier_cost_unit(cfg: Any) -> str:
     """`evolve.cost_weights_unit`, resolved: `auto` is dollars when every pool model has a price (a free
     model would cost nothing in dollars and take every turn), else thousands of tokens."""
-    from omegaconf import OmegaConf
-
-    unit = choice(FrontierCostUnit, OmegaConf.select(cfg, "evolve.cost_weights_unit", default="auto"),
-                  "evolve.cost_weights_unit").value
+    unit = group(cfg, "evolve").cost_weights_unit.value
     if unit != "auto":
         return unit
-    models = OmegaConf.select(cfg, "pool.models", default=None) or {}
+    models = cfg.pool.models if "pool" in cfg and "models" in cfg.pool else {}
     priced = all(float(m.get("price_in_per_mtok") or 0) > 0 or float(m.get("price_out_per_mtok") or 0) > 0
                  for m in models.values())
     return "usd" if models and priced else "ktokens"

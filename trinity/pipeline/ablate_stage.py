@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import logging
 import shutil
-import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -29,8 +28,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from trinity import config as trinity_config
 from trinity.pipeline import evolve_stage
-from trinity.pipeline.rollouts import stop_on_replay_misses
-from trinity.pipeline.workspace import timings_dir
+from trinity.pipeline.variants import train_variants
+from trinity.config_schema import group
 
 log = logging.getLogger("trinity.ablate")
 
@@ -71,13 +70,14 @@ def budget(cfg: DictConfig, popsize: int) -> dict[str, int]:
     from trinity.evolve.loop import VALIDATION_MODES
 
     ev = cfg.evolve
-    per_generation = popsize * int(ev.episodes_per_candidate) * int(ev.get("repeats", 1))
+    repeats = group(cfg, "evolve").repeats
+    per_generation = popsize * int(ev.episodes_per_candidate) * repeats
     every = (ev.get("validation") or {}).get("every") or 0
     generations = int(ev.generations)
     validations = len({g for g in range(generations) if g == generations - 1 or (every and (g + 1) % every == 0)})
     validations += 1  # x0, before generation 0; every validation runs with sample and argmax routing
     return {"popsize": popsize, "generations": generations, "episodes_per_candidate": int(ev.episodes_per_candidate),
-            "repeats": int(ev.get("repeats", 1)), "train_episodes_per_generation": per_generation,
+            "repeats": repeats, "train_episodes_per_generation": per_generation,
             "train_episodes": per_generation * generations, "validation_items": int(ev.validation.n_items),
             "validation_episodes": validations * len(VALIDATION_MODES) * int(ev.validation.n_items),
             "max_turns": int(cfg.protocol.max_turns)}
@@ -86,9 +86,6 @@ def budget(cfg: DictConfig, popsize: int) -> dict[str, int]:
 def run(cfg: DictConfig, *, submit: evolve_stage.Submit = evolve_stage.inline_submit,
         progress: Callable[[dict], None] | None = None, evolve: Evolve | None = None) -> dict:
     """Train every selected variant (resuming), publish each, write metrics/ablations.json."""
-    from trinity.pipeline.rollouts import RolloutContext
-
-    evolve = evolve or evolve_stage.evolve
     dest_root = ablations_dir(cfg)
     metrics_path = Path(cfg.paths.metrics) / "ablations.json"
     chosen = variants(cfg)  # every variant's config is validated before any work starts
@@ -98,34 +95,21 @@ def run(cfg: DictConfig, *, submit: evolve_stage.Submit = evolve_stage.inline_su
     summary: dict[str, Any] = {"enabled": bool(chosen), "variants": {}}
     if not chosen:
         log.info("ablations: disabled (ablations.enabled=false or no variants selected)")
-    for i, (name, (overrides, variant)) in enumerate(chosen.items(), start=1):
-        plan = budget(variant, int(variant.evolve.popsize))
-        summary.setdefault("budget", plan)
-        prefix = f"ablation {i}/{len(chosen)} {name}"
-        log.info("%s: %s; budget %d generations x %d train episodes (+%d validation episodes)", prefix,
-                 ", ".join(f"{k}={v}" for k, v in overrides.items()), plan["generations"],
-                 plan["train_episodes_per_generation"], plan["validation_episodes"])
-        out_dir = evolve_stage.run_dir(variant)
-        started = time.perf_counter()
+    plans = {name: budget(variant, int(variant.evolve.popsize)) for name, (_, variant) in chosen.items()}
+    if plans:
+        summary["budget"] = next(iter(plans.values()))
 
-        def on_progress(info: dict, name: str = name, prefix: str = prefix, index: int = i) -> None:
-            info = {**info, "variant": name, "variant_index": index, "variants": len(chosen),
-                    "line": f"{prefix}: {info.get('line', '')}"}
-            log.info(info["line"])
-            if progress is not None:
-                progress(info)
+    def describe(name: str, overrides: dict, variant: DictConfig) -> str:
+        plan = plans[name]
+        return (", ".join(f"{k}={v}" for k, v in overrides.items()) + f"; budget {plan['generations']} generations x "
+                f"{plan['train_episodes_per_generation']} train episodes (+{plan['validation_episodes']} validation episodes)")
 
-        try:
-            out = evolve(variant, out_dir=out_dir, submit=submit, progress=on_progress,
-                         metrics_dir=out_dir, reports_dir=out_dir)
-        finally:
-            RolloutContext.close_all()  # one variant's backbone and pool client at a time
-        stop_on_replay_misses(f"ablate ({name})", out.get("replay_misses", 0))
-        result = out["result"]
-        timings = timings_dir(cfg, "ablations", name)
-        publish_variant(Path(out["run_dir"]), dest_root / name, overrides, timings)
+    for done in train_variants(cfg, chosen, dest_root, stage="ablate", label="ablation", timings="ablations",
+                               submit=submit, progress=progress, evolve=evolve, log=log, describe=describe):
+        name, overrides, variant, plan = done.name, done.overrides, done.config, plans[done.name]
+        result = done.out["result"]
         # the variant's wall time is a run fact: beside its tables' run facts, not in metrics/ablations.json
-        _write_json(timings / "wall.json", {"wall_s": round(time.perf_counter() - started, 3)})
+        _write_json(done.timings / "wall.json", {"wall_s": done.wall_s})
         summary["variants"][name] = {
             "overrides": overrides, "strategy": str(variant.evolve.strategy), "budget": plan,
             "final_validation_reward": final_validation_reward(dest_root / name / "generations.parquet"),
@@ -135,29 +119,11 @@ def run(cfg: DictConfig, *, submit: evolve_stage.Submit = evolve_stage.inline_su
             "resumed": result.resumed,
             **_totals(dest_root / name / "summary.json"),
         }
-        log.info("%s: done, best validation reward %s (generation %s), stop: %s", prefix,
+        log.info("ablation %s: done, best validation reward %s (generation %s), stop: %s", name,
                  result.best_validation_reward, result.best_generation, result.stop_reason)
         _write_json(metrics_path, summary)  # after every variant, so a long stage shows where it is
     _write_json(metrics_path, summary)
     return {"path": str(dest_root), "metrics": summary}
-
-
-def publish_variant(run_out: Path, dest: Path, overrides: dict[str, Any], timings: Path | None = None) -> None:
-    """A variant's coordinator, tables (less their run facts, which go to `timings`), summary and plots."""
-    from trinity.evolve.outputs import publish_tables
-
-    if dest.exists():
-        shutil.rmtree(dest)
-    dest.mkdir(parents=True)
-    publish_tables(run_out, dest, timings)
-    coordinator = run_out / "coordinator"
-    for name in ("coordinator.safetensors", "coordinator.json"):
-        if (coordinator / name).exists():
-            shutil.copy2(coordinator / name, dest / name)
-    for src, name in (("evolve.json", "summary.json"), ("evolution.png", None), ("routing.png", None)):
-        if (run_out / src).exists():
-            shutil.copy2(run_out / src, dest / (name or src))
-    (dest / "variant.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(overrides)))
 
 
 def load_overrides(variant_dir: Path) -> dict[str, Any]:

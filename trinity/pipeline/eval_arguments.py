@@ -19,6 +19,7 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 
 from trinity.errors import ConfigError, TrinityError
+from trinity.config_schema import group
 
 
 @dataclass(frozen=True)
@@ -147,6 +148,6 @@ def prepare_request(cfg: DictConfig, *, coordinator: str, suites: Sequence[str],
         check_output(Path(output), root)
         folder = Path(output)
     else:
-        folder = new_run_folder(OmegaConf.select(cfg, "paths.ad_hoc_runs", default="runs"), "eval")
+        folder = new_run_folder(group(cfg, "paths").ad_hoc_runs, "eval")
     return EvalRequest(coordinator=file, output=folder, output_paths=output_paths(cfg, ("evaluate",), folder),
                        frontier=frontier_folder)

@@ -38,6 +38,8 @@ from trinity.pipeline.workspace import timings_dir
 from trinity.coordinator.coordinator import configured_roles
 from trinity.pipeline.rollouts import RolloutContext, config_key
 from trinity.progress import Listener, Progress
+from trinity.config_schema.eval import EvalConfig
+from trinity.config_schema import group
 
 log = logging.getLogger("trinity.evaluate")
 
@@ -51,7 +53,9 @@ def load_checked_params(coord, path: Path):
 def min_items(cfg: DictConfig) -> int:
     """`eval.min_items` (default 20): below this many paired items the report gives no verdict. Checked
     before any pool call, so a typo fails at once instead of after the whole evaluation."""
-    value = cfg.eval.get("min_items", 20)
+    value = cfg.eval.get("min_items")
+    if value is None:
+        return EvalConfig().min_items
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ConfigError(f"config key 'eval.min_items' must be a positive integer (paired items needed "
                           f"for a verdict), got {value!r}")
@@ -139,7 +143,7 @@ def load_ablation(cfg: DictConfig, ctx: RolloutContext, name: str) -> method_reg
     variant = variant_config(cfg, overrides)
     own_context = not _same_router_config(cfg, variant)
     same_features = (variant.coordinator.backbone == cfg.coordinator.backbone
-                     and variant.coordinator.get("token_position", -2) == cfg.coordinator.get("token_position", -2))
+                     and group(variant, "coordinator").token_position == group(cfg, "coordinator").token_position)
     if own_context and not same_features:  # cache_states computed features for the main token position
         variant.paths.states = str(folder / "states")
     try:
@@ -422,7 +426,7 @@ OPTIONAL_METHODS = ("trinity:argmax", "single_worker", "role_select", "random", 
 def not_run(cfg: DictConfig) -> list[str]:
     """What this configuration leaves out and how to run it: the ablations, and baselines not listed."""
     lines = []
-    if not cfg.ablations.get("enabled", True):
+    if not group(cfg, "ablations").enabled:
         variants = ", ".join(f"`{v}`" for v in cfg.ablations.get("variants") or [])
         lines.append(f"The paper's ablations ({variants}) were not trained: `ablations.enabled=false` here. "
                      "Train them with `make run OVERRIDES='ablations.enabled=true'`, or see them on the "

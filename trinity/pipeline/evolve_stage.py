@@ -29,6 +29,7 @@ from trinity.pipeline.rollouts import RolloutContext, config_key, replay_misses,
 from trinity.pipeline.workspace import timings_dir
 from trinity.progress import Listener, Progress
 from trinity.tasks.types import TaskItem
+from trinity.config_schema import group
 
 log = logging.getLogger("trinity.evolve")
 
@@ -80,7 +81,7 @@ def _candidate_setup(cfg_yaml: str) -> tuple[DictConfig, str, dict[str, TaskItem
 def warm_start_source(cfg: DictConfig) -> Path | None:
     """The saved coordinator a run starts from (`evolve.warm_start`): None (x0 = 0), `champion` (the
     registry's champion at paths.registry; None while the registry has none) or a coordinator's path."""
-    choice = OmegaConf.select(cfg, "evolve.warm_start", default=None)
+    choice = group(cfg, "evolve").warm_start
     if choice in (None, "", "none", "null"):
         return None
     if str(choice) == "champion":
@@ -103,7 +104,7 @@ def warm_start_source(cfg: DictConfig) -> Path | None:
 
 def warm_start_sigma0(cfg: DictConfig) -> float | None:
     """`evolve.warm_start_sigma0`, or None: evolve.sigma0."""
-    value = OmegaConf.select(cfg, "evolve.warm_start_sigma0", default=None)
+    value = group(cfg, "evolve").warm_start_sigma0
     return None if value is None else float(value)
 
 
@@ -151,7 +152,7 @@ def evolve(cfg: DictConfig, *, out_dir: Path, submit: Submit = inline_submit,
     if not train:
         raise RuntimeError(f"no training items in {cfg.paths.prepared}; run the prepare stage first")
     val = item_sel.validation_items(cfg)
-    repeats = int(cfg.evolve.get("repeats", 1))
+    repeats = group(cfg, "evolve").repeats
     ctx = RolloutContext.get(cfg)
     coord = ctx.coordinator
     log.info("coordinator: %d parameters; pool: %s; %d train items, %d validation items",

@@ -33,7 +33,6 @@ from __future__ import annotations
 import json
 import logging
 import shutil
-import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -47,6 +46,7 @@ from trinity.coordinator.saved import coordinator_file
 from trinity.pipeline import evolve_stage
 from trinity.pipeline.rollouts import replay_misses, stop_on_replay_misses
 from trinity.pipeline.workspace import timings_dir
+from trinity.config_schema import group
 
 log = logging.getLogger("trinity.frontier")
 
@@ -65,7 +65,7 @@ def head_name(weight: float) -> str:
 
 
 def main_head(cfg: DictConfig) -> tuple[str, float]:
-    weight = float(OmegaConf.select(cfg, "evolve.fitness.cost_weight", default=0.0) or 0.0)
+    weight = float(group(cfg, "evolve").fitness.cost_weight)
     return head_name(weight), weight
 
 
@@ -90,7 +90,7 @@ def frontier_dir(cfg: DictConfig) -> Path:
 
 
 def routing_mode(cfg: DictConfig) -> str:
-    return str(OmegaConf.select(cfg, "serve.routing", default=None) or "argmax")
+    return group(cfg, "serve").routing.value
 
 
 # ------------------------------------------------------------------------------------------------ run
@@ -131,32 +131,12 @@ def run(cfg: DictConfig, *, submit: evolve_stage.Submit = evolve_stage.inline_su
 def train(cfg: DictConfig, chosen: dict, dest: Path, *, submit, progress, evolve: Evolve | None,
           metrics_path: Path) -> dict[str, dict]:
     """Each weight's evolution at the main run's budget, one after the other; per weight what it took."""
-    from trinity.pipeline import ablate_stage
-    from trinity.pipeline.rollouts import RolloutContext
+    from trinity.pipeline.variants import train_variants
 
-    evolve = evolve or evolve_stage.evolve
     out: dict[str, dict] = {}
-    for i, (name, (overrides, variant)) in enumerate(chosen.items(), start=1):
-        prefix = f"frontier {i}/{len(chosen)} {name}"
-        log.info("%s: %s", prefix, ", ".join(f"{k}={v}" for k, v in overrides.items()))
-        started = time.perf_counter()
-
-        def on_progress(info: dict, prefix: str = prefix, index: int = i, name: str = name) -> None:
-            info = {**info, "variant": name, "variant_index": index, "variants": len(chosen),
-                    "line": f"{prefix}: {info.get('line', '')}"}
-            log.info(info["line"])
-            if progress is not None:
-                progress(info)
-
-        run_out = evolve_stage.run_dir(variant)
-        try:
-            result = evolve(variant, out_dir=run_out, submit=submit, progress=on_progress, metrics_dir=run_out,
-                            reports_dir=run_out)
-        finally:
-            RolloutContext.close_all()   # one weight's backbone and pool client at a time
-        stop_on_replay_misses(f"frontier ({name})", result.get("replay_misses", 0))
-        timings = timings_dir(cfg, "frontier", name)
-        ablate_stage.publish_variant(Path(result["run_dir"]), dest / name, overrides, timings)
+    for done in train_variants(cfg, chosen, dest, stage="frontier", label="frontier", timings="frontier",
+                               submit=submit, progress=progress, evolve=evolve, log=log):
+        name, overrides, timings, result = done.name, done.overrides, done.timings, done.out
         r = result["result"]
         summary = dest / name / "summary.json"
         totals = json.loads(summary.read_text()) if summary.is_file() else {}
@@ -167,10 +147,10 @@ def train(cfg: DictConfig, chosen: dict, dest: Path, *, submit, progress, evolve
                      "stop_reason": r.stop_reason, "resumed": r.resumed, "episodes": totals.get("episodes"),
                      "calls": calls}
         # run facts (wall time, response-cache hits, paid cost): beside the tables' run facts, outside DVC's outputs
-        wall = round(time.perf_counter() - started, 3)
+        wall = done.wall_s
         _write_json(timings / "training.json", {"wall_s": wall, "cache_hits": hits, "pool_calls": calls - hits,
                                                 "paid_usd": measured.get("cost_usd")})
-        log.info("%s: done in %.1f s, best validation reward %s, %d of %d calls from the response cache", prefix,
+        log.info("frontier %s: done in %.1f s, best validation reward %s, %d of %d calls from the response cache", name,
                  wall, r.best_validation_reward, hits, calls)
         _write_json(metrics_path, {"enabled": True, "training": out})   # where a long stage is
     return out

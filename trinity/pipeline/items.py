@@ -5,13 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
-from trinity.config_schema import choice
 from trinity.config_schema.choices import TrainItems
-from trinity.config_schema.evolve import EvolveConfig
 from trinity.seeding import rng
 from trinity.tasks.types import TaskItem
+from trinity.config_schema import group
 
 
 def load_split(cfg: DictConfig, suites: Sequence[str], split: str) -> list[TaskItem]:
@@ -56,9 +55,7 @@ TRAIN_ITEMS_MODES = tuple(m.value for m in TrainItems)
 
 def train_items_mode(cfg: DictConfig) -> str:
     """`evolve.train_items` (absent: the schema's default); anything else is a ConfigError naming the key."""
-    default = EvolveConfig.train_items.value
-    mode = OmegaConf.select(cfg, "evolve.train_items", default=None)
-    return choice(TrainItems, default if mode is None else mode, "evolve.train_items").value
+    return group(cfg, "evolve").train_items.value
 
 
 def generation_items(cfg: DictConfig, train_items: Sequence[TaskItem], generation: int) -> list[TaskItem]:

@@ -28,7 +28,6 @@ from typing import Any, Callable, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from trinity.config_schema import section
 from trinity.config_schema.record import RecordConfig
 from trinity.episodes.protocol_config import ProtocolConfig
 from trinity.errors import TrinityError
@@ -36,6 +35,7 @@ from trinity.pipeline.items import load_split, sample
 from trinity.record import store
 from trinity.record.tree import ItemTree, Reply, TreeSettings, expand_item, request_hash
 from trinity.tasks.types import TaskItem
+from trinity.config_schema import group
 
 log = logging.getLogger("trinity.record")
 
@@ -49,7 +49,7 @@ class RecordingStopped(TrinityError):
 
 
 def record_section(cfg: DictConfig) -> RecordConfig:
-    return section(OmegaConf.select(cfg, "record", default=None) or {}, RecordConfig, "record")
+    return group(cfg, "record")
 
 
 def recording_dir(cfg: DictConfig) -> Path:
@@ -87,7 +87,7 @@ def pool_identity(cfg: DictConfig) -> dict[str, Any]:
     for name in cfg.pool.models:
         m = cfg.pool.models[name]
         ep = resolve_endpoint(str(name), m, cfg.pool)
-        asset = OmegaConf.select(m, "asset", default=None)
+        asset = m.get("asset")
         digest = None
         if asset:
             from trinity.setup.assets import get_asset
@@ -201,7 +201,7 @@ def new_manifest(cfg: DictConfig, ident: dict[str, Any]) -> dict[str, Any]:
 def live_config(cfg: DictConfig) -> DictConfig:
     """The config with the live pool: a recording is always made (or extended) from the live models, so
     `pool=recorded` records from the pool it replays."""
-    if OmegaConf.select(cfg, "pool.replay", default=None) is None:
+    if cfg.pool.get("replay") is None:
         return cfg
     live = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
     del live.pool["replay"]

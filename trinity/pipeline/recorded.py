@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from trinity.episodes.protocol_config import ProtocolConfig
 from trinity.evolve.fitness import FitnessParts, FitnessWeights
@@ -29,8 +29,8 @@ from trinity.tasks.types import TaskItem
 
 
 def replay_path(cfg: DictConfig) -> Path | None:
-    path = OmegaConf.select(cfg, "pool.replay.recording", default=None)
-    return None if path is None else Path(str(path))
+    replay = cfg.pool.get("replay") if "pool" in cfg else None
+    return None if replay is None else Path(str(replay.recording))
 
 
 @functools.lru_cache(maxsize=8)

@@ -22,16 +22,15 @@ from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
-from trinity.config_schema import section
-from trinity.config_schema.root import Retrain
 from trinity.coordinator.saved import CoordinatorMismatchError, load_saved
 from trinity.pipeline import items as item_sel
 from trinity.coordinator.saved import coordinator_file
 from trinity.registry.gate import GateDecision, GateRule, decide
 from trinity.registry.meta import differences, run_meta
 from trinity.registry.store import Registry, Version
+from trinity.config_schema import group
 
 log = logging.getLogger("trinity.retrain")
 
@@ -43,7 +42,7 @@ def gate_items(cfg: DictConfig) -> list:
     if not items:
         raise RuntimeError(f"no test items of {list(cfg.tasks.train)} in {cfg.paths.prepared}; run the prepare stage")
 
-    n = section(OmegaConf.select(cfg, "retrain", default=None), Retrain, "retrain").items
+    n = group(cfg, "retrain").items
     return item_sel.balanced_sample(items, len(items) if n is None else int(n), int(cfg.seed), "retrain")
 
 
@@ -97,18 +96,15 @@ def run(cfg: DictConfig, *, coordinator_path: Path | None = None, source_run: st
         if note:
             notes.append(note)
         items = gate_items(cfg)
-        mode = str(OmegaConf.select(cfg, "coordinator.routing", default=None) or "sample")
+        mode = group(cfg, "coordinator").routing.value
         say(f"retrain: challenger vs champion {champion.name} on {len(items)} test items ({mode} routing)")
         traces = ctx.run_candidate(mine, items, generation=-1, candidate=CHALLENGER, mode=mode)
         challenger_rewards = [float(t.reward) for t in traces]
         if theirs is not None:
             champion_traces = ctx.run_candidate(theirs, items, generation=-1, candidate=CHAMPION, mode=mode)
             challenger_rewards, champion_rewards = paired_rewards(traces, champion_traces)
-    if champion is not None and champion_rewards is None:
-        decision = (GateDecision(True, f"retrain.promote_rule is always; {notes[-1]}") if rule.rule == "always"
-                    else GateDecision(False, f"the champion stays: {notes[-1]}"))
-    else:
-        decision = decide(challenger_rewards, champion_rewards, rule, seed=int(cfg.seed))
+    unusable = notes[-1] if champion is not None and champion_rewards is None else None
+    decision = decide(challenger_rewards, champion_rewards, rule, seed=int(cfg.seed), champion_unusable=unusable)
     metrics = {"validation_reward": saved_meta.get("validation_reward"),
                "x0_validation_reward": saved_meta.get("x0_validation_reward"),
                "generation": saved_meta.get("generation")}
@@ -132,7 +128,7 @@ def run(cfg: DictConfig, *, coordinator_path: Path | None = None, source_run: st
         registry.keep(version.name, decision.reason)
     now = registry.champion_name()
     say(f"retrain: {'promoted' if decision.promote else 'kept the champion'}: {decision.reason}")
-    if section(OmegaConf.select(cfg, "retrain", default=None), Retrain, "retrain").dvc_track:
+    if group(cfg, "retrain").dvc_track:
         from trinity.registry.tracking import track
 
         tracked = track(registry.root)

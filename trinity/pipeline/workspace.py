@@ -17,6 +17,7 @@ from typing import Iterable, Mapping
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from trinity.errors import ConfigError
+from trinity.config_schema import group
 
 # The `paths.*` keys each stage writes (dvc.yaml's outs, metrics and plots of that stage live under
 # them; tests/test_workspace.py checks this against dvc.yaml).
@@ -86,7 +87,7 @@ def earlier_outputs(cfg: DictConfig, label: str, key: str, *, exclude: str | os.
     """`paths.<key>` of the newest earlier `<label>` run folders under `paths.ad_hoc_runs` (newest first,
     at most `newest`, only those that hold it), then the pipeline's own `paths.<key>`: where a recurring
     run looks for what it need not compute again. `exclude`: this run's own place."""
-    root = Path(str(OmegaConf.select(cfg, "paths.ad_hoc_runs", default="runs")))
+    root = Path(group(cfg, "paths").ad_hoc_runs)
     value = OmegaConf.select(cfg, f"paths.{key}")
     if value is None:
         raise ConfigError(f"config key 'paths.{key}' is missing")
@@ -109,7 +110,7 @@ def earlier_outputs(cfg: DictConfig, label: str, key: str, *, exclude: str | os.
 
 def timings_dir(cfg: DictConfig, *parts: str) -> Path:
     """Where a stage's run facts go (paths.timings: wall times, pool work, cache hits; outside DVC's outputs)."""
-    root = OmegaConf.select(cfg, "paths.timings", default=None) or str(Path(str(cfg.paths.cache)) / "timings")
+    root = group(cfg, "paths").timings
     path = Path(str(root)).joinpath(*parts)
     path.mkdir(parents=True, exist_ok=True)
     return path

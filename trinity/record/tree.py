@@ -23,7 +23,6 @@ import asyncio
 import copy
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from trinity.episodes.parsing import ACCEPT, ThinkerAdvice, parse_thinker, parse_verdict, worker_thought
 from trinity.episodes.protocol import SharedMessage, review_messages, worker_messages

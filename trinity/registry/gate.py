@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from trinity.errors import ConfigError
 from trinity.stats import PairedTest, paired_test
@@ -32,10 +32,9 @@ class GateRule:
     @classmethod
     def from_cfg(cls, cfg: DictConfig) -> "GateRule":
         """`retrain.promote_rule`, `retrain.alpha`, `retrain.min_items` (schema: trinity.config_schema.root.Retrain)."""
-        from trinity.config_schema import section
-        from trinity.config_schema.root import Retrain
+        from trinity.config_schema import group
 
-        r = section(OmegaConf.select(cfg, "retrain", default=None), Retrain, "retrain")
+        r = group(cfg, "retrain")
         if not 0 < float(r.alpha) < 1:
             raise ConfigError(f"config key 'retrain.alpha' must be in (0, 1), got {r.alpha}")
         return cls(str(r.promote_rule.value), float(r.alpha), int(r.min_items))
@@ -57,9 +56,14 @@ class GateDecision:
 
 
 def decide(challenger: Sequence[float], champion: Sequence[float] | None, rule: GateRule, *,
-           seed: int = 0) -> GateDecision:
+           seed: int = 0, champion_unusable: str | None = None) -> GateDecision:
     """`challenger[i]` and `champion[i]` are the rewards of the same item (and repeat); `champion` None: there
-    is no champion yet."""
+    is no champion yet, or, with `champion_unusable` (why), there is one that could not be evaluated: then
+    only promote_rule=always promotes."""
+    if champion_unusable is not None:
+        if rule.rule == "always":
+            return GateDecision(True, f"retrain.promote_rule is always; {champion_unusable}")
+        return GateDecision(False, f"the champion stays: {champion_unusable}")
     if champion is None:
         if rule.rule == "never":
             return GateDecision(False, "no champion yet, but retrain.promote_rule is never: promote by hand")

@@ -20,13 +20,12 @@ The trace's `frontier` field names the head, its cost weight, its measured figur
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from trinity.errors import ConfigError
-from trinity.eval.frontier import choose
+from trinity.eval.frontier import choose, read_manifest
 from trinity.serve.episode import EpisodeResult, EpisodeRunner, OnEvent
 from trinity.serve.schema import ChatRequest
 
@@ -52,13 +51,7 @@ class ServedFrontier:
         """The frontier heads of a frontier folder; a folder that is not one, holds no frontier, or misses a
         head's file is refused naming --frontier."""
         folder = Path(folder)
-        path = folder / "frontier.json"
-        if not path.is_file():
-            raise ConfigError(f"--frontier {folder}: no frontier.json there (the frontier stage writes data/frontier)")
-        try:
-            manifest = json.loads(path.read_text())
-        except ValueError as e:
-            raise ConfigError(f"--frontier {folder}: frontier.json is not valid JSON: {e}") from None
+        manifest = read_manifest(folder, name="--frontier")
         if not manifest.get("enabled"):
             raise ConfigError(f"--frontier {folder}: holds no frontier ({manifest.get('reason', 'the stage was off')}); "
                               "set evolve.cost_weights and run the frontier stage")

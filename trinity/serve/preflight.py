@@ -58,7 +58,7 @@ def check_saved_pool(cfg: Any, coordinator_path: str | os.PathLike) -> None:
     if difference is not None:
         raise CoordinatorMismatchError(
             f"the coordinator at {path} was trained on pool {_listed(trained)}; this config's pool "
-            f"(pool={cfg.pool.get('name', '?')}) is {_listed(configured)}: {difference}. Serve it with the pool it "
+            f"(pool={cfg.pool.get('name') or '?'}) is {_listed(configured)}: {difference}. Serve it with the pool it "
             f"was trained on; nothing was started")
 
 

@@ -39,8 +39,7 @@ def build_app(cfg: DictConfig, coordinator_path: str | os.PathLike | None = None
     configured ones (tests)."""
     import dataclasses
 
-    from omegaconf import OmegaConf
-
+    from trinity.config_schema import group
     from trinity.coordinator.coordinator import Coordinator
     from trinity.coordinator.saved import coordinator_file
     from trinity.pipeline.pool_setup import pool_client
@@ -90,7 +89,7 @@ def build_app(cfg: DictConfig, coordinator_path: str | os.PathLike | None = None
             return runner_for(loaded)
 
         runner = RegistryRunner(registry, version_runner,
-                                poll_s=float(OmegaConf.select(cfg, "serve.registry_poll_s", default=1.0))).start()
+                                poll_s=float(group(cfg, "serve").registry_poll_s)).start()
     elif served is None:
         runner = runner_for(params)
     else:

@@ -13,11 +13,11 @@ from trinity.simulated.profile import parse_profile
 
 
 def is_simulated(cfg: Any) -> bool:
-    return str(cfg.pool.get("provider", "")) == "simulated"
+    return str(cfg.pool.get("provider") or "") == "simulated"
 
 
 def label(cfg: Any) -> str:
-    return f"SIMULATED POOL (profile '{cfg.pool.get('profile', '?')}')"
+    return f"SIMULATED POOL (profile '{cfg.pool.get('profile') or '?'}')"
 
 
 def references(cfg: Any, suites: Sequence[str], weights: Mapping[str, float] | None = None) -> dict | None:
@@ -27,7 +27,7 @@ def references(cfg: Any, suites: Sequence[str], weights: Mapping[str, float] | N
     roles = cfg.coordinator.get("roles") if cfg.get("coordinator") is not None else None
     refs = profile_references(parse_profile(cfg.pool), list(suites), int(cfg.protocol.max_turns),
                               roles=list(roles) if roles else ROLES, weights=dict(weights or {}))
-    refs["profile"] = str(cfg.pool.get("profile", "?"))
+    refs["profile"] = str(cfg.pool.get("profile") or "?")
     return refs
 
 

@@ -127,12 +127,12 @@ def suite_options(cfg: Any, name: str) -> dict[str, Any]:
 
     if cfg is None:
         return {}
-    tasks = cfg.get("tasks", {}) if hasattr(cfg, "get") else {}
+    tasks = (cfg.get("tasks") if hasattr(cfg, "get") else None) or {}
     options: dict[str, Any] = {}
     for group in ("online", "suite_options"):   # tasks.online.<suite> kept for the hub suites' settings
-        opts = (tasks.get(group, {}) or {}).get(name, {}) or {}
+        opts = (tasks.get(group) or {}).get(name) or {}
         options.update(OmegaConf.to_container(opts, resolve=True) if not isinstance(opts, dict) else dict(opts))
-    local = (tasks.get("local_files", {}) or {}).get(name)
+    local = (tasks.get("local_files") or {}).get(name)
     if local:
         options["local_file"] = str(local)
     judge = tasks.get("judge_model")
@@ -140,5 +140,5 @@ def suite_options(cfg: Any, name: str) -> dict[str, Any]:
         judge = next(iter(cfg.pool.models.keys()))
     if judge:
         options.setdefault("judge_model", str(judge))
-    options.setdefault("seed", int(cfg.get("seed", 0) or 0))
+    options.setdefault("seed", int(cfg.get("seed") or 0))
     return options
