@@ -27,7 +27,7 @@ from trinity.errors import ConfigError
 T = TypeVar("T")
 E = TypeVar("E", bound=Enum)
 
-__all__ = ["TrinityConfig", "choice", "conform", "group", "section"]
+__all__ = ["TrinityConfig", "choice", "conform", "group", "section", "setting"]
 
 
 def conform(cfg: Any) -> TrinityConfig:
@@ -57,6 +57,32 @@ def group(cfg: Any, name: str) -> Any:
         raise KeyError(f"no config group {name!r}; groups: {', '.join(sorted(_GROUPS))}")
     node = cfg.get(name) if isinstance(cfg, Mapping) or hasattr(cfg, "get") else getattr(cfg, name, None)
     return section(node, schema, name)
+
+
+def setting(cfg: Any, dotted: str) -> Any:
+    """One key, `dotted` ("coordinator.routing"), as written in `cfg` or, when absent, the schema's default;
+    an enum key comes back as its member (ConfigError naming the key for a value outside it). For readers
+    that see part of a config (tests, a toy problem) and need one key without checking its whole group."""
+    schema: Any = TrinityConfig
+    node = cfg
+    names = dotted.split(".")
+    for depth, name in enumerate(names):
+        hints = get_type_hints(schema)
+        if name not in hints:
+            raise KeyError(f"{dotted!r}: the schema has no key {'.'.join(names[:depth + 1])!r}")
+        present = node is not None and hasattr(node, "get") and name in node
+        node = node.get(name) if present else None
+        if depth < len(names) - 1:
+            schema = hints[name]
+            if not dataclasses.is_dataclass(schema):
+                raise KeyError(f"{dotted!r}: {'.'.join(names[:depth + 1])!r} is not a group")
+            continue
+        default = getattr(schema(), name)
+        if not present:
+            return default
+        if isinstance(default, Enum):
+            return choice(type(default), node, dotted)
+        return node
 
 
 def choice(enum: type[E], value: Any, key: str) -> E:

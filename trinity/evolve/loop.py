@@ -52,7 +52,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from trinity.config_schema import section
+from trinity.config_schema import section, setting
 from trinity.contracts import ROUTING_MODES
 from trinity.config_schema.evolve import EvolveConfig
 from trinity.episodes.trace import Trace
@@ -72,7 +72,7 @@ from trinity.evolve.strategies import BlackBoxStrategy
 from trinity.evolve.tables import concat_episodes, episode_row, episodes_frame
 from trinity.evolve.upgrade import CHECKPOINT_VERSION, upgrade
 from trinity.seeding import derive_seed
-from trinity.config_schema import group
+
 
 log = logging.getLogger("trinity.evolve")
 
@@ -106,7 +106,7 @@ class EvolveSettings:
         ev = section(cfg.evolve, EvolveConfig, "evolve")
         options = getattr(ev, ev.strategy, None)   # evolve.<strategy>: that algorithm's own settings
         options = {k: (v.value if isinstance(v, Enum) else v) for k, v in vars(options).items()} if options else {}
-        routing = group(cfg, "coordinator").routing.value
+        routing = setting(cfg, "coordinator.routing").value
         fitness = ev.fitness
         return cls(ev.strategy, float(ev.sigma0), ev.popsize, int(ev.generations),
                    ev.validation.every or None, ev.early_stop_patience or None, ev.resume,
