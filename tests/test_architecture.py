@@ -19,7 +19,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("core", ("trinity", "errors", "files", "seeding", "progress", "contracts", "stats")),
     ("config schema", ("config_schema",)),
     ("assets", ("setup",)),
-    ("parts", ("tasks", "pool", "coordinator", "registry")),
+    ("parts", ("tasks", "pool", "coordinator", "models")),
     ("episodes and routers", ("episodes", "routers")),
     ("training, evaluation, recording", ("evolve", "eval", "record")),
     ("simulated world", ("simulated",)),

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from trinity.cli import build_parser, main
-from trinity.registry.store import Registry
+from trinity.models.store import Registry
 
 
 @pytest.fixture

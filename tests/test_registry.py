@@ -1,4 +1,4 @@
-"""The model registry (trinity.registry.store): versions, champion, promote, keep, rollback; atomic writes."""
+"""The model registry (trinity.models.store): versions, champion, promote, keep, rollback; atomic writes."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from trinity.registry.meta import differences
-from trinity.registry.store import Registry, RegistryError
+from trinity.models.meta import differences
+from trinity.models.store import Registry, RegistryError
 
 
 def coordinator(tmp_path, name: str, content: bytes = b"weights") -> str:

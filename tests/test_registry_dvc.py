@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 
 from trinity.cli import main
-from trinity.registry.store import Registry
-from trinity.registry.tracking import track
+from trinity.models.store import Registry
+from trinity.models.tracking import track
 
 BIN = Path(sys.executable).parent
 

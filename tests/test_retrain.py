@@ -1,4 +1,4 @@
-"""Champion and challenger (trinity.registry.gate, trinity.pipeline.retrain_stage): the challenger replaces
+"""Champion and challenger (trinity.models.gate, trinity.pipeline.retrain_stage): the challenger replaces
 the champion only when the paired test says it is better on the same items; otherwise the champion
 stays and the registry says why; a pool change maps the champion's head by model name."""
 
@@ -12,8 +12,8 @@ from trinity.coordinator.saved import CoordinatorMismatchError, load_saved, save
 from trinity.episodes.trace import EpisodeId, Trace
 from trinity.errors import ConfigError
 from trinity.pipeline import retrain_stage
-from trinity.registry.gate import GateRule, decide
-from trinity.registry.store import Registry
+from trinity.models.gate import GateRule, decide
+from trinity.models.store import Registry
 from trinity.tasks.types import TaskItem
 
 D = 2

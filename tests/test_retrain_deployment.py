@@ -47,7 +47,7 @@ def test_scheduled_retraining_promotes_only_a_better_challenger_and_serving_foll
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
     from trinity.pipeline.coordinator_setup import build_coordinator
-    from trinity.registry.store import Registry
+    from trinity.models.store import Registry
     from trinity.serve.server import ServerThread, build_app
     from trinity.tasks.prepare import load_items, prepare_suites
 

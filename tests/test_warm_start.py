@@ -85,7 +85,7 @@ def test_evolve_warm_start_resolves_the_champion_or_a_path(tmp_path):
 
     from trinity.errors import ConfigError
     from trinity.pipeline.evolve_stage import run_dir, warm_start_source
-    from trinity.registry.store import Registry
+    from trinity.models.store import Registry
 
     cfg = OmegaConf.create({"seed": 0, "paths": {"registry": str(tmp_path / "models"), "cache": str(tmp_path / "c")},
                             "evolve": {"warm_start": None}})

@@ -243,7 +243,7 @@ def _cmd_record(args) -> int:
 
 def _cmd_models(args) -> int:
     from trinity import config
-    from trinity.registry.store import Registry
+    from trinity.models.store import Registry
 
     overrides = list(args.overrides)
     if args.version is not None and "=" in args.version:   # `trinity models list key=value`
@@ -292,7 +292,7 @@ def _cmd_models(args) -> int:
     from trinity.config_schema.root import Retrain
 
     if args.action in ("promote", "rollback") and args.dvc_track and section(cfg.get("retrain"), Retrain, "retrain").dvc_track:
-        from trinity.registry.tracking import track
+        from trinity.models.tracking import track
 
         print(track(root).message)
     return 0

@@ -7,8 +7,8 @@ from typing import List, Optional
 
 from trinity.config_schema.fields import number
 from trinity.errors import ConfigError
+from trinity.contracts import ROLES
 
-_ROLES = ("worker", "thinker", "verifier")
 
 
 @dataclass
@@ -23,16 +23,16 @@ class RecordItems:
 class RecordConfig:
     name: str = "local-small"               # the recording's folder under `dir`
     dir: str = "data/recordings"
-    roles: List[str] = field(default_factory=lambda: list(_ROLES))   # the roles the tree branches on
+    roles: List[str] = field(default_factory=lambda: list(ROLES))   # the roles the tree branches on
     samples: int = number(1, gt=0)          # replies recorded per call (sample index 0..samples-1)
     items: RecordItems = field(default_factory=RecordItems)
     concurrent_items: int = number(3, gt=0)  # items expanded at once (their calls share the pool's limits)
     max_calls: Optional[int] = number(None, gt=0)   # stop (resumably) after this many new calls; null: no cap
 
     def check(self, key: str) -> None:
-        bad = [r for r in self.roles if r not in _ROLES]
+        bad = [r for r in self.roles if r not in ROLES]
         if bad or "worker" not in self.roles or len(set(self.roles)) != len(self.roles):
-            raise ConfigError(f"config key '{key}.roles' must be distinct names from {list(_ROLES)} including "
+            raise ConfigError(f"config key '{key}.roles' must be distinct names from {list(ROLES)} including "
                               f"'worker', got {list(self.roles)}")
         if not str(self.name).strip() or "/" in str(self.name):
             raise ConfigError(f"config key '{key}.name' must be a folder name, got {self.name!r}")

@@ -58,7 +58,7 @@ class Retrain:
     min_items: int = number(20, gt=0)
     items: Optional[int] = number(64, gt=0)       # null: every test item of the training suites
     warm_start: Optional[str] = "champion"
-    dvc_track: bool = True       # `dvc add` the registry after every change (trinity.registry.tracking)
+    dvc_track: bool = True       # `dvc add` the registry after every change (trinity.models.tracking)
 
 
 @dataclass

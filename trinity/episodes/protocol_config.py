@@ -4,30 +4,14 @@ defaults are the schema's (trinity.config_schema.protocol.ProtocolSchema), and s
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import field, fields, make_dataclass
 from typing import Any
 
 from trinity.config_schema import section
 from trinity.config_schema.protocol import ProtocolSchema, check_protocol
 
-_DEFAULT = ProtocolSchema()
-
-
-@dataclass(frozen=True)
-class ProtocolConfig:
-    max_turns: int = _DEFAULT.max_turns
-    coordinator_system: str = _DEFAULT.coordinator_system
-    collaboration_instructions: str = _DEFAULT.collaboration_instructions
-    worker_system: str = _DEFAULT.worker_system
-    thinker_system: str = _DEFAULT.thinker_system
-    verifier_system: str = _DEFAULT.verifier_system
-    thought_format: str = _DEFAULT.thought_format
-    suggestion_format: str = _DEFAULT.suggestion_format
-    review_format: str = _DEFAULT.review_format
-    no_answer_text: str = _DEFAULT.no_answer_text
-    max_tokens: Any = _DEFAULT.max_tokens   # see ProtocolSchema.max_tokens
-    temperature: float | None = _DEFAULT.temperature
-    record_replies: bool = _DEFAULT.record_replies
+class _ProtocolBehaviour:
+    """What the protocol object does; its fields are ProtocolSchema's (declared once, there)."""
 
     @classmethod
     def from_cfg(cls, cfg: Any) -> "ProtocolConfig":
@@ -36,7 +20,7 @@ class ProtocolConfig:
         if isinstance(cfg, ProtocolConfig):
             return cfg
         typed = section(cfg, ProtocolSchema, "protocol")
-        values = {f.name: getattr(typed, f.name) for f in fields(cls)}
+        values = {f.name: getattr(typed, f.name) for f in fields(ProtocolSchema)}
         if isinstance(values["max_tokens"], Mapping):
             values["max_tokens"] = _freeze(values["max_tokens"])
         return cls(**values)   # checked: section() ran check_protocol on the same values
@@ -57,6 +41,16 @@ class ProtocolConfig:
 
     def system_prompt(self, role: str) -> str:
         return {"worker": self.worker_system, "thinker": self.thinker_system, "verifier": self.verifier_system}[role]
+
+
+# The frozen runtime object: ProtocolSchema's fields and defaults (every default is immutable), with the
+# behaviour above. Built from the schema, so a new protocol key is declared once, in the schema.
+_DEFAULT = ProtocolSchema()
+ProtocolConfig = make_dataclass(
+    "ProtocolConfig",
+    [(f.name, f.type, field(default=getattr(_DEFAULT, f.name))) for f in fields(ProtocolSchema)],
+    bases=(_ProtocolBehaviour,), frozen=True)
+ProtocolConfig.__module__ = __name__   # pickling (Dask workers) finds it here
 
 
 def _freeze(caps: Mapping) -> Mapping:

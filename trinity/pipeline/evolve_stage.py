@@ -85,7 +85,7 @@ def warm_start_source(cfg: DictConfig) -> Path | None:
     if choice in (None, "", "none", "null"):
         return None
     if str(choice) == "champion":
-        from trinity.registry.store import Registry
+        from trinity.models.store import Registry
 
         champion = Registry(str(cfg.paths.registry)).champion()
         if champion is None:

@@ -4,7 +4,7 @@
 1. the challenger (the coordinator the run just trained) and the registry's champion run on the same
    test items of the training suites (`retrain.items`, a balanced sample; same items, repeats and
    sampling seeds, so their rewards are paired), routed as `coordinator.routing`;
-2. trinity.registry.gate decides: promote or keep, with the reason (`retrain.promote_rule`);
+2. trinity.models.gate decides: promote or keep, with the reason (`retrain.promote_rule`);
 3. the challenger is registered as a new version (meta: source run, pool, backbone, metrics, data and
    config hashes, parent = the champion), then promoted or recorded as kept.
 Nothing is written to the registry before step 3, and each write there is atomic, so a run that fails
@@ -27,9 +27,9 @@ from omegaconf import DictConfig
 from trinity.coordinator.saved import CoordinatorMismatchError, load_saved
 from trinity.pipeline import items as item_sel
 from trinity.coordinator.saved import coordinator_file
-from trinity.registry.gate import GateDecision, GateRule, decide
-from trinity.registry.meta import differences, run_meta
-from trinity.registry.store import Registry, Version
+from trinity.models.gate import GateDecision, GateRule, decide
+from trinity.models.meta import differences, run_meta
+from trinity.models.store import Registry, Version
 from trinity.config_schema import group
 
 log = logging.getLogger("trinity.retrain")
@@ -129,7 +129,7 @@ def run(cfg: DictConfig, *, coordinator_path: Path | None = None, source_run: st
     now = registry.champion_name()
     say(f"retrain: {'promoted' if decision.promote else 'kept the champion'}: {decision.reason}")
     if group(cfg, "retrain").dvc_track:
-        from trinity.registry.tracking import track
+        from trinity.models.tracking import track
 
         tracked = track(registry.root)
         notes.append(tracked.message)

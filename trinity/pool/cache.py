@@ -25,10 +25,11 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from trinity.pool.errors import CacheError
+from trinity.config_schema.choices import ResponseCacheMode
 
 log = logging.getLogger(__name__)
 
-CACHE_MODES = ("off", "read_write", "replay_only")
+CACHE_MODES = tuple(m.value for m in ResponseCacheMode)   # the schema's closed choice
 # Overrides the configured mode for one run without changing params.yaml, so a replay of a committed
 # pipeline (`TRINITY_RESPONSE_CACHE=replay_only dvc repro --force`) leaves dvc.lock byte-identical.
 MODE_ENV = "TRINITY_RESPONSE_CACHE"

@@ -16,7 +16,7 @@ import os
 import threading
 from typing import Any, Callable
 
-from trinity.registry.store import Registry, RegistryError, Version
+from trinity.models.store import Registry, RegistryError, Version
 from trinity.serve.episode import EpisodeResult, EpisodeRunner, OnEvent
 from trinity.serve.schema import ChatRequest
 

@@ -50,7 +50,7 @@ def build_app(cfg: DictConfig, coordinator_path: str | os.PathLike | None = None
     settings.check_exposure()
     served = None
     if registry is not None:
-        from trinity.registry.store import Registry, RegistryError
+        from trinity.models.store import Registry, RegistryError
 
         registry = Registry(registry)
         champion = registry.champion()
@@ -128,7 +128,7 @@ def serve(cfg: DictConfig, coordinator_path: str | os.PathLike | None = None, *,
         for head in ServedFrontier.load(frontier).heads:
             check_saved_pool(cfg, head.file)
     elif registry is not None:
-        from trinity.registry.store import Registry, RegistryError
+        from trinity.models.store import Registry, RegistryError
 
         champion = Registry(registry).champion()
         if champion is None:

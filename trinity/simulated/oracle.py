@@ -41,8 +41,8 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 from trinity.simulated.profile import SimulatedModel, worker_right
+from trinity.contracts import ROLES
 
-ROLES = ("worker", "thinker", "verifier")
 NONE, RIGHT, WRONG = 0, 1, 2          # answer state
 State = tuple[int, str | None, int]   # (answer, pending suggested role, reference thoughts n)
 Action = tuple[int, str]              # (agent index, role)

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from trinity.simulated.oracle import ROLES, profile_references
+from trinity.contracts import ROLES
+from trinity.simulated.oracle import profile_references
 from trinity.simulated.profile import parse_profile
 
 

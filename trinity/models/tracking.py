@@ -17,7 +17,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-log = logging.getLogger("trinity.registry")
+log = logging.getLogger("trinity.models")
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from trinity.files import sha256_file
-from trinity.registry.store import sha256_text
+from trinity.models.store import sha256_text
 
 # Sections of the config that say where and how a run executes, not what it trains: left out of its hash.
 UNHASHED_SECTIONS = ("paths", "runner", "schedule", "serve", "retrain")

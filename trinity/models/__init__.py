@@ -1,0 +1,1 @@
+"""Versions of trained coordinators and which one is the champion (trinity.models.store)."""

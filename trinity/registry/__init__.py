@@ -1,1 +1,0 @@
-"""Versions of trained coordinators and which one is the champion (trinity.registry.store)."""
