@@ -105,7 +105,7 @@ def make_app(cfg, router: SteeredRouter, **settings_changes: Any):
 
     from trinity.pool.client import PoolClient
     from trinity.serve.app import create_app
-    from trinity.serve.episode import EpisodeRunner
+    from trinity.serve.request_episode import EpisodeRunner
     from trinity.serve.settings import ServeSettings
 
     settings = dataclasses.replace(ServeSettings.from_cfg(cfg), **settings_changes)

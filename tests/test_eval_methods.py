@@ -18,7 +18,7 @@ from trinity.episodes.protocol_config import ProtocolConfig
 from trinity.episodes.runner import EpisodeSpec, run_episodes
 from trinity.errors import ConfigError
 from trinity.eval import methods, report
-from trinity.eval.episodes import run_episode_fn
+from trinity.eval.episode_functions import run_episode_fn
 from trinity.eval.moa import MoAPrompts, moa_episode
 from trinity.eval.tables import paired_tests, results_frame, summarize, trace_rows
 from trinity.routers.baselines import RoleOnlyRouter, SingleWorkerRouter

@@ -153,7 +153,7 @@ def _head(name: str, weight: float, reward: float, cost: float, on: bool = True)
 
 
 def test_a_served_frontier_loads_only_frontier_heads_and_refuses_what_is_not_one(tmp_path):
-    from trinity.serve.frontier import ServedFrontier
+    from trinity.serve.frontier_heads import ServedFrontier
 
     folder = tmp_path / "frontier"
     with pytest.raises(ConfigError, match="--frontier.*no frontier.json"):

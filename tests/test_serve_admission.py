@@ -155,7 +155,7 @@ class HeldRunner:
             self.released.update(tags)
 
     async def run(self, chat, request_id, on_event=None):
-        from trinity.serve.episode import EpisodeResult
+        from trinity.serve.request_episode import EpisodeResult
 
         tag = chat.prompt.split()[-1]
         self.started.append(tag)

@@ -12,7 +12,7 @@ from scripted_pool import ScriptedPool
 from serve_support import AGENTS, serve_cfg, steered
 
 from trinity.episodes.parsing import visible_answer
-from trinity.serve.episode import EpisodeRunner
+from trinity.serve.request_episode import EpisodeRunner
 from trinity.serve.schema import parse_chat_request
 from trinity.serve.settings import ServeSettings
 

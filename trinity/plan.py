@@ -818,7 +818,7 @@ def fmt_usd(x: float) -> str:
 
 
 def fmt_duration(seconds: float | None) -> str:
-    from trinity.evolve.progress import hms
+    from trinity.evolve.generation_report import hms
 
     if seconds is None:
         return "unknown"

@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 from trinity.contracts import ROUTING_MODES, Router
 from trinity.errors import ConfigError
-from trinity.eval.episodes import EpisodeFn
+from trinity.eval.episode_functions import EpisodeFn
 from trinity.eval.moa import MoAPrompts, moa_episode
 from trinity.routers.registry import ROUTER_CLS
 

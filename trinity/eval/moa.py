@@ -23,7 +23,7 @@ from trinity.episodes.protocol_config import ProtocolConfig
 from trinity.episodes.trace import EpisodeId, Trace, Turn
 from trinity.config_schema import section
 from trinity.config_schema.eval import MoA
-from trinity.eval.episodes import EpisodeFn
+from trinity.eval.episode_functions import EpisodeFn
 from trinity.pool.types import CallResult
 from trinity.tasks.types import TaskItem
 

@@ -67,7 +67,7 @@ from trinity.evolve.errors import BudgetExhausted
 from trinity.evolve.fitness import FitnessParts, FitnessWeights, shaped_fitness
 from trinity.evolve.on_policy import EpisodeBatch, EpisodeRecord, OnPolicyMethod
 from trinity.evolve.outputs import RunPaths, totals, write_outputs
-from trinity.evolve.progress import progress_report, x0_report
+from trinity.evolve.generation_report import progress_report, x0_report
 from trinity.evolve.strategies import BlackBoxStrategy
 from trinity.evolve.tables import concat_episodes, episode_row, episodes_frame
 from trinity.evolve.upgrade import CHECKPOINT_VERSION, upgrade

@@ -27,7 +27,7 @@ from omegaconf import DictConfig, OmegaConf
 from trinity.errors import ConfigError, TrinityError
 from trinity.eval import methods as method_registry
 from trinity.eval import report as report_mod
-from trinity.eval.episodes import run_episode_fn_chunks
+from trinity.eval.episode_functions import run_episode_fn_chunks
 from trinity.eval.learning import evolution_x0_test, learning_section
 from trinity.eval.tables import (RESULTS_SCHEMA, paired_tests, results_frame, summarize, trace_rows, truncation,
                                  write_results)

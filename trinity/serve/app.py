@@ -27,7 +27,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from trinity.serve import schema
 from trinity.serve.admission import ADMITTED, Admission, NotAdmitted
-from trinity.serve.episode import EpisodeResult, EpisodeRunner
+from trinity.serve.request_episode import EpisodeResult, EpisodeRunner
 from trinity.serve.limits import check_bearer, read_body
 from trinity.serve.metrics import Metrics
 from trinity.serve.schema import RequestError

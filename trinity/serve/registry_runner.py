@@ -17,7 +17,7 @@ import threading
 from typing import Any, Callable
 
 from trinity.models.store import Registry, RegistryError, Version
-from trinity.serve.episode import EpisodeResult, EpisodeRunner, OnEvent
+from trinity.serve.request_episode import EpisodeResult, EpisodeRunner, OnEvent
 from trinity.serve.schema import ChatRequest
 
 log = logging.getLogger("trinity.serve")

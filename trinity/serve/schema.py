@@ -6,7 +6,7 @@ body: {"error": {"message", "type", "param", "code"}}. Per-request overrides rid
     max_turns: int (<= serve.limits.max_turns)     max_cost_usd: float (<= serve.limits.max_cost_usd)
     allow: {role: [model, ...]}  deny: {role: [model, ...]}   (narrow the configured role policy)
     routing: argmax | sample
-    quality: low | medium | high   (only on a server started with --frontier: which head; trinity.serve.frontier)
+    quality: low | medium | high   (only on a server started with --frontier: which head; trinity.serve.frontier_heads)
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ class ChatRequest:
     max_cost_usd: float | None
     routing: str
     policy: RolePolicy
-    quality: str | None = None    # a frontier server's head choice (trinity.serve.frontier); None: by budget
+    quality: str | None = None    # a frontier server's head choice (trinity.serve.frontier_heads); None: by budget
 
 
 def _bad(message: str, param: str | None, code: str | None = "invalid_value") -> RequestError:

@@ -24,7 +24,7 @@ import uvicorn
 from omegaconf import DictConfig
 
 from trinity.serve.app import create_app
-from trinity.serve.episode import EpisodeRunner
+from trinity.serve.request_episode import EpisodeRunner
 from trinity.serve.preflight import check_saved_pool, reserve_port
 from trinity.serve.settings import ServeSettings
 
@@ -33,7 +33,7 @@ def build_app(cfg: DictConfig, coordinator_path: str | os.PathLike | None = None
               registry: Any = None, backbone: Any = None, pool: Any = None):
     """The FastAPI app for `cfg` with the coordinator saved at `coordinator_path` (a folder holding
     coordinator.safetensors, or the file), or with the heads of the cost-quality frontier in the folder
-    `frontier` (trinity.serve.frontier), or with the champion of the model registry in the folder
+    `frontier` (trinity.serve.frontier_heads), or with the champion of the model registry in the folder
     `registry`, swapped when another is promoted (trinity.serve.registry_runner). A coordinator saved for
     another pool or backbone is refused (CoordinatorMismatchError). `backbone` and `pool` replace the
     configured ones (tests)."""
@@ -58,7 +58,7 @@ def build_app(cfg: DictConfig, coordinator_path: str | os.PathLike | None = None
             raise RegistryError(f"--registry {registry.root}: no champion to serve (`trinity models promote V`)")
         coordinator_path = champion.coordinator
     if frontier is not None:
-        from trinity.serve.frontier import ServedFrontier
+        from trinity.serve.frontier_heads import ServedFrontier
 
         served = ServedFrontier.load(frontier)
         settings = dataclasses.replace(settings, frontier=True)
@@ -93,7 +93,7 @@ def build_app(cfg: DictConfig, coordinator_path: str | os.PathLike | None = None
     elif served is None:
         runner = runner_for(params)
     else:
-        from trinity.serve.frontier import FrontierRunner
+        from trinity.serve.frontier_heads import FrontierRunner
 
         # one backbone and feature service for every head: only the linear heads differ
         runner = FrontierRunner(served, {h.name: runner_for(coordinator.read_params(h.file)) for h in served.heads})
@@ -123,7 +123,7 @@ def serve(cfg: DictConfig, coordinator_path: str | os.PathLike | None = None, *,
     settings = ServeSettings.from_cfg(cfg)
     settings.check_exposure()
     if frontier is not None:
-        from trinity.serve.frontier import ServedFrontier
+        from trinity.serve.frontier_heads import ServedFrontier
 
         for head in ServedFrontier.load(frontier).heads:
             check_saved_pool(cfg, head.file)

@@ -26,7 +26,7 @@ from typing import Any
 
 from trinity.errors import ConfigError
 from trinity.eval.frontier import choose, read_manifest
-from trinity.serve.episode import EpisodeResult, EpisodeRunner, OnEvent
+from trinity.serve.request_episode import EpisodeResult, EpisodeRunner, OnEvent
 from trinity.serve.schema import ChatRequest
 
 
