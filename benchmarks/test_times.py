@@ -1,11 +1,13 @@
-"""Where the test suite's time goes: runs pytest once (the whole suite, or the files and options given) with a
-JUnit report and prints the time per test file, slowest first, with its share and the slowest test in it, so a
-regression shows who caused it. Times are wall seconds on this machine (shared and noisy: compare files within
-one run, and runs made under the same load).
+"""Where the test suite's time goes: runs pytest once (the whole suite as `make test` runs it, or the files and
+options given) with a JUnit report and prints the time per test file, slowest first, with its share and the
+slowest test in it, so a regression shows who caused it, then the run's wall time. A file's seconds are the sum of
+its tests' durations (setup included), so under pytest-xdist they add up to more than the wall time. Times are
+seconds on this machine (shared and noisy: compare files within one run, and runs made under the same load).
 
     python benchmarks/test_times.py [--top 25] [--json out.json] [-- pytest args ...]
 
-Examples: `python benchmarks/test_times.py` (what `make test` runs), `python benchmarks/test_times.py -- -m "not slow"`.
+Examples: `python benchmarks/test_times.py` (what `make test` runs: `-n auto --dist loadgroup`, every test),
+`python benchmarks/test_times.py -- -n 0` (one process), `python benchmarks/test_times.py -- -m "not slow" -n auto`.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+MAKE_TEST_ARGS = ("-n", "auto", "--dist", "loadgroup")   # the Makefile's `test` target (TEST_WORKERS=auto)
 
 
 def per_file(junit: Path) -> list[dict]:
@@ -58,10 +61,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
     parser.add_argument("pytest_args", nargs="*", help="after --: passed to pytest")
     args = parser.parse_args(argv)
+    pytest_args = args.pytest_args or list(MAKE_TEST_ARGS)
     with tempfile.TemporaryDirectory() as tmp:
         junit = Path(tmp) / "junit.xml"
         started = time.perf_counter()
-        rc = subprocess.call([sys.executable, "-m", "pytest", "-q", f"--junitxml={junit}", *args.pytest_args],
+        rc = subprocess.call([sys.executable, "-m", "pytest", "-q", f"--junitxml={junit}", *pytest_args],
                              cwd=ROOT)
         wall = time.perf_counter() - started
         if not junit.exists():
@@ -70,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = per_file(junit)
     print()
     print(table(rows, args.top))
-    print(f"pytest exit {rc}; wall {wall:.0f} s")
+    print(f"pytest {' '.join(pytest_args)}: exit {rc}; wall {wall:.0f} s")
     if args.json:
         args.json.write_text(json.dumps({"wall_s": wall, "exit": rc, "files": rows}, indent=1))
     return rc

@@ -55,7 +55,8 @@ class DeployedFlows:
         (port,) = free_ports(1)
         self.api = f"http://127.0.0.1:{port}/api"
         self.env = {**os.environ, "PREFECT_HOME": str(root / "prefect"), "PREFECT_API_URL": self.api,
-                    "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1", "PYTHONPATH": str(repo)}
+                    "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1", "PYTHONPATH": str(repo),
+                    "PREFECT_RUNNER_POLL_FREQUENCY": "1"}   # the runner picks up a triggered run within a second, not ten
         self.env.pop("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", None)
         self.logs = root / "logs"
         self.logs.mkdir(parents=True, exist_ok=True)

@@ -18,7 +18,7 @@ from omegaconf import OmegaConf
 from pool_stub import StubServer, stub_pool_cfg
 from trinity import config
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("prefect-deployments")]   # one worker: one server (conftest)
 
 
 def _handler(body):
@@ -60,7 +60,8 @@ def test_ui_run_of_evolve_uses_dask_and_its_own_folder(tmp_path, tiny_backbone_o
         params.write_text(config.to_yaml(cfg))
         deployed_flows.wait_for_deployment("evolve/trinity-evolve")
         with temporary_settings({PREFECT_API_URL: api}):
-            run = run_deployment("evolve/trinity-evolve", parameters={"params": str(params)}, timeout=900)
+            run = run_deployment("evolve/trinity-evolve", parameters={"params": str(params)}, timeout=900,
+                                 poll_interval=1)
             assert run.state is not None and run.state.is_completed(), (
                 run.state, deployed_flows.deploy_log())
 

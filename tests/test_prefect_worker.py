@@ -71,7 +71,8 @@ def test_a_worker_of_the_work_pool_runs_a_deployment_of_prefect_yaml(tmp_path):
                     return {d.name: d for d in await client.read_deployments()}
 
             deployed = asyncio.run(deployments())
-            run = run_deployment("prepare/trinity-prepare", parameters={"params": str(params)}, timeout=600)
+            run = run_deployment("prepare/trinity-prepare", parameters={"params": str(params)}, timeout=600,
+                                 poll_interval=1)
             assert run.state is not None and run.state.is_completed(), (
                 run.state, (logs / "worker.log").read_text()[-4000:])
     finally:

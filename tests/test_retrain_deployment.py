@@ -22,7 +22,7 @@ from pool_stub import StubServer, stub_pool_cfg
 from process_support import wait_for
 from trinity import config
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("prefect-deployments")]   # one worker: one server (conftest)
 
 POOL = ["wrong", "right", "other"]
 
@@ -120,7 +120,8 @@ def test_scheduled_retraining_promotes_only_a_better_challenger_and_serving_foll
             deployed_flows.wait_for_deployment("retrain/trinity-retrain")
             with temporary_settings({PREFECT_API_URL: api}):
                 def retrain(params: str):
-                    run = run_deployment("retrain/trinity-retrain", parameters={"params": params}, timeout=900)
+                    run = run_deployment("retrain/trinity-retrain", parameters={"params": params}, timeout=900,
+                                         poll_interval=1)
 
                     async def artifacts():
                         async with get_client() as c:

@@ -9,7 +9,13 @@ the oracle-x0 gap. And the probability of the right model for a suite (the mean 
 items' first-turn features, exactly 1/5 at x0) must rise by at least 0.15 on average over the suites and
 by at least 0.05 on each: in so short a run (12 generations; measured: the math specialist first takes
 over both suites, the cheap global gain, then the suites separate) the right model is not yet the most
-likely one on every suite, as it is after the benchmark's 60 generations (README)."""
+likely one on every suite, as it is after the benchmark's 60 generations (README).
+
+The workload is sized to what the assertions read: 30 items per suite split 55/35/10 (training and the
+validation items; evolution never reads the test split, whose states cache_states would still compute) and
+K = 3 turns instead of the benchmark's 5 (later turns cost a backbone pass each; the routing asserted here is
+the first turn's). Measured on seeds 0, 1 and 2 (one run each): every assertion holds, the smallest gain
+0.545 (p = 0.002, 16 to 22 validation items), the smallest per-suite rise 0.07."""
 
 import numpy as np
 import polars as pl
@@ -34,7 +40,8 @@ def test_a_short_benchmark_run_learns_to_route_suites_to_their_specialists(tmp_p
     port = s.getsockname()[1]
     s.close()
     cfg = config.compose([
-        "experiment=routing_benchmark", "tasks.train=[mmlu,gsm8k]", "tasks.max_items_per_suite=48",
+        "experiment=routing_benchmark", "tasks.train=[mmlu,gsm8k]", "tasks.max_items_per_suite=30",
+        "tasks.splits={train:0.55,validation:0.35,test:0.1}", "protocol.max_turns=3",
         "evolve.generations=12", "evolve.validation.every=4", "evolve.validation.n_items=24",
         f"paths.prepared={tmp_path / 'prepared'}", f"paths.states={tmp_path / 'states'}",
         f"paths.metrics={tmp_path / 'metrics'}", f"paths.reports={tmp_path / 'reports'}",

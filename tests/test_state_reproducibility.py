@@ -36,8 +36,8 @@ def _files(path) -> tuple[bytes, bytes]:
 
 
 def test_states_are_bit_identical_under_other_concurrency_load_and_history(tmp_path, monkeypatch):
-    items = _items()
-    monkeypatch.setattr(state_files, "STATE_SLICE", 40)   # several slices, the last one short
+    items = _items(60)
+    monkeypatch.setattr(state_files, "STATE_SLICE", 16)   # several slices, the last one short
     quiet = _files(write_state_cache(_coordinator(tmp_path, "quiet"), items, tmp_path / "quiet" / "s.safetensors"))
 
     busy = _coordinator(tmp_path, "busy")

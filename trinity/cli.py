@@ -170,12 +170,9 @@ def _calibrate(cfg, args) -> int:
 
 
 def _cmd_eval(args) -> int:
+    # only what checks the arguments is imported before they are checked: a bad one stops in about a second
     from trinity import config, repro
     from trinity.pipeline.eval_arguments import prepare_request
-    from trinity.pipeline import evaluate_stage
-    from trinity.pipeline.rollouts import RolloutContext
-    from trinity.pipeline.local_pool import local_servers
-    from trinity.pipeline.workspace import apply_output_paths
 
     overrides = list(args.overrides)
     if args.suite:
@@ -191,6 +188,11 @@ def _cmd_eval(args) -> int:
     # every argument is checked before the pool or the backbone loads; only the run's folder is made
     request = prepare_request(cfg, coordinator=args.coordinator, suites=args.suite or [],
                               methods=args.method or [], output=args.output, root=root, frontier=args.frontier)
+    from trinity.pipeline import evaluate_stage
+    from trinity.pipeline.local_pool import local_servers
+    from trinity.pipeline.rollouts import RolloutContext
+    from trinity.pipeline.workspace import apply_output_paths
+
     cfg = apply_output_paths(cfg, request.output_paths)
     print(f"trinity eval: writing to {request.output}", flush=True)
     pool = local_servers(cfg.pool, model_cache=cfg.paths.model_cache)

@@ -79,7 +79,7 @@ def check_methods(cfg: DictConfig, methods: Sequence[str], pool_models: Sequence
     user named it), a method that could not run (no trained ablations) where the stage would skip it.
     (The coordinator was checked before.)"""
     from trinity.eval.methods import MethodContext, MethodSkipped, expand_with_skips
-    from trinity.pipeline.evaluate_stage import ablation_names
+    from trinity.pipeline.ablation_folders import ablation_names
 
     def present(name: str):
         if name not in ablation_names(cfg):

@@ -34,6 +34,7 @@ from trinity.eval.tables import (RESULTS_SCHEMA, paired_tests, results_frame, su
 from trinity.pipeline import items as item_sel
 from trinity.coordinator.saved import coordinator_file
 from trinity.pipeline.rollouts import replay_misses, stop_on_replay_misses
+from trinity.pipeline.ablation_folders import ablation_names, ablations_root
 from trinity.pipeline.workspace import timings_dir
 from trinity.coordinator.coordinator import configured_roles
 from trinity.pipeline.rollouts import RolloutContext, config_key
@@ -91,21 +92,6 @@ def eval_sets(cfg: DictConfig) -> dict[str, dict[str, list]]:
         if chosen:
             sets["test"][suite] = chosen
     return sets
-
-
-def ablations_root(cfg: DictConfig) -> Path:
-    return Path(cfg.paths.get("ablations") or "data/ablations")
-
-
-def ablation_names(cfg: DictConfig) -> list[str]:
-    """The ablation stage's sub-folders (one per variant); a missing root skips the `ablations` group."""
-    root = ablations_root(cfg)
-    if not root.is_dir():
-        raise method_registry.MethodSkipped(f"no trained ablations: {root} does not exist (the ablation stage has not run)")
-    names = sorted(d.name for d in root.iterdir() if d.is_dir())
-    if not names:
-        raise method_registry.MethodSkipped(f"no trained ablations: {root} has no variant folders")
-    return names
 
 
 def variant_config(cfg: DictConfig, overrides: dict) -> DictConfig:
