@@ -86,11 +86,11 @@ replay: setup ## rerun the whole pipeline from the response cache alone (no pool
 	TRINITY_RESPONSE_CACHE=replay_only $(BIN)/trinity run --force experiment=$(EXPERIMENT) $(OVERRIDES)
 
 test: setup ## run the whole test suite (includes the real local-model tests marked slow) on TEST_WORKERS pytest-xdist workers; ends with the 15 slowest tests
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=15 $(PYTEST_ARGS); rc=$$?; \
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=15 $(PYTEST_ARGS); rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$rc
 
 test-fast: setup ## run the tests that need no local model, one pytest worker per core (pytest-xdist, a file per worker)
-	$(BIN)/python -m pytest -m "not slow" -n auto --dist loadgroup $(PYTEST_ARGS); rc=$$?; [ $$rc -eq 5 ] && exit 1; exit $$rc
+	$(BIN)/python -m pytest -m "not slow" -n auto --dist loadfile $(PYTEST_ARGS); rc=$$?; [ $$rc -eq 5 ] && exit 1; exit $$rc
 
 pool-up: setup ## start the local pool's llama.cpp servers (one per model, loopback)
 	$(BIN)/trinity pool up

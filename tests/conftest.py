@@ -11,16 +11,32 @@ os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 import pytest
 
 
-@pytest.hookimpl(tryfirst=True)   # before pytest-xdist reads the groups
+# Test files that share one pytest-xdist worker: they use the session's one Prefect server (`deployed_flows`).
+SHARED_PREFECT_SERVER = ("tests/test_deployments.py", "tests/test_retrain_deployment.py")
+
+
 def pytest_collection_modifyitems(config, items):
-    """Scheduling for `make test` (pytest-xdist, --dist loadgroup): the tests marked slow (real services,
-    the longest ones) run first, so the workers do not end with one of them running alone; and a file's tests
-    share one worker (its module fixtures are built once) unless a test names its own `xdist_group`
-    (the deployment tests share the session's Prefect server that way). Without xdist only the order changes."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)   # stable: file order kept otherwise
-    for item in items:
-        if item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+    """The files with tests marked slow (real services, the longest ones) run first, so that under pytest-xdist
+    the workers do not end with one of them running alone. The order within a file is kept."""
+    slow_files = {item.path for item in items if item.get_closest_marker("slow") is not None}
+    items.sort(key=lambda item: item.path not in slow_files)
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """`make test` runs `--dist loadfile`: a file's tests on one worker, so its module fixtures are built once;
+    here the files of SHARED_PREFECT_SERVER count as one file, so one worker starts that server. (pytest-xdist's
+    own `xdist_group` marks do nothing under pytest 9: xdist 3.8 renames nodes through an attribute pytest 9
+    no longer reads.)"""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class SharedServerFileScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = super()._split_scope(nodeid)
+            return SHARED_PREFECT_SERVER[0] if path in SHARED_PREFECT_SERVER else path
+
+    return SharedServerFileScheduling(config, log)
 
 
 @pytest.fixture(scope="session")
@@ -33,10 +49,7 @@ def tiny_backbone_overrides(tmp_path_factory) -> list[str]:
 
 
 @pytest.fixture(scope="session")
-def deployed_flows(tmp_path_factory):
-    """One real Prefect server with the project's deployments served (process_support.DeployedFlows), shared
-    by the deployment tests of the session (under pytest-xdist: of the worker; the tests that use it are in
-    one `xdist_group`, so one worker starts it)."""
+def _prefect_deployments(tmp_path_factory):
     from process_support import DeployedFlows
 
     flows = DeployedFlows(tmp_path_factory.mktemp("prefect-deployments"))
@@ -44,3 +57,13 @@ def deployed_flows(tmp_path_factory):
         yield flows
     finally:
         flows.close()
+
+
+@pytest.fixture
+def deployed_flows(request, _prefect_deployments):
+    """One real Prefect server with the project's deployments served (process_support.DeployedFlows), shared
+    by the deployment tests of the session (under pytest-xdist: of the worker; their files are in
+    SHARED_PREFECT_SERVER, so one worker runs them all and starts it once)."""
+    path = request.node.path.relative_to(request.config.rootpath).as_posix()
+    assert path in SHARED_PREFECT_SERVER, f"{path} uses deployed_flows: add it to conftest.SHARED_PREFECT_SERVER"
+    return _prefect_deployments

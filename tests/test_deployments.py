@@ -18,7 +18,7 @@ from omegaconf import OmegaConf
 from pool_stub import StubServer, stub_pool_cfg
 from trinity import config
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("prefect-deployments")]   # one worker: one server (conftest)
+pytestmark = pytest.mark.slow
 
 
 def _handler(body):

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -140,13 +141,16 @@ def test_rollouts_on_a_local_dask_cluster_match_the_inline_run(run_cfg, prefect_
     from prefect import flow
 
     from flows._common import rollout_runner
+    from trinity.pipeline import cache_states_stage
     from trinity.pipeline.evolve_stage import rollout_candidate
     from trinity.tasks.prepare import prepare_suites
 
     cfg = run_cfg.copy()
     OmegaConf.set_struct(cfg, False)
-    if not list(__import__("pathlib").Path(cfg.paths.prepared).glob("*.parquet")):
+    if not list(Path(cfg.paths.prepared).glob("*.parquet")):
         prepare_suites(cfg, cfg.paths.prepared)
+    if not (Path(cfg.paths.states) / "mmlu.safetensors").exists():   # the feature statistics read them
+        cache_states_stage.run(cfg)
     uids = [it.uid for it in load_items(cfg.paths.prepared, "mmlu", "train")[:2]]
 
     with StubServer(lambda body: "The answer is (B). <idea>b</idea>" if "Worker" in body["messages"][0]["content"]

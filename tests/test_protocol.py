@@ -398,3 +398,25 @@ def test_bad_caps_name_the_key(caps, key):
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
         ProtocolConfig.from_cfg({**{k: getattr(CFG, k) for k in ("worker_system", "thinker_system",
                                                                   "verifier_system")}, "max_tokens": caps})
+
+
+def test_the_turn_rules_step_by_step():
+    """TurnState: the rules run_episode, the recording tree and trinity plan share."""
+    from trinity.episodes.protocol import REPLY_OUTCOMES, TurnState
+
+    start = TurnState()
+    assert start.role("verifier") == "verifier" and start.end_before_call("verifier") == "verifier_before_answer"
+    assert start.end_before_call("thinker") is None and start.end_before_call("worker") is None
+    answered, end = start.after_reply("worker", "answer")
+    assert (answered, end) == (TurnState(answers=1), None) and answered.end_before_call("verifier") is None
+    advised, _ = answered.after_reply("thinker", "advise_verifier")
+    assert advised.role("worker") == "verifier"          # the advice overrides the router's role
+    assert advised.after_failed_call() == TurnState(answers=1)   # a failed call uses the advice up
+    assert answered.after_reply("thinker", "no_advice") == (TurnState(answers=1), None)
+    assert answered.after_reply("verifier", "accept") == (TurnState(answers=1), "accept")
+    assert answered.after_reply("verifier", "reject") == (TurnState(answers=1), None)
+    assert answered.after_reply("worker", "answer")[0].answers == 2
+    for role, outcomes in REPLY_OUTCOMES.items():
+        with pytest.raises(ValueError, match="has no outcome"):
+            start.after_reply(role, "nosuch")
+        assert all(start.after_reply(role, o) is not None for o in outcomes)

@@ -22,7 +22,7 @@ from pool_stub import StubServer, stub_pool_cfg
 from process_support import wait_for
 from trinity import config
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("prefect-deployments")]   # one worker: one server (conftest)
+pytestmark = pytest.mark.slow
 
 POOL = ["wrong", "right", "other"]
 

@@ -24,7 +24,8 @@ Workload (what the pipeline really runs; see trinity.evolve.loop, trinity.pipeli
 
 Calls per episode (expected, and the upper bound max_turns per episode):
 - A router that picks (agent, role) at random is an exact Markov chain over the protocol's states
-  (turn, Worker answers so far, pending Thinker advice), trinity.episodes.protocol's rules: a Verifier
+  (turn, Worker answers so far, pending Thinker advice), stepped by the rules run_episode plays
+  (trinity.episodes.protocol.TurnState; no copy of them here): a Verifier
   before any answer ends the episode with no call; ACCEPT (assumed probability `accept`, default 0.5)
   ends it; a Thinker's suggestion sets the next turn's role (Worker with assumed probability
   `suggest_worker`, default 0.5, else Verifier). Every call is assumed to succeed and every Thinker reply
@@ -65,8 +66,7 @@ from typing import Any, Mapping
 
 from omegaconf import DictConfig, OmegaConf
 
-from trinity.config_schema import group, section
-from trinity.config_schema.pool import Sampling
+from trinity.config_schema import group
 from trinity.config_schema.root import PlanAssumptions
 from trinity.errors import ConfigError
 from trinity.contracts import ROLES
@@ -156,43 +156,51 @@ class EpisodeShape:
 
 def episode_shape(role_cycle: list[Mapping[str, float]], max_turns: int, accept: float,
                   suggest_worker: float) -> EpisodeShape:
-    """The exact expectation over the protocol's states. `role_cycle[t % len]`: P(router role) at turn t."""
+    """The exact expectation over the protocol's states, stepped by the protocol's own turn rules
+    (trinity.episodes.protocol.TurnState). `role_cycle[t % len]`: P(router role) at turn t; every call
+    succeeds; a Verifier accepts with probability `accept`; a Thinker's advice is Worker with probability
+    `suggest_worker`, else Verifier (every Thinker reply valid)."""
+    from trinity.episodes.protocol import TurnState
+
+    outcome_p = {"worker": {"answer": 1.0},
+                 "thinker": {"advise_worker": suggest_worker, "advise_verifier": 1.0 - suggest_worker},
+                 "verifier": {"accept": accept, "reject": 1.0 - accept}}
     shape = EpisodeShape(calls=dict.fromkeys(ROLES, 0.0))
-    states: dict[tuple[int, str | None], float] = {(0, None): 1.0}   # (Worker answers so far, advice) -> P
+    states: dict[TurnState, float] = {TurnState(): 1.0}
     for t in range(max_turns):
-        nxt: dict[tuple[int, str | None], float] = defaultdict(float)
-        for (answers, advice), p in states.items():
-            roles = {advice: 1.0} if advice else role_cycle[t % len(role_cycle)]
-            for role, pr in roles.items():
+        nxt: dict[TurnState, float] = defaultdict(float)
+        for state, p in states.items():
+            router = {state.advised: 1.0} if state.advised else role_cycle[t % len(role_cycle)]   # advice decides
+            for router_role, pr in router.items():
                 if pr > 0:
-                    _turn(shape, nxt, role, answers, advice, p * pr, accept, suggest_worker)
+                    _turn(shape, nxt, state, state.role(router_role), p * pr, outcome_p)
         states = nxt
-    for (answers, _), p in states.items():
-        shape.ends["turn_limit" if answers else "no_answer"] += p
+    for state, p in states.items():
+        shape.ends["turn_limit" if state.answers else "no_answer"] += p
     return shape
 
 
-def _turn(shape: EpisodeShape, nxt: dict, role: str, answers: int, advice: str | None, w: float,
-          accept: float, suggest_worker: float) -> None:
-    if role == "verifier" and answers == 0:
-        shape.ends["verifier_before_answer"] += w
+def _turn(shape: EpisodeShape, nxt: dict, state, role: str, w: float,
+          outcome_p: Mapping[str, Mapping[str, float]]) -> None:
+    end = state.end_before_call(role)
+    if end is not None:
+        shape.ends[end] += w
         return
     shape.calls[role] += w
-    if role == "worker":
-        shape.thoughts_seen += w * answers
-        shape.suggestions += w if advice == "worker" else 0.0
-        nxt[(answers + 1, None)] += w
-    elif role == "thinker":
-        if answers:
-            shape.answers_seen += w
-        else:
-            shape.blind_reviews += w
-        nxt[(answers, "worker")] += w * suggest_worker
-        nxt[(answers, "verifier")] += w * (1.0 - suggest_worker)
-    else:
+    if role == "worker":      # what the call's prompt carries (the token model, not a rule)
+        shape.thoughts_seen += w * state.answers
+        shape.suggestions += w if state.advised == "worker" else 0.0
+    elif state.answers:
         shape.answers_seen += w
-        shape.ends["accept"] += w * accept
-        nxt[(answers, None)] += w * (1.0 - accept)
+    else:
+        shape.blind_reviews += w
+    for outcome, p in outcome_p[role].items():
+        if p > 0:
+            after, end = state.after_reply(role, outcome)
+            if end is not None:
+                shape.ends[end] += w * p
+            else:
+                nxt[after] += w * p
 
 
 # ------------------------------------------------------------------------------------------- routes
@@ -371,17 +379,13 @@ def model_setting(cfg: DictConfig, model: str, key: str) -> Any:
 
 
 def output_cap(cfg: DictConfig, pc: Any, role: str, suite: str, model: str, notes: set[str]) -> int:
-    """As the pool client resolves it: the protocol's cap for (role, suite), else the model's max_tokens,
-    else pool.sampling.max_tokens."""
-    cap_for = getattr(pc, "max_tokens_for", None)
-    if cap_for is not None:
-        cap = cap_for(role, suite)
-    else:   # older ProtocolConfig: one cap for every role
-        cap = pc.max_tokens if not isinstance(pc.max_tokens, Mapping) else None
+    """As a run resolves it: the protocol's cap for (role, suite) (ProtocolConfig.max_tokens_for), else the
+    model's own (trinity.pool.providers.model_max_tokens: its max_tokens, else pool.sampling.max_tokens)."""
+    from trinity.pool.providers import model_max_tokens
+
+    cap = pc.max_tokens_for(role, suite)
     if cap is None:
-        cap = model_setting(cfg, model, "max_tokens")
-    if cap is None:
-        cap = section(cfg.pool.get("sampling"), Sampling, "pool.sampling").max_tokens
+        cap = model_max_tokens(model, cfg.pool.models.get(model), cfg.pool)
     if cap is None:
         notes.add(f"no output cap for some calls (e.g. {model} as {role}): assumed {UNCAPPED_TOKENS} tokens")
         return UNCAPPED_TOKENS

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
@@ -100,6 +101,53 @@ def review_messages(cfg: ProtocolConfig, role: str, query: str, answer: str | No
     return [{"role": "system", "content": cfg.system_prompt(role)}, {"role": "user", "content": user}]
 
 
+# ------------------------------------------------------------------------- the turn rules, written once
+# run_episode plays them on real replies; trinity.plan takes their exact expectation over assumed outcome
+# probabilities. Only what a reply does to the episode is here; prompts and parsing are above and in parsing.py.
+
+# What a successful reply of each role can do to the episode (the names trinity.plan assigns probabilities to).
+REPLY_OUTCOMES: dict[str, tuple[str, ...]] = {
+    "worker": ("answer",),                                  # sets the current answer (and appends its thought)
+    "thinker": ("advise_worker", "advise_verifier", "no_advice"),   # sets (or not) the next turn's role
+    "verifier": ("accept", "reject"),                       # ACCEPT ends the episode; anything else does not
+}
+
+
+@dataclass(frozen=True)
+class TurnState:
+    """What the rules read before a turn: how many Worker answers so far, and the role a Thinker set for this
+    turn (None: the router's role stands)."""
+    answers: int = 0
+    advised: str | None = None
+
+    def role(self, router_role: str) -> str:
+        """This turn's role: a Thinker's advice overrides the router's role (never its agent)."""
+        return self.advised or router_role
+
+    def end_before_call(self, role: str) -> str | None:
+        """The end reason when this turn ends the episode without a call: a Verifier before any answer."""
+        return "verifier_before_answer" if role == "verifier" and not self.answers else None
+
+    def after_failed_call(self) -> "TurnState":
+        """A failed call changes nothing but uses up the advice it carried."""
+        return TurnState(self.answers)
+
+    def after_reply(self, role: str, outcome: str) -> tuple["TurnState", str | None]:
+        """(the next turn's state, the end reason when this reply ends the episode) for one of
+        REPLY_OUTCOMES[role]."""
+        if outcome not in REPLY_OUTCOMES[role]:
+            raise ValueError(f"a {role} reply has no outcome {outcome!r}; expected one of {REPLY_OUTCOMES[role]}")
+        if role == "worker":
+            return TurnState(self.answers + 1), None
+        if role == "thinker":
+            return TurnState(self.answers, {"advise_worker": "worker", "advise_verifier": "verifier"}.get(outcome)), None
+        return TurnState(self.answers), ("accept" if outcome == "accept" else None)
+
+
+def thinker_outcome(advice: ThinkerAdvice | None) -> str:
+    return "no_advice" if advice is None else f"advise_{advice.role}"
+
+
 def _record_call(turn: Turn, result: CallResult, keep_reply: bool) -> None:
     turn.prompt_tokens = result.prompt_tokens
     turn.completion_tokens = result.completion_tokens
@@ -156,27 +204,29 @@ async def run_episode(
     shared = SharedMessage(item.prompt, cfg.collaboration_instructions, cfg.thought_format)
     answer: str | None = None
     advice: ThinkerAdvice | None = None  # set by a Thinker turn, used up by the next turn
+    state = TurnState()
     failed_calls = 0
 
     for index in range(cfg.max_turns):
         agent_index, router_role = _check_choice(*await router.choose(shared.text, index, rng), agents)
-        role = advice.role if advice is not None else router_role
+        role = state.role(router_role)
         suggestion = advice.suggestion if advice is not None and role == "worker" else None
         turn = Turn(
             index=index,
             agent=agents[agent_index],
             agent_index=agent_index,
             role=role,
-            role_from_thinker=advice is not None,
+            role_from_thinker=state.advised is not None,
             router_role=router_role,
             sample_index=sample_index_for(item.uid, episode_id.repeat, index),
         )
         advice = None
         trace.turns.append(turn)
 
-        if role == "verifier" and answer is None:
+        end = state.end_before_call(role)
+        if end is not None:
             turn.called = False
-            trace.end_reason = "verifier_before_answer"
+            trace.end_reason = end
             return trace
 
         if role == "worker":
@@ -191,6 +241,7 @@ async def run_episode(
 
         if not result.ok:
             failed_calls += 1
+            state = state.after_failed_call()
             if result.budget_exhausted:
                 trace.final_answer = answer
                 trace.end_reason = "budget"
@@ -202,13 +253,17 @@ async def run_episode(
             thought = worker_thought(result.text)
             if thought:
                 shared.append(thought)
+            outcome = "answer"
         elif role == "thinker":
             advice = parse_thinker(result.text)
             turn.suggested_role = advice.role if advice is not None else None
+            outcome = thinker_outcome(advice)
         else:
             turn.verdict = parse_verdict(result.text)
-            if turn.verdict == ACCEPT:
-                return await _score(trace, item, answer, "accept", grader)
+            outcome = "accept" if turn.verdict == ACCEPT else "reject"
+        state, end = state.after_reply(role, outcome)
+        if end is not None:
+            return await _score(trace, item, answer, end, grader)
 
     if answer is None:
         trace.end_reason = "pool_failure" if failed_calls else "turn_limit"

@@ -115,6 +115,16 @@ def _plain(value: Any) -> dict:
     return dict(value)
 
 
+def model_max_tokens(name: str, model_cfg: Mapping[str, Any] | None, pool_cfg: Mapping[str, Any]) -> int | None:
+    """A model's output cap where the protocol sets none for the turn: pool.models.<name>.max_tokens, else
+    pool.sampling.max_tokens (None: uncapped). The client sends it; `trinity plan` counts with it."""
+    m = section(model_cfg, PoolModel, f"pool.models.{name}")
+    if m.max_tokens is not None:
+        return int(m.max_tokens)
+    sampling = section(_opt(pool_cfg, "sampling"), Sampling, "pool.sampling")
+    return int(sampling.max_tokens) if sampling.max_tokens is not None else None
+
+
 def resolve_endpoint(name: str, model_cfg: Mapping[str, Any], pool_cfg: Mapping[str, Any]) -> ModelEndpoint:
     """One `pool.models.<name>` entry -> ModelEndpoint. Reads the API key from the environment now, so a
     missing key stops the run before any work (MissingApiKeyError names the variable)."""
@@ -139,7 +149,7 @@ def resolve_endpoint(name: str, model_cfg: Mapping[str, Any], pool_cfg: Mapping[
     if key_env and not api_key and (provider.key_required or m.api_key_env):
         raise MissingApiKeyError(name, key_env)
 
-    max_tokens = m.max_tokens if m.max_tokens is not None else sampling.max_tokens
+    max_tokens = model_max_tokens(name, model_cfg, pool_cfg)
     return ModelEndpoint(
         name=name,
         model_id=str(m.model_id),

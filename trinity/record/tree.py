@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 from trinity.episodes.parsing import ACCEPT, ThinkerAdvice, parse_thinker, parse_verdict, worker_thought
-from trinity.episodes.protocol import SharedMessage, review_messages, worker_messages
+from trinity.episodes.protocol import SharedMessage, TurnState, review_messages, thinker_outcome, worker_messages
 from trinity.episodes.protocol_config import ProtocolConfig
 from trinity.pool.cache import canonical_digest
 from trinity.contracts import ROLES
@@ -85,6 +85,7 @@ class _State:
     answer: str | None
     advice: ThinkerAdvice | None
     path: tuple[tuple[str, str, int], ...] = ()
+    rules: TurnState = TurnState()     # what the protocol's turn rules read (answers so far, advised role)
 
 
 @dataclass
@@ -148,31 +149,33 @@ async def expand_item(item: TaskItem, cfg: ProtocolConfig, settings: TreeSetting
         node = Node(path=path, turn=state.turn, model=model, role=role, sample=sample, request_hash=rhash,
                     reply=reply)
         nodes.append(node)
-        nxt = _State(state.turn + 1, state.shared, state.answer, None, path)
-        if reply.ok:
-            if role == "worker":
-                node.grade = await graded(reply.text)
-                shared = state.shared
-                thought = worker_thought(reply.text)
-                if thought:
-                    shared = copy.copy(shared)
-                    shared.append(thought)
-                nxt = _State(state.turn + 1, shared, reply.text, None, path)
-            elif role == "thinker":
-                advice = parse_thinker(reply.text)
-                node.suggested_role = advice.role if advice is not None else None
-                nxt = _State(state.turn + 1, state.shared, state.answer, advice, path)
-            else:
-                node.verdict = parse_verdict(reply.text)
-                if node.verdict == ACCEPT:
-                    return
-        await expand(nxt)
+        if not reply.ok:
+            await expand(_State(state.turn + 1, state.shared, state.answer, None, path, state.rules.after_failed_call()))
+            return
+        shared, answer, advice = state.shared, state.answer, None
+        if role == "worker":
+            node.grade = await graded(reply.text)
+            thought = worker_thought(reply.text)
+            if thought:
+                shared = copy.copy(shared)
+                shared.append(thought)
+            answer, outcome = reply.text, "answer"
+        elif role == "thinker":
+            advice = parse_thinker(reply.text)
+            node.suggested_role = advice.role if advice is not None else None
+            outcome = thinker_outcome(advice)
+        else:
+            node.verdict = parse_verdict(reply.text)
+            outcome = "accept" if node.verdict == ACCEPT else "reject"
+        rules, end = state.rules.after_reply(role, outcome)
+        if end is None:
+            await expand(_State(state.turn + 1, shared, answer, advice, path, rules))
 
     async def expand(state: _State) -> None:
         if state.turn >= settings.max_turns:
             return
         todo = [one_call(state, m, r) for m, r in actions(settings, state.advice)
-                if not (r == "verifier" and state.answer is None)]
+                if state.rules.end_before_call(r) is None]
         await asyncio.gather(*todo)
 
     shared = SharedMessage(item.prompt, cfg.collaboration_instructions, cfg.thought_format)
