@@ -685,9 +685,12 @@ def resolve_popsize(cfg: DictConfig, n_agents: int, notes: set[str]) -> int:
 
 def part_usage(part: Part, a: Assumptions, fraction: float, notes: set[str]) -> Usage:
     total = Usage()
+    tokens: dict[tuple[int, str], SuiteTokens] = {}   # a part's jobs share their config: its tokens per suite once
     for job in part.jobs:
-        tk = suite_tokens(job.cfg, job.suite, [str(m) for m in job.cfg.pool.models], notes)
-        total.add(episode_usage(job.route, tk, a, fraction), job.episodes)
+        key = (id(job.cfg), job.suite.name)
+        if key not in tokens:
+            tokens[key] = suite_tokens(job.cfg, job.suite, [str(m) for m in job.cfg.pool.models], notes)
+        total.add(episode_usage(job.route, tokens[key], a, fraction), job.episodes)
     return total
 
 

@@ -38,12 +38,11 @@ from trinity.coordinator.features.content_cache import FeatureCache
 from trinity.coordinator.features.engine import FeatureEngine, FeatureRequest
 from trinity.coordinator.features.length_buckets import resolve_max_padding
 from trinity.coordinator.features.request_queue import FeatureService
-from trinity.coordinator.head import RoutingHead, check_roles
+from trinity.coordinator.head import RoutingHead, check_roles, configured_roles
 from trinity.coordinator.layout import ParamLayout
 from trinity.coordinator.prompt import PromptRenderer
 from trinity.coordinator.saved import check_metadata, load_saved, save_params, saved_feature_norm
 from trinity.coordinator.svf import SVFAdapter
-from trinity.errors import ConfigError
 from trinity.coordinator.router import CoordinatorRouter
 
 log = logging.getLogger(__name__)
@@ -52,15 +51,6 @@ log = logging.getLogger(__name__)
 def coordinator_section(cfg: Any) -> CoordinatorConfig:
     """`cfg.coordinator` as its checked schema (absent keys: the schema's defaults)."""
     return section(cfg.coordinator, CoordinatorConfig, "coordinator")
-
-
-def configured_roles(cfg: Any) -> tuple[str, ...]:
-    """`coordinator.roles` (default: all of ROLES) in ROLES order."""
-    roles = coordinator_section(cfg).roles
-    try:
-        return check_roles(None if roles is None else list(roles))
-    except ValueError as e:
-        raise ConfigError(f"config key 'coordinator.roles': {e}") from None
 
 
 class Coordinator:

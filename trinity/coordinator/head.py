@@ -47,6 +47,18 @@ def check_roles(roles: Sequence[str] | None) -> tuple[str, ...]:
     return tuple(r for r in ROLES if r in roles)
 
 
+def configured_roles(cfg) -> tuple[str, ...]:
+    """`coordinator.roles` of a whole config (default: all of ROLES) in ROLES order."""
+    from trinity.config_schema import group
+    from trinity.errors import ConfigError
+
+    roles = group(cfg, "coordinator").roles
+    try:
+        return check_roles(None if roles is None else list(roles))
+    except ValueError as e:
+        raise ConfigError(f"config key 'coordinator.roles': {e}") from None
+
+
 @dataclass(frozen=True)
 class Decision:
     """One routing decision as the head made it: the feature it read and the (agent, role) it drew.

@@ -36,7 +36,7 @@ from trinity.coordinator.saved import coordinator_file
 from trinity.pipeline.rollouts import replay_misses, stop_on_replay_misses
 from trinity.pipeline.ablation_folders import ablation_names, ablations_root
 from trinity.pipeline.workspace import timings_dir
-from trinity.coordinator.coordinator import configured_roles
+from trinity.coordinator.head import configured_roles
 from trinity.pipeline.rollouts import RolloutContext, config_key
 from trinity.progress import Listener, Progress
 from trinity.config_schema.eval import EvalConfig

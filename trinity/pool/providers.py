@@ -117,12 +117,15 @@ def _plain(value: Any) -> dict:
 
 def model_max_tokens(name: str, model_cfg: Mapping[str, Any] | None, pool_cfg: Mapping[str, Any]) -> int | None:
     """A model's output cap where the protocol sets none for the turn: pool.models.<name>.max_tokens, else
-    pool.sampling.max_tokens (None: uncapped). The client sends it; `trinity plan` counts with it."""
-    m = section(model_cfg, PoolModel, f"pool.models.{name}")
-    if m.max_tokens is not None:
-        return int(m.max_tokens)
-    sampling = section(_opt(pool_cfg, "sampling"), Sampling, "pool.sampling")
-    return int(sampling.max_tokens) if sampling.max_tokens is not None else None
+    pool.sampling.max_tokens, else the schema's default for it (None: uncapped). The client sends it;
+    `trinity plan` counts with it (thousands of times per plan: plain reads, the types were checked when the
+    config was composed and again by resolve_endpoint)."""
+    own = _opt(model_cfg, "max_tokens")
+    if own is not None:
+        return int(own)
+    sampling = _opt(pool_cfg, "sampling")
+    cap = sampling.get("max_tokens") if sampling is not None and "max_tokens" in sampling else Sampling().max_tokens
+    return int(cap) if cap is not None else None
 
 
 def resolve_endpoint(name: str, model_cfg: Mapping[str, Any], pool_cfg: Mapping[str, Any]) -> ModelEndpoint:
