@@ -144,8 +144,24 @@ class TurnState:
         return TurnState(self.answers), ("accept" if outcome == "accept" else None)
 
 
-def thinker_outcome(advice: ThinkerAdvice | None) -> str:
-    return "no_advice" if advice is None else f"advise_{advice.role}"
+@dataclass(frozen=True)
+class ReplyReading:
+    """What a successful reply of a role says: its outcome (one of REPLY_OUTCOMES[role]) and what it carries."""
+    outcome: str
+    thought: str | None = None             # a Worker's thought for the shared message (None: none to append)
+    advice: ThinkerAdvice | None = None    # a Thinker's valid advice
+    verdict: str | None = None             # a Verifier's verdict
+
+
+def read_reply(role: str, text: str) -> ReplyReading:
+    """Parse a successful reply of `role` (run_episode and the recording tree read replies only through this)."""
+    if role == "worker":
+        return ReplyReading("answer", thought=worker_thought(text) or None)
+    if role == "thinker":
+        advice = parse_thinker(text)
+        return ReplyReading("no_advice" if advice is None else f"advise_{advice.role}", advice=advice)
+    verdict = parse_verdict(text)
+    return ReplyReading("accept" if verdict == ACCEPT else "reject", verdict=verdict)
 
 
 def _record_call(turn: Turn, result: CallResult, keep_reply: bool) -> None:
@@ -248,20 +264,17 @@ async def run_episode(
                 return trace
             continue
 
+        reading = read_reply(role, result.text)
         if role == "worker":
             answer = result.text
-            thought = worker_thought(result.text)
-            if thought:
-                shared.append(thought)
-            outcome = "answer"
+            if reading.thought:
+                shared.append(reading.thought)
         elif role == "thinker":
-            advice = parse_thinker(result.text)
+            advice = reading.advice
             turn.suggested_role = advice.role if advice is not None else None
-            outcome = thinker_outcome(advice)
         else:
-            turn.verdict = parse_verdict(result.text)
-            outcome = "accept" if turn.verdict == ACCEPT else "reject"
-        state, end = state.after_reply(role, outcome)
+            turn.verdict = reading.verdict
+        state, end = state.after_reply(role, reading.outcome)
         if end is not None:
             return await _score(trace, item, answer, end, grader)
 

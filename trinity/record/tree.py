@@ -24,8 +24,8 @@ import copy
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
-from trinity.episodes.parsing import ACCEPT, ThinkerAdvice, parse_thinker, parse_verdict, worker_thought
-from trinity.episodes.protocol import SharedMessage, TurnState, review_messages, thinker_outcome, worker_messages
+from trinity.episodes.parsing import ThinkerAdvice
+from trinity.episodes.protocol import SharedMessage, TurnState, read_reply, review_messages, worker_messages
 from trinity.episodes.protocol_config import ProtocolConfig
 from trinity.pool.cache import canonical_digest
 from trinity.contracts import ROLES
@@ -152,24 +152,21 @@ async def expand_item(item: TaskItem, cfg: ProtocolConfig, settings: TreeSetting
         if not reply.ok:
             await expand(_State(state.turn + 1, state.shared, state.answer, None, path, state.rules.after_failed_call()))
             return
-        shared, answer, advice = state.shared, state.answer, None
+        reading = read_reply(role, reply.text)
+        shared, answer = state.shared, state.answer
         if role == "worker":
             node.grade = await graded(reply.text)
-            thought = worker_thought(reply.text)
-            if thought:
+            if reading.thought:
                 shared = copy.copy(shared)
-                shared.append(thought)
-            answer, outcome = reply.text, "answer"
+                shared.append(reading.thought)
+            answer = reply.text
         elif role == "thinker":
-            advice = parse_thinker(reply.text)
-            node.suggested_role = advice.role if advice is not None else None
-            outcome = thinker_outcome(advice)
+            node.suggested_role = reading.advice.role if reading.advice is not None else None
         else:
-            node.verdict = parse_verdict(reply.text)
-            outcome = "accept" if node.verdict == ACCEPT else "reject"
-        rules, end = state.rules.after_reply(role, outcome)
+            node.verdict = reading.verdict
+        rules, end = state.rules.after_reply(role, reading.outcome)
         if end is None:
-            await expand(_State(state.turn + 1, shared, answer, advice, path, rules))
+            await expand(_State(state.turn + 1, shared, answer, reading.advice, path, rules))
 
     async def expand(state: _State) -> None:
         if state.turn >= settings.max_turns:
