@@ -89,8 +89,8 @@ test: setup ## run the whole test suite (includes the real local-model tests mar
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=15 $(PYTEST_ARGS); rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$rc
 
-test-fast: setup ## run the tests that need no local model, one pytest worker per core (pytest-xdist, a file per worker)
-	$(BIN)/python -m pytest -m "not slow" -n auto --dist loadfile $(PYTEST_ARGS); rc=$$?; [ $$rc -eq 5 ] && exit 1; exit $$rc
+test-fast: setup ## the edit loop: every test but those marked slow (local models) or integration (real processes end to end), one pytest worker per core
+	$(BIN)/python -m pytest -m "not slow and not integration" -n auto --dist loadfile $(PYTEST_ARGS); rc=$$?; [ $$rc -eq 5 ] && exit 1; exit $$rc
 
 pool-up: setup ## start the local pool's llama.cpp servers (one per model, loopback)
 	$(BIN)/trinity pool up

@@ -16,10 +16,14 @@ SHARED_PREFECT_SERVER = ("tests/test_deployments.py", "tests/test_retrain_deploy
 
 
 def pytest_collection_modifyitems(config, items):
-    """The files with tests marked slow (real services, the longest ones) run first, so that under pytest-xdist
-    the workers do not end with one of them running alone. The order within a file is kept."""
-    slow_files = {item.path for item in items if item.get_closest_marker("slow") is not None}
-    items.sort(key=lambda item: item.path not in slow_files)
+    """The files with tests marked slow (real local models, the longest ones) run first, then those with tests
+    marked integration (real processes end to end), so that under pytest-xdist the workers do not end with one
+    of them running alone. The order within a file is kept (the sort is stable)."""
+    rank: dict = {}
+    for item in items:
+        mark = 0 if item.get_closest_marker("slow") else 1 if item.get_closest_marker("integration") else 2
+        rank[item.path] = min(rank.get(item.path, 2), mark)
+    items.sort(key=lambda item: rank[item.path])
 
 
 def pytest_xdist_make_scheduler(config, log):

@@ -21,6 +21,7 @@ DEFAULT_VARIANTS = ["random_search", "reinforce", "no_thinker", "no_roles", "las
 
 
 # ---------------------------------------------------------------------- configuration
+@pytest.mark.integration
 def test_default_variants_are_the_papers_ablations_at_the_main_budget():
     assert not config.compose(["experiment=local_live"]).ablations.enabled   # the live pool cannot afford them
     recorded = config.compose()   # the embedded default (a recording) trains them, all but two:
@@ -128,6 +129,7 @@ def scripted(tmp_path, monkeypatch):
     RolloutContext.close_all()
 
 
+@pytest.mark.integration
 def test_ablate_stage_end_to_end_and_resume(scripted):
     from trinity.coordinator.coordinator import Coordinator
     from trinity.coordinator.saved import CoordinatorMismatchError
@@ -196,6 +198,7 @@ def test_ablate_stage_end_to_end_and_resume(scripted):
     assert len(svf_meta["svf_matrices"]) == 7 and svf_meta["num_params"] > (3 + 3) * 32
 
 
+@pytest.mark.integration
 def test_last_token_variant_never_reads_the_default_position_states(scripted):
     from trinity.pipeline import ablate_stage
     from trinity.pipeline.rollouts import RolloutContext

@@ -21,6 +21,9 @@ REPO = Path(__file__).resolve().parents[1]
 OUTPUTS = ("reports/report.md", "data/eval/results.parquet", "metrics/eval.json", "data/evolve/coordinator/x")
 
 
+pytestmark = pytest.mark.integration   # real processes and services: make test, not test-fast
+
+
 @pytest.fixture(scope="module")
 def project(tmp_path_factory):
     """A project folder after a pipeline run: dvc.yaml, the evaluate stage's outputs, a prepared suite and

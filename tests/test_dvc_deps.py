@@ -249,6 +249,7 @@ def _stale(repo: Path, stages: tuple[str, ...]) -> set[str]:
     return {name.split(":")[-1] for name in json.loads(_dvc(repo, "status", "--json", *stages) or "{}")}
 
 
+@pytest.mark.integration
 def test_an_edit_reruns_only_the_stages_whose_code_imports_it(tmp_path):
     """A committed prepare and cache_states stay up to date in `dvc status` after an edit to the evolution
     loop (which neither imports), and both go stale after an edit to the task suites (which both import)."""

@@ -19,10 +19,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
+
+
+pytestmark = pytest.mark.integration   # real processes and services: make test, not test-fast
 
 
 def _entries(stage: dict, key: str) -> list[tuple[str, dict]]:

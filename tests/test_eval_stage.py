@@ -103,6 +103,7 @@ def stage(tmp_path, monkeypatch):
         ctx.loop.stop()
 
 
+@pytest.mark.integration
 def test_every_method_ablations_skips_report_and_resume(stage, tmp_path):
     cfg, pool, contexts = stage
     save(tmp_path / "runs/coordinator/coordinator.safetensors", GOOD, 0)

@@ -22,6 +22,9 @@ FIXTURE = Path(__file__).with_name("evolve_fixture.py")
 GENERATIONS = 6
 
 
+pytestmark = pytest.mark.integration   # real processes and services: make test, not test-fast
+
+
 def _start(out_dir: Path, markers: Path) -> subprocess.Popen:
     markers.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}

@@ -291,6 +291,7 @@ def simulated(tmp_path, monkeypatch):
     RolloutContext.close_all()
 
 
+@pytest.mark.integration
 def test_frontier_stage_end_to_end_and_a_rerun_makes_no_pool_call(simulated):
     from trinity.pipeline import ablate_stage, evaluate_stage, evolve_stage, frontier_stage
     from trinity.pipeline.rollouts import RolloutContext
@@ -340,6 +341,7 @@ def test_frontier_stage_end_to_end_and_a_rerun_makes_no_pool_call(simulated):
     assert report.index("## Which head to serve") > report.index("## Held-out test split")
 
 
+@pytest.mark.integration
 def test_plan_counts_the_frontier_and_the_cli_takes_a_frontier():
     from trinity.cli import build_parser
     from trinity.plan import build_plan

@@ -4,6 +4,8 @@ equivalent rewrites of GSM8K / MATH500 reference answers."""
 import importlib.util
 from pathlib import Path
 
+import pytest
+
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "grader_agreement.py"
 
 
@@ -14,6 +16,7 @@ def _module():
     return module
 
 
+@pytest.mark.integration
 def test_grader_agreement_subset(capsys):
     report = _module().main(["--limit", "8", "--workers", "2"])
     line = capsys.readouterr().out.strip()

@@ -27,6 +27,7 @@ def test_pathological_answer_is_cut_off(answer):
     assert answers_equivalent("\\frac{\\pi}{3}", "\\pi/3")   # and the grader still works afterwards
 
 
+@pytest.mark.integration
 def test_worker_stuck_in_c_code_is_killed_and_replaced():
     pool = WorkerPool(1)
     try:
@@ -76,6 +77,7 @@ CASES = [("\\dfrac{1}{2}", "0.5", 1.0), ("2\\sqrt{3}", "\\sqrt{12}", 1.0), ("\\s
 STUCK = [(PATHOLOGICAL[0], "1", 0.0), (PATHOLOGICAL[2], "2", 0.0)]
 
 
+@pytest.mark.integration
 def test_concurrent_grading_from_event_loop_threads_gets_every_verdict_right():
     """Graders run as asyncio.to_thread calls; a timed-out neighbour must not cost anyone their verdict."""
     suite = get_suite("math500")

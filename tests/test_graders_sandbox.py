@@ -19,6 +19,7 @@ def test_plain_program_passes_and_failures_fail():
     assert not run_python("def f(:\n  pass", limits=FAST).ok
 
 
+@pytest.mark.integration
 def test_infinite_loop_is_killed():
     start = time.monotonic()
     result = run_python("while True:\n    pass", limits=FAST)
@@ -26,6 +27,7 @@ def test_infinite_loop_is_killed():
     assert time.monotonic() - start < FAST.wall_s + 5
 
 
+@pytest.mark.integration
 def test_fork_bomb_is_contained():
     start = time.monotonic()
     result = run_python("import os\nwhile True:\n    os.fork()", limits=FAST)
@@ -86,6 +88,7 @@ def test_isolation_mode_reported():
     assert isolation_mode() in ("bwrap", "namespaces", "rlimits+audit")
 
 
+@pytest.mark.integration
 def test_fallback_without_namespaces_still_contains(tmp_path, monkeypatch):
     monkeypatch.setenv("TRINITY_SANDBOX_NO_NAMESPACES", "1")
     isolation_mode.cache_clear()

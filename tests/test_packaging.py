@@ -10,7 +10,12 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
+
+
+pytestmark = pytest.mark.integration   # real processes and services: make test, not test-fast
 
 
 def test_wheel_ships_conf_and_composes_without_the_checkout(tmp_path):

@@ -300,6 +300,7 @@ def _trinity() -> list[str]:
     return [str(exe)] if exe.exists() else [sys.executable, "-m", "trinity.cli"]
 
 
+@pytest.mark.integration
 def test_cli_json_has_the_stages():
     out = subprocess.run(_trinity() + ["plan", "experiment=local_small", "--json"], cwd=REPO, capture_output=True,
                          text=True, timeout=120)
@@ -310,6 +311,7 @@ def test_cli_json_has_the_stages():
     assert plan["total"]["episodes"] == sum(s["totals"]["episodes"] for s in plan["stages"])
 
 
+@pytest.mark.integration
 def test_cli_config_errors_read_as_for_the_other_subcommands():
     plan = subprocess.run(_trinity() + ["plan", "experiment=local_small", "evolve.nosuch=1"], cwd=REPO,
                           capture_output=True, text=True, timeout=120)
@@ -319,6 +321,7 @@ def test_cli_config_errors_read_as_for_the_other_subcommands():
     assert plan.stderr == config.stderr and "evolve.nosuch" in plan.stderr
 
 
+@pytest.mark.integration
 def test_cli_needs_no_api_keys(monkeypatch):
     from trinity.cli import main
 

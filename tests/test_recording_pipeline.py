@@ -15,6 +15,9 @@ from recording_support import make_recording
 from trinity.pipeline.rollouts import RolloutContext
 
 
+pytestmark = pytest.mark.integration   # real processes and services: make test, not test-fast
+
+
 @pytest.fixture(scope="module")
 def recorded_cfg(tmp_path_factory, tiny_backbone_overrides):
     tmp = tmp_path_factory.mktemp("recpipe")

@@ -11,11 +11,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from trinity.cli import main
 from trinity.models.store import Registry
 from trinity.models.tracking import track
 
 BIN = Path(sys.executable).parent
+
+
+pytestmark = pytest.mark.integration   # real processes and services: make test, not test-fast
 
 
 def _git(repo: Path, *args: str) -> str:

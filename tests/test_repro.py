@@ -46,6 +46,7 @@ def test_repro_command_uses_this_environments_dvc():
     assert Path(cmd[0]).name == "dvc"
 
 
+@pytest.mark.integration
 def test_stage_commands_run_this_interpreter(tmp_path):
     """A stage whose cmd says `python` gets the interpreter running trinity, even with another first on PATH."""
     decoy = tmp_path / "decoy"

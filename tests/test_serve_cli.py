@@ -53,6 +53,7 @@ def assert_nothing_started(setup) -> None:
     (lambda p: p[:-1], "it was trained on {n1} models, this config has {n}"),
     (lambda p: p[:-1] + ["retired-model"], "[retired-model] is not in this config's pool"),
 ])
+@pytest.mark.integration
 def test_a_coordinator_trained_on_another_pool_is_refused_before_anything_starts(setup, change, expected):
     trained = change(list(setup["pool"]))
     done = trinity_serve(setup, saved_for(setup["tmp"], trained))
@@ -65,6 +66,7 @@ def test_a_coordinator_trained_on_another_pool_is_refused_before_anything_starts
     assert_nothing_started(setup)
 
 
+@pytest.mark.integration
 def test_a_taken_serve_port_is_refused_naming_it_before_the_pool_starts(setup):
     coordinator = saved_for(setup["tmp"], setup["pool"])
     with socket.socket() as busy:
@@ -79,6 +81,7 @@ def test_a_taken_serve_port_is_refused_naming_it_before_the_pool_starts(setup):
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.integration
 def test_the_pool_is_checked_before_the_port(setup):
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", setup["serve_port"]))
@@ -87,6 +90,7 @@ def test_the_pool_is_checked_before_the_port(setup):
     assert done.returncode == 2 and "the order differs" in done.stderr and "already in use" not in done.stderr
 
 
+@pytest.mark.integration
 def test_a_missing_coordinator_is_refused_before_anything_starts(setup):
     done = trinity_serve(setup, setup["tmp"] / "nowhere")
     assert done.returncode == 2 and "no saved coordinator at" in done.stderr

@@ -24,6 +24,9 @@ FAST, SLOW = "weak", "generalist"
 SLOTS, QUEUE = 2, 4
 
 
+pytestmark = pytest.mark.integration   # real processes and services: make test, not test-fast
+
+
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     return prepare_served(tmp_path_factory.mktemp("serve-process"))

@@ -18,6 +18,9 @@ from trinity.models.store import Registry, RegistryError
 from trinity.serve.server import ServerThread, build_app
 
 
+pytestmark = pytest.mark.integration   # real processes and services: make test, not test-fast
+
+
 @pytest.fixture(autouse=True)
 def _no_token(monkeypatch):
     monkeypatch.delenv("TRINITY_SERVE_TOKEN", raising=False)

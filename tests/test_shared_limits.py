@@ -101,6 +101,7 @@ def dask_cluster(tmp_path):
             log.close()
 
 
+@pytest.mark.integration
 def test_budget_concurrency_and_rate_hold_across_dask_workers(dask_cluster, tmp_path):
     from distributed import Client
 
@@ -151,6 +152,7 @@ def test_budget_concurrency_and_rate_hold_across_dask_workers(dask_cluster, tmp_
     assert totals["budget"]["calls"] == stub.count, totals["budget"]
 
 
+@pytest.mark.integration
 def test_replay_misses_on_dask_workers_reach_the_driver(dask_cluster, tmp_path):
     """Under replay_only with an empty response cache every request misses; the misses happen on the
     workers, and the driver's count (what a stage stops on) must include them: before, the driver read only

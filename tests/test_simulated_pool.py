@@ -193,6 +193,7 @@ def test_requests_it_cannot_place_are_refused_never_answered(prepared, tmp_path)
         asyncio.run(sim.complete({**_worker_body(cfg, "math-specialist", item, 0), "simulated": sent}))
 
 
+@pytest.mark.integration
 def test_pool_up_status_chat_down_over_http(prepared, tmp_path):
     cfg = _cfg(prepared, tmp_path)
     pool = LocalPool(cfg.pool, progress=lambda *_: None)
@@ -302,6 +303,7 @@ def test_calibrate_recovers_the_profile_it_measures(prepared, tmp_path):
     assert [m.name for m in models] == agents
 
 
+@pytest.mark.integration
 def test_the_calibrate_command_measures_a_pool_and_writes_a_profile_that_composes(prepared, tmp_path):
     """`trinity pool calibrate` through the real CLI, against the simulated pool (so no local model is
     needed): it starts the pool's server, measures, writes the profile, and refuses to overwrite it."""

@@ -10,6 +10,7 @@ import threading
 import time
 
 import numpy as np
+import pytest
 import torch
 from coordinator_support import tiny_backbone
 
@@ -35,6 +36,7 @@ def _files(path) -> tuple[bytes, bytes]:
     return path.read_bytes(), path.with_suffix(".json").read_bytes()
 
 
+@pytest.mark.integration
 def test_states_are_bit_identical_under_other_concurrency_load_and_history(tmp_path, monkeypatch):
     items = _items(60)
     monkeypatch.setattr(state_files, "STATE_SLICE", 16)   # several slices, the last one short

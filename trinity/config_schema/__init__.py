@@ -13,8 +13,10 @@ The composed config itself is left as written (params.yaml and DVC's parameter h
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import difflib
+import json
 import re
 from collections.abc import Mapping
 from enum import Enum
@@ -105,10 +107,32 @@ def _typed(node: Any, schema: type[T], key: str) -> T:
     try:
         # a sub-node's interpolations (${paths.cache}/pool) resolve against its own root, before the merge
         node = OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else _plain(node)
+        memo = _memo_key(schema, key, node)
+        if memo is not None and memo in _CONFORMED:
+            return copy.deepcopy(_CONFORMED[memo])
         merged = OmegaConf.merge(OmegaConf.structured(schema), node)
-        return OmegaConf.to_object(merged)  # type: ignore[return-value]
+        typed = OmegaConf.to_object(merged)
     except OmegaConfBaseException as e:
         raise ConfigError(_message(e, key)) from None
+    if memo is not None:
+        if len(_CONFORMED) >= _CONFORMED_MAX:
+            _CONFORMED.pop(next(iter(_CONFORMED)))
+        _CONFORMED[memo] = copy.deepcopy(typed)
+    return typed  # type: ignore[return-value]
+
+
+# The schema merge costs about 0.1 s per config and a run (or a test session) conforms the same configs
+# many times (validate, then each part's group): a typed result is kept per (schema, key, plain content)
+# and handed out as a copy, so a caller that changes its copy changes nothing else.
+_CONFORMED: dict[tuple[Any, str, str], Any] = {}
+_CONFORMED_MAX = 256
+
+
+def _memo_key(schema: type, key: str, node: Any) -> tuple[Any, str, str] | None:
+    try:
+        return schema, key, json.dumps(node, sort_keys=True)
+    except (TypeError, ValueError):   # keys of mixed types, values JSON cannot write: not memoised
+        return None
 
 
 def _plain(value: Any) -> Any:
