@@ -124,6 +124,12 @@ class TurnState:
         """This turn's role: a Thinker's advice overrides the router's role (never its agent)."""
         return self.advised or router_role
 
+    def picks(self, agents: Sequence[Any], roles: Sequence[str]) -> list[tuple[Any, str]]:
+        """The distinct (agent, role played) pairs of this turn, agent-major, when the router may pick any of
+        `agents` in any of `roles`: with a Thinker's advice every pick plays the advised role."""
+        played = list(dict.fromkeys(self.role(r) for r in roles))
+        return [(agent, role) for agent in agents for role in played]
+
     def end_before_call(self, role: str) -> str | None:
         """The end reason when this turn ends the episode without a call: a Verifier before any answer."""
         return "verifier_before_answer" if role == "verifier" and not self.answers else None

@@ -27,8 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from trinity.episodes.parsing import ACCEPT, parse_thinker, parse_verdict, worker_thought
-from trinity.episodes.protocol import SharedMessage
+from trinity.episodes.protocol import SharedMessage, TurnState, read_reply
 from trinity.episodes.protocol_config import ProtocolConfig
 from trinity.record.tree import messages_for
 from trinity.contracts import ROLES
@@ -103,14 +102,13 @@ def compile_items(items: Sequence[TaskItem], cfg: ProtocolConfig, agents: Sequen
     for item in items:
         states: list[State] = []
 
-        def visit(turn: int, shared: SharedMessage, answer: str | None, grade: float, advice) -> int:
-            state = State(turn, transcript_id(shared.text), advice.role if advice is not None else None)
+        def visit(turn: int, shared: SharedMessage, answer: str | None, grade: float, advice,
+                  rules: TurnState) -> int:
+            state = State(turn, transcript_id(shared.text), rules.advised)
             states.append(state)
             sid = len(states) - 1
-            pairs = [(a, advice.role) for a in range(len(agents))] if advice is not None else \
-                [(a, r) for a in range(len(agents)) for r in roles]
-            for a, role in pairs:
-                if role == "verifier" and answer is None:
+            for a, role in rules.picks(range(len(agents)), roles):
+                if rules.end_before_call(role):
                     state.actions[(a, role)] = [Outcome(1.0, -1, 0.0, 0.0, 0.0)]
                     continue
                 messages = messages_for(cfg, item, shared, answer, advice, role)
@@ -120,33 +118,37 @@ def compile_items(items: Sequence[TaskItem], cfg: ProtocolConfig, agents: Sequen
                     if rec is None:
                         raise IncompleteRecording(f"item {item.uid}: no recorded reply for {agents[a]} as {role} at "
                                                   f"turn {turn} (sample {s})")
-                    outs.append(_outcome(rec, 1.0 / samples, turn, shared, answer, grade, role, visit))
+                    outs.append(_outcome(rec, 1.0 / samples, turn, shared, answer, grade, role, rules, visit))
                 state.actions[(a, role)] = outs
             return sid
 
-        def _outcome(rec: Recorded, w: float, turn: int, shared, answer, grade, role, visit_fn) -> Outcome:
+        def _outcome(rec: Recorded, w: float, turn: int, shared, answer, grade, role, rules: TurnState,
+                     visit_fn) -> Outcome:
+            """What one recorded reply leads to, by the protocol's reader and rules (read_reply, TurnState)."""
             nxt_shared, nxt_answer, nxt_grade, nxt_advice = shared, answer, grade, None
-            if rec.ok:
+            if not rec.ok:
+                after = rules.after_failed_call()
+            else:
+                reading = read_reply(role, rec.text)
+                after, end = rules.after_reply(role, reading.outcome)
                 if role == "worker":
                     if rec.grade is None:
                         raise IncompleteRecording(f"item {item.uid}: a recorded Worker answer has no grade")
                     nxt_answer, nxt_grade = rec.text, float(rec.grade)
-                    thought = worker_thought(rec.text)
-                    if thought:
+                    if reading.thought:
                         nxt_shared = copy.copy(shared)
-                        nxt_shared.append(thought)
-                elif role == "thinker":
-                    nxt_advice = parse_thinker(rec.text)
-                elif parse_verdict(rec.text) == ACCEPT:
+                        nxt_shared.append(reading.thought)
+                nxt_advice = reading.advice
+                if end is not None:   # the Verifier accepted: the current answer is graded
                     return Outcome(w, -1, grade if answer is not None else 0.0, rec.price_usd, rec.tokens, grade)
             held = nxt_grade if nxt_answer is not None else 0.0
             if turn + 1 >= cfg.max_turns:
                 return Outcome(w, -1, held, rec.price_usd, rec.tokens, held)
-            child = visit_fn(turn + 1, nxt_shared, nxt_answer, nxt_grade, nxt_advice)
+            child = visit_fn(turn + 1, nxt_shared, nxt_answer, nxt_grade, nxt_advice, after)
             return Outcome(w, child, 0.0, rec.price_usd, rec.tokens, held)
 
         shared = SharedMessage(item.prompt, cfg.collaboration_instructions, cfg.thought_format)
-        visit(0, shared, None, 0.0, None)
+        visit(0, shared, None, 0.0, None, TurnState())
         compiled.append(CompiledItem(item, states))
     return CompiledSet(compiled, transcripts, agents)
 

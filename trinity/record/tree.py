@@ -102,13 +102,6 @@ class TreeSettings:
             raise ValueError("max_turns and samples must be >= 1")
 
 
-def actions(settings: TreeSettings, advice: ThinkerAdvice | None) -> list[tuple[str, str]]:
-    """The distinct (model, effective role) pairs of a turn: a valid Thinker suggestion fixes the role."""
-    if advice is not None:
-        return [(m, advice.role) for m in settings.agents]
-    return [(m, r) for m in settings.agents for r in settings.roles]
-
-
 def messages_for(cfg: ProtocolConfig, item: TaskItem, state_shared: SharedMessage, answer: str | None,
                  advice: ThinkerAdvice | None, role: str) -> Messages:
     if role == "worker":
@@ -171,7 +164,7 @@ async def expand_item(item: TaskItem, cfg: ProtocolConfig, settings: TreeSetting
     async def expand(state: _State) -> None:
         if state.turn >= settings.max_turns:
             return
-        todo = [one_call(state, m, r) for m, r in actions(settings, state.advice)
+        todo = [one_call(state, m, r) for m, r in state.rules.picks(settings.agents, settings.roles)
                 if state.rules.end_before_call(r) is None]
         await asyncio.gather(*todo)
 
@@ -192,38 +185,33 @@ def _model_rank(settings: TreeSettings, model: str) -> int:
 def tree_size(settings: TreeSettings, *, thinker_valid: float = 0.0, accept: float = 0.5) -> dict[str, float]:
     """Expected calls per item of a full tree (no dedup across paths), from the protocol's branching:
     used by `trinity plan` before a recording starts. `thinker_valid`: share of Thinker replies with a
-    valid suggestion (a Worker next, with probability 1/2 each way); `accept`: P(Verifier accepts)."""
-    L, S = len(settings.agents), settings.samples
-    roles = settings.roles
-    memo: dict[tuple[int, bool, str], dict[str, float]] = {}
+    valid suggestion (a Worker next, with probability 1/2 each way); `accept`: P(Verifier accepts).
+    The branching is the protocol's own (TurnState): which role a turn plays, which turn makes no call,
+    what each reply leads to."""
+    S = settings.samples
+    outcomes = {"worker": {"answer": 1.0},
+                "thinker": {"no_advice": 1 - thinker_valid, "advise_worker": thinker_valid / 2,
+                            "advise_verifier": thinker_valid / 2},
+                "verifier": {"accept": accept, "reject": 1 - accept}}
+    memo: dict[tuple[int, TurnState], dict[str, float]] = {}
 
-    def calls(turn: int, answered: bool, forced: str) -> dict[str, float]:
-        # forced: "" (router picks), "worker" or "verifier" (a Thinker's suggestion)
-        key = (turn, answered, forced)
-        if key in memo:
-            return memo[key]
+    def calls(turn: int, state: TurnState) -> dict[str, float]:
+        if (turn, state) in memo:
+            return memo[(turn, state)]
         out = {r: 0.0 for r in ROLES}
-        if turn >= settings.max_turns:
-            memo[key] = out
-            return out
-        pairs = [(forced, L)] if forced else [(r, L) for r in roles]
-        for role, n in pairs:
-            if role == "verifier" and not answered:
-                continue
-            out[role] += n * S
-            children: list[tuple[float, dict[str, float]]] = []
-            if role == "worker":
-                children = [(1.0, calls(turn + 1, True, ""))]
-            elif role == "thinker":
-                children = [(1 - thinker_valid, calls(turn + 1, answered, "")),
-                            (thinker_valid / 2, calls(turn + 1, answered, "worker")),
-                            (thinker_valid / 2, calls(turn + 1, answered, "verifier"))]
-            else:
-                children = [(1 - accept, calls(turn + 1, answered, ""))]
-            for p, sub in children:
-                for r in ROLES:
-                    out[r] += n * S * p * sub[r]
-        memo[key] = out
+        if turn < settings.max_turns:
+            for _, role in state.picks(settings.agents, settings.roles):
+                if state.end_before_call(role):
+                    continue
+                out[role] += S
+                for outcome, p in outcomes[role].items():
+                    after, end = state.after_reply(role, outcome)
+                    if p == 0 or end is not None:
+                        continue
+                    sub = calls(turn + 1, after)
+                    for r in ROLES:
+                        out[r] += S * p * sub[r]
+        memo[(turn, state)] = out
         return out
 
-    return calls(0, False, "")
+    return calls(0, TurnState())

@@ -25,9 +25,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Collection
 
-from trinity.episodes.parsing import (ThinkerAdvice, extract_tag, parse_thinker, parse_verdict, strip_reasoning,
-                                      visible_answer)
-from trinity.episodes.protocol import ChatPool, run_episode
+from trinity.episodes.parsing import ThinkerAdvice, extract_tag, parse_thinker, strip_reasoning, visible_answer
+from trinity.episodes.protocol import ChatPool, TurnState, read_reply, run_episode
 from trinity.episodes.protocol_config import ProtocolConfig
 from trinity.episodes.trace import EpisodeId, Trace
 from trinity.pool.types import CallResult
@@ -44,7 +43,8 @@ TURN_FIELDS = ("index", "role", "agent", "router_role", "role_from_thinker", "ca
 
 class RequestPool:
     """The pool as one request sees it (a ChatPool). Also tells the router which role a Thinker has
-    forced on the next turn, by reading the Thinker's reply with the protocol's own parser."""
+    forced on the next turn, by reading the Thinker's reply with the protocol's own reader and rule
+    (read_reply, TurnState)."""
 
     def __init__(self, pool: ChatPool, protocol: ProtocolConfig, agents: list[str], policy, *,
                  max_cost_usd: float | None, on_call: Callable[[str, CallResult], Awaitable[None]] | None = None,
@@ -100,12 +100,12 @@ class RequestPool:
                 self.shown = (turn, visible) if visible else self.shown
                 self.idea = (turn, idea) if idea else self.idea
             if role == "thinker" and result.ok:
-                advice = parse_thinker(result.text)
-                if advice is not None and advice.role == "verifier" and self.answer_first and not self.answered:
-                    result = _suggesting_worker(result, advice)
-                    advice = parse_thinker(result.text)
+                reading = read_reply(role, result.text)
+                if reading.outcome == "advise_verifier" and self.answer_first and not self.answered:
+                    result = _suggesting_worker(result, reading.advice)
+                    reading = read_reply(role, result.text)
                     self.overridden.add(turn)
-                self.next_role = advice.role if advice is not None else None
+                self.next_role = TurnState().after_reply(role, reading.outcome)[0].advised   # the protocol's rule
         if self.on_call is not None:
             await self.on_call(role, result)
         return result
@@ -133,7 +133,7 @@ class EpisodeResult:
 
 def turn_event(index: int, role: str, result: CallResult) -> dict[str, Any]:
     return {"index": index, "role": role, "agent": result.model, "ok": result.ok, "error": result.error,
-            "verdict": parse_verdict(result.text) if role == "verifier" and result.ok else None,
+            "verdict": read_reply(role, result.text).verdict if role == "verifier" and result.ok else None,
             "prompt_tokens": result.prompt_tokens, "completion_tokens": result.completion_tokens,
             "latency_s": round(result.latency_s, 4), "cost_usd": result.cost_usd, "cached": result.cached}
 

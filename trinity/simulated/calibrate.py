@@ -22,8 +22,7 @@ from typing import Any, Callable
 import numpy as np
 import yaml
 
-from trinity.episodes.parsing import ACCEPT, parse_thinker, parse_verdict
-from trinity.episodes.protocol import SharedMessage, review_messages, sample_index_for, worker_messages
+from trinity.episodes.protocol import SharedMessage, read_reply, review_messages, sample_index_for, worker_messages
 from trinity.episodes.protocol_config import ProtocolConfig
 
 
@@ -68,7 +67,7 @@ async def measure(pool, agents: list[str], items: list, protocol_cfg: Any, grade
                             max_tokens=cfg.max_tokens_for("verifier", item.suite),
                             temperature=cfg.temperature)
         if r.ok:
-            out[agent].verdicts[correct].append(parse_verdict(r.text) == ACCEPT)
+            out[agent].verdicts[correct].append(read_reply("verifier", r.text).outcome == "accept")
             out[agent].verifier_tokens.append(r.completion_tokens)
 
     async def think(agent: str, item, answer: str):
@@ -77,10 +76,10 @@ async def measure(pool, agents: list[str], items: list, protocol_cfg: Any, grade
                             max_tokens=cfg.max_tokens_for("thinker", item.suite),
                             temperature=cfg.temperature)
         if r.ok:
-            advice = parse_thinker(r.text)
-            out[agent].thinker_valid.append(advice is not None)
-            if advice is not None:
-                out[agent].thinker_worker.append(advice.role == "worker")
+            outcome = read_reply("thinker", r.text).outcome
+            out[agent].thinker_valid.append(outcome != "no_advice")
+            if outcome != "no_advice":
+                out[agent].thinker_worker.append(outcome == "advise_worker")
             out[agent].thinker_tokens.append(r.completion_tokens)
 
     await asyncio.gather(*(verify(m, it, text, ok) for m in agents for it, text, ok in answers),
