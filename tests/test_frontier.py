@@ -344,7 +344,7 @@ def test_frontier_stage_end_to_end_and_a_rerun_makes_no_pool_call(simulated):
 @pytest.mark.integration
 def test_plan_counts_the_frontier_and_the_cli_takes_a_frontier():
     from trinity.cli import build_parser
-    from trinity.plan import build_plan
+    from trinity.plan.build import build_plan
 
     plan = build_plan(config.compose(["experiment=routing_benchmark", "evolve.cost_weights=[0,20]",
                                       "evolve.generations=2"]))

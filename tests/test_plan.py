@@ -23,8 +23,15 @@ from trinity.episodes.protocol import run_episode
 from trinity.episodes.protocol_config import ProtocolConfig
 from trinity.episodes.trace import EpisodeId
 from trinity.evolve.strategies import default_popsize
-from trinity.plan import (Assumptions, Route, SuiteInfo, Usage, balanced_counts, build_plan, cost_usd, episode_shape,
-                          episode_usage, render_table, resolve_popsize, suite_tokens, validations, wall_s)
+from trinity.pipeline.items import balanced_counts
+from trinity.pipeline.workload import Route, SuiteInfo, validations
+from trinity.plan.assumptions import Assumptions
+from trinity.plan.build import build_plan
+from trinity.plan.chain import episode_shape
+from trinity.plan.popsize import resolve_popsize
+from trinity.plan.render import render_table
+from trinity.plan.tokens import suite_tokens
+from trinity.plan.usage import Usage, cost_usd, episode_usage, wall_s
 from trinity.tasks.types import TaskItem
 
 REPO = Path(__file__).resolve().parents[1]

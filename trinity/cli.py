@@ -4,7 +4,7 @@
   trinity setup                       assemble and verify the local model files (idempotent)
   trinity config [overrides]          print the composed config (`make params` writes params.yaml with it)
   trinity plan [--json] [overrides]   what the config will cost before it runs: episodes, pool calls, tokens,
-                                      dollars and wall time per stage (estimates; trinity/plan.py says how)
+                                      dollars and wall time per stage (estimates; trinity/plan/ says how)
   trinity pool up|down|status         start / stop / inspect the local pool's servers (llama.cpp or simulated)
   trinity pool calibrate [--items N]  measure the configured pool; write a simulated profile that plays it
   trinity eval --coordinator PATH --suite NAME   evaluate a trained coordinator and the baselines
@@ -73,13 +73,16 @@ def _cmd_plan(args) -> int:
     import json
 
     from trinity import config
-    from trinity.plan import Assumptions, build_plan, render_table
+    from trinity.plan.assumptions import Assumptions
+    from trinity.plan.build import build_plan
+    from trinity.plan.render import render_table
 
     cfg = config.compose(args.overrides)   # no API keys needed: nothing is called
     assumptions = Assumptions.from_cfg(cfg, accept=args.accept, suggest_worker=args.suggest_worker,
                                        output_fraction=args.output_fraction)
     if args.record:
-        from trinity.plan import recording_plan, render_recording
+        from trinity.plan.recording import recording_plan
+        from trinity.plan.render import render_recording
 
         plan = recording_plan(cfg, assumptions, thinker_valid=args.thinker_valid)
         print(json.dumps(plan, indent=2) if args.json else render_recording(plan), end="\n" if args.json else "")

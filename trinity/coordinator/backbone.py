@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from trinity.coordinator.backbone_files import converted_dir
 from trinity.errors import TrinityError
 
 SOURCES = ("asset", "hub", "gguf")
@@ -100,7 +101,7 @@ def load_backbone(backbone_cfg: Any, model_cache: str | os.PathLike | None = Non
             raise BackboneError(f"coordinator.backbone.id: GGUF file {gguf} does not exist")
         stat = gguf.stat()
         tag = hashlib.sha256(f"{gguf.resolve()}|{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()[:12]
-        folder = converted_folder(gguf, _cache_path(model_cache) / "hf" / f"{gguf.stem}-{tag}")
+        folder = converted_folder(gguf, converted_dir(model_cache, f"{gguf.stem}-{tag}"))
         model, tokenizer = _from_folder(folder, dtype)
     elif source == "hub":
         model, tokenizer = _from_hub(model_id, revision, dtype)
@@ -119,7 +120,7 @@ def asset_folder(model_id: str, model_cache: str | os.PathLike | None = None) ->
     from trinity.setup.assets import model_path
 
     gguf = model_path(model_id, _cache_path(model_cache))
-    return converted_folder(gguf, _cache_path(model_cache) / "hf" / model_id)
+    return converted_folder(gguf, converted_dir(model_cache, model_id))
 
 
 def _cache_path(model_cache: str | os.PathLike | None) -> Path:

@@ -86,8 +86,7 @@ def eval_sets(cfg: DictConfig) -> dict[str, dict[str, list]]:
             sets["validation"].setdefault(it.suite, []).append(it)
     if "test" not in wanted:
         return sets
-    suites = list(cfg.eval.suites) if cfg.eval.get("suites") else list(cfg.tasks.train) + list(cfg.tasks.transfer)
-    for suite in suites:
+    for suite in item_sel.eval_suites(cfg):
         chosen = item_sel.sample(item_sel.load_split(cfg, [suite], "test"), n, int(cfg.seed), "eval", suite)
         if chosen:
             sets["test"][suite] = chosen

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from omegaconf import DictConfig
 
@@ -48,6 +48,29 @@ def balanced_sample(items: Sequence[TaskItem], n: int, seed: int, *names: object
             if queues[s] and len(out) < n:
                 out.append(queues[s].pop(0))
     return out
+
+
+def balanced_counts(n: int | None, available: Mapping[str, int]) -> dict[str, int]:
+    """How many items a balanced (round-robin) sample of n takes from each suite, n None = all: the counts of
+    `balanced_sample` before its seeded suite order decides which suites take the items that do not divide
+    evenly (here the first in name order), for `trinity plan`, which knows counts and not items."""
+    out = dict.fromkeys(available, 0)
+    left = sum(available.values()) if n is None else int(n)
+    active = sorted(s for s, k in available.items() if k > 0)
+    while left > 0 and active:
+        share, extra = divmod(left, len(active))
+        for i, s in enumerate(active):
+            take = min(available[s] - out[s], share + (1 if i < extra else 0))
+            out[s] += take
+            left -= take
+        active = [s for s in active if out[s] < available[s]]
+    return out
+
+
+def eval_suites(cfg: DictConfig) -> list[str]:
+    """The suites evaluation tests on: `eval.suites`, else every training and transfer suite."""
+    suites = cfg.eval.get("suites")
+    return [str(s) for s in suites] if suites else list(cfg.tasks.train) + list(cfg.tasks.transfer)
 
 
 TRAIN_ITEMS_MODES = tuple(m.value for m in TrainItems)

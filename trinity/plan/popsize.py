@@ -1,0 +1,49 @@
+"""The population size a run will use: evolve.popsize, or the strategy's default from the parameter count."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from omegaconf import DictConfig, OmegaConf
+
+from trinity.config_schema import group
+from trinity.contracts import ROLES
+
+ASSUMED_HIDDEN = 1024       # hidden size assumed for an unknown backbone (popsize only, through ln n)
+
+
+def backbone_arch(backbone: Any, model_cache: Any) -> dict[str, int] | None:
+    """The backbone's architecture as the coordinator part knows it (trinity.coordinator.backbone_files)."""
+    from trinity.coordinator.backbone_files import architecture
+
+    return architecture(backbone, model_cache)
+
+
+def _svf_rank(name: str, arch: Mapping[str, int]) -> int:
+    d = int(arch["hidden_size"])
+    heads = int(arch.get("num_attention_heads") or 1)
+    head_dim = int(arch.get("head_dim") or d // heads)
+    leaf = name.rsplit(".", 1)[-1]
+    if leaf == "q_proj" or leaf == "o_proj":
+        return min(d, heads * head_dim)
+    if leaf in ("k_proj", "v_proj"):
+        return min(d, int(arch.get("num_key_value_heads") or heads) * head_dim)
+    return d
+
+
+def resolve_popsize(cfg: DictConfig, n_agents: int, notes: set[str]) -> int:
+    """evolve.popsize, or ceil(4 + 3 ln n) as the strategy computes it from the parameter count."""
+    from trinity.evolve.strategies import default_popsize
+
+    if cfg.evolve.get("popsize") is not None:
+        return int(cfg.evolve.popsize)
+    arch = backbone_arch(cfg.coordinator.backbone, OmegaConf.select(cfg, "paths.model_cache"))
+    if arch is None:
+        arch = {"hidden_size": ASSUMED_HIDDEN}
+        notes.add(f"popsize: backbone {cfg.coordinator.backbone.id} unknown here; hidden size {ASSUMED_HIDDEN} assumed")
+    n = (n_agents + len(ROLES)) * int(arch["hidden_size"])
+    svf = group(cfg, "coordinator").svf
+    if svf.enabled:
+        n += sum(_svf_rank(str(m), arch) for m in svf.matrices)
+    return default_popsize(n)
+

@@ -1,0 +1,88 @@
+"""Tokens per call of one suite under one config: the protocol's prompts and templates at 4 characters per
+token, and each call's output cap as the run resolves it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from omegaconf import DictConfig
+
+from trinity.contracts import ROLES
+from trinity.pipeline.workload import SuiteInfo
+
+CHARS_PER_TOKEN = 4
+MESSAGE_OVERHEAD = 8        # chat-template tokens per message (role markers)
+UNCAPPED_TOKENS = 4096      # assumed output of a call that no config caps
+JUDGE_PROMPT_TOKENS = 300   # FastChat's judge instructions around the question and the answer
+
+
+def _tok(text: Any) -> float:
+    return len(str(text or "")) / CHARS_PER_TOKEN
+
+
+def _template_tok(template: str, *placeholders: str) -> float:
+    for p in placeholders:
+        template = template.replace(p, "")
+    return _tok(template)
+
+
+@dataclass(frozen=True)
+class SuiteTokens:
+    """The token figures of calls on one suite under one config."""
+    query: float
+    base: dict[str, float]             # role -> prompt tokens before any transcript
+    thought_overhead: float
+    suggestion_overhead: float
+    no_answer: float
+    proposal_overhead: float
+    caps: dict[tuple[str, str], int]   # (role, model) -> output cap
+    judge: tuple[str, int] | None      # (judge model, its output cap) when a judge grades the suite
+
+
+def suite_tokens(cfg: DictConfig, suite: SuiteInfo, agents: list[str], notes: set[str]) -> SuiteTokens:
+    from trinity.episodes.protocol_config import ProtocolConfig
+
+    pc = ProtocolConfig.from_cfg(cfg.protocol)
+    query = suite.prompt_chars / CHARS_PER_TOKEN
+    review = _template_tok(pc.review_format, "{query}", "{answer}") + query + 2 * MESSAGE_OVERHEAD
+    base = {"worker": _tok(pc.worker_system) + query + _tok(pc.collaboration_instructions) + 2 * MESSAGE_OVERHEAD,
+            "thinker": _tok(pc.thinker_system) + review, "verifier": _tok(pc.verifier_system) + review}
+    moa = (cfg.get("eval") or {}).get("moa") or {}   # read as written: an unset aggregator prompt counts 0 tokens
+    base["aggregator"] = (_tok(moa.get("aggregator_system")) + query + 2 * MESSAGE_OVERHEAD
+                          + _template_tok(str(moa.get("aggregator_format", "")), "{query}", "{proposals}"))
+    caps = {(role, m): output_cap(cfg, pc, role, suite.name, m, notes) for role in ROLES for m in agents}
+    return SuiteTokens(query, base, _template_tok(pc.thought_format, "{n}", "{text}"),
+                       _template_tok(pc.suggestion_format, "{suggestion}"), _tok(pc.no_answer_text),
+                       _template_tok(str(moa.get("proposal_format", "")), "{n}", "{text}") + 4,
+                       caps, _judge(cfg, suite.name))
+
+
+def model_setting(cfg: DictConfig, model: str, key: str) -> Any:
+    """pool.models.<model>.<key> or None (model names hold dots, so no dotted select)."""
+    settings = cfg.pool.models.get(model)
+    return settings.get(key) if settings is not None else None
+
+
+def output_cap(cfg: DictConfig, pc: Any, role: str, suite: str, model: str, notes: set[str]) -> int:
+    """As a run resolves it: the protocol's cap for (role, suite) (ProtocolConfig.max_tokens_for), else the
+    model's own (trinity.pool.providers.model_max_tokens: its max_tokens, else pool.sampling.max_tokens)."""
+    from trinity.pool.providers import model_max_tokens
+
+    cap = pc.max_tokens_for(role, suite)
+    if cap is None:
+        cap = model_max_tokens(model, cfg.pool.models.get(model), cfg.pool)
+    if cap is None:
+        notes.add(f"no output cap for some calls (e.g. {model} as {role}): assumed {UNCAPPED_TOKENS} tokens")
+        return UNCAPPED_TOKENS
+    return int(cap)
+
+
+def _judge(cfg: DictConfig, suite: str) -> tuple[str, int] | None:
+    from trinity.tasks.base import suite_options
+    from trinity.tasks.registry import suite_class
+
+    if getattr(suite_class(suite), "kind", None) != "judge":
+        return None
+    options = suite_options(cfg, suite)
+    return str(options.get("judge_model")), int(options.get("judge_max_tokens", 512))
