@@ -10,9 +10,10 @@ import signal
 import sys
 from typing import Callable, Iterator
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from trinity import config
+from trinity.config_schema import group
 from trinity.errors import TrinityError
 
 ENVIRONMENT_DEFAULTS = {
@@ -67,7 +68,7 @@ def run_outputs(cfg: DictConfig, stages: tuple[str, ...], label: str,
         return output_paths
     if deployment_run_id() is None:
         return None
-    folder = new_run_folder(OmegaConf.select(cfg, "paths.ad_hoc_runs", default="runs"), label)
+    folder = new_run_folder(group(cfg, "paths").ad_hoc_runs, label)
     mapping = stage_output_paths(cfg, stages, folder)
     prefect_logger().info("deployment run: writing to %s (DVC outputs untouched): %s", folder, mapping)
     try:
@@ -112,7 +113,7 @@ def task_runner(cfg: DictConfig):
         client_kwargs = {"set_as_default": True}
         if cfg.runner.dask_address:
             return ConnectedDaskTaskRunner(address=cfg.runner.dask_address, client_kwargs=client_kwargs)
-        return ConnectedDaskTaskRunner(cluster_kwargs={"n_workers": int(cfg.runner.get("dask_workers", 2)),
+        return ConnectedDaskTaskRunner(cluster_kwargs={"n_workers": group(cfg, "runner").dask_workers,
                                                        "threads_per_worker": 1, "processes": True},
                                        client_kwargs=client_kwargs)
     return ThreadPoolTaskRunner(max_workers=int(cfg.runner.max_workers))

@@ -175,21 +175,60 @@ def test_the_floors_are_the_documented_ones():
 
 
 CONFIG_FLOOR = ("config_schema", "config", "config_reference")
-# a config value read with a default of the reader's own: OmegaConf.select(cfg, "k", default=...) or
-# cfg.<group>.get("k", default); outside the config floor such reads use `group(cfg, name)` or `section`
-_OWN_DEFAULT = (re.compile(r"OmegaConf\.select\([^)]*default\s*="),
-                re.compile(r"\b(cfg|pool_cfg|ev|variant|live)(\.[a-z_]+)*\.get\(\s*[\"'][^\"']+[\"']\s*,"))
+# A config value read with a default of the reader's own, in any of four shapes:
+#   OmegaConf.select(cfg, "k", default=...)         cfg.<group>.get("k", default)
+#   OmegaConf.select(cfg, "k") or <fallback>         cfg.<group>.get("k") or <literal>
+# where the config is a name `cfg`, `mcfg` or `<something>_cfg`. Outside the config floor such reads use
+# `group(cfg, name)`, `section` or `setting`, so each default lives once, in the schema. (`or name`, a
+# fallback computed from another value, is not a default.)
+_CONFIG_NAMES = re.compile(r"^(m?cfg|[a-z_]+_cfg)$")
+
+
+def _root(node: ast.AST) -> str | None:
+    while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
+        node = node.func if isinstance(node, ast.Call) else node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _is_select(node: ast.AST) -> bool:
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "select"
+            and isinstance(node.func.value, ast.Name) and node.func.value.id == "OmegaConf")
+
+
+def _is_config_get(node: ast.AST) -> bool:
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
+            and bool(_CONFIG_NAMES.match(_root(node.func.value) or "")))
+
+
+def _is_fallback(node: ast.AST) -> bool:
+    """A literal (number, string, list, dict, ...) or a Path(...) built on the spot."""
+    if isinstance(node, (ast.Constant, ast.List, ast.Dict, ast.Tuple, ast.Set)):
+        return True
+    if isinstance(node, ast.BinOp):
+        return _is_fallback(node.left) or _is_fallback(node.right)
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "Path"
 
 
 def own_defaults(text: str) -> list[str]:
-    return [line.strip() for line in text.splitlines() if any(p.search(line) for p in _OWN_DEFAULT)]
+    hits = []
+    for node in ast.walk(ast.parse(text)):
+        if _is_select(node) and any(k.arg == "default" for k in node.keywords):
+            hits.append(ast.unparse(node))
+        elif _is_config_get(node) and len(node.args) == 2:
+            hits.append(ast.unparse(node))
+        elif isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or):
+            first, rest = node.values[0], node.values[1:]
+            if (_is_select(first) or _is_config_get(first)) and any(_is_fallback(v) for v in rest):
+                hits.append(ast.unparse(node))
+    return hits
 
 
 def test_config_defaults_live_only_in_the_schema():
-    found = {str(path.relative_to(ROOT)): hits for module, path in MODULES.items()
-             if part_of(module) not in CONFIG_FLOOR and (hits := own_defaults(path.read_text()))}
+    paths = [path for module, path in MODULES.items() if part_of(module) not in CONFIG_FLOOR]
+    paths += sorted((ROOT / "flows").glob("*.py"))
+    found = {str(path.relative_to(ROOT)): hits for path in paths if (hits := own_defaults(path.read_text()))}
     assert not found, ("config read with a default of its own outside the config floor (use "
-                       f"trinity.config_schema.group(cfg, name) or section(...)): {found}")
+                       f"trinity.config_schema.group(cfg, name), section(...) or setting(...)): {found}")
 
 
 def test_the_default_finder_finds_both_shapes():
@@ -197,3 +236,8 @@ def test_the_default_finder_finds_both_shapes():
     assert own_defaults('n = int(cfg.evolve.get("repeats", 1))')
     assert not own_defaults('x = group(cfg, "evolve").warm_start')
     assert not own_defaults('r = manifest.get("runs", [])')
+    assert own_defaults('p = Path(OmegaConf.select(cfg, "paths.frontier") or Path(cfg.paths.data) / "frontier")')
+    assert own_defaults('w = int(cfg.runner.get("dask_workers") or 2)')
+    assert own_defaults('c = model_cfg.get("max_tokens", 512)')
+    assert not own_defaults('i = str(model_cfg.get("model_id") or name)')
+    assert not own_defaults('v = OmegaConf.select(cfg, "eval.moa")')

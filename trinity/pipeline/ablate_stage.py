@@ -37,7 +37,7 @@ Evolve = Callable[..., dict]
 
 
 def ablations_dir(cfg: DictConfig) -> Path:
-    return Path(OmegaConf.select(cfg, "paths.ablations") or Path(cfg.paths.data) / "ablations")
+    return Path(group(cfg, "paths").ablations)
 
 
 def variants(cfg: DictConfig) -> dict[str, tuple[dict[str, Any], DictConfig]]:

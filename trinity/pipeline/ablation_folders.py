@@ -7,12 +7,13 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
+from trinity.config_schema import group
 from trinity.eval.methods import MethodSkipped
 
 
 def ablations_root(cfg: DictConfig) -> Path:
     """paths.ablations: one sub-folder per trained variant."""
-    return Path(cfg.paths.get("ablations") or "data/ablations")
+    return Path(group(cfg, "paths").ablations)
 
 
 def ablation_names(cfg: DictConfig) -> list[str]:

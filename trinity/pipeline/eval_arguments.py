@@ -141,7 +141,7 @@ def prepare_request(cfg: DictConfig, *, coordinator: str, suites: Sequence[str],
     models = list(cfg.pool.models.keys())
     file = check_coordinator(coordinator, models)
     frontier_folder = check_frontier(frontier, models) if frontier is not None else None
-    check_suites(suites or list(OmegaConf.select(cfg, "eval.suites") or []), Path(cfg.paths.prepared))
+    check_suites(suites or list(group(cfg, "eval").suites or []), Path(cfg.paths.prepared))
     # methods the user named must run; the config's default list keeps the stage's skip list
     check_methods(cfg, methods or list(cfg.eval.methods), models, strict=bool(methods))
     if output is not None:

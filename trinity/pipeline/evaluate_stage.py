@@ -412,7 +412,7 @@ def not_run(cfg: DictConfig) -> list[str]:
     """What this configuration leaves out and how to run it: the ablations, and baselines not listed."""
     lines = []
     if not group(cfg, "ablations").enabled:
-        variants = ", ".join(f"`{v}`" for v in cfg.ablations.get("variants") or [])
+        variants = ", ".join(f"`{v}`" for v in group(cfg, "ablations").variants or [])
         lines.append(f"The paper's ablations ({variants}) were not trained: `ablations.enabled=false` here. "
                      "Train them with `make run OVERRIDES='ablations.enabled=true'`, or see them on the "
                      "routing benchmark: `make run EXPERIMENT=routing_benchmark OVERRIDES='ablations.enabled=true'`.")

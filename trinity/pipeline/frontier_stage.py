@@ -86,7 +86,7 @@ def variants(cfg: DictConfig) -> dict[str, tuple[dict[str, Any], DictConfig]]:
 
 
 def frontier_dir(cfg: DictConfig) -> Path:
-    return Path(OmegaConf.select(cfg, "paths.frontier") or Path(cfg.paths.data) / "frontier")
+    return Path(group(cfg, "paths").frontier)
 
 
 def routing_mode(cfg: DictConfig) -> str:

@@ -28,7 +28,7 @@ def build_plan(cfg: DictConfig, assumptions: Assumptions | None = None) -> dict[
     ctx = WorkloadContext(agents, infos, popsize, notes)
     stages = {name: workload(cfg, ctx) for name, workload in WORKLOADS.items()}
     out_stages = [_stage_json(name, parts, cfg, a, notes) for name, parts in stages.items() if parts]
-    return {"pool": str(cfg.pool.get("name") or ""), "models": agents, "max_turns": int(cfg.protocol.max_turns),
+    return {"pool": group(cfg, "pool").name, "models": agents, "max_turns": int(cfg.protocol.max_turns),
             "popsize": popsize, "assumptions": {**a.__dict__, "routing": "x0 (uniform) for every coordinator"},
             "suites": {s: {**i.counts, "prompt_tokens": round(i.prompt_chars / CHARS_PER_TOKEN), "source": i.source}
                        for s, i in infos.items()},

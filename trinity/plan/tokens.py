@@ -8,6 +8,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from trinity.config_schema import group
 from trinity.contracts import ROLES
 from trinity.pipeline.workload import SuiteInfo
 
@@ -48,13 +49,13 @@ def suite_tokens(cfg: DictConfig, suite: SuiteInfo, agents: list[str], notes: se
     review = _template_tok(pc.review_format, "{query}", "{answer}") + query + 2 * MESSAGE_OVERHEAD
     base = {"worker": _tok(pc.worker_system) + query + _tok(pc.collaboration_instructions) + 2 * MESSAGE_OVERHEAD,
             "thinker": _tok(pc.thinker_system) + review, "verifier": _tok(pc.verifier_system) + review}
-    moa = (cfg.get("eval") or {}).get("moa") or {}   # read as written: an unset aggregator prompt counts 0 tokens
-    base["aggregator"] = (_tok(moa.get("aggregator_system")) + query + 2 * MESSAGE_OVERHEAD
-                          + _template_tok(str(moa.get("aggregator_format", "")), "{query}", "{proposals}"))
+    moa = group(cfg, "eval").moa
+    base["aggregator"] = (_tok(moa.aggregator_system) + query + 2 * MESSAGE_OVERHEAD
+                          + _template_tok(moa.aggregator_format, "{query}", "{proposals}"))
     caps = {(role, m): output_cap(cfg, pc, role, suite.name, m, notes) for role in ROLES for m in agents}
     return SuiteTokens(query, base, _template_tok(pc.thought_format, "{n}", "{text}"),
                        _template_tok(pc.suggestion_format, "{suggestion}"), _tok(pc.no_answer_text),
-                       _template_tok(str(moa.get("proposal_format", "")), "{n}", "{text}") + 4,
+                       _template_tok(moa.proposal_format, "{n}", "{text}") + 4,
                        caps, _judge(cfg, suite.name))
 
 
@@ -79,10 +80,10 @@ def output_cap(cfg: DictConfig, pc: Any, role: str, suite: str, model: str, note
 
 
 def _judge(cfg: DictConfig, suite: str) -> tuple[str, int] | None:
-    from trinity.tasks.base import suite_options
-    from trinity.tasks.registry import suite_class
+    """(judge model, its output cap) as the suite's grader will call it, for a suite a judge grades."""
+    from trinity.tasks.registry import get_suite, suite_class
 
     if getattr(suite_class(suite), "kind", None) != "judge":
         return None
-    options = suite_options(cfg, suite)
-    return str(options.get("judge_model")), int(options.get("judge_max_tokens", 512))
+    model, cap = get_suite(suite, cfg).judge_call()
+    return str(model), cap

@@ -99,8 +99,9 @@ class ModelEndpoint:
         return (prompt_tokens * self.price_in_per_mtok + completion_tokens * self.price_out_per_mtok) / 1e6
 
 
-def _opt(cfg: Mapping[str, Any], key: str, default: Any = None) -> Any:
-    value = cfg.get(key, default) if cfg is not None else default
+def _opt(node: Mapping[str, Any] | None, key: str, default: Any = None) -> Any:
+    """One key of a config mapping read plainly, `default` (the schema's, passed by the caller) when absent or null."""
+    value = node.get(key) if node is not None else None
     return default if value is None else value
 
 

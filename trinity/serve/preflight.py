@@ -15,6 +15,7 @@ import socket
 from pathlib import Path
 from typing import Any, Sequence
 
+from trinity.config_schema import group
 from trinity.coordinator.saved import CoordinatorMismatchError, saved_pool_models
 from trinity.errors import ConfigError
 
@@ -58,7 +59,7 @@ def check_saved_pool(cfg: Any, coordinator_path: str | os.PathLike) -> None:
     if difference is not None:
         raise CoordinatorMismatchError(
             f"the coordinator at {path} was trained on pool {_listed(trained)}; this config's pool "
-            f"(pool={cfg.pool.get('name') or '?'}) is {_listed(configured)}: {difference}. Serve it with the pool it "
+            f"(pool={group(cfg, 'pool').name}) is {_listed(configured)}: {difference}. Serve it with the pool it "
             f"was trained on; nothing was started")
 
 

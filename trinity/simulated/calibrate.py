@@ -22,6 +22,8 @@ from typing import Any, Callable
 import numpy as np
 import yaml
 
+from trinity.config_schema import section
+from trinity.config_schema.pool import PoolModel
 from trinity.episodes.protocol import SharedMessage, read_reply, review_messages, sample_index_for, worker_messages
 from trinity.episodes.protocol_config import ProtocolConfig
 
@@ -96,11 +98,11 @@ def profile_yaml(measured: dict[str, Measured], pool_cfg: Any, *, name: str = "c
         aw, n_aw = _rate(m.verdicts[False])
         valid, n_valid = _rate(m.thinker_valid)
         sw, n_sw = _rate(m.thinker_worker)
-        cfg = pool_cfg.models[agent]
+        prices = section(pool_cfg.models[agent], PoolModel, f"pool.models.{agent}")
         models[agent] = {
             "model_id": f"sim-{name}-{agent}",
-            "price_in_per_mtok": float(cfg.get("price_in_per_mtok") or 0.0),
-            "price_out_per_mtok": float(cfg.get("price_out_per_mtok") or 0.0),
+            "price_in_per_mtok": float(prices.price_in_per_mtok or 0.0),
+            "price_out_per_mtok": float(prices.price_out_per_mtok or 0.0),
             "simulated": {
                 "worker": {"default": round(float(np.mean([x for v in m.worker.values() for x in v])), 4)
                            if m.worker else 0.0, **worker},

@@ -113,7 +113,7 @@ def parse_model(name: str, model_cfg: Mapping[str, Any]) -> SimulatedModel:
 
 def parse_profile(pool_cfg: Mapping[str, Any]) -> list[SimulatedModel]:
     """Every model of a simulated pool, in head order."""
-    models = pool_cfg.get("models") or {}
+    models = pool_cfg.get("models")
     if not models:
         raise ConfigError("config key 'pool.models' must list the simulated models")
     return [parse_model(str(name), models[name]) for name in models]

@@ -8,17 +8,18 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
+from trinity.config_schema import group
 from trinity.contracts import ROLES
 from trinity.simulated.oracle import profile_references
 from trinity.simulated.profile import parse_profile
 
 
 def is_simulated(cfg: Any) -> bool:
-    return str(cfg.pool.get("provider") or "") == "simulated"
+    return group(cfg, "pool").provider == "simulated"
 
 
 def label(cfg: Any) -> str:
-    return f"SIMULATED POOL (profile '{cfg.pool.get('profile') or '?'}')"
+    return f"SIMULATED POOL (profile '{group(cfg, 'pool').profile or '?'}')"
 
 
 def references(cfg: Any, suites: Sequence[str], weights: Mapping[str, float] | None = None) -> dict | None:
@@ -28,7 +29,7 @@ def references(cfg: Any, suites: Sequence[str], weights: Mapping[str, float] | N
     roles = cfg.coordinator.get("roles") if cfg.get("coordinator") is not None else None
     refs = profile_references(parse_profile(cfg.pool), list(suites), int(cfg.protocol.max_turns),
                               roles=list(roles) if roles else ROLES, weights=dict(weights or {}))
-    refs["profile"] = str(cfg.pool.get("profile") or "?")
+    refs["profile"] = str(group(cfg, "pool").profile or "?")
     return refs
 
 

@@ -43,6 +43,14 @@ class TaskSuite(ABC):
     def __init__(self, options: Mapping[str, Any] | None = None):
         self.options = dict(options or {})
 
+    def judge_call(self) -> tuple[str | None, int]:
+        """For a suite a judge grades (kind "judge"): (the judge model or None, its output cap), from the options
+        `judge_model` and `judge_max_tokens` (default 512). The grader calls the judge with these; `trinity plan`
+        counts the judge's calls with them."""
+        model = self.options.get("judge_model")
+        cap = self.options.get("judge_max_tokens")
+        return (str(model) if model else None), int(cap) if cap is not None else 512
+
     # -- data
     def load_rows(self) -> list[dict[str, Any]]:
         local = self.options.get("local_file")
@@ -140,5 +148,7 @@ def suite_options(cfg: Any, name: str) -> dict[str, Any]:
         judge = next(iter(cfg.pool.models.keys()))
     if judge:
         options.setdefault("judge_model", str(judge))
-    options.setdefault("seed", int(cfg.get("seed") or 0))
+    from trinity.config_schema import setting
+
+    options.setdefault("seed", int(setting(cfg, "seed")))
     return options

@@ -82,10 +82,9 @@ class MTBench(TaskSuite):
     async def grade_detail(self, item: TaskItem, reply: str, *, judge=None) -> Grade:
         if judge is None:
             return Grade(0.0, reply, "mtbench needs a judge (an object with async chat(model, messages))")
-        model = self.options.get("judge_model")
+        model, max_tokens = self.judge_call()
         if not model:
             return Grade(0.0, reply, "mtbench: no judge model; set tasks.judge_model or give the pool a model")
         system, user = self.judge_messages(item, reply)
-        verdict = await judge_score(judge, str(model), system, user,
-                                    max_tokens=int(self.options.get("judge_max_tokens", 512)))
+        verdict = await judge_score(judge, model, system, user, max_tokens=max_tokens)
         return Grade(verdict.score, reply, verdict.error, repeatable=verdict.error is None)
