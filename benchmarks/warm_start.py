@@ -81,7 +81,7 @@ def main() -> None:
         if drop:
             cfg.pool.models = {k: v for k, v in cfg.pool.models.items() if k != drop}
         cfg.evolve.warm_start = warm
-        from trinity.evolve.checkpoint import config_fingerprint
+        from trinity.pipeline.evolution_inputs import config_fingerprint
 
         # a folder per configuration: a finished run with the same settings is reused, never mixed with another
         key = config_fingerprint(cfg, 0) + ("" if warm is None else "-warm")

@@ -158,14 +158,14 @@ def save_coordinator(path: Path, params: np.ndarray, meta: dict[str, Any]) -> No
 
 
 def run(out_dir: Path, cfg: DictConfig, *, sleep: float = 0.0, marker_dir: Path | None = None, **kw: Any):
-    from trinity.evolve.loop import run_evolution
+    from trinity.pipeline.evolution_inputs import run_evolution_from_config
 
     problem = ToyProblem(cfg, sleep=sleep, marker_dir=marker_dir)
     kw.setdefault("describe_mean", problem.describe_mean)
     kw.setdefault("evaluate_population", problem.evaluate_population)
-    return run_evolution(cfg, n_params=problem.n_params,
-                         evaluate_mean=problem.evaluate_mean, save_coordinator=save_coordinator,
-                         out_dir=out_dir, **kw)
+    return run_evolution_from_config(cfg, n_params=problem.n_params,
+                                     evaluate_mean=problem.evaluate_mean, save_coordinator=save_coordinator,
+                                     out_dir=out_dir, **kw)
 
 
 def main(argv: list[str] | None = None) -> int:

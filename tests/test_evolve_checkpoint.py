@@ -10,10 +10,10 @@ from omegaconf import OmegaConf
 
 from evolve_fixture import run, toy_cfg
 from trinity.errors import TrinityError
-from trinity.evolve.checkpoint import (MAGIC, capture_rng, config_fingerprint, load_checkpoint, restore_rng,
-                                       save_checkpoint)
+from trinity.evolve.checkpoint import MAGIC, capture_rng, load_checkpoint, restore_rng, save_checkpoint
 from trinity.evolve.errors import CheckpointError
 from trinity.evolve.upgrade import CHECKPOINT_VERSION
+from trinity.pipeline.evolution_inputs import config_fingerprint
 
 
 def test_round_trip_and_rng_state(tmp_path):
@@ -197,7 +197,7 @@ def test_a_checkpoint_with_the_rows_inside_is_upgraded_and_resumes(tmp_path):
     import shutil
 
     from evolve_fixture import ToyProblem, save_coordinator
-    from trinity.evolve.loop import run_evolution
+    from trinity.pipeline.evolution_inputs import run_evolution_from_config
 
     cfg = toy_cfg(generations=5, every=2, tmp=tmp_path / "ref")
     run(tmp_path / "ref" / "run", cfg)
@@ -211,7 +211,7 @@ def test_a_checkpoint_with_the_rows_inside_is_upgraded_and_resumes(tmp_path):
     out = tmp_path / "old" / "run"
     cfg_old = toy_cfg(generations=5, every=2, tmp=tmp_path / "old")
     with pytest.raises(KeyboardInterrupt):
-        run_evolution(cfg_old, n_params=problem.n_params, evaluate_population=stop_in_generation_3,
+        run_evolution_from_config(cfg_old, n_params=problem.n_params, evaluate_population=stop_in_generation_3,
                       evaluate_mean=problem.evaluate_mean, save_coordinator=save_coordinator, out_dir=out,
                       describe_mean=problem.describe_mean)
     payload = load_checkpoint(out / "checkpoint.pkl", _fingerprint(cfg))

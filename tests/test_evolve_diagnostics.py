@@ -18,7 +18,7 @@ from trinity.episodes.trace import EpisodeId, Trace, Turn
 from trinity.errors import ConfigError
 from trinity.evolve.diagnostics import ended_without_answer, routing_matrix, training_diagnostics
 from trinity.evolve.fitness import FitnessWeights, shaped_fitness
-from trinity.evolve.loop import run_evolution
+from trinity.pipeline.evolution_inputs import run_evolution_from_config
 from trinity.evolve.tables import GENERATIONS_SCHEMA, ROUTING_SCHEMA
 
 
@@ -46,7 +46,7 @@ class _Recorder:
         return self.problem.evaluate_mean(g, params, mode)
 
     def run(self, cfg, out: Path, **kw):
-        return run_evolution(cfg, n_params=self.problem.n_params, evaluate_population=self.evaluate_population,
+        return run_evolution_from_config(cfg, n_params=self.problem.n_params, evaluate_population=self.evaluate_population,
                              evaluate_mean=self.evaluate_mean, save_coordinator=save_coordinator, out_dir=out,
                              describe_mean=self.problem.describe_mean, **kw)
 
@@ -109,7 +109,7 @@ def test_a_run_that_never_beats_x0_keeps_x0_and_says_so(tmp_path, caplog):
 
     reports = []
     with caplog.at_level(logging.INFO, logger="trinity.evolve"):
-        result = run_evolution(cfg, n_params=problem.n_params, evaluate_population=problem.evaluate_population,
+        result = run_evolution_from_config(cfg, n_params=problem.n_params, evaluate_population=problem.evaluate_population,
                                evaluate_mean=worse_than_x0, save_coordinator=save_coordinator,
                                out_dir=tmp_path / "run", progress=reports.append)
     assert result.best_generation == -1 and result.best_validation_reward == 1.0 and result.beats_x0 is False
@@ -192,7 +192,7 @@ def test_generation_columns_on_hand_built_traces(tmp_path):
     cfg = toy_cfg(generations=2, popsize=2, every=1, tmp=tmp_path)
     problem = ToyProblem(cfg)
     reports = []
-    result = run_evolution(cfg, n_params=problem.n_params,
+    result = run_evolution_from_config(cfg, n_params=problem.n_params,
                            evaluate_population=lambda g, xs: [_hand_built(g, c) for c in range(len(xs))],
                            evaluate_mean=problem.evaluate_mean, save_coordinator=save_coordinator,
                            out_dir=tmp_path / "run", progress=reports.append)

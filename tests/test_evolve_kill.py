@@ -16,7 +16,8 @@ import polars as pl
 import pytest
 
 from evolve_fixture import run, toy_cfg
-from trinity.evolve.checkpoint import config_fingerprint, load_checkpoint
+from trinity.evolve.checkpoint import load_checkpoint
+from trinity.pipeline.evolution_inputs import config_fingerprint
 
 FIXTURE = Path(__file__).with_name("evolve_fixture.py")
 GENERATIONS = 6

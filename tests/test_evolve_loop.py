@@ -11,7 +11,7 @@ import pytest
 
 from evolve_fixture import AGENTS, ToyProblem, run, save_coordinator, toy_cfg
 from trinity.evolve.errors import BudgetExhausted
-from trinity.evolve.loop import run_evolution
+from trinity.pipeline.evolution_inputs import run_evolution_from_config
 from trinity.evolve.tables import EPISODES_SCHEMA, GENERATIONS_SCHEMA
 
 
@@ -74,7 +74,7 @@ def test_composed_config_runs(tmp_path):
     cfg = compose(["experiment=local_live", "evolve.generations=2", "evolve.sigma0=0.5", f"paths.metrics={tmp_path}/m",
                    f"paths.reports={tmp_path}/r"])
     problem = ToyProblem(toy_cfg())
-    result = run_evolution(cfg, n_params=problem.n_params, evaluate_population=problem.evaluate_population,
+    result = run_evolution_from_config(cfg, n_params=problem.n_params, evaluate_population=problem.evaluate_population,
                            evaluate_mean=problem.evaluate_mean, save_coordinator=save_coordinator,
                            out_dir=tmp_path / "run")
     assert result.generations_completed == 2 and (tmp_path / "m" / "evolve.json").exists()
@@ -112,7 +112,7 @@ def test_budget_stops_at_generation_boundary_and_resume_continues(tmp_path, how)
 
     problem = ToyProblem(cfg)
     budget = _Budget(problem, 3, how)
-    stopped = run_evolution(cfg, n_params=problem.n_params, evaluate_population=budget.evaluate_population,
+    stopped = run_evolution_from_config(cfg, n_params=problem.n_params, evaluate_population=budget.evaluate_population,
                             evaluate_mean=problem.evaluate_mean, save_coordinator=save_coordinator,
                             out_dir=tmp_path / "run")
     assert stopped.stop_reason == "budget" and stopped.generations_completed == 3 and stopped.stop_detail
@@ -133,7 +133,7 @@ def test_budget_before_any_validation_still_saves_a_coordinator(tmp_path, how):
     reference = run(tmp_path / "ref", cfg)
     problem = ToyProblem(cfg)
     budget = _Budget(problem, -1, how)  # spent while validating x0, before generation 0
-    result = run_evolution(cfg, n_params=problem.n_params, evaluate_population=budget.evaluate_population,
+    result = run_evolution_from_config(cfg, n_params=problem.n_params, evaluate_population=budget.evaluate_population,
                            evaluate_mean=budget.evaluate_mean, save_coordinator=save_coordinator,
                            out_dir=tmp_path / "run")
     assert result.stop_reason == "budget" and result.best_validation_reward is None
@@ -161,7 +161,7 @@ def test_early_stop_on_plateau(tmp_path):
             t.reward = 0.5
         return traces
 
-    result = run_evolution(cfg, n_params=problem.n_params, evaluate_population=problem.evaluate_population,
+    result = run_evolution_from_config(cfg, n_params=problem.n_params, evaluate_population=problem.evaluate_population,
                            evaluate_mean=flat_validation, save_coordinator=save_coordinator,
                            out_dir=tmp_path / "run")
     # x0 is the first best; validations of generations 0 and 1 only tie it: two without improvement
@@ -190,7 +190,7 @@ def test_validation_modes_run_together_when_offered_and_results_are_the_same(tmp
                 return {m: problem.evaluate_mean(g, params, m) for m in modes}
             evaluate_mean.all_modes = all_modes
         out = tmp_path / f"run-{together}"
-        run_evolution(cfg, n_params=problem.n_params, evaluate_population=problem.evaluate_population,
+        run_evolution_from_config(cfg, n_params=problem.n_params, evaluate_population=problem.evaluate_population,
                       evaluate_mean=evaluate_mean, save_coordinator=save_coordinator, out_dir=out,
                       describe_mean=problem.describe_mean)
         outs[together] = pl.read_parquet(out / "episodes.parquet").drop("latency_s", "pool_latency_s", strict=False)

@@ -16,7 +16,8 @@ from evolve_fixture import ToyProblem, run, toy_cfg
 from trinity.coordinator.head import Decision
 from trinity.errors import ConfigError
 from trinity.evolve.algorithms import ALGORITHMS, KINDS, make_algorithm
-from trinity.evolve.checkpoint import config_fingerprint, load_checkpoint
+from trinity.evolve.checkpoint import load_checkpoint
+from trinity.pipeline.evolution_inputs import config_fingerprint
 from trinity.evolve.on_policy import EpisodeBatch, EpisodeRecord
 from trinity.evolve.strategies import default_popsize
 

@@ -96,7 +96,7 @@ def test_budget_table_rows_follow_the_choice_rule():
 
 # ---------------------------------------------------------------------- configuration
 def test_cost_weights_keys_are_checked_named_and_leave_the_main_run_key_alone():
-    from trinity.evolve.checkpoint import config_fingerprint
+    from trinity.pipeline.evolution_inputs import config_fingerprint
     from trinity.pipeline import frontier_stage
 
     base = config.compose(["experiment=routing_benchmark"])

@@ -169,13 +169,13 @@ def _loop_cfg(tmp, generations: int):
 
 
 def test_loop_runs_reinforce_on_recorded_decisions_and_resumes_identically(tmp_path):
-    from trinity.evolve.loop import run_evolution
+    from trinity.pipeline.evolution_inputs import run_evolution_from_config
 
     n = (N_AGENTS + 3) * D
 
     def go(out, stop_at=None):
         env = ScriptedOnPolicy(stop_at)
-        result = run_evolution(_loop_cfg(tmp_path, 6), n_params=n, evaluate_population=env.evaluate_population,
+        result = run_evolution_from_config(_loop_cfg(tmp_path, 6), n_params=n, evaluate_population=env.evaluate_population,
                                evaluate_mean=env.evaluate_mean, save_coordinator=save_coordinator, out_dir=out)
         return result, env
 

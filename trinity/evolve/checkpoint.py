@@ -19,42 +19,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from omegaconf import DictConfig, OmegaConf
 
 from trinity.evolve.errors import CheckpointError
 from trinity.files import atomic_write_bytes  # noqa: F401 (the evolve modules import it from here)
 
 MAGIC = b"TRINITY-EVOLVE-CHECKPOINT v1\n"
 RESUME_HINT = "delete the run folder or start over with evolve.resume=false (run_evolution(..., fresh=True))"
-FINGERPRINT_SECTIONS = ("evolve", "protocol", "pool", "coordinator", "tasks")
-# Settings that change how a run is executed, never what it computes: a budget raised after a budget
-# stop, or a different concurrency, must still resume the same run.
-# The frontier's weights (evolve.cost_weights*) say which other runs the frontier stage trains, not
-# what this run computes: adding one must not restart the main run. The response cache's mode says where
-# replies come from (a replay of the same replies computes the same run).
-FINGERPRINT_IGNORES = {"evolve": ("budget", "resume", "max_concurrent_episodes", "cost_weights", "cost_weights_unit",
-                                  "response_cache"),
-                       "pool": ("state_dir", "startup_timeout_s")}
-# Per pool model: where and how its server runs and how fast it was measured, not what it answers.
-MODEL_IGNORES = ("port", "n_threads", "n_parallel", "max_concurrency", "requests_per_minute", "throughput",
-                 "timeout_s")
-
-
-def config_fingerprint(cfg: DictConfig, n_params: int) -> str:
-    parts: dict[str, Any] = {"n_params": int(n_params), "seed": OmegaConf.select(cfg, "seed")}
-    for section in FINGERPRINT_SECTIONS:
-        node = OmegaConf.select(cfg, section)
-        value = OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else node
-        if isinstance(value, dict):
-            value = {k: v for k, v in value.items() if k not in FINGERPRINT_IGNORES.get(section, ())}
-            if section == "pool" and isinstance(value.get("models"), dict):
-                value["models"] = {name: ({k: v for k, v in m.items() if k not in MODEL_IGNORES}
-                                          if isinstance(m, dict) else m) for name, m in value["models"].items()}
-        parts[section] = value
-    text = json.dumps(parts, sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
 def library_versions() -> dict[str, str]:
     """The versions whose classes a checkpoint pickles (the strategy's state is a pycma object)."""
     import importlib.metadata as md

@@ -50,18 +50,15 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
-from omegaconf import DictConfig, OmegaConf
 
-from trinity.config_schema import section, setting
-from trinity.contracts import ROUTING_MODES
 from trinity.config_schema.evolve import EvolveConfig
+from trinity.contracts import ROUTING_MODES
 from trinity.episodes.trace import Trace
 from trinity.errors import TrinityError
 from trinity.evolve.algorithms import Algorithm, make_algorithm
-from trinity.evolve.checkpoint import (capture_rng, config_fingerprint, load_checkpoint, restore_rng,
-                                       save_checkpoint, seed_global_rngs)
+from trinity.evolve.checkpoint import capture_rng, load_checkpoint, restore_rng, save_checkpoint, seed_global_rngs
 from trinity.evolve.diagnostics import routing_rows, training_diagnostics, x0_comparison
-from trinity.evolve.efficiency import Throughput, efficiency, generation_summary, pool_throughputs
+from trinity.evolve.efficiency import Throughput, efficiency, generation_summary
 from trinity.evolve.episode_parts import prune_parts, read_parts, write_part
 from trinity.evolve.errors import BudgetExhausted
 from trinity.evolve.fitness import FitnessParts, FitnessWeights, shaped_fitness
@@ -102,18 +99,18 @@ class EvolveSettings:
     throughputs: dict[str, Throughput | None] = field(default_factory=dict)
 
     @classmethod
-    def from_cfg(cls, cfg: DictConfig) -> "EvolveSettings":
-        ev = section(cfg.evolve, EvolveConfig, "evolve")
+    def from_sections(cls, ev: EvolveConfig, *, routing: str = "sample", max_turns: int,
+                      throughputs: dict[str, Throughput | None] | None = None) -> "EvolveSettings":
+        """From the typed `evolve` section, `coordinator.routing`, `protocol.max_turns` and the pool models'
+        throughputs (trinity.pipeline.evolution_inputs reads them from the config)."""
         options = getattr(ev, ev.strategy, None)   # evolve.<strategy>: that algorithm's own settings
         options = {k: (v.value if isinstance(v, Enum) else v) for k, v in vars(options).items()} if options else {}
-        routing = setting(cfg, "coordinator.routing").value
         fitness = ev.fitness
         return cls(ev.strategy, float(ev.sigma0), ev.popsize, int(ev.generations),
-                   ev.validation.every or None, ev.early_stop_patience or None, ev.resume,
-                   int(OmegaConf.select(cfg, "protocol.max_turns")),
+                   ev.validation.every or None, ev.early_stop_patience or None, ev.resume, int(max_turns),
                    FitnessWeights(float(fitness.entropy_weight), float(fitness.turn_weight),
                                   float(fitness.cost_weight), fitness.cost_unit.value),
-                   options, routing, pool_throughputs(OmegaConf.select(cfg, "pool")))
+                   options, routing, dict(throughputs or {}))
 
 
 @dataclass(frozen=True)
@@ -132,8 +129,10 @@ class EvolutionResult:
 
 
 def run_evolution(
-    cfg: DictConfig,
+    settings: EvolveSettings,
     *,
+    seed: int,
+    config_key: str,
     n_params: int,
     evaluate_population: EvaluatePopulation,
     evaluate_mean: EvaluateMean,
@@ -141,14 +140,16 @@ def run_evolution(
     out_dir: Path,
     progress: Callable[[dict], None] | None = None,
     fresh: bool = False,
-    metrics_dir: Path | None = None,
-    reports_dir: Path | None = None,
+    metrics_dir: Path,
+    reports_dir: Path,
     describe_mean: DescribeMean | None = None,
     reference_lines: dict[str, float] | None = None,
     x0: np.ndarray | None = None,
     sigma0: float | None = None,
 ) -> EvolutionResult:
     """Evolve, resuming from out_dir/checkpoint.pkl when present (unless fresh or evolve.resume=false).
+    `settings`, `seed` (the root seed) and `config_key` (what decides the run's results: a checkpoint of another
+    key is refused) come from the config through trinity.pipeline.evolution_inputs; this loop reads no config.
 
     Validations of the mean run with both routing modes; the best is chosen by the reward under
     `coordinator.routing` (default "sample"), x0's validation (generation -1) included.
@@ -156,17 +157,16 @@ def run_evolution(
     `x0` (default zeros: uniform routing) is a warm start's initial mean, e.g. a champion's parameters
     mapped onto this pool (trinity.coordinator.warm_start); `sigma0` replaces evolve.sigma0 then. Both
     are part of the checkpoint's fingerprint: a run is resumed only from the same start."""
-    s = EvolveSettings.from_cfg(cfg)
+    s = settings
     if sigma0 is not None:
         s = dataclasses.replace(s, sigma0=float(sigma0))
     if x0 is not None:
         x0 = np.asarray(x0, dtype=np.float64).ravel()
         if x0.size != n_params:
             raise TrinityError(f"x0 has {x0.size} numbers, the coordinator {n_params}")
-    paths = RunPaths(Path(out_dir), Path(metrics_dir or OmegaConf.select(cfg, "paths.metrics") or "metrics"),
-                     Path(reports_dir or OmegaConf.select(cfg, "paths.reports") or "reports"))
+    paths = RunPaths(Path(out_dir), Path(metrics_dir), Path(reports_dir))
     paths.out_dir.mkdir(parents=True, exist_ok=True)
-    fingerprint = start_fingerprint(config_fingerprint(cfg, n_params), x0, s.sigma0 if x0 is not None else None)
+    fingerprint = start_fingerprint(config_key, x0, s.sigma0 if x0 is not None else None)
     algorithm = make_algorithm(s.strategy, n_params, popsize=s.popsize, options=s.options)
     if fresh or not s.resume:
         paths.clear()
@@ -183,8 +183,8 @@ def run_evolution(
         restore_rng(run["rng"])
         log.info("evolve: resuming %s at generation %d/%d", paths.checkpoint, run["next_generation"], s.generations)
     else:
-        seed_global_rngs(derive_seed(cfg.seed, "evolve", "global-rng"))
-        run = _new_run(algorithm, s, fingerprint, derive_seed(cfg.seed, "evolve", s.strategy), x0)
+        seed_global_rngs(derive_seed(seed, "evolve", "global-rng"))
+        run = _new_run(algorithm, s, fingerprint, derive_seed(seed, "evolve", s.strategy), x0)
     # Parts past the checkpoint are from a step it did not commit: that step runs again and rewrites them.
     removed = prune_parts(paths.parts, run["episode_parts"])
     if removed:

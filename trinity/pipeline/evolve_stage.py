@@ -113,7 +113,7 @@ def run_dir(cfg: DictConfig) -> Path:
     the run's results (the checkpoint's fingerprint: seed, evolve, protocol, pool, coordinator, tasks,
     less budgets, concurrency and where servers run), so a killed `dvc repro` resumes where it stopped,
     a raised `evolve.budget` continues the same run, and a changed setting that matters starts fresh."""
-    from trinity.evolve.checkpoint import config_fingerprint
+    from trinity.pipeline.evolution_inputs import config_fingerprint
 
     key = config_fingerprint(cfg, 0)
     source = warm_start_source(cfg)
@@ -145,7 +145,7 @@ def evolve(cfg: DictConfig, *, out_dir: Path, submit: Submit = inline_submit,
     """One evolution run of `cfg` in `out_dir` (resumes from its checkpoint); the ablate stage reuses it
     with its own folders per variant. Returns the run folder, the EvolutionResult and the pool totals.
     `warm_start`: start from `evolve.warm_start` (the main run; ablations and frontier heads start at 0)."""
-    from trinity.evolve.loop import run_evolution
+    from trinity.pipeline.evolution_inputs import run_evolution_from_config
 
     cfg_yaml = OmegaConf.to_yaml(cfg, resolve=True)
     train = item_sel.load_split(cfg, list(cfg.tasks.train), "train")
@@ -229,7 +229,7 @@ def evolve(cfg: DictConfig, *, out_dir: Path, submit: Submit = inline_submit,
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    result = run_evolution(
+    result = run_evolution_from_config(
         cfg, n_params=coord.num_params, evaluate_population=evaluate_population, evaluate_mean=evaluate_mean,
         save_coordinator=save_coordinator, out_dir=out, progress=progress, metrics_dir=metrics_dir,
         reports_dir=reports_dir, describe_mean=describe_mean,

@@ -1,0 +1,62 @@
+"""What an evolution run reads from the whole config, resolved here so the evolution loop (trinity.evolve.loop)
+receives typed settings and never the config: its EvolveSettings (from the typed `evolve` section plus
+`coordinator.routing`, `protocol.max_turns` and the pool's throughputs), the root seed, the key of the run
+(`config_fingerprint`: what decides its results) and where its metrics and reports go."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from trinity.config_schema import group, setting
+from trinity.evolve.efficiency import pool_throughputs
+from trinity.evolve.loop import EvolutionResult, EvolveSettings, run_evolution
+
+FINGERPRINT_SECTIONS = ("evolve", "protocol", "pool", "coordinator", "tasks")
+# Settings that change how a run is executed, never what it computes: a budget raised after a budget
+# stop, or a different concurrency, must still resume the same run.
+# The frontier's weights (evolve.cost_weights*) say which other runs the frontier stage trains, not
+# what this run computes: adding one must not restart the main run. The response cache's mode says where
+# replies come from (a replay of the same replies computes the same run).
+FINGERPRINT_IGNORES = {"evolve": ("budget", "resume", "max_concurrent_episodes", "cost_weights", "cost_weights_unit",
+                                  "response_cache"),
+                       "pool": ("state_dir", "startup_timeout_s")}
+# Per pool model: where and how its server runs and how fast it was measured, not what it answers.
+MODEL_IGNORES = ("port", "n_threads", "n_parallel", "max_concurrency", "requests_per_minute", "throughput",
+                 "timeout_s")
+
+
+def config_fingerprint(cfg: DictConfig, n_params: int) -> str:
+    parts: dict[str, Any] = {"n_params": int(n_params), "seed": OmegaConf.select(cfg, "seed")}
+    for section in FINGERPRINT_SECTIONS:
+        node = OmegaConf.select(cfg, section)
+        value = OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else node
+        if isinstance(value, dict):
+            value = {k: v for k, v in value.items() if k not in FINGERPRINT_IGNORES.get(section, ())}
+            if section == "pool" and isinstance(value.get("models"), dict):
+                value["models"] = {name: ({k: v for k, v in m.items() if k not in MODEL_IGNORES}
+                                          if isinstance(m, dict) else m) for name, m in value["models"].items()}
+        parts[section] = value
+    text = json.dumps(parts, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def evolution_settings(cfg: DictConfig) -> EvolveSettings:
+    return EvolveSettings.from_sections(group(cfg, "evolve"), routing=setting(cfg, "coordinator.routing").value,
+                                        max_turns=int(cfg.protocol.max_turns),
+                                        throughputs=pool_throughputs(cfg.get("pool")))
+
+
+def run_evolution_from_config(cfg: DictConfig, *, n_params: int, metrics_dir: Path | None = None,
+                              reports_dir: Path | None = None, **callbacks_and_options: Any) -> EvolutionResult:
+    """trinity.evolve.loop.run_evolution with its settings, seed, run key and output folders read from `cfg`
+    (`paths.metrics` and `paths.reports` unless given); every other keyword goes through as it is."""
+    paths = group(cfg, "paths")
+    return run_evolution(evolution_settings(cfg), seed=int(setting(cfg, "seed")),
+                         config_key=config_fingerprint(cfg, n_params), n_params=n_params,
+                         metrics_dir=Path(metrics_dir or paths.metrics), reports_dir=Path(reports_dir or paths.reports),
+                         **callbacks_and_options)
