@@ -112,7 +112,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
 
     from trinity import config
-    from trinity.coordinator.coordinator import Coordinator
+    from trinity.pipeline.coordinator_setup import coordinator_from_config
     from trinity.coordinator.features.engine import FeatureRequest
 
     layer = "model.layers.{}"
@@ -126,7 +126,7 @@ def main() -> None:
     cfg.coordinator.svf.enabled = True
     cfg.coordinator.svf.matrices = [f"{adapted}.self_attn.*_proj", f"{adapted}.mlp.*_proj"]
     cfg.coordinator.feature_cache.disk = False
-    coord = Coordinator.from_config(cfg, backbone=backbone)
+    coord = coordinator_from_config(cfg, backbone=backbone)
     eng, R = coord.engine, args.repeats
     store = eng.prefix_store
 

@@ -53,7 +53,7 @@ def prepare_served(root: Path, *, suites: Sequence[str] = ("mmlu",), items_per_s
     import numpy as np
 
     from trinity import config
-    from trinity.coordinator.coordinator import Coordinator
+    from trinity.pipeline.coordinator_setup import coordinator_from_config
     from trinity.tasks.prepare import load_items, prepare_suites
 
     root = Path(root)
@@ -68,7 +68,7 @@ def prepare_served(root: Path, *, suites: Sequence[str] = ("mmlu",), items_per_s
     overrides += ["coordinator.backbone.source=hub", f"coordinator.backbone.id={root / 'backbone'}", *extra]
     cfg = config.compose(overrides)
     prepare_suites(cfg, cfg.paths.prepared)
-    coordinator = Coordinator.from_config(cfg)
+    coordinator = coordinator_from_config(cfg)
     coordinator.save(root / "coordinator" / "coordinator.safetensors", np.zeros(coordinator.num_params))
     coordinator.service.close()
     prompts = [it.prompt for suite in suites for it in load_items(cfg.paths.prepared, suite)]

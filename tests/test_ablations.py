@@ -131,7 +131,7 @@ def scripted(tmp_path, monkeypatch):
 
 @pytest.mark.integration
 def test_ablate_stage_end_to_end_and_resume(scripted):
-    from trinity.coordinator.coordinator import Coordinator
+    from trinity.pipeline.coordinator_setup import load_coordinator
     from trinity.coordinator.saved import CoordinatorMismatchError
     from trinity.pipeline import ablate_stage, evolve_stage
 
@@ -179,7 +179,7 @@ def test_ablate_stage_end_to_end_and_resume(scripted):
         assert row["x0_validation_reward"] is not None and row["beats_x0"] in (True, False)
         assert row["final_validation_reward"] == gens["validation_reward"].drop_nulls()[-1]
         assert row["generations_completed"] == 2 and row["episodes"] >= 2 * 4 * 2
-        loaded, params = Coordinator.load(folder / "coordinator.safetensors",
+        loaded, params = load_coordinator(folder / "coordinator.safetensors",
                                           config.apply_overrides(cfg, overrides, where=f"variant {name}"))
         assert params.size == loaded.num_params
     assert metrics["variants"]["reinforce"]["strategy"] == "reinforce"
@@ -191,9 +191,9 @@ def test_ablate_stage_end_to_end_and_resume(scripted):
     episodes = pl.read_parquet(root / "no_roles" / "episodes.parquet")
     assert set(episodes["roles"].explode().drop_nulls()) == {"worker"}
     with pytest.raises(CoordinatorMismatchError, match="roles"):
-        Coordinator.load(root / "no_roles" / "coordinator.safetensors", cfg)
+        load_coordinator(root / "no_roles" / "coordinator.safetensors", cfg)
     with pytest.raises(CoordinatorMismatchError, match="token_position"):
-        Coordinator.load(root / "last_token" / "coordinator.safetensors", cfg)
+        load_coordinator(root / "last_token" / "coordinator.safetensors", cfg)
     svf_meta = json.loads((root / "svf" / "coordinator.json").read_text())
     assert len(svf_meta["svf_matrices"]) == 7 and svf_meta["num_params"] > (3 + 3) * 32
 

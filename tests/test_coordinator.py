@@ -15,7 +15,7 @@ import torch
 from coordinator_support import tiny_backbone, transcripts
 
 from trinity import config
-from trinity.coordinator.coordinator import Coordinator
+from trinity.pipeline.coordinator_setup import coordinator_from_config, load_coordinator
 from trinity.coordinator.features.engine import FeatureEngine, FeatureRequest
 from trinity.coordinator.head import RoutingHead
 from trinity.coordinator.layout import ParamLayout
@@ -186,7 +186,7 @@ def test_identical_prompts_are_computed_once_memory_and_disk(tmp_path):
 
 
 def test_service_batches_concurrent_episodes(tiny_cfg):
-    coord = Coordinator.from_config(tiny_cfg, backbone=tiny_backbone())
+    coord = coordinator_from_config(tiny_cfg, backbone=tiny_backbone())
     texts = transcripts(5) + [f"Task {i}: another question." for i in range(3)]
 
     async def many():
@@ -200,7 +200,7 @@ def test_service_batches_concurrent_episodes(tiny_cfg):
 
 # ---------------------------------------------------------------------- facade, save/load, state cache
 def test_coordinator_router_is_a_router_and_reproducible(tiny_cfg):
-    coord = Coordinator.from_config(tiny_cfg, backbone=tiny_backbone())
+    coord = coordinator_from_config(tiny_cfg, backbone=tiny_backbone())
     assert coord.num_params == (3 + 3) * coord.hidden_size
     params = np.random.default_rng(0).normal(0, 1.0, coord.num_params)
     router = coord.router_for(params)
@@ -219,34 +219,34 @@ def test_coordinator_router_is_a_router_and_reproducible(tiny_cfg):
 
 
 def test_save_and_load_round_trip_and_refuse_mismatches(tiny_cfg, tmp_path):
-    coord = Coordinator.from_config(tiny_cfg, backbone=tiny_backbone())
+    coord = coordinator_from_config(tiny_cfg, backbone=tiny_backbone())
     params = np.random.default_rng(0).normal(size=coord.num_params)
     path = coord.save(tmp_path / "coordinator.safetensors", params, {"generation": 3})
     meta = (tmp_path / "coordinator.json").read_text()
     assert '"pool_models"' in meta and '"generation": 3' in meta
     tiny_id_cfg = config.compose(["experiment=local_live", f"paths.cache={tmp_path}", "coordinator.backbone.id=tiny-llama", "coordinator.features.normalize=none"])
-    loaded, loaded_params = Coordinator.load(path, tiny_id_cfg, backbone=tiny_backbone())
+    loaded, loaded_params = load_coordinator(path, tiny_id_cfg, backbone=tiny_backbone())
     assert np.array_equal(loaded_params, params)
 
     other_pool = config.compose(["experiment=local_live", f"paths.cache={tmp_path}", "coordinator.backbone.id=tiny-llama", "coordinator.features.normalize=none",
                                  "~pool.models.smollm2-135m"])
     with pytest.raises(CoordinatorMismatchError, match="pool_models"):
-        Coordinator.load(path, other_pool, backbone=tiny_backbone())
+        load_coordinator(path, other_pool, backbone=tiny_backbone())
     with pytest.raises(CoordinatorMismatchError, match="backbone_id"):
-        Coordinator.load(path, tiny_cfg, backbone=tiny_backbone())
+        load_coordinator(path, tiny_cfg, backbone=tiny_backbone())
     with pytest.raises(CoordinatorMismatchError, match="backbone_revision"):
-        Coordinator.load(path, tiny_id_cfg, backbone=tiny_backbone().__class__(**{**tiny_backbone().__dict__, "revision": "other"}))
+        load_coordinator(path, tiny_id_cfg, backbone=tiny_backbone().__class__(**{**tiny_backbone().__dict__, "revision": "other"}))
     assert issubclass(CoordinatorMismatchError, TrinityError)
 
 
 def test_state_cache_file_and_preload(tiny_cfg, tmp_path):
-    coord = Coordinator.from_config(tiny_cfg, backbone=tiny_backbone())
+    coord = coordinator_from_config(tiny_cfg, backbone=tiny_backbone())
     items = [("mmlu/0", "Question A?"), ("gsm8k/1", "Question B?")]
     out = write_state_cache(coord, items, tmp_path / "states" / "first_turn.safetensors")
     uids, features, index = read_state_cache(out)
     assert uids == ["mmlu/0", "gsm8k/1"] and features.shape == (2, coord.hidden_size)
     assert close(features[1], coord.engine.reference_feature("Question B?"))
-    fresh = Coordinator.from_config(tiny_cfg, backbone=tiny_backbone())
+    fresh = coordinator_from_config(tiny_cfg, backbone=tiny_backbone())
     assert preload_state_cache(fresh, out) == 2
     fresh.precompute(["Question A?"])
     assert fresh.engine.stats["forward_passes"] == 0
@@ -292,22 +292,22 @@ def test_allowed_roles_are_checked():
 def test_roles_are_saved_and_checked_on_load(tmp_path):
     base = [f"paths.cache={tmp_path}", "coordinator.backbone.id=tiny-llama", "coordinator.features.normalize=none"]
     no_thinker = config.compose(base + ["coordinator.roles=[worker,verifier]"])
-    coord = Coordinator.from_config(no_thinker, backbone=tiny_backbone())
+    coord = coordinator_from_config(no_thinker, backbone=tiny_backbone())
     assert coord.roles == ("worker", "verifier") and coord.num_params == (3 + 3) * coord.hidden_size  # same layout
     params = np.random.default_rng(0).normal(size=coord.num_params)
     path = coord.save(tmp_path / "coordinator.safetensors", params)
     assert '"verifier"' in (tmp_path / "coordinator.json").read_text()
-    loaded, _ = Coordinator.load(path, no_thinker, backbone=tiny_backbone())
+    loaded, _ = load_coordinator(path, no_thinker, backbone=tiny_backbone())
     assert loaded.head_for(params).allowed_roles == ("worker", "verifier")
     with pytest.raises(CoordinatorMismatchError, match="roles"):
-        Coordinator.load(path, config.compose(base + ["coordinator.roles=[worker,thinker,verifier]"]),
+        load_coordinator(path, config.compose(base + ["coordinator.roles=[worker,thinker,verifier]"]),
                          backbone=tiny_backbone())
     with pytest.raises(TrinityError, match="coordinator.roles"):
         config.compose(base + ["coordinator.roles=[verifier]"])
 
 
 def test_recording_router_keeps_each_decision_with_its_feature(tiny_cfg):
-    coord = Coordinator.from_config(tiny_cfg, backbone=tiny_backbone())
+    coord = coordinator_from_config(tiny_cfg, backbone=tiny_backbone())
     params = np.random.default_rng(0).normal(0, 1.0, coord.num_params)
     router, plain = coord.router_for(params, record=True), coord.router_for(params)
     assert plain.decisions is None

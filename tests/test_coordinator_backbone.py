@@ -14,7 +14,7 @@ import pytest
 from coordinator_support import transcripts
 
 from trinity import config
-from trinity.coordinator.coordinator import Coordinator
+from trinity.pipeline.coordinator_setup import coordinator_from_config
 
 pytestmark = [
     pytest.mark.slow,
@@ -37,7 +37,7 @@ def coord(tmp_path_factory):
         "coordinator.svf.enabled=true",
         f"coordinator.svf.matrices=[{LAYER}.self_attn.*_proj,{LAYER}.mlp.*_proj,lm_head]",
     ])
-    return Coordinator.from_config(cfg)
+    return coordinator_from_config(cfg)
 
 
 def test_real_backbone_shapes_and_parameter_count(coord):

@@ -20,7 +20,7 @@ from coordinator_support import tiny_backbone
 from test_reinforce import _numeric_grad
 
 from trinity import config
-from trinity.coordinator.coordinator import Coordinator
+from trinity.pipeline.coordinator_setup import load_coordinator
 from trinity.coordinator.feature_norm import ABS_FLOOR, FLOOR_FRACTION, FeatureNorm, FeatureNormError
 from trinity.coordinator.feature_stats import feature_stats
 from trinity.coordinator.head import RoutingHead
@@ -107,10 +107,12 @@ def setup(tmp_path_factory):
     _write_prepared(tmp / "prepared", "gsm8k", ["train"] * 6 + ["validation", "test"])
     _write_prepared(tmp / "prepared", "gpqa_diamond", ["test"] * 4)
     cfg = _compose(tmp)
-    original = Coordinator.from_config.__func__
+    from trinity.pipeline import coordinator_setup
+
+    original = coordinator_setup.coordinator_from_config
     backbone = tiny_backbone()
     with pytest.MonkeyPatch.context() as mp:  # the stage builds its coordinator from cfg: give it the tiny backbone
-        mp.setattr(Coordinator, "from_config", classmethod(lambda cls, c, backbone_=None: original(cls, c, backbone=backbone)))
+        mp.setattr(coordinator_setup, "coordinator_from_config", lambda c, backbone_=None: original(c, backbone))
         out = cache_states_stage.run(cfg)
     return {"tmp": tmp, "stage": out, "cfg": _compose(tmp, "coordinator.features.normalize=standardize")}
 
@@ -180,7 +182,7 @@ def test_save_and_load_keep_the_statistics_and_route_identically(setup, tmp_path
     assert np.array_equal(tensors["feature_std"], coord.feature_norm.std)
     # loading needs no states at all: the stored statistics are used, never recomputed
     no_states = _compose(tmp_path, "coordinator.features.normalize=standardize")
-    loaded, loaded_params = Coordinator.load(path, no_states, backbone=tiny_backbone())
+    loaded, loaded_params = load_coordinator(path, no_states, backbone=tiny_backbone())
     assert np.array_equal(loaded_params, params) and loaded.feature_norm.digest == coord.feature_norm.digest
     for f in _probe_features(setup):
         for a, b in zip(loaded.head_for(loaded_params).probabilities(f), coord.head_for(params).probabilities(f)):
@@ -215,27 +217,27 @@ def test_mismatched_normalisation_is_refused_both_ways(setup, tmp_path):
     std_path = standardized.save(tmp_path / "std" / "coordinator.safetensors", params)
     plain_cfg = _compose(setup["tmp"], "coordinator.features.normalize=none")
     with pytest.raises(CoordinatorMismatchError, match="coordinator.features.normalize"):
-        Coordinator.load(std_path, plain_cfg, backbone=tiny_backbone())
+        load_coordinator(std_path, plain_cfg, backbone=tiny_backbone())
     plain = build_coordinator(plain_cfg, backbone=tiny_backbone())
     plain_path = plain.save(tmp_path / "plain" / "coordinator.safetensors", params)
     _, meta, tensors = load_saved(plain_path)
     assert meta["feature_normalize"] == "none" and not tensors
     with pytest.raises(CoordinatorMismatchError, match="coordinator.features.normalize"):
-        Coordinator.load(plain_path, setup["cfg"], backbone=tiny_backbone())
+        load_coordinator(plain_path, setup["cfg"], backbone=tiny_backbone())
     with pytest.raises(CoordinatorMismatchError, match="coordinator.features.normalize"):
         standardized.read_params(plain_path)  # the evaluation path
     # a file saved before the key existed counts as `none`
     old = {k: v for k, v in meta.items() if k not in ("feature_normalize", "format")}
     save_params(tmp_path / "old.safetensors", params, old)
-    assert Coordinator.load(tmp_path / "old.safetensors", plain_cfg, backbone=tiny_backbone())[0].feature_norm is None
+    assert load_coordinator(tmp_path / "old.safetensors", plain_cfg, backbone=tiny_backbone())[0].feature_norm is None
     # standardize without (well-shaped) statistics is refused
     bad = {**standardized.metadata()}
     save_params(tmp_path / "bare.safetensors", params, bad)
     with pytest.raises(CoordinatorMismatchError, match="feature statistics are missing"):
-        Coordinator.load(tmp_path / "bare.safetensors", setup["cfg"], backbone=tiny_backbone())
+        load_coordinator(tmp_path / "bare.safetensors", setup["cfg"], backbone=tiny_backbone())
     save_params(tmp_path / "short.safetensors", params, bad, {"feature_mean": np.zeros(3), "feature_std": np.ones(3)})
     with pytest.raises(CoordinatorMismatchError, match="wrong shape"):
-        Coordinator.load(tmp_path / "short.safetensors", setup["cfg"], backbone=tiny_backbone())
+        load_coordinator(tmp_path / "short.safetensors", setup["cfg"], backbone=tiny_backbone())
 
 
 def test_an_invalid_normalize_value_is_a_config_error(setup):
@@ -338,14 +340,14 @@ def test_rebalance_is_saved_loaded_and_refused_when_mismatched(setup, tmp_path):
     assert coord.feature_norm.shared_norm > 0
     params = np.random.default_rng(2).normal(0, 0.05, coord.num_params)
     path = coord.save(tmp_path / "coordinator.safetensors", params)
-    loaded, loaded_params = Coordinator.load(path, _compose(tmp_path, "coordinator.features.normalize=rebalance"),
+    loaded, loaded_params = load_coordinator(path, _compose(tmp_path, "coordinator.features.normalize=rebalance"),
                                              backbone=tiny_backbone())
     assert loaded.feature_norm.digest == coord.feature_norm.digest
     for f in _probe_features(setup):
         for a, b in zip(loaded.head_for(loaded_params).probabilities(f), coord.head_for(params).probabilities(f)):
             assert np.array_equal(a, b)
     with pytest.raises(CoordinatorMismatchError, match="coordinator.features.normalize"):
-        Coordinator.load(path, setup["cfg"], backbone=tiny_backbone())   # saved rebalance, configured standardize
+        load_coordinator(path, setup["cfg"], backbone=tiny_backbone())   # saved rebalance, configured standardize
     zero = coord.head_for(np.zeros(coord.num_params))
     for f in _probe_features(setup):
         agents, roles = zero.probabilities(f)

@@ -182,7 +182,7 @@ def test_a_frontier_server_picks_a_head_per_request_and_names_it_in_the_trace(tm
     from coordinator_support import tiny_backbone
     from serve_support import echo_roles, serve_cfg
 
-    from trinity.coordinator.coordinator import Coordinator
+    from trinity.pipeline.coordinator_setup import coordinator_from_config
     from trinity.episodes.protocol_config import ProtocolConfig
     from trinity.episodes.protocol import first_turn_transcript
     from trinity.serve.server import ServerThread, build_app
@@ -190,7 +190,7 @@ def test_a_frontier_server_picks_a_head_per_request_and_names_it_in_the_trace(tm
     prompt = "What is 6*7? REQ-front"
     with StubServer(echo_roles) as stub:
         cfg = serve_cfg(stub.base_url, tmp_path / "cache")
-        coord = Coordinator.from_config(cfg, backbone=tiny_backbone())
+        coord = coordinator_from_config(cfg, backbone=tiny_backbone())
         feature = np.asarray(coord.precompute([first_turn_transcript(ProtocolConfig.from_cfg(cfg.protocol), prompt)])[0])
         cheap = np.zeros(coord.num_params)
         head = cheap[-(3 + 3) * feature.size:].reshape(3 + 3, feature.size)   # the head's (L + 3) x d block

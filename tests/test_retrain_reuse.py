@@ -12,6 +12,7 @@ from omegaconf import OmegaConf
 
 from trinity import config
 from trinity.coordinator.coordinator import Coordinator
+from trinity.pipeline.coordinator_setup import coordinator_from_config
 from trinity.pipeline.retrain_stage import data_lines
 from trinity.pipeline.state_files import reuse_state_cache, write_state_cache
 from trinity.pipeline.workspace import earlier_outputs
@@ -83,7 +84,7 @@ def _items(n: int, edit: int | None = None) -> list[tuple[str, str]]:
 
 def _coordinator(tmp_path, name: str, *overrides: str) -> Coordinator:
     cfg = config.compose(["experiment=local_live", f"paths.cache={tmp_path / name}", "coordinator.features.normalize=none", *overrides])
-    return Coordinator.from_config(cfg, backbone=tiny_backbone())
+    return coordinator_from_config(cfg, backbone=tiny_backbone())
 
 
 def test_states_are_copied_only_for_the_same_prompts_and_backbone(tmp_path):

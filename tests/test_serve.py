@@ -426,12 +426,12 @@ def test_build_app_loads_a_saved_coordinator_with_the_real_feature_path(stub, tm
     broken by the request's seeded draw (answer-first gives the Worker the first turn's tie)."""
     from coordinator_support import tiny_backbone
 
-    from trinity.coordinator.coordinator import Coordinator
+    from trinity.pipeline.coordinator_setup import coordinator_from_config
     from trinity.coordinator.saved import CoordinatorMismatchError
     from trinity.serve.server import build_app
 
     cfg = serve_cfg(stub.base_url, tmp_path / "cache")
-    coord = Coordinator.from_config(cfg, backbone=tiny_backbone())
+    coord = coordinator_from_config(cfg, backbone=tiny_backbone())
     coord.save(tmp_path / "coord" / "coordinator.safetensors", np.zeros(coord.num_params))
     with ServerThread(build_app(cfg, tmp_path / "coord", backbone=tiny_backbone())) as server:
         reply = ask(client(server), "REQ-real", seed=11)

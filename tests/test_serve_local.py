@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow
 
 def test_serve_over_the_local_pool_with_the_real_coordinator(tmp_path, monkeypatch):
     from trinity import config
-    from trinity.coordinator.coordinator import Coordinator
+    from trinity.pipeline.coordinator_setup import coordinator_from_config
     from trinity.pool.servers import LocalPool
     from trinity.serve.server import ServerThread, build_app
 
@@ -27,7 +27,7 @@ def test_serve_over_the_local_pool_with_the_real_coordinator(tmp_path, monkeypat
     for name, port in zip(cfg.pool.models, free_ports(len(cfg.pool.models))):
         cfg.pool.models[name].port = port
     agents = list(cfg.pool.models)
-    coord = Coordinator.from_config(cfg)
+    coord = coordinator_from_config(cfg)
     coord.save(tmp_path / "coord" / "coordinator.safetensors", np.zeros(coord.num_params))
 
     with LocalPool(cfg.pool, model_cache=cfg.paths.model_cache, progress=lambda *_: None) as pool:

@@ -14,6 +14,7 @@ from pool_stub import StubServer
 from serve_support import echo_roles, serve_cfg, tag_of
 
 from trinity.coordinator.coordinator import Coordinator
+from trinity.pipeline.coordinator_setup import coordinator_from_config
 from trinity.models.store import Registry, RegistryError
 from trinity.serve.server import ServerThread, build_app
 
@@ -58,7 +59,7 @@ def wait_for(predicate, timeout_s: float = 10.0):
 
 def test_a_promoted_champion_is_served_without_a_restart_and_in_flight_requests_finish_on_the_old(stub, tmp_path):
     cfg = serve_cfg(stub.base_url, tmp_path / "cache", "serve.registry_poll_s=0.05")
-    coord = Coordinator.from_config(cfg, backbone=tiny_backbone())
+    coord = coordinator_from_config(cfg, backbone=tiny_backbone())
     reg = Registry(tmp_path / "models")
     reg.promote(register(reg, coord, tmp_path, "one", 0.0).name, "first")
     v2 = register(reg, coord, tmp_path, "two", 0.01)
@@ -81,14 +82,14 @@ def test_a_promoted_champion_is_served_without_a_restart_and_in_flight_requests_
 
 def test_a_champion_that_cannot_be_served_is_refused_and_the_old_one_stays(stub, tmp_path, caplog):
     cfg = serve_cfg(stub.base_url, tmp_path / "cache", "serve.registry_poll_s=0.05")
-    coord = Coordinator.from_config(cfg, backbone=tiny_backbone())
+    coord = coordinator_from_config(cfg, backbone=tiny_backbone())
     reg = Registry(tmp_path / "models")
     with pytest.raises(RegistryError, match="no champion"):
         build_app(cfg, registry=tmp_path / "models", backbone=tiny_backbone())
     reg.promote(register(reg, coord, tmp_path, "one", 0.0).name, "first")
     other = serve_cfg(stub.base_url, tmp_path / "cache")
     other.pool.models = {"alpha": other.pool.models.alpha, "beta": other.pool.models.beta}
-    small = Coordinator.from_config(other, backbone=tiny_backbone())
+    small = coordinator_from_config(other, backbone=tiny_backbone())
     wrong = register(reg, small, tmp_path, "two-models", 0.0)
     app = build_app(cfg, registry=tmp_path / "models", backbone=tiny_backbone())
     runner = app.state.runner

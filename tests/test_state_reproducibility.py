@@ -16,6 +16,7 @@ from coordinator_support import tiny_backbone
 
 from trinity import config
 from trinity.coordinator.coordinator import Coordinator
+from trinity.pipeline.coordinator_setup import coordinator_from_config
 from trinity.pipeline import state_files
 from trinity.pipeline.state_files import write_state_cache
 
@@ -29,7 +30,7 @@ def _items(n: int = 150) -> list[tuple[str, str]]:
 
 def _coordinator(tmp_path, name: str) -> Coordinator:
     cfg = config.compose(["experiment=local_live", f"paths.cache={tmp_path / name}", "coordinator.features.normalize=none"])
-    return Coordinator.from_config(cfg, backbone=tiny_backbone())
+    return coordinator_from_config(cfg, backbone=tiny_backbone())
 
 
 def _files(path) -> tuple[bytes, bytes]:

@@ -1,9 +1,10 @@
 """The Coordinator facade that evolution, evaluation and serving use.
 
-    coord = Coordinator.from_config(cfg)            # whole composed config
+    coord = Coordinator.from_sections(c, pool_models, system_template, cache_dir=...)   # c: the typed section
+    # (from a whole config: trinity.pipeline.coordinator_setup.coordinator_from_config / load_coordinator)
     coord.num_params, coord.layout, coord.hidden_size
     router = coord.router_for(params)               # one candidate; all routers share one batching service
-    coord.save(path, params, extra_meta) ; coord, params = Coordinator.load(path, cfg)
+    coord.save(path, params, extra_meta) ; coord, params = Coordinator.load(path, c, pool_models, ...)
     coord.precompute(transcripts)                   # (n, d) features, e.g. for the cache_states stage
     params = coord.read_params(path)                # a saved coordinator's parameters for this coordinator
 
@@ -11,9 +12,9 @@ Feature normalisation (`coordinator.features.normalize`, feature_norm.py): under
 head this coordinator builds (`head_for`, `router_for`) standardises the raw feature with a FeatureNorm:
 - the statistics a parameter vector was saved with, for vectors read by `load` / `read_params` (the
   stored statistics, never a recomputation: evaluation and serving route exactly as training did);
-- otherwise the coordinator's own: the loaded ones after `load`, or, when built by `from_config` for
-  training, `fit_feature_norm` on the training split's cached first-turn states (cfg paths.states,
-  paths.prepared, tasks.train), fitted once on first use. Fitting lazily keeps the cache_states stage
+- otherwise the coordinator's own: the loaded ones after `load`, or, when built for training, the
+  `fit_norm` the pipeline hands in (`fit_feature_norm` on the training split's cached first-turn states),
+  fitted once on first use. Fitting lazily keeps the cache_states stage
   (which builds a coordinator to compute those very states) and evaluation of a saved coordinator free
   of any need for states.
 """
@@ -29,16 +30,14 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from trinity.config_schema import section
 from trinity.config_schema.coordinator import CoordinatorConfig
-from trinity.config_schema.root import Paths
 from trinity.coordinator.backbone import Backbone, load_backbone
 from trinity.coordinator.feature_norm import STATE_IDENTITY, FeatureNorm, FeatureNormError, check_mode
 from trinity.coordinator.features.content_cache import FeatureCache
 from trinity.coordinator.features.engine import FeatureEngine, FeatureRequest
 from trinity.coordinator.features.length_buckets import resolve_max_padding
 from trinity.coordinator.features.request_queue import FeatureService
-from trinity.coordinator.head import RoutingHead, check_roles, configured_roles
+from trinity.coordinator.head import RoutingHead, check_roles, section_roles
 from trinity.coordinator.layout import ParamLayout
 from trinity.coordinator.prompt import PromptRenderer
 from trinity.coordinator.saved import check_metadata, load_saved, save_params, saved_feature_norm
@@ -46,11 +45,6 @@ from trinity.coordinator.svf import SVFAdapter
 from trinity.coordinator.router import CoordinatorRouter
 
 log = logging.getLogger(__name__)
-
-
-def coordinator_section(cfg: Any) -> CoordinatorConfig:
-    """`cfg.coordinator` as its checked schema (absent keys: the schema's defaults)."""
-    return section(cfg.coordinator, CoordinatorConfig, "coordinator")
 
 
 class Coordinator:
@@ -102,23 +96,25 @@ class Coordinator:
         self._norm_lock = threading.Lock()
 
     @classmethod
-    def from_config(cls, cfg: Any, backbone: Backbone | None = None, *,
-                    fit_norm: Callable[["Coordinator"], FeatureNorm] | None = None) -> "Coordinator":
-        """The coordinator of `cfg`. Under normalize=standardize|rebalance `fit_norm(coordinator)` fits the
-        feature statistics on first use; the pipeline hands it in (trinity.pipeline.coordinator_setup)."""
-        c = coordinator_section(cfg)
+    def from_sections(cls, c: CoordinatorConfig, pool_models: Sequence[str], system_template: str, *,
+                      cache_dir: str | os.PathLike, model_cache: str | None = None, backbone: Backbone | None = None,
+                      fit_norm: Callable[["Coordinator"], FeatureNorm] | None = None) -> "Coordinator":
+        """The coordinator of the typed `coordinator` section `c`, routing among `pool_models` (the head's agent
+        order) with the protocol's coordinator prompt `system_template`; the feature cache's disk file lives
+        under `cache_dir` (paths.cache), the backbone's conversion under `model_cache`. Under
+        normalize=standardize|rebalance `fit_norm(coordinator)` fits the feature statistics on first use; the
+        pipeline hands it in (trinity.pipeline.coordinator_setup, which also reads these from the config)."""
         fc = c.feature_cache
-        paths = section(cfg.paths, Paths, "paths")
-        disk = Path(paths.cache) / "features" / "features.sqlite" if fc.disk else None
+        disk = Path(cache_dir) / "features" / "features.sqlite" if fc.disk else None
         normalize = c.features.normalize.value
         if backbone is None:
-            backbone = load_backbone(c.backbone, paths.model_cache)
+            backbone = load_backbone(c.backbone, model_cache)
         return cls(
             backbone,
-            [str(name) for name in cfg.pool.models],
-            str(cfg.protocol.coordinator_system),
+            [str(name) for name in pool_models],
+            str(system_template),
             token_position=c.token_position,
-            roles=configured_roles(cfg),
+            roles=section_roles(c.roles),
             svf_matrices=list(c.svf.matrices) if c.svf.enabled else (),
             routing=c.routing.value,
             memory_items=fc.memory_items,
@@ -148,7 +144,7 @@ class Coordinator:
     @property
     def feature_norm(self) -> FeatureNorm | None:
         """This coordinator's own statistics (None under normalize=none): the loaded ones, or fitted once
-        from the training states on first use (a coordinator built by from_config)."""
+        from the training states on first use (a coordinator built for training with a fit_norm)."""
         if self.normalize == "none":
             return None
         with self._norm_lock:
@@ -231,23 +227,25 @@ class Coordinator:
         return params
 
     @classmethod
-    def load(cls, path: str | os.PathLike, cfg: Any, backbone: Backbone | None = None) -> tuple["Coordinator", np.ndarray]:
-        """Build the coordinator of `cfg` and load saved parameters, refusing any mismatch. Its feature
-        statistics (standardize|rebalance) are the stored ones, not fitted from any states."""
+    def load(cls, path: str | os.PathLike, c: CoordinatorConfig, pool_models: Sequence[str], system_template: str, *,
+             cache_dir: str | os.PathLike, model_cache: str | None = None,
+             backbone: Backbone | None = None) -> tuple["Coordinator", np.ndarray]:
+        """Build the coordinator (as from_sections) and load saved parameters, refusing any mismatch. Its
+        feature statistics (standardize|rebalance) are the stored ones, not fitted from any states."""
         _, meta, _ = load_saved(path)
         # Cheap checks first, so a wrong pool fails before the backbone loads.
-        c = coordinator_section(cfg)
         early = {
-            "pool_models": [str(n) for n in cfg.pool.models],
+            "pool_models": [str(n) for n in pool_models],
             "backbone_id": c.backbone.id,
             "token_position": c.token_position,
-            "roles": list(configured_roles(cfg)),
+            "roles": list(section_roles(c.roles)),
             "feature_normalize": c.features.normalize.value,
         }
         if not c.svf.enabled:
             early["svf_matrices"] = []
         check_metadata(meta, early, path)
-        coord = cls.from_config(cfg, backbone=backbone)
+        coord = cls.from_sections(c, pool_models, system_template, cache_dir=cache_dir, model_cache=model_cache,
+                                  backbone=backbone)
         coord._fit_norm = None  # a loaded coordinator routes with what it was saved with, never refits
         params = coord.read_params(path)
         coord._feature_norm = coord.norm_for(params) if coord.normalize != "none" else None

@@ -47,12 +47,11 @@ def check_roles(roles: Sequence[str] | None) -> tuple[str, ...]:
     return tuple(r for r in ROLES if r in roles)
 
 
-def configured_roles(cfg) -> tuple[str, ...]:
-    """`coordinator.roles` of a whole config (default: all of ROLES) in ROLES order."""
-    from trinity.config_schema import group
+def section_roles(roles: Sequence[str] | None) -> tuple[str, ...]:
+    """`coordinator.roles` as configured (None: all of ROLES) in ROLES order; a bad list is a ConfigError
+    naming the key."""
     from trinity.errors import ConfigError
 
-    roles = group(cfg, "coordinator").roles
     try:
         return check_roles(None if roles is None else list(roles))
     except ValueError as e:

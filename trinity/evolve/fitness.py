@@ -27,7 +27,6 @@ from trinity.config_schema.choices import CostUnit
 from trinity.config_schema.evolve import Fitness
 from trinity.episodes.trace import Trace
 from trinity.errors import ConfigError
-from trinity.config_schema import group
 
 COST_UNITS = tuple(u.value for u in CostUnit)
 _DEFAULT = Fitness()   # the defaults live in the schema (evolve.fitness)
@@ -58,24 +57,6 @@ class FitnessParts:
     turn_term: float     # mean((turns - 1) / K) / 4, before its weight
     cost: float          # mean cost per episode in the configured unit, before its weight
     fitness: float
-
-
-def frontier_cost_weights(cfg: Any) -> list[float]:
-    """`evolve.cost_weights` (the frontier stage trains one coordinator per weight): distinct numbers
-    >= 0 (checked by the schema); [] or absent: no frontier."""
-    return [float(w) for w in group(cfg, "evolve").cost_weights]
-
-
-def frontier_cost_unit(cfg: Any) -> str:
-    """`evolve.cost_weights_unit`, resolved: `auto` is dollars when every pool model has a price (a free
-    model would cost nothing in dollars and take every turn), else thousands of tokens."""
-    unit = group(cfg, "evolve").cost_weights_unit.value
-    if unit != "auto":
-        return unit
-    models = cfg.pool.models if "pool" in cfg and "models" in cfg.pool else {}
-    priced = all(float(m.get("price_in_per_mtok") or 0) > 0 or float(m.get("price_out_per_mtok") or 0) > 0
-                 for m in models.values())
-    return "usd" if models and priced else "ktokens"
 
 
 def agent_entropy(traces: Sequence[Trace]) -> float:

@@ -59,10 +59,10 @@ def variants(cfg: DictConfig) -> dict[str, tuple[dict[str, Any], DictConfig]]:
 def main_popsize(cfg: DictConfig) -> int:
     if cfg.evolve.get("popsize") is not None:
         return int(cfg.evolve.popsize)
-    from trinity.coordinator.coordinator import Coordinator
     from trinity.evolve.strategies import default_popsize
+    from trinity.pipeline.coordinator_setup import coordinator_from_config
 
-    return default_popsize(Coordinator.from_config(cfg).num_params)
+    return default_popsize(coordinator_from_config(cfg).num_params)
 
 
 def budget(cfg: DictConfig, popsize: int) -> dict[str, int]:

@@ -35,12 +35,12 @@ def run(cfg: DictConfig, *, on_work: Listener | None = None, reuse_from: Sequenc
     `reuse_from`: earlier states folders (a retraining run's earlier runs): a suite whose prompts, backbone,
     dtype and device class are the same as there is copied, not computed. `changes`, when given, is
     filled with {"reused": {suite: folder}, "computed": [suite, ...]}."""
-    from trinity.coordinator.coordinator import Coordinator
+    from trinity.pipeline.coordinator_setup import coordinator_from_config
     from trinity.pipeline.state_files import reuse_state_cache, write_state_cache
     from trinity.tasks.prepare import load_items
 
     protocol = ProtocolConfig.from_cfg(cfg.protocol)
-    coord = Coordinator.from_config(cfg)
+    coord = coordinator_from_config(cfg)
     out_dir = Path(cfg.paths.states)
     out_dir.mkdir(parents=True, exist_ok=True)
     suites = list(dict.fromkeys(list(cfg.tasks.train) + list(cfg.tasks.transfer)))

@@ -1,7 +1,9 @@
 """The coordinator a stage runs: built from the config, with its feature statistics
 (`coordinator.features.normalize=standardize|rebalance`) fitted on the training split's cached first-turn
 states. The coordinator never reads the cache_states stage's files itself; this module reads them and
-hands the fit in (`Coordinator.from_config(..., fit_norm=...)`)."""
+hands the fit in (`Coordinator.from_sections(..., fit_norm=...)`). It is also where a coordinator is built
+or loaded from a whole config (`coordinator_from_config`, `load_coordinator`): the coordinator itself sees only
+its typed section."""
 
 from __future__ import annotations
 
@@ -11,10 +13,9 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from trinity.config_schema import section
-from trinity.config_schema.root import Paths
+from trinity.config_schema import group
 from trinity.coordinator.backbone import Backbone
-from trinity.coordinator.coordinator import Coordinator, coordinator_section
+from trinity.coordinator.coordinator import Coordinator
 from trinity.coordinator.feature_norm import KEY, STATE_IDENTITY, FeatureNorm, FeatureNormError
 from trinity.episodes.protocol import first_turn_transcript
 from trinity.episodes.protocol_config import ProtocolConfig
@@ -24,11 +25,31 @@ from trinity.tasks.prepare import load_items
 log = logging.getLogger("trinity.coordinator.feature_norm")
 
 
+def coordinator_from_config(cfg: Any, backbone: Backbone | None = None, *,
+                            fit_norm: Callable[[Coordinator], FeatureNorm] | None = None) -> Coordinator:
+    """The coordinator of a whole config (its typed `coordinator` section, the pool's models in head order, the
+    protocol's coordinator prompt, paths.cache and paths.model_cache), with no feature statistics fitted
+    unless `fit_norm` is given (build_coordinator fits them on the training states)."""
+    paths = group(cfg, "paths")
+    return Coordinator.from_sections(group(cfg, "coordinator"), [str(m) for m in cfg.pool.models],
+                                     str(cfg.protocol.coordinator_system), cache_dir=paths.cache,
+                                     model_cache=paths.model_cache, backbone=backbone, fit_norm=fit_norm)
+
+
+def load_coordinator(path: str | Path, cfg: Any, backbone: Backbone | None = None) -> tuple[Coordinator, np.ndarray]:
+    """`Coordinator.load` with the config's sections: the saved coordinator at `path` and its parameters,
+    refused when it does not fit this config (pool, backbone, token position, roles, normalisation)."""
+    paths = group(cfg, "paths")
+    return Coordinator.load(path, group(cfg, "coordinator"), [str(m) for m in cfg.pool.models],
+                            str(cfg.protocol.coordinator_system), cache_dir=paths.cache,
+                            model_cache=paths.model_cache, backbone=backbone)
+
+
 def build_coordinator(cfg: Any, backbone: Backbone | None = None) -> Coordinator:
-    """`Coordinator.from_config(cfg)` that fits its feature statistics on cfg's training states on first use."""
-    normalize = coordinator_section(cfg).features.normalize.value
+    """The coordinator of `cfg` that fits its feature statistics on cfg's training states on first use."""
+    normalize = group(cfg, "coordinator").features.normalize.value
     fit = training_norm_fitter(cfg, keep_shared=normalize == "rebalance") if normalize != "none" else None
-    return Coordinator.from_config(cfg, backbone=backbone, fit_norm=fit)
+    return coordinator_from_config(cfg, backbone, fit_norm=fit)
 
 
 def first_turn_features(coord: Coordinator, items: Sequence[Any], protocol_cfg: Any) -> np.ndarray:
@@ -40,7 +61,7 @@ def first_turn_features(coord: Coordinator, items: Sequence[Any], protocol_cfg: 
 def training_norm_fitter(cfg: Any, *, keep_shared: bool = False) -> Callable[[Coordinator], FeatureNorm]:
     """fit_feature_norm on cfg's training states; suites cached for another token position or backbone
     (the last-token ablation) are recomputed with the coordinator itself, as the router would read them."""
-    paths = section(cfg.paths, Paths, "paths")
+    paths = group(cfg, "paths")
     train = [str(s) for s in cfg.tasks.train]
     protocol_cfg = cfg.protocol
 

@@ -36,7 +36,7 @@ from trinity.coordinator.saved import coordinator_file
 from trinity.pipeline.rollouts import replay_misses, stop_on_replay_misses
 from trinity.pipeline.ablation_folders import ablation_names, ablations_root
 from trinity.pipeline.workspace import timings_dir
-from trinity.coordinator.head import configured_roles
+from trinity.coordinator.head import section_roles
 from trinity.pipeline.rollouts import RolloutContext, config_key
 from trinity.progress import Listener, Progress
 from trinity.config_schema.eval import EvalConfig
@@ -225,7 +225,7 @@ def method_context(cfg: DictConfig, ctx: RolloutContext, coordinator_path: Path)
         moa=cfg.eval.get("moa"),
         ablation_names=lambda: ablation_names(cfg),
         load_ablation=lambda name: load_ablation(cfg, ctx, name),
-        roles=configured_roles(cfg),
+        roles=section_roles(group(cfg, "coordinator").roles),
     )
 
 

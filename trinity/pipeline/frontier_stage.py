@@ -40,8 +40,6 @@ import polars as pl
 from omegaconf import DictConfig, OmegaConf
 
 from trinity.errors import TrinityError
-from trinity.evolve.fitness import frontier_cost_unit as cost_unit
-from trinity.evolve.fitness import frontier_cost_weights as cost_weights
 from trinity.coordinator.saved import coordinator_file
 from trinity.pipeline import evolve_stage
 from trinity.pipeline.rollouts import replay_misses, stop_on_replay_misses
@@ -59,6 +57,23 @@ class FrontierInputError(TrinityError):
 
 
 # -------------------------------------------------------------------------------------- configuration
+
+def cost_weights(cfg: DictConfig) -> list[float]:
+    """`evolve.cost_weights` (the frontier stage trains one coordinator per weight): distinct numbers
+    >= 0 (checked by the schema); [] or absent: no frontier."""
+    return [float(w) for w in group(cfg, "evolve").cost_weights]
+
+
+def cost_unit(cfg: DictConfig) -> str:
+    """`evolve.cost_weights_unit`, resolved: `auto` is dollars when every pool model has a price (a free
+    model would cost nothing in dollars and take every turn), else thousands of tokens."""
+    unit = group(cfg, "evolve").cost_weights_unit.value
+    if unit != "auto":
+        return unit
+    models = list(group(cfg, "pool").models.values())
+    priced = all((m.price_in_per_mtok or 0) > 0 or (m.price_out_per_mtok or 0) > 0 for m in models)
+    return "usd" if models and priced else "ktokens"
+
 
 def head_name(weight: float) -> str:
     return f"cost_w{weight:g}"

@@ -203,11 +203,12 @@ def exact_item_values(cfg: DictConfig, ctx: Any, params: np.ndarray | None, item
     configured, and by argmax), x0 (a zero head: uniform over agents and the configured roles, which is
     also the `random` method), every single model as the only Worker, and the recording's bounds
     (trinity.record.bounds). Returns {"items": [...], "values": {name: array}, "fixed_policy": ...}."""
-    from trinity.coordinator.head import configured_roles
+    from trinity.config_schema import group
+    from trinity.coordinator.head import section_roles
     from trinity.record import bounds
     from trinity.evolve.fitness import FitnessWeights
 
-    roles = configured_roles(cfg)
+    roles = section_roles(group(cfg, "coordinator").roles)
     world = world_for(cfg, ctx.pool, roles)
     evaluator = ExactEvaluator(ctx.coordinator, world, FitnessWeights())
     compiled = world.compiled(items)

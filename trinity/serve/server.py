@@ -40,8 +40,8 @@ def build_app(cfg: DictConfig, coordinator_path: str | os.PathLike | None = None
     import dataclasses
 
     from trinity.config_schema import group
-    from trinity.coordinator.coordinator import Coordinator
     from trinity.coordinator.saved import coordinator_file
+    from trinity.pipeline.coordinator_setup import load_coordinator
     from trinity.pipeline.pool_setup import pool_client
 
     if sum(x is not None for x in (coordinator_path, frontier, registry)) != 1:
@@ -69,7 +69,7 @@ def build_app(cfg: DictConfig, coordinator_path: str | os.PathLike | None = None
                 "the frontier's figures were measured with %s routing; serve.routing is %s, so the heads' real "
                 "costs and rewards may differ from frontier.json", served.routing, settings.routing)
         coordinator_path = served.heads[0].file
-    coordinator, params = Coordinator.load(coordinator_file(Path(coordinator_path)), cfg, backbone=backbone)
+    coordinator, params = load_coordinator(coordinator_file(Path(coordinator_path)), cfg, backbone=backbone)
     own_pool = pool is None
     if own_pool:
         cache_path = Path(cfg.paths.cache) / "responses.sqlite" if settings.response_cache != "off" else None
