@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
+from trinity.config_schema import group
 from trinity.coordinator.saved import CoordinatorMismatchError, load_saved, save_params
 from trinity.episodes.trace import EpisodeId, Trace
 from trinity.errors import ConfigError
@@ -40,11 +41,11 @@ def test_paired_test_rule_promotes_only_a_significant_win():
 
 def test_rule_comes_from_config_and_bad_values_name_the_key():
     cfg = OmegaConf.create({"retrain": {"promote_rule": "always", "alpha": 0.01, "min_items": 5}})
-    assert GateRule.from_cfg(cfg) == GateRule("always", 0.01, 5)
-    assert GateRule.from_cfg(OmegaConf.create({})) == GateRule()
+    assert GateRule.from_section(group(cfg, "retrain")) == GateRule("always", 0.01, 5)
+    assert GateRule.from_section(group(OmegaConf.create({}), "retrain")) == GateRule()
     for key, value in (("promote_rule", "sometimes"), ("alpha", 2), ("min_items", 0)):
         with pytest.raises(ConfigError, match=f"retrain.{key}"):
-            GateRule.from_cfg(OmegaConf.create({"retrain": {key: value}}))
+            GateRule.from_section(group(OmegaConf.create({"retrain": {key: value}}), "retrain"))
 
 
 # ------------------------------------------------------------------------------------------ the step

@@ -15,8 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from omegaconf import DictConfig
-
+from trinity.config_schema.root import Retrain
 from trinity.errors import ConfigError
 from trinity.stats import PairedTest, paired_test
 
@@ -30,11 +29,8 @@ class GateRule:
     min_items: int = 20
 
     @classmethod
-    def from_cfg(cls, cfg: DictConfig) -> "GateRule":
-        """`retrain.promote_rule`, `retrain.alpha`, `retrain.min_items` (schema: trinity.config_schema.root.Retrain)."""
-        from trinity.config_schema import group
-
-        r = group(cfg, "retrain")
+    def from_section(cls, r: Retrain) -> "GateRule":
+        """From the typed `retrain` section: promote_rule, alpha, min_items (schema: trinity.config_schema.root.Retrain)."""
         if not 0 < float(r.alpha) < 1:
             raise ConfigError(f"config key 'retrain.alpha' must be in (0, 1), got {r.alpha}")
         return cls(str(r.promote_rule.value), float(r.alpha), int(r.min_items))

@@ -6,24 +6,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
-
 from trinity.files import sha256_file
 from trinity.models.store import sha256_text
 
-# Sections of the config that say where and how a run executes, not what it trains: left out of its hash.
-UNHASHED_SECTIONS = ("paths", "runner", "schedule", "serve", "retrain")
-
-
-def config_sha256(cfg: DictConfig) -> str:
-    data = OmegaConf.to_container(cfg, resolve=True)
-    data = {k: v for k, v in data.items() if k not in UNHASHED_SECTIONS}
-    return sha256_text(json.dumps(data, sort_keys=True, default=str))
-
-
-def data_versions(cfg: DictConfig) -> dict[str, Any]:
-    """sha256 of the prepare stage's manifest and each suite's source entry (None when not prepared)."""
-    manifest = Path(str(cfg.paths.prepared)) / "manifest.json"
+def data_versions(prepared: str | Path) -> dict[str, Any]:
+    """sha256 of the prepare stage's manifest (in `prepared`, paths.prepared) and each suite's source entry
+    (None when not prepared)."""
+    manifest = Path(prepared) / "manifest.json"
     if not manifest.is_file():
         return {"manifest_sha256": None, "suites": {}}
     suites = (json.loads(manifest.read_text()).get("suites") or {})
@@ -31,19 +20,19 @@ def data_versions(cfg: DictConfig) -> dict[str, Any]:
             "suites": {name: sha256_text(json.dumps(entry, sort_keys=True)) for name, entry in suites.items()}}
 
 
-def run_meta(cfg: DictConfig, *, source_run: str, metrics: dict[str, Any] | None = None,
-             parent: str | None = None, coordinator_meta: dict[str, Any] | None = None,
-             warm_start: dict[str, Any] | None = None) -> dict[str, Any]:
-    """A version's meta.json (the registry adds created time, version and the file's sha256)."""
+def run_meta(*, source_run: str, pool_models: list[str], backbone_id: str, prepared: str | Path, config_sha256: str,
+             metrics: dict[str, Any] | None = None, parent: str | None = None,
+             coordinator_meta: dict[str, Any] | None = None, warm_start: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A version's meta.json (the registry adds created time, version and the file's sha256): the run's pool
+    models, backbone (the saved coordinator's own when `coordinator_meta` names it), prepared data, config hash."""
     cm = coordinator_meta or {}
     return {
         "source_run": source_run,
-        "pool_models": [str(m) for m in cfg.pool.models],
-        "backbone": {"id": cm.get("backbone_id", str(cfg.coordinator.backbone.id)),
-                     "revision": cm.get("backbone_revision")},
+        "pool_models": [str(m) for m in pool_models],
+        "backbone": {"id": cm.get("backbone_id", str(backbone_id)), "revision": cm.get("backbone_revision")},
         "metrics": dict(metrics or {}),
-        "data": data_versions(cfg),
-        "config_sha256": config_sha256(cfg),
+        "data": data_versions(prepared),
+        "config_sha256": config_sha256,
         "parent": parent,
         "warm_start": warm_start,
     }

@@ -17,19 +17,20 @@ so. A champion of another backbone cannot run here: the champion stays unless th
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from trinity.coordinator.saved import CoordinatorMismatchError, load_saved
 from trinity.pipeline import items as item_sel
 from trinity.coordinator.saved import coordinator_file
 from trinity.models.gate import GateDecision, GateRule, decide
 from trinity.models.meta import differences, run_meta
-from trinity.models.store import Registry, Version
+from trinity.models.store import Registry, Version, sha256_text
 from trinity.config_schema import group
 
 log = logging.getLogger("trinity.retrain")
@@ -69,6 +70,17 @@ def paired_rewards(challenger: list, champion: list) -> tuple[list[float], list[
     return [float(mine[k]) for k in keys], [float(by_key[k]) for k in keys]
 
 
+# Sections of the config that say where and how a run executes, not what it trains: left out of its hash.
+UNHASHED_SECTIONS = ("paths", "runner", "schedule", "serve", "retrain")
+
+
+def config_sha256(cfg: DictConfig) -> str:
+    """The hash a registered version records of the config that trained it (where and how it ran left out)."""
+    data = OmegaConf.to_container(cfg, resolve=True)
+    data = {k: v for k, v in data.items() if k not in UNHASHED_SECTIONS}
+    return sha256_text(json.dumps(data, sort_keys=True, default=str))
+
+
 def run(cfg: DictConfig, *, coordinator_path: Path | None = None, source_run: str = "",
         progress: Callable[[str], None] | None = None, context: Any = None,
         data_changes: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -80,7 +92,7 @@ def run(cfg: DictConfig, *, coordinator_path: Path | None = None, source_run: st
     from trinity.pipeline.rollouts import RolloutContext
 
     say = progress or log.info
-    rule = GateRule.from_cfg(cfg)
+    rule = GateRule.from_section(group(cfg, "retrain"))
     registry = Registry(str(cfg.paths.registry))
     path = coordinator_file(Path(coordinator_path) if coordinator_path else Path(cfg.paths.runs) / "coordinator")
     _, saved_meta, _ = load_saved(path)
@@ -113,7 +125,9 @@ def run(cfg: DictConfig, *, coordinator_path: Path | None = None, source_run: st
     if decision.test is not None:
         metrics.update(champion_test_reward=decision.test.mean_b, gate_p_value=decision.test.p_value,
                        gate_items=decision.test.n, gate_test=decision.test.test)
-    meta = run_meta(cfg, source_run=source_run, metrics=metrics, parent=champion.name if champion else None,
+    meta = run_meta(source_run=source_run, pool_models=[str(m) for m in cfg.pool.models],
+                    backbone_id=str(cfg.coordinator.backbone.id), prepared=group(cfg, "paths").prepared,
+                    config_sha256=config_sha256(cfg), metrics=metrics, parent=champion.name if champion else None,
                     coordinator_meta=saved_meta, warm_start=saved_meta.get("warm_start"))
     meta["gate"] = {**decision.to_dict(), "rule": rule.rule, "alpha": rule.alpha, "min_items": rule.min_items,
                     "notes": notes}
