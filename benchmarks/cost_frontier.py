@@ -45,13 +45,14 @@ def pool_port(configured: int) -> int:
 
 def compose(args, root: Path, run: Path):
     from trinity import config
+    from trinity.config_schema import group
     from trinity.simulated.references import is_simulated
 
     experiment = f"experiment={args.experiment}"
     base = config.compose([experiment])
     weights = ",".join(f"{w:g}" for w in args.weights)
     # the simulated pool is one server of this script's; the local pool's servers keep their own ports
-    port = [f"pool.port={pool_port(int(base.pool.port))}"] if is_simulated(base) else []
+    port = [f"pool.port={pool_port(int(base.pool.port))}"] if is_simulated(group(base, "pool")) else []
     cfg = config.compose([
         experiment, f"evolve.generations={generations(args)}", f"seed={args.seed}",
         f"evolve.cost_weights=[{weights}]", f"paths.prepared={root / 'prepared'}", f"paths.states={root / 'states'}",
@@ -75,18 +76,19 @@ def generations(args) -> int:
 
 
 def pool_label(cfg) -> str:
+    from trinity.config_schema import group
     from trinity.simulated.references import is_simulated, label
 
-    return label(cfg) if is_simulated(cfg) else f"local pool '{cfg.pool.get('name', '?')}' ({', '.join(cfg.pool.models)})"
+    return label(group(cfg, "pool")) if is_simulated(group(cfg, "pool")) else f"local pool '{cfg.pool.get('name', '?')}' ({', '.join(cfg.pool.models)})"
 
 
 def prepare(cfg) -> None:
     """The prepared items and first-turn states, once per --root."""
     from trinity.pipeline import cache_states_stage
-    from trinity.tasks.prepare import prepare_suites
+    from trinity.pipeline.suites import prepare_from_config
 
     if not (Path(cfg.paths.prepared) / "manifest.json").is_file():
-        prepare_suites(cfg, cfg.paths.prepared)
+        prepare_from_config(cfg, cfg.paths.prepared)
     if not (Path(cfg.paths.states) / "manifest.json").is_file():
         cache_states_stage.run(cfg)
 

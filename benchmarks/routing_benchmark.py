@@ -104,9 +104,10 @@ def realised_bound(cfg, test) -> float | None:
     from trinity.episodes.protocol import sample_index_for
     from trinity.simulated.oracle import realised_hindsight
     from trinity.simulated.profile import parse_profile
+    from trinity.config_schema import group
     from trinity.simulated.references import is_simulated
 
-    if not is_simulated(cfg) or not test:
+    if not is_simulated(group(cfg, "pool")) or not test:
         return None
     models, k, seed = parse_profile(cfg.pool), int(cfg.protocol.max_turns), int(cfg.pool.get("outcome_seed") or 0)
     return float(np.mean([realised_hindsight(models, it.uid, it.suite, [sample_index_for(it.uid, 0, t) for t in range(k)],
@@ -339,6 +340,7 @@ def main() -> None:
     from trinity.pipeline import items as item_sel
     from trinity.pipeline.rollouts import RolloutContext
     from trinity.pipeline.local_pool import LocalPool
+    from trinity.config_schema import group
     from trinity.simulated.references import label, references
 
     overrides = ["experiment=routing_benchmark", *args.overrides]
@@ -357,7 +359,8 @@ def main() -> None:
     root = Path(base.paths.cache) / "routing_benchmark" / args.compare / f"generations-{base.evolve.generations}"
     test = item_sel.load_split(base, list(base.tasks.train), "test")
     weights = {s: sum(1 for it in test if it.suite == s) for s in base.tasks.train}
-    refs = references(base, list(base.tasks.train), weights)
+    refs = references(base.pool, list(base.tasks.train), max_turns=int(base.protocol.max_turns),
+                      roles=group(base, "coordinator").roles, weights=weights)
     results: dict[str, list[dict]] = {}
     started = time.perf_counter()
     with LocalPool(base.pool, progress=lambda *_: None):
@@ -378,7 +381,7 @@ def main() -> None:
     chosen_lines, chosen = selection(results, "coordinator.features.normalize and evolve.sigma0") \
         if args.compare == "normalize" else ([], None)
     budget = int(np.mean([r["episodes"] for runs in results.values() for r in runs]))
-    title = f"{label(base)}: {args.compare} at equal budget ({budget} training episodes)"
+    title = f"{label(group(base, 'pool'))}: {args.compare} at equal budget ({budget} training episodes)"
     md = [f"# {title}", "", f"`python benchmarks/routing_benchmark.py --compare {args.compare} --seeds "
           f"{' '.join(map(str, args.seeds))}" + (f" --generations {args.generations}" if args.generations else "")
           + "`", "", f"Test items: {len(test)} ({', '.join(f'{s} {n}' for s, n in weights.items())}); each "
@@ -396,7 +399,7 @@ def main() -> None:
                   for r in runs] for name, runs in results.items()}
     (out / f"{args.compare}_items.json").write_text(json.dumps(raw, indent=0))
     plot(results, refs, out / f"{args.compare}.png", title)
-    print(json.dumps({"benchmark": "routing_benchmark", "pool": label(base), "compare": args.compare,
+    print(json.dumps({"benchmark": "routing_benchmark", "pool": label(group(base, 'pool')), "compare": args.compare,
                       "seeds": args.seeds, "training_episodes_per_run": budget,
                       "oracle": refs["pooled"]["oracle"] if refs else None,
                       "hindsight": refs["pooled"]["hindsight"] if refs else None, "chosen": chosen,

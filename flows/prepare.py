@@ -13,10 +13,10 @@ from flows._common import cli, prefect_logger, stage_cfg
 
 @task(name="prepare-suites", cache_policy=NO_CACHE)
 def prepare_suites_task(cfg, reuse_from: list[str] | None = None) -> dict:
-    from trinity.tasks.prepare import prepare_suites
+    from trinity.pipeline.suites import prepare_from_config
 
     changes: dict = {}
-    manifest = prepare_suites(cfg, Path(cfg.paths.prepared), reuse_from=reuse_from or (), changes=changes)
+    manifest = prepare_from_config(cfg, Path(cfg.paths.prepared), reuse_from=reuse_from or (), changes=changes)
     return {**manifest, "reuse": changes}
 
 

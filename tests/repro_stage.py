@@ -16,9 +16,9 @@ def main(stage: str) -> int:
     cfg = config.load("params.yaml", [])
     try:
         if stage == "prepare":
-            from trinity.tasks.prepare import prepare_suites
+            from trinity.pipeline.suites import prepare_from_config
 
-            prepare_suites(cfg, cfg.paths.prepared)
+            prepare_from_config(cfg, cfg.paths.prepared)
         elif stage == "cache_states":
             from trinity.pipeline import cache_states_stage
 

@@ -54,7 +54,8 @@ def prepare_served(root: Path, *, suites: Sequence[str] = ("mmlu",), items_per_s
 
     from trinity import config
     from trinity.pipeline.coordinator_setup import coordinator_from_config
-    from trinity.tasks.prepare import load_items, prepare_suites
+    from trinity.tasks.prepare import load_items
+    from trinity.pipeline.suites import prepare_from_config
 
     root = Path(root)
     overrides = ["pool=simulated", f"paths.cache={root / 'cache'}", f"paths.prepared={root / 'prepared'}",
@@ -67,7 +68,7 @@ def prepare_served(root: Path, *, suites: Sequence[str] = ("mmlu",), items_per_s
     tiny.tokenizer.save_pretrained(root / "backbone")
     overrides += ["coordinator.backbone.source=hub", f"coordinator.backbone.id={root / 'backbone'}", *extra]
     cfg = config.compose(overrides)
-    prepare_suites(cfg, cfg.paths.prepared)
+    prepare_from_config(cfg, cfg.paths.prepared)
     coordinator = coordinator_from_config(cfg)
     coordinator.save(root / "coordinator" / "coordinator.safetensors", np.zeros(coordinator.num_params))
     coordinator.service.close()

@@ -85,7 +85,8 @@ def scripted(tmp_path, monkeypatch):
     from trinity.pipeline.cache_states_stage import run as cache_states
     from trinity.pipeline.rollouts import RolloutContext
     from trinity.pool.client import PoolClient
-    from trinity.tasks.prepare import load_items, prepare_suites
+    from trinity.tasks.prepare import load_items
+    from trinity.pipeline.suites import prepare_from_config
 
     cfg = config.compose(["experiment=local_live", 
         "tasks.train=[mmlu]", "tasks.transfer=[]", "tasks.max_items_per_suite=24",
@@ -103,7 +104,7 @@ def scripted(tmp_path, monkeypatch):
                                      "coordinator.svf.matrices": ["model.layers.2.self_attn.*_proj", "model.layers.2.mlp.*_proj"]}
     config.validate(cfg)
     monkeypatch.setattr(coordinator_module, "load_backbone", lambda *a, **k: tiny_backbone())
-    prepare_suites(cfg, cfg.paths.prepared)
+    prepare_from_config(cfg, cfg.paths.prepared)
     items = {it.prompt.strip()[:200]: it for it in load_items(cfg.paths.prepared, "mmlu")}
     oracle = list(cfg.pool.models)[1]
 

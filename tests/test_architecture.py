@@ -231,6 +231,45 @@ def test_config_defaults_live_only_in_the_schema():
                        f"trinity.config_schema.group(cfg, name), section(...) or setting(...)): {found}")
 
 
+# The floors below the pipeline see sections, never the whole config: only the pipeline (and the app and the
+# command line above it) reads the config as a whole and hands each part its typed section.
+SECTION_ONLY = ("trinity", "errors", "files", "seeding", "progress", "contracts", "stats", "setup", "tasks", "pool",
+                "coordinator", "models", "episodes", "routers", "evolve", "eval", "record", "simulated")
+_WHOLE_CONFIG_READERS = ("group", "setting")   # trinity.config_schema's readers of a whole config
+
+
+def whole_config_reads(text: str) -> list[str]:
+    """`cfg.<group>` (a config group read off a whole config) and imports of the schema's whole-config readers."""
+    import dataclasses
+
+    from trinity.config_schema.root import TrinityConfig
+
+    groups = {f.name for f in dataclasses.fields(TrinityConfig)}
+    hits = []
+    for node in ast.walk(ast.parse(text)):
+        if (isinstance(node, ast.Attribute) and node.attr in groups and isinstance(node.value, ast.Name)
+                and _CONFIG_NAMES.match(node.value.id)):
+            hits.append(ast.unparse(node))
+        elif isinstance(node, ast.ImportFrom) and node.module == "trinity.config_schema":
+            hits += [f"import {a.name}" for a in node.names if a.name in _WHOLE_CONFIG_READERS]
+    return hits
+
+
+def test_the_floors_below_the_pipeline_read_sections_not_the_whole_config():
+    found = {str(path.relative_to(ROOT)): hits for module, path in MODULES.items()
+             if part_of(module) in SECTION_ONLY and (hits := whole_config_reads(path.read_text()))}
+    assert not found, ("a part below the pipeline reads the whole config; give it its typed section from the "
+                       f"pipeline instead: {found}")
+
+
+def test_the_whole_config_finder_finds_both_shapes():
+    assert whole_config_reads("n = int(cfg.protocol.max_turns)")
+    assert whole_config_reads("from trinity.config_schema import group, section")
+    assert not whole_config_reads("from trinity.config_schema import section")
+    assert not whole_config_reads("n = cfg.max_turns")          # a section named cfg
+    assert not whole_config_reads("members = group(ctx)")       # a local function named group
+
+
 def test_the_default_finder_finds_both_shapes():
     assert own_defaults('x = OmegaConf.select(cfg, "evolve.warm_start", default=None)')
     assert own_defaults('n = int(cfg.evolve.get("repeats", 1))')

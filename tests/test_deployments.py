@@ -37,7 +37,7 @@ def test_ui_run_of_evolve_uses_dask_and_its_own_folder(tmp_path, tiny_backbone_o
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
     from trinity.pipeline import cache_states_stage
-    from trinity.tasks.prepare import prepare_suites
+    from trinity.pipeline.suites import prepare_from_config
 
     api = deployed_flows.api
     with StubServer(_handler) as stub:
@@ -54,7 +54,7 @@ def test_ui_run_of_evolve_uses_dask_and_its_own_folder(tmp_path, tiny_backbone_o
         ])
         OmegaConf.set_struct(cfg, False)
         cfg.pool = OmegaConf.merge(stub_pool_cfg(stub.base_url, models=["a", "b", "c"]), {"host": "127.0.0.1"})
-        prepare_suites(cfg, cfg.paths.prepared)
+        prepare_from_config(cfg, cfg.paths.prepared)
         cache_states_stage.run(cfg)
         params = tmp_path / "params.yaml"
         params.write_text(config.to_yaml(cfg))

@@ -265,7 +265,7 @@ def simulated(tmp_path, monkeypatch):
     from trinity.pipeline.cache_states_stage import run as cache_states
     from trinity.pipeline.rollouts import RolloutContext
     from trinity.pool.client import PoolClient
-    from trinity.tasks.prepare import prepare_suites
+    from trinity.pipeline.suites import prepare_from_config
 
     cfg = config.compose([
         "experiment=routing_benchmark", "tasks.train=[mmlu,gsm8k]", "tasks.max_items_per_suite=16",
@@ -278,7 +278,7 @@ def simulated(tmp_path, monkeypatch):
         f"paths.eval={tmp_path}/data/eval", f"paths.metrics={tmp_path}/metrics", f"paths.reports={tmp_path}/reports",
         f"paths.cache={tmp_path}/cache"])
     monkeypatch.setattr(coordinator_module, "load_backbone", lambda *a, **k: tiny_backbone())
-    prepare_suites(cfg, cfg.paths.prepared)
+    prepare_from_config(cfg, cfg.paths.prepared)
     pools: list[PricedSimulatedPool] = []
 
     def make_pool(*args, **kwargs):

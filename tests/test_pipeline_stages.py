@@ -63,10 +63,10 @@ def prefect_harness():
 
 def test_prepare_cache_states_evolve_evaluate_on_a_scripted_pool(run_cfg):
     from trinity.pipeline import cache_states_stage, evaluate_stage, evolve_stage
-    from trinity.tasks.prepare import prepare_suites
+    from trinity.pipeline.suites import prepare_from_config
 
     cfg = run_cfg
-    prepare_suites(cfg, cfg.paths.prepared)
+    prepare_from_config(cfg, cfg.paths.prepared)
     items = {}
     for suite in ("mmlu", "gsm8k", "gpqa_diamond"):
         for it in load_items(cfg.paths.prepared, suite):
@@ -143,12 +143,12 @@ def test_rollouts_on_a_local_dask_cluster_match_the_inline_run(run_cfg, prefect_
     from flows._common import rollout_runner
     from trinity.pipeline import cache_states_stage
     from trinity.pipeline.evolve_stage import rollout_candidate
-    from trinity.tasks.prepare import prepare_suites
+    from trinity.pipeline.suites import prepare_from_config
 
     cfg = run_cfg.copy()
     OmegaConf.set_struct(cfg, False)
     if not list(Path(cfg.paths.prepared).glob("*.parquet")):
-        prepare_suites(cfg, cfg.paths.prepared)
+        prepare_from_config(cfg, cfg.paths.prepared)
     if not (Path(cfg.paths.states) / "mmlu.safetensors").exists():   # the feature statistics read them
         cache_states_stage.run(cfg)
     uids = [it.uid for it in load_items(cfg.paths.prepared, "mmlu", "train")[:2]]

@@ -49,7 +49,8 @@ def test_scheduled_retraining_promotes_only_a_better_challenger_and_serving_foll
     from trinity.pipeline.coordinator_setup import build_coordinator
     from trinity.models.store import Registry
     from trinity.serve.server import ServerThread, build_app
-    from trinity.tasks.prepare import load_items, prepare_suites
+    from trinity.tasks.prepare import load_items
+    from trinity.pipeline.suites import prepare_from_config
 
     api = deployed_flows.api
     answers: dict[str, str] = {}
@@ -75,7 +76,7 @@ def test_scheduled_retraining_promotes_only_a_better_challenger_and_serving_foll
         ])
         OmegaConf.set_struct(cfg, False)
         cfg.pool = OmegaConf.merge(stub_pool_cfg(stub.base_url, models=POOL), {"host": "127.0.0.1"})
-        prepare_suites(cfg, cfg.paths.prepared)
+        prepare_from_config(cfg, cfg.paths.prepared)
         for it in load_items(cfg.paths.prepared, "mmlu"):
             ref = json.loads(it.reference) if isinstance(it.reference, str) and it.reference.startswith("{") else it.reference
             answers[it.prompt.strip()[:200]] = ref["answer"] if isinstance(ref, dict) else ref

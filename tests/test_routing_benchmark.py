@@ -26,7 +26,7 @@ from trinity.stats import paired_test
 from trinity.pipeline import cache_states_stage, evolve_stage
 from trinity.pipeline.rollouts import RolloutContext
 from trinity.pipeline.local_pool import LocalPool
-from trinity.tasks.prepare import prepare_suites
+from trinity.pipeline.suites import prepare_from_config
 
 RIGHT_MODEL = {"mmlu": "mc-specialist", "gsm8k": "math-specialist"}
 
@@ -47,7 +47,7 @@ def test_a_short_benchmark_run_learns_to_route_suites_to_their_specialists(tmp_p
         f"paths.metrics={tmp_path / 'metrics'}", f"paths.reports={tmp_path / 'reports'}",
         f"paths.cache={tmp_path / 'cache'}", f"pool.port={port}",
     ])
-    prepare_suites(cfg, cfg.paths.prepared)
+    prepare_from_config(cfg, cfg.paths.prepared)
     try:
         cache_states_stage.run(cfg)
         with LocalPool(cfg.pool, progress=lambda *_: None):

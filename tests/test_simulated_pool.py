@@ -25,7 +25,8 @@ from trinity.simulated.server import Refused, SimulatedPool
 from trinity.pool.types import CallResult
 from trinity.routers.baselines import RandomRouter
 from trinity.tasks.registry import get_suite
-from trinity.tasks.prepare import load_items, prepare_suites
+from trinity.tasks.prepare import load_items
+from trinity.pipeline.suites import prepare_from_config
 
 
 def _free_port() -> int:
@@ -41,7 +42,7 @@ def prepared(tmp_path_factory):
     root = tmp_path_factory.mktemp("sim")
     cfg = config.compose(["experiment=routing_benchmark", "tasks.train=[mmlu,gsm8k]",
                           "tasks.max_items_per_suite=12", f"paths.prepared={root / 'prepared'}"])
-    prepare_suites(cfg, cfg.paths.prepared)
+    prepare_from_config(cfg, cfg.paths.prepared)
     return root
 
 

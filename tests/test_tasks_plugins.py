@@ -22,7 +22,8 @@ import pytest
 import trinity.tasks.registry as registry
 from trinity import config
 from trinity.errors import ConfigError
-from trinity.tasks import get_suite, load_items, prepare_suites
+from trinity.pipeline.suites import prepare_from_config, suite_for
+from trinity.tasks import load_items
 from trinity.tasks.registry import ENTRY_POINT_GROUP, PluginError, suite_class, suite_names
 from trinity.tasks.suites_math import MathSuite, math_prompt
 
@@ -55,12 +56,12 @@ def test_a_plugin_suite_is_checked_prepared_and_graded_like_a_built_in_one(tmp_p
     _installed(monkeypatch, ("tiny_plugin", f"{__name__}:TinyPlugin"))
     assert "tiny_plugin" in suite_names() and "gsm8k" in suite_names()
     cfg = config.compose(["experiment=local_live", "tasks.train=[tiny_plugin]", "tasks.transfer=[]"])
-    manifest = prepare_suites(cfg, tmp_path)
+    manifest = prepare_from_config(cfg, tmp_path)
     entry = manifest["suites"]["tiny_plugin"]
     assert (entry["kind"], entry["items"], entry["version"]) == ("math", 10, "1")
     items = load_items(tmp_path, "tiny_plugin")
     item = next(i for i in items if i.item_id == "double-3")
-    suite = get_suite(item.suite, cfg)
+    suite = suite_for(cfg, item.suite)
     assert suite_class("tiny_plugin") is TinyPlugin
     assert asyncio.run(suite.grade(item, "2 * 3 = 6, so the answer is \\boxed{6}.")) == 1.0
     assert asyncio.run(suite.grade(item, "The answer is \\boxed{5}.")) == 0.0

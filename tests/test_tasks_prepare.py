@@ -7,7 +7,8 @@ import pytest
 from omegaconf import OmegaConf
 
 from trinity.errors import TrinityError
-from trinity.tasks import load_items, prepare_suites
+from trinity.tasks import load_items
+from trinity.pipeline.suites import prepare_from_config
 
 
 def _cfg(tmp_path, **tasks):
@@ -19,8 +20,8 @@ def _cfg(tmp_path, **tasks):
 
 def test_prepare_writes_parquet_with_deterministic_splits(tmp_path):
     cfg = _cfg(tmp_path)
-    manifest = prepare_suites(cfg, tmp_path / "a")
-    again = prepare_suites(cfg, tmp_path / "b")
+    manifest = prepare_from_config(cfg, tmp_path / "a")
+    again = prepare_from_config(cfg, tmp_path / "b")
     assert manifest == again
     for suite in ("gsm8k", "humaneval", "aime"):
         a = pl.read_parquet(tmp_path / "a" / f"{suite}.parquet")
@@ -33,14 +34,14 @@ def test_prepare_writes_parquet_with_deterministic_splits(tmp_path):
     assert set(pl.read_parquet(tmp_path / "a" / "aime.parquet")["split"]) == {"test"}   # transfer suite
     assert manifest["suites"]["gsm8k"]["items"] == 1319
     assert json.loads((tmp_path / "a" / "manifest.json").read_text()) == manifest
-    other = prepare_suites(OmegaConf.merge(cfg, {"seed": 1}), tmp_path / "c")
+    other = prepare_from_config(OmegaConf.merge(cfg, {"seed": 1}), tmp_path / "c")
     assert not pl.read_parquet(tmp_path / "c" / "gsm8k.parquet")["split"].equals(gsm["split"])
     assert other["suites"]["gsm8k"]["items"] == 1319
 
 
 def test_max_items_is_a_stable_subsample(tmp_path):
-    small = prepare_suites(_cfg(tmp_path, train=["gsm8k"], transfer=[], max_items_per_suite=20), tmp_path / "s")
-    large = prepare_suites(_cfg(tmp_path, train=["gsm8k"], transfer=[], max_items_per_suite=40), tmp_path / "l")
+    small = prepare_from_config(_cfg(tmp_path, train=["gsm8k"], transfer=[], max_items_per_suite=20), tmp_path / "s")
+    large = prepare_from_config(_cfg(tmp_path, train=["gsm8k"], transfer=[], max_items_per_suite=40), tmp_path / "l")
     assert small["suites"]["gsm8k"]["items"] == 20 and large["suites"]["gsm8k"]["items"] == 40
     s = pl.read_parquet(tmp_path / "s" / "gsm8k.parquet")
     big = pl.read_parquet(tmp_path / "l" / "gsm8k.parquet")
@@ -59,7 +60,7 @@ def test_malformed_rows_are_counted_and_skipped(tmp_path):
               json.dumps(good[0])]
     path.write_text("\n".join(lines) + "\n")
     cfg = _cfg(tmp_path, train=["gsm8k"], transfer=[], local_files={"gsm8k": str(path)})
-    manifest = prepare_suites(cfg, tmp_path / "out")
+    manifest = prepare_from_config(cfg, tmp_path / "out")
     entry = manifest["suites"]["gsm8k"]
     assert entry["items"] == 8 and entry["skipped"]["malformed"] == 5 and entry["skipped"]["duplicate"] == 1
     assert entry["source"].startswith("local:") and entry["version"].startswith("local-file:sha256:")
@@ -73,7 +74,7 @@ def test_unavailable_online_suite_fails_clearly_before_writing(tmp_path, monkeyp
     import sys
     monkeypatch.setitem(sys.modules, "datasets", None)
     with pytest.raises(TrinityError, match="tasks.local_files.rlpr"):
-        prepare_suites(_cfg(tmp_path, train=["rlpr"], transfer=[]), tmp_path / "x")
+        prepare_from_config(_cfg(tmp_path, train=["rlpr"], transfer=[]), tmp_path / "x")
     assert not (tmp_path / "x").exists()
     with pytest.raises(TrinityError):
         load_items(tmp_path / "x", "rlpr", "train")
@@ -82,6 +83,6 @@ def test_unavailable_online_suite_fails_clearly_before_writing(tmp_path, monkeyp
 def test_prepare_from_composed_config(tmp_path):
     from trinity.config import compose
     cfg = compose(["experiment=local_live", "tasks.max_items_per_suite=5"])
-    manifest = prepare_suites(cfg, tmp_path)
+    manifest = prepare_from_config(cfg, tmp_path)
     assert set(manifest["suites"]) == set(cfg.tasks.train) | set(cfg.tasks.transfer)
     assert all(entry["items"] == 5 for entry in manifest["suites"].values())

@@ -338,8 +338,8 @@ def write_report(cfg: DictConfig, ctx: RolloutContext, methods: list, skipped: l
     if simulated is not None:
         from trinity.simulated.references import label
 
-        title = f"TRINITY evaluation on the {label(cfg)}"
-        context = [f"**This run used the {label(cfg)}: a benchmark with a known optimum, not real models.**", "",
+        title = f"TRINITY evaluation on the {label(group(cfg, 'pool'))}"
+        context = [f"**This run used the {label(group(cfg, 'pool'))}: a benchmark with a known optimum, not real models.**", "",
                    *context]
         reference_section, reference_metrics = simulated
     cut_by_suite, cut_by_model = truncation(results, "suite"), truncation(results, "model")
@@ -449,10 +449,11 @@ def simulated_references(cfg: DictConfig, summary: pl.DataFrame, sets: dict) -> 
     `trinity` and `random`, and metrics `test/simulated/*` (the oracle, and each method's share of it)."""
     from trinity.simulated.references import is_simulated, markdown, references
 
-    if not is_simulated(cfg) or not sets.get("test"):
+    if not is_simulated(group(cfg, "pool")) or not sets.get("test"):
         return None
     weights = {suite: len(items) for suite, items in sets["test"].items()}
-    refs = references(cfg, list(weights), weights)
+    refs = references(cfg.pool, list(weights), max_turns=int(cfg.protocol.max_turns),
+                      roles=group(cfg, "coordinator").roles, weights=weights)
     test = summary.filter(pl.col("set") == "test")
     measured: dict[str, dict[str, float]] = {}
     for r in test.filter(pl.col("method").is_in(SIMULATED_METHODS)).iter_rows(named=True):

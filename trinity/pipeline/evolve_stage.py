@@ -310,12 +310,13 @@ def simulated_reference_lines(cfg: DictConfig, val: list[TaskItem]) -> dict[str,
     validation items' suites, weighted as the validation items are; None on a real pool."""
     from trinity.simulated.references import is_simulated, references
 
-    if not is_simulated(cfg) or not val:
+    if not is_simulated(group(cfg, "pool")) or not val:
         return None
     weights: dict[str, float] = {}
     for it in val:
         weights[it.suite] = weights.get(it.suite, 0) + 1
-    pooled = references(cfg, sorted(weights), weights)["pooled"]
+    pooled = references(cfg.pool, sorted(weights), max_turns=int(cfg.protocol.max_turns),
+                        roles=group(cfg, "coordinator").roles, weights=weights)["pooled"]
     best = max(pooled["single_worker"], key=pooled["single_worker"].get)
     lines = {"simulated best deterministic policy (oracle)": pooled["oracle"],
              "simulated random (= x0 expected)": pooled["random"],

@@ -262,7 +262,8 @@ def write_outputs(cfg: DictConfig, dest: Path, table: pl.DataFrame, results: pl.
 def title(cfg: DictConfig, manifest: dict) -> str:
     from trinity.simulated.references import is_simulated, label
 
-    where = f"{label(cfg)}: " if is_simulated(cfg) else ""
+    pool = group(cfg, "pool")
+    where = f"{label(pool)}: " if is_simulated(pool) else ""
     return (f"{where}cost-quality frontier\non {manifest['items']} test items "
             f"({', '.join(manifest['suites'])}; {manifest['routing']} routing)")
 

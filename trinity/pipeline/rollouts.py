@@ -105,8 +105,10 @@ def make_grader(cfg: DictConfig, judge=None) -> Callable[[TaskItem, str], Awaita
     repeatable (a sandbox timeout, a judge that failed): the next episode grades again."""
     from collections import OrderedDict
 
+    from trinity.pipeline.suites import suite_settings
     from trinity.tasks.registry import get_suite
 
+    settings = suite_settings(cfg)
     suites: dict[str, object] = {}
     memo: OrderedDict[tuple[str, str], float] = OrderedDict()
 
@@ -117,7 +119,7 @@ def make_grader(cfg: DictConfig, judge=None) -> Callable[[TaskItem, str], Awaita
             return memo[key]
         suite = suites.get(item.suite)
         if suite is None:
-            suite = suites[item.suite] = get_suite(item.suite, cfg)
+            suite = suites[item.suite] = get_suite(item.suite, settings)
         if not answer:
             return 0.0
         detail = await suite.grade_detail(item, answer, judge=judge)

@@ -81,9 +81,10 @@ def output_cap(cfg: DictConfig, pc: Any, role: str, suite: str, model: str, note
 
 def _judge(cfg: DictConfig, suite: str) -> tuple[str, int] | None:
     """(judge model, its output cap) as the suite's grader will call it, for a suite a judge grades."""
-    from trinity.tasks.registry import get_suite, suite_class
+    from trinity.pipeline.suites import suite_for
+    from trinity.tasks.registry import suite_class
 
     if getattr(suite_class(suite), "kind", None) != "judge":
         return None
-    model, cap = get_suite(suite, cfg).judge_call()
+    model, cap = suite_for(cfg, suite).judge_call()
     return str(model), cap

@@ -8,28 +8,32 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from trinity.config_schema import group
+from trinity.config_schema import section
+from trinity.config_schema.pool import PoolConfig
 from trinity.contracts import ROLES
 from trinity.simulated.oracle import profile_references
 from trinity.simulated.profile import parse_profile
 
 
-def is_simulated(cfg: Any) -> bool:
-    return group(cfg, "pool").provider == "simulated"
+def is_simulated(pool: PoolConfig) -> bool:
+    """`pool` (the typed pool section) is the routing benchmark's simulated pool."""
+    return pool.provider == "simulated"
 
 
-def label(cfg: Any) -> str:
-    return f"SIMULATED POOL (profile '{group(cfg, 'pool').profile or '?'}')"
+def label(pool: PoolConfig) -> str:
+    return f"SIMULATED POOL (profile '{pool.profile or '?'}')"
 
 
-def references(cfg: Any, suites: Sequence[str], weights: Mapping[str, float] | None = None) -> dict | None:
-    """The exact references of `cfg`'s simulated profile for `suites`; None for a real pool."""
-    if not is_simulated(cfg) or not suites:
+def references(pool_node: Mapping[str, Any], suites: Sequence[str], *, max_turns: int,
+               roles: Sequence[str] | None = None, weights: Mapping[str, float] | None = None) -> dict | None:
+    """The exact references of the simulated profile in `pool_node` (the pool section as written: its models'
+    profiles) for `suites`, with K = `max_turns` and the router's `roles` (None: all); None for a real pool."""
+    pool = section(pool_node, PoolConfig, "pool")
+    if not is_simulated(pool) or not suites:
         return None
-    roles = cfg.coordinator.get("roles") if cfg.get("coordinator") is not None else None
-    refs = profile_references(parse_profile(cfg.pool), list(suites), int(cfg.protocol.max_turns),
+    refs = profile_references(parse_profile(pool_node), list(suites), int(max_turns),
                               roles=list(roles) if roles else ROLES, weights=dict(weights or {}))
-    refs["profile"] = str(group(cfg, "pool").profile or "?")
+    refs["profile"] = str(pool.profile or "?")
     return refs
 
 

@@ -1,7 +1,7 @@
 """Task suites: loaders, prompt formats, answer extractors and graders, in a registry.
 
     from trinity.tasks import get_suite, suite_names, prepare_suites, load_items
-    suite = get_suite("gsm8k", cfg)          # cfg optional
+    suite = get_suite("gsm8k", settings)     # settings optional (SuiteSettings; trinity.pipeline.suites.suite_for)
     reward = await suite.grade(item, reply, judge=pool_client)
 
 The registry (trinity.tasks.registry) names every suite class; importing it reads no data and starts nothing.

@@ -129,26 +129,30 @@ def as_json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
-def suite_options(cfg: Any, name: str) -> dict[str, Any]:
-    """Options for suite `name` from a composed config (tasks.suite_options, local_files, judge_model)."""
-    from omegaconf import OmegaConf
+@dataclass(frozen=True)
+class SuiteSettings:
+    """Where a suite's options come from: the typed `tasks` section (suite_options, online, local_files,
+    judge_model), the root seed, and the pool model that judges when tasks.judge_model is null (the pool's
+    first). trinity.pipeline.suites reads them from a whole config."""
+    tasks: Any                        # trinity.config_schema.tasks.TasksConfig, or None: no tasks section
+    seed: int = 0
+    default_judge: str | None = None
 
-    if cfg is None:
+
+def suite_options(settings: SuiteSettings | None, name: str) -> dict[str, Any]:
+    """Options for suite `name`: tasks.online.<name> and tasks.suite_options.<name>, its local file, the judge
+    model and the seed."""
+    if settings is None:
         return {}
-    tasks = (cfg.get("tasks") if hasattr(cfg, "get") else None) or {}
+    t = settings.tasks
     options: dict[str, Any] = {}
-    for group in ("online", "suite_options"):   # tasks.online.<suite> kept for the hub suites' settings
-        opts = (tasks.get(group) or {}).get(name) or {}
-        options.update(OmegaConf.to_container(opts, resolve=True) if not isinstance(opts, dict) else dict(opts))
-    local = (tasks.get("local_files") or {}).get(name)
-    if local:
-        options["local_file"] = str(local)
-    judge = tasks.get("judge_model")
-    if not judge and cfg.get("pool") is not None and cfg.pool.get("models"):
-        judge = next(iter(cfg.pool.models.keys()))
+    if t is not None:
+        for given in (t.online, t.suite_options):   # tasks.online.<suite> kept for the hub suites' settings
+            options.update(dict(given.get(name) or {}))
+        if t.local_files.get(name):
+            options["local_file"] = str(t.local_files[name])
+    judge = (t.judge_model if t is not None else None) or settings.default_judge
     if judge:
         options.setdefault("judge_model", str(judge))
-    from trinity.config_schema import setting
-
-    options.setdefault("seed", int(setting(cfg, "seed")))
+    options.setdefault("seed", int(settings.seed))
     return options

@@ -24,7 +24,7 @@ import polars as pl
 from trinity.errors import TrinityError
 from trinity.files import sha256_file
 from trinity.seeding import derive_seed
-from trinity.tasks.base import FilteredRow, TaskSuite, as_json
+from trinity.tasks.base import FilteredRow, SuiteSettings, TaskSuite, as_json
 from trinity.tasks.registry import get_suite
 from trinity.tasks.types import MalformedRow, TaskItem
 
@@ -115,9 +115,10 @@ def reusable_suite(name: str, key: str, reuse_from: Sequence[str | Path]) -> tup
     return None
 
 
-def prepare_suites(cfg: Any, out_dir: str | Path, *, reuse_from: Sequence[str | Path] = (),
+def prepare_suites(settings: SuiteSettings, out_dir: str | Path, *, reuse_from: Sequence[str | Path] = (),
                    changes: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Write `<out_dir>/<suite>.parquet` for every suite in tasks.train + tasks.transfer and
+    """Write `<out_dir>/<suite>.parquet` for every suite in tasks.train + tasks.transfer (of `settings.tasks`,
+    the typed section; trinity.pipeline.suites.prepare_from_config reads it from a whole config) and
     `<out_dir>/manifest.json`; returns the manifest. A suite whose source is unavailable raises a
     TrinityError naming it (with the local-file hint) before anything is written.
 
@@ -125,14 +126,13 @@ def prepare_suites(cfg: Any, out_dir: str | Path, *, reuse_from: Sequence[str | 
     whose source key matches one of theirs is copied from it, not read and prepared again; the others
     are prepared. `changes`, when given, is filled with {"reused": {suite: folder}, "prepared": {suite:
     why}}. The manifest does not record which happened, so both ways give the same bytes."""
-    tasks = cfg.tasks
+    tasks = settings.tasks
     train = [str(s) for s in tasks.train]
     transfer = [str(s) for s in tasks.transfer if str(s) not in train]
-    fractions = {k: float(v) for k, v in tasks.splits.items()}
-    max_items = tasks.get("max_items_per_suite")
-    max_items = None if max_items is None else int(max_items)
-    seed = int(cfg.seed)
-    suites = {name: get_suite(name, cfg) for name in train + transfer}
+    fractions = {k: float(v) for k, v in vars(tasks.splits).items()}
+    max_items = None if tasks.max_items_per_suite is None else int(tasks.max_items_per_suite)
+    seed = int(settings.seed)
+    suites = {name: get_suite(name, settings) for name in train + transfer}
     out = Path(out_dir)
     frames, copies, manifest = {}, {}, {"seed": seed, "splits": fractions, "max_items_per_suite": max_items, "suites": {}}
     report = changes if changes is not None else {}

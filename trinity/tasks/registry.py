@@ -15,7 +15,7 @@ from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
 from trinity.errors import ConfigError, TrinityError
-from trinity.tasks.base import KINDS, TaskSuite, suite_options
+from trinity.tasks.base import KINDS, SuiteSettings, TaskSuite, suite_options
 from trinity.tasks.suites_code import BigCodeBench, HumanEval
 from trinity.tasks.suites_judge import MTBench
 from trinity.tasks.suites_math import AIME, AIME2024, AIME2025, GSM8K, MATH500
@@ -110,8 +110,9 @@ def suite_class(name: str) -> type[TaskSuite]:
     return load_plugin(plugins[name])
 
 
-def get_suite(name: str, cfg: Any = None, **overrides: Any) -> TaskSuite:
-    """An instance of suite `name`, configured from `cfg` (optional) and keyword overrides."""
-    options = suite_options(cfg, name)
+def get_suite(name: str, settings: SuiteSettings | None = None, **overrides: Any) -> TaskSuite:
+    """An instance of suite `name`, configured from `settings` (optional; trinity.pipeline.suites.suite_for
+    builds them from a whole config) and keyword overrides."""
+    options = suite_options(settings, name)
     options.update(overrides)
     return suite_class(name)(options)
