@@ -46,17 +46,37 @@ def compose(overrides: Iterable[str] = (), *, validate_cfg: bool = True) -> Dict
     from omegaconf.errors import OmegaConfBaseException
 
     overrides = list(overrides)
-    GlobalHydra.instance().clear()
-    try:
-        with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
-            cfg = hydra_compose(config_name="config", overrides=overrides)
-    except (HydraException, OmegaConfBaseException, ValueError) as e:
-        raise ConfigError(f"invalid configuration {overrides}: {_first_line(e)}") from None
-    finally:
+    folder = conf_dir()
+    key = (str(folder), tuple(overrides), _conf_stamp(folder))
+    if key in _COMPOSED:
+        cfg = copy.deepcopy(_COMPOSED[key])
+    else:
         GlobalHydra.instance().clear()
+        try:
+            with initialize_config_dir(config_dir=str(folder), version_base="1.3"):
+                cfg = hydra_compose(config_name="config", overrides=overrides)
+        except (HydraException, OmegaConfBaseException, ValueError) as e:
+            raise ConfigError(f"invalid configuration {overrides}: {_first_line(e)}") from None
+        finally:
+            GlobalHydra.instance().clear()
+        if len(_COMPOSED) >= _COMPOSED_MAX:
+            _COMPOSED.pop(next(iter(_COMPOSED)))
+        _COMPOSED[key] = copy.deepcopy(cfg)
     if validate_cfg:
         validate(cfg)
     return cfg
+
+
+# Hydra's composition takes about 0.1 s; a process that composes the same overrides again (a flow's tasks,
+# the test suite) gets a copy of the first result. The key holds every config file's size and change time,
+# so an edited conf/ composes anew; interpolations stay unresolved in the copy, as Hydra returns them.
+_COMPOSED: dict[tuple, DictConfig] = {}
+_COMPOSED_MAX = 64
+
+
+def _conf_stamp(folder: Path) -> tuple:
+    return tuple(sorted((str(p.relative_to(folder)), p.stat().st_mtime_ns, p.stat().st_size)
+                        for p in folder.rglob("*") if p.is_file()))
 
 
 def load(params: str | os.PathLike | None = None, overrides: Iterable[str] = ()) -> DictConfig:
@@ -104,15 +124,16 @@ def validate(cfg: DictConfig) -> TrinityConfig:
     unknown keys, types, choices, ranges, rules between keys), then every selected ablation variant.
     Returns the typed config. Raises ConfigError naming the key."""
     typed = conform(cfg)
-    check_registry_names(typed)
-    _validate_ablations(cfg)
+    known = check_registry_names(typed)
+    _validate_ablations(cfg, known)
     return typed
 
 
-def check_registry_names(typed: TrinityConfig) -> None:
+def check_registry_names(typed: TrinityConfig, known: list[str] | None = None) -> list[str]:
     """The open choices the schema cannot know: strategy and suite names against their registries, and
     the rule that an on-policy strategy (it learns from the head's recorded routing decisions, and SVF
-    parameters make none) runs without SVF."""
+    parameters make none) runs without SVF. `known`: the suite names, when the caller has just listed them
+    (the ablation variants of one config); returns them."""
     from trinity.evolve.algorithms import ALGORITHMS
     from trinity.tasks.registry import SUITES, suite_class, suite_names
 
@@ -122,13 +143,15 @@ def check_registry_names(typed: TrinityConfig) -> None:
     if ALGORITHMS[strategy].kind == "on_policy" and typed.coordinator.svf.enabled:
         raise ConfigError(f"config key 'coordinator.svf.enabled' must be false with evolve.strategy="
                           f"{strategy} (policy gradient trains the routing head only)")
-    known = suite_names()   # lists the installed plugins too: a plugin that clashes is refused here
+    if known is None:
+        known = suite_names()   # lists the installed plugins too: a plugin that clashes is refused here
     for part in ("train", "transfer"):
         for name in getattr(typed.tasks, part):
             if name not in known:
                 raise ConfigError(f"config key 'tasks.{part}': unknown task suite {name!r}; known: {', '.join(known)}")
             if name not in SUITES:
                 suite_class(name)   # a plugin suite: import and check it now, before any work starts
+    return known
 
 
 def typed(cfg: DictConfig) -> TrinityConfig:
@@ -178,10 +201,10 @@ def ablation_variants(cfg: DictConfig) -> dict[str, DictConfig]:
     return out
 
 
-def _validate_ablations(cfg: DictConfig) -> None:
+def _validate_ablations(cfg: DictConfig, known: list[str] | None = None) -> None:
     for name, variant in ablation_variants(cfg).items():
         try:
-            validate(variant)
+            check_registry_names(conform(variant), known)   # a variant has no ablations of its own
         except ConfigError as e:
             raise ConfigError(f"ablation variant {name!r} (ablations.definitions.{name}): {e}; fix the definition, "
                               "leave the variant out of ablations.variants, or set ablations.enabled=false") from None
