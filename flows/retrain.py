@@ -32,15 +32,13 @@ STAGES = ("prepare", "cache_states", "evolve")
 @flow(name="retrain", log_prints=True)
 def retrain_flow(params: str | None = None, overrides: list[str] | None = None,
                  output_paths: dict[str, str] | None = None) -> dict:
+    from trinity.config_schema import group
     from trinity.pipeline import retrain_stage
     from trinity.pipeline.rollouts import RolloutContext
     from trinity.pipeline.workspace import apply_output_paths, earlier_outputs
 
-    from trinity.config_schema import section
-    from trinity.config_schema.root import Retrain
-
     cfg = load_cfg(params, overrides)
-    warm = section(cfg.get("retrain"), Retrain, "retrain").warm_start
+    warm = group(cfg, "retrain").warm_start
     out = run_outputs(cfg, STAGES, "retrain", output_paths)
     # the stages read their config from a file (params.yaml, or conf/ + overrides): this run's, with
     # evolve.warm_start = retrain.warm_start, written where the run writes

@@ -301,10 +301,9 @@ def _cmd_models(args) -> int:
         before = registry.champion_name()
         version = registry.rollback(args.reason or "rolled back by hand (trinity models rollback)")
         print(f"champion: {version.name} (was {before})")
-    from trinity.config_schema import section
-    from trinity.config_schema.root import Retrain
+    from trinity.config_schema import group
 
-    if args.action in ("promote", "rollback") and args.dvc_track and section(cfg.get("retrain"), Retrain, "retrain").dvc_track:
+    if args.action in ("promote", "rollback") and args.dvc_track and group(cfg, "retrain").dvc_track:
         from trinity.models.tracking import track
 
         print(track(root).message)
