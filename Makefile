@@ -9,9 +9,10 @@ PIP    := $(BIN)/python -m pip
 EXPERIMENT ?= local_small
 OVERRIDES ?=
 PYTEST_ARGS ?=
-# pytest-xdist workers for `make test` (auto: one per CPU; 0: no xdist). Measured on the 2-core machine, the whole
-# suite in one fresh clone each: 998 s on one worker, 613 s on two (python benchmarks/test_times.py -- -n 2).
-TEST_WORKERS ?= auto
+# pytest-xdist workers for `make test`: one more than the CPUs (0: no xdist), since the slow tests spend much of their
+# time waiting on servers and subprocesses. Measured on the 2-core machine, the whole suite in one fresh clone each:
+# 998 s on one worker, 613 s on two (9cbf124); 621 s on two and 508 s on three (09044a7 and 83326e2).
+TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
 export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS ?= 120
 export PREFECT_HOME ?= $(CURDIR)/.trinity/prefect
 export TOKENIZERS_PARALLELISM ?= false

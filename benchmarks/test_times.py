@@ -6,7 +6,7 @@ seconds on this machine (shared and noisy: compare files within one run, and run
 
     python benchmarks/test_times.py [--top 25] [--json out.json] [-- pytest args ...]
 
-Examples: `python benchmarks/test_times.py` (what `make test` runs: `-n auto --dist loadfile`, every test),
+Examples: `python benchmarks/test_times.py` (what `make test` runs: one worker more than the CPUs, `--dist loadfile`, every test),
 `python benchmarks/test_times.py -- -n 0` (one process), `python benchmarks/test_times.py -- -m "not slow" -n auto`.
 """
 
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -23,7 +24,7 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-MAKE_TEST_ARGS = ("-n", "auto", "--dist", "loadfile")   # the Makefile's `test` target (TEST_WORKERS=auto)
+MAKE_TEST_ARGS = ("-n", str((os.cpu_count() or 1) + 1), "--dist", "loadfile")   # the Makefile's `test` target
 
 
 def per_file(junit: Path) -> list[dict]:
