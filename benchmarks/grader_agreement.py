@@ -325,7 +325,7 @@ def main(argv: list[str] | None = None) -> dict:
     code["seconds"] = round(time.time() - start, 1)
     t = time.time()
     math = run_math(args.limit)
-    from trinity.tasks.graders.sandbox import isolation_mode
+    from trinity.sandbox import isolation_mode
     report = {"benchmark": "grader_agreement", "limit": args.limit, "sandbox": isolation_mode(),
               "humaneval": code, "math": math, "math_seconds": round(time.time() - t, 1),
               "seconds": round(time.time() - start, 1)}

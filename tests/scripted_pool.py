@@ -68,7 +68,8 @@ class ScriptedPool:
         raise AssertionError(f"no scripted reply for model {model!r} as {role}")
 
     async def chat(self, model: str, messages: list[dict[str, str]], *, sample_index: int = 0,
-                   max_tokens: int | None = None, temperature: float | None = None) -> CallResult:
+                   max_tokens: int | None = None, temperature: float | None = None,
+                   role: str | None = None) -> CallResult:
         system = messages[0]["content"] if messages and messages[0]["role"] == "system" else ""
         role = self._role_of_system.get(system)
         if role is None:

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from trinity.tasks.graders.code import grade_program
-from trinity.tasks.graders.sandbox import SandboxLimits, isolation_mode, pids_cgroup_parent, run_python
+from trinity.sandbox import SandboxLimits, isolation_mode, pids_cgroup_parent, run_python
 
 FAST = SandboxLimits(wall_s=6, cpu_s=3, memory_mb=1024, nproc=16)
 

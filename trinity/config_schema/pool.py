@@ -34,6 +34,27 @@ class Retry:
 
 
 @dataclass
+class AgentSetup:
+    """`pool.models.<name>.setup`: what makes a pool entry an agent rather than a bare model (trinity.pool.agents).
+    Several agents can share one model server (the same base_url or port)."""
+    instructions: Dict[str, str] = field(default_factory=dict)   # role -> the agent's own instructions, added
+    #                                                               at the end of the task's user message
+    max_tokens: Dict[str, int] = field(default_factory=dict)     # role -> the agent's own output cap
+    tool: Optional[str] = None                                   # trinity.pool.agents.TOOLS name (Worker turns)
+
+    def check(self, key: str) -> None:
+        from trinity.contracts import ROLES
+
+        for name, mapping in (("instructions", self.instructions), ("max_tokens", self.max_tokens)):
+            unknown = sorted(set(mapping) - set(ROLES))
+            if unknown:
+                raise ConfigError(f"config key '{key}.{name}' has keys {unknown}; roles are {list(ROLES)}")
+        for role, cap in self.max_tokens.items():
+            if isinstance(cap, bool) or not isinstance(cap, int) or cap <= 0:
+                raise ConfigError(f"config key '{key}.max_tokens.{role}' must be a positive integer, got {cap!r}")
+
+
+@dataclass
 class PoolModel:
     """One `pool.models.<name>` entry. Local llama.cpp models give asset/port/n_*; hosted ones
     base_url/api_key_env; simulated ones their `simulated` profile."""
@@ -56,6 +77,7 @@ class PoolModel:
     throughput: Optional[Throughput] = None
     extra_body: Dict[str, Any] = field(default_factory=dict)
     simulated: Optional[Dict[str, Any]] = None  # the simulated pool's model profile (pool=simulated)
+    setup: Optional[AgentSetup] = None          # the agent's own instructions, caps and tool (null: the bare model)
 
 
 @dataclass

@@ -51,6 +51,7 @@ class ChatPool(Protocol):
         sample_index: int = 0,
         max_tokens: int | None = None,
         temperature: float | None = None,
+        role: str | None = None,
     ) -> CallResult: ...
 
 
@@ -257,7 +258,7 @@ async def run_episode(
             messages = review_messages(cfg, role, item.prompt, answer)
         result = await pool.chat(
             turn.agent, messages, sample_index=turn.sample_index,
-            max_tokens=cfg.max_tokens_for(role, item.suite), temperature=cfg.temperature,
+            max_tokens=cfg.max_tokens_for(role, item.suite), temperature=cfg.temperature, role=role,
         )
         _record_call(turn, result, cfg.record_replies)
 

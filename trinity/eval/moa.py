@@ -69,7 +69,8 @@ def moa_episode(aggregator: int, prompts: MoAPrompts) -> EpisodeFn:
         first = sample_index_for(item.uid, episode_id.repeat, 0)
         cap = cfg.max_tokens_for("worker", item.suite)   # proposals and the merged answer are answers
         results = await asyncio.gather(*(
-            pool.chat(agent, messages, sample_index=first, max_tokens=cap, temperature=cfg.temperature)
+            pool.chat(agent, messages, sample_index=first, max_tokens=cap, temperature=cfg.temperature,
+                      role="worker")   # a proposal is an answer: each agent answers in its own setup
             for agent in agents
         ))
         for i, result in enumerate(results):

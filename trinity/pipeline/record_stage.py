@@ -32,6 +32,7 @@ from trinity.config_schema.record import RecordConfig
 from trinity.episodes.protocol_config import ProtocolConfig
 from trinity.errors import TrinityError
 from trinity.pipeline.items import load_split, sample
+from trinity.pool.agents import agent_request, request_model
 from trinity.record import store
 from trinity.record.tree import ItemTree, Reply, TreeSettings, expand_item, request_hash
 from trinity.tasks.types import TaskItem
@@ -155,11 +156,12 @@ class Recorder:
         ep = self.pool.endpoint(model)
         cap = self.protocol.max_tokens_for(role, item.suite)
         temperature = self.protocol.temperature
+        req = agent_request(ep.setup, role, messages, cap)   # what the client sends for this agent
         eff_t = ep.temperature if temperature is None else float(temperature)
-        eff_cap = ep.max_tokens if cap is None else int(cap)
-        rhash = request_hash(ep.model_id, messages, eff_t, eff_cap)
+        eff_cap = ep.max_tokens if req.max_tokens is None else int(req.max_tokens)
+        rhash = request_hash(request_model(ep.model_id, req.tool), req.messages, eff_t, eff_cap)
         result = await self.pool.chat(model, messages, sample_index=sample_index, max_tokens=cap,
-                                      temperature=temperature)
+                                      temperature=temperature, role=role)
         if not result.cached and result.ok:
             self.new_calls += 1
             self.new_by_item[item.uid] = self.new_by_item.get(item.uid, 0) + 1

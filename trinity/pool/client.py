@@ -45,6 +45,7 @@ import httpx
 
 from trinity.config_schema import section
 from trinity.config_schema.pool import Retry
+from trinity.pool.agents import AgentRequest, agent_request, apply_tool, request_model
 from trinity.pool.budget import Budget, RunTotals
 from trinity.pool.cache import CACHE_MODES, CachedReply, ResponseCache, cache_key
 from trinity.pool.errors import (BudgetExhaustedError, CacheMissError, CallFailure, MalformedResponseError,
@@ -228,12 +229,23 @@ class PoolClient:
         except KeyError:
             raise UnknownModelError(f"unknown pool model '{model}'; pool: {', '.join(self.model_names)}") from None
 
+    def request(self, model: str, role: str | None, messages: Sequence[Mapping[str, str]],
+                max_tokens: int | None) -> AgentRequest:
+        """What `chat(model, messages, role=role, max_tokens=max_tokens)` sends: the agent's setup applied
+        (trinity.pool.agents); the recorder hashes this request."""
+        return agent_request(self.endpoint(model).setup, role, messages, max_tokens)
+
     async def chat(self, model: str, messages: list[dict], *, sample_index: int = 0,
-                   max_tokens: int | None = None, temperature: float | None = None) -> CallResult:
+                   max_tokens: int | None = None, temperature: float | None = None,
+                   role: str | None = None) -> CallResult:
+        """One call. `role`: the turn's role, so that the agent's setup (its instructions, cap and tool) applies;
+        None for calls outside the turn protocol (a judge's)."""
         ep = self.endpoint(model)
         started = time.perf_counter()
         try:
-            result, real = await self._chat(ep, messages, sample_index, max_tokens, temperature, started)
+            req = agent_request(ep.setup, role, messages, max_tokens)
+            result, real = await self._chat(ep, req.messages, sample_index, req.max_tokens, temperature, started,
+                                            req.tool)
         except (asyncio.CancelledError, KeyboardInterrupt, SystemExit):
             raise
         except Exception as e:  # a bug must not crash a generation of evolution; it is logged loudly
@@ -299,7 +311,7 @@ class PoolClient:
         )
 
     async def _chat(self, ep: ModelEndpoint, messages: list[dict], sample_index: int, max_tokens: int | None,
-                    temperature: float | None, started: float) -> tuple[CallResult, bool]:
+                    temperature: float | None, started: float, tool: str | None = None) -> tuple[CallResult, bool]:
         """Returns (result, whether it was a real network call for the totals)."""
         temperature = ep.temperature if temperature is None else float(temperature)
         max_tokens = ep.max_tokens if max_tokens is None else int(max_tokens)
@@ -310,11 +322,13 @@ class PoolClient:
             body["seed"] = int(sample_index)
         body.update(ep.extra_body)
         if self.replay is not None:
-            return await self._replayed(ep, messages, temperature, max_tokens, sample_index, body, started)
+            return await self._replayed(ep, messages, temperature, max_tokens, sample_index, body, started, tool)
         if self.cache is None:
-            return await self._call_network(ep, body, started), True
+            return await self._call_network(ep, body, started, tool), True
 
         sampling = {"temperature": temperature, "max_tokens": max_tokens, **ep.extra_body}
+        if tool is not None:
+            sampling["tool"] = tool
         key = cache_key(ep.model_id, messages, sampling, sample_index)
         in_flight = self._state().in_flight
         while (pending := in_flight.get(key)) is not None:
@@ -329,7 +343,7 @@ class PoolClient:
         future = asyncio.get_running_loop().create_future()
         in_flight[key] = future
         try:
-            result, real = await self._cached_or_network(ep, key, body, started)
+            result, real = await self._cached_or_network(ep, key, body, started, tool)
         except BaseException:
             future.cancel()
             raise
@@ -340,10 +354,12 @@ class PoolClient:
         return result, real
 
     async def _replayed(self, ep: ModelEndpoint, messages: list[dict], temperature: float, max_tokens: int | None,
-                        sample_index: int, body: dict, started: float) -> tuple[CallResult, bool]:
+                        sample_index: int, body: dict, started: float, tool: str | None = None
+                        ) -> tuple[CallResult, bool]:
         """The recorded reply. A miss is a CacheMissError failure naming the request (on_miss: error), or
         is sent to the live pool and its reply joins the recording (on_miss: live; written by aclose)."""
-        h, sample, hit = self.replay.lookup(ep.model_id, messages, temperature, max_tokens, sample_index)
+        h, sample, hit = self.replay.lookup(request_model(ep.model_id, tool), messages, temperature, max_tokens,
+                                            sample_index)
         if hit is not None:
             return CallResult(model=ep.name, text=hit.text, ok=hit.ok, error=hit.error,
                               error_kind=None if hit.ok else "RecordedFailure", prompt_tokens=hit.prompt_tokens,
@@ -355,13 +371,13 @@ class PoolClient:
             if self.replay.misses <= 3:
                 log.error("replay: %s", message)
             return self._failure(ep, CacheMissError(message), 0, started), False
-        result = await self._call_network(ep, body, started)
+        result = await self._call_network(ep, body, started, tool)
         if result.ok:
             self.replay.add_live(ep.name, h, sample, result)
         return result, True
 
     async def _cached_or_network(self, ep: ModelEndpoint, key: str, body: dict,
-                                 started: float) -> tuple[CallResult, bool]:
+                                 started: float, tool: str | None = None) -> tuple[CallResult, bool]:
         # a WAL reader never waits for writers, so the lookup runs on the loop
         hit = self.cache.get(key)
         if hit is not None:
@@ -374,7 +390,7 @@ class PoolClient:
             miss = CacheMissError(f"replay_only: no cached response for model '{ep.name}' "
                                   f"({ep.model_id}), key {key[:16]}")
             return self._failure(ep, miss, 0, started), False
-        result = await self._call_network(ep, body, started)
+        result = await self._call_network(ep, body, started, tool)
         if result.ok:
             reply = CachedReply(result.text, result.prompt_tokens, result.completion_tokens, result.finish_reason)
             try:
@@ -386,8 +402,10 @@ class PoolClient:
                 log.warning("response cache %s: could not store a reply: %s", self.cache.path, e)
         return result, True
 
-    async def _call_network(self, ep: ModelEndpoint, body: dict, started: float) -> CallResult:
-        """The one retry loop of the project."""
+    async def _call_network(self, ep: ModelEndpoint, body: dict, started: float, tool: str | None = None
+                            ) -> CallResult:
+        """The one retry loop of the project. An agent's tool runs on the reply once it is in (in a thread:
+        the sandbox is a subprocess), so the cache, the recording and the episode all hold its result."""
         content = json.dumps(body, ensure_ascii=False).encode("utf-8")
         refusal = await self.limits.reserve_call()
         if refusal is not None:
@@ -407,7 +425,8 @@ class PoolClient:
                 await asyncio.sleep(delay)
         cost = ep.cost_usd(reply.prompt_tokens, reply.completion_tokens)
         await self.limits.spend(reply.prompt_tokens + reply.completion_tokens, cost)
-        return CallResult(model=ep.name, text=reply.text, ok=True, prompt_tokens=reply.prompt_tokens,
+        text = reply.text if tool is None else await asyncio.to_thread(apply_tool, tool, reply.text)
+        return CallResult(model=ep.name, text=text, ok=True, prompt_tokens=reply.prompt_tokens,
                           completion_tokens=reply.completion_tokens, cached_prompt_tokens=reply.cached_prompt_tokens,
                           latency_s=time.perf_counter() - started, cost_usd=cost, price_usd=cost, retries=retries,
                           finish_reason=reply.finish_reason)

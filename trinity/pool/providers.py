@@ -13,6 +13,7 @@ from typing import Any, Mapping
 
 from trinity.config_schema import section
 from trinity.config_schema.pool import PoolConfig, PoolModel, Sampling
+from trinity.pool.agents import BARE, Setup
 from trinity.pool.errors import MissingApiKeyError, PoolConfigError
 
 
@@ -87,6 +88,7 @@ class ModelEndpoint:
     requests_per_minute: float | None = None
     extra_body: Mapping[str, Any] = field(default_factory=dict)
     api_key: str | None = field(default=None, repr=False)
+    setup: Setup = BARE            # the agent's instructions, caps and tool (trinity.pool.agents)
 
     @property
     def url(self) -> str:
@@ -170,4 +172,5 @@ def resolve_endpoint(name: str, model_cfg: Mapping[str, Any], pool_cfg: Mapping[
                     **{k: _plain(model_cfg[k]) for k in provider.body_keys if model_cfg.get(k) is not None},
                     **{k: pool_cfg[k] for k in provider.pool_body_keys if _opt(pool_cfg, k) is not None}},
         api_key=api_key,
+        setup=Setup.from_schema(m.setup),
     )

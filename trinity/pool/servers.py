@@ -87,27 +87,23 @@ def server_specs(pool_cfg) -> list[ServerSpec]:
             raise ConfigError(f"config key 'pool.port' is required for a pool served by one {kind} server")
         return [ServerSpec(name=str(kind), asset="", host=host, port=int(pool_cfg.port), n_ctx=0, n_parallel=0,
                            n_threads=0, kind=str(kind))]
-    specs = []
+    # Agents (trinity.pool.agents) that give the same port share one server: it is started once, under
+    # the first agent's name, and must be the same server for all of them.
+    by_port: dict[int, ServerSpec] = {}
     for name, m in pool_cfg.models.items():
         if not m.get("asset"):
             continue
         if m.get("port") is None:
             raise ConfigError(f"config key 'pool.models.{name}.port' is required for a local model")
-        specs.append(
-            ServerSpec(
-                name=name,
-                asset=m.asset,
-                host=host,
-                port=int(m.port),
-                n_ctx=typed.models[name].n_ctx,
-                n_parallel=typed.models[name].n_parallel,
-                n_threads=typed.models[name].n_threads,
-            )
-        )
-    ports = [s.port for s in specs]
-    if len(set(ports)) != len(ports):
-        raise ConfigError(f"config key 'pool.models.*.port': two local models share a port ({ports})")
-    return specs
+        spec = ServerSpec(name=name, asset=m.asset, host=host, port=int(m.port), n_ctx=typed.models[name].n_ctx,
+                          n_parallel=typed.models[name].n_parallel, n_threads=typed.models[name].n_threads)
+        first = by_port.setdefault(spec.port, spec)
+        differs = [k for k in ("asset", "n_ctx", "n_parallel", "n_threads") if getattr(first, k) != getattr(spec, k)]
+        if differs:
+            raise ConfigError(f"config key 'pool.models.{name}.port': port {spec.port} is also {first.name}'s, with "
+                              f"another {', '.join(differs)}; agents that share a server must agree on its settings "
+                              f"(or take another port)")
+    return list(by_port.values())
 
 
 def port_in_use(host: str, port: int) -> bool:

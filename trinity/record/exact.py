@@ -29,6 +29,7 @@ import numpy as np
 
 from trinity.episodes.protocol import SharedMessage, TurnState, read_reply
 from trinity.episodes.protocol_config import ProtocolConfig
+from trinity.pool.agents import agent_request, request_model
 from trinity.record.tree import messages_for
 from trinity.contracts import ROLES
 from trinity.tasks.types import TaskItem
@@ -213,9 +214,10 @@ def recorded_lookup(replies: Any, endpoints: Mapping[str, Any], cfg: ProtocolCon
 
     def lookup(model: str, role: str, item: TaskItem, messages: list[dict], sample: int) -> Recorded | None:
         ep = endpoints[model]
-        cap = cfg.max_tokens_for(role, item.suite)
+        req = agent_request(ep.setup, role, messages, cfg.max_tokens_for(role, item.suite))
         temperature = ep.temperature if cfg.temperature is None else float(cfg.temperature)
-        _, _, hit = replies.lookup(ep.model_id, messages, temperature, ep.max_tokens if cap is None else int(cap), sample)
+        cap = ep.max_tokens if req.max_tokens is None else int(req.max_tokens)
+        _, _, hit = replies.lookup(request_model(ep.model_id, req.tool), req.messages, temperature, cap, sample)
         if hit is None:
             return None
         grade = grades.get((item.uid, hit.text)) if role == "worker" and hit.ok else None

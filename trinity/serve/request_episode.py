@@ -81,8 +81,9 @@ class RequestPool:
         return self.next_role
 
     async def chat(self, model: str, messages: list[dict[str, str]], *, sample_index: int = 0,
-                   max_tokens: int | None = None, temperature: float | None = None) -> CallResult:
-        role = self._role_of_system.get(messages[0]["content"] if messages else "", "worker")
+                   max_tokens: int | None = None, temperature: float | None = None,
+                   role: str | None = None) -> CallResult:
+        role = role or self._role_of_system.get(messages[0]["content"] if messages else "", "worker")
         turn = self.calls
         self.calls += 1
         self.next_role = None
@@ -93,7 +94,7 @@ class RequestPool:
                                 error=f"budget: request max_cost_usd={self.max_cost_usd} reached")
         else:
             result = await self.pool.chat(model, messages, sample_index=sample_index, max_tokens=max_tokens,
-                                          temperature=temperature)
+                                          temperature=temperature, role=role)
             self.cost_usd += result.cost_usd
             if role == "worker" and result.ok:
                 visible, idea = visible_answer(result.text), extract_tag(strip_reasoning(result.text), "idea")

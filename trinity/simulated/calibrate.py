@@ -52,7 +52,8 @@ async def measure(pool, agents: list[str], items: list, protocol_cfg: Any, grade
     async def work(agent: str, item):
         shared = SharedMessage(item.prompt, cfg.collaboration_instructions, cfg.thought_format)
         r = await pool.chat(agent, worker_messages(cfg, shared, None), sample_index=sample_index_for(item.uid, 0, 0),
-                            max_tokens=cfg.max_tokens_for("worker", item.suite), temperature=cfg.temperature)
+                            max_tokens=cfg.max_tokens_for("worker", item.suite), temperature=cfg.temperature,
+                            role="worker")
         if not r.ok:
             return None
         score = float(await grader(item, r.text))
@@ -67,7 +68,7 @@ async def measure(pool, agents: list[str], items: list, protocol_cfg: Any, grade
         r = await pool.chat(agent, review_messages(cfg, "verifier", item.prompt, answer),
                             sample_index=sample_index_for(item.uid, 0, 1),
                             max_tokens=cfg.max_tokens_for("verifier", item.suite),
-                            temperature=cfg.temperature)
+                            temperature=cfg.temperature, role="verifier")
         if r.ok:
             out[agent].verdicts[correct].append(read_reply("verifier", r.text).outcome == "accept")
             out[agent].verifier_tokens.append(r.completion_tokens)
@@ -76,7 +77,7 @@ async def measure(pool, agents: list[str], items: list, protocol_cfg: Any, grade
         r = await pool.chat(agent, review_messages(cfg, "thinker", item.prompt, answer),
                             sample_index=sample_index_for(item.uid, 0, 2),
                             max_tokens=cfg.max_tokens_for("thinker", item.suite),
-                            temperature=cfg.temperature)
+                            temperature=cfg.temperature, role="thinker")
         if r.ok:
             outcome = read_reply("thinker", r.text).outcome
             out[agent].thinker_valid.append(outcome != "no_advice")

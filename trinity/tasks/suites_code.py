@@ -9,7 +9,7 @@ from typing import Any, Mapping
 from trinity.tasks.base import FilteredRow, Grade, TaskSuite, require
 from trinity.tasks.graders.code import (PROGRAM_GRADES, extract_code, failure_reason, grade_program, program_key,
                                         repeatable)
-from trinity.tasks.graders.sandbox import SandboxLimits
+from trinity.sandbox import SandboxLimits
 from trinity.tasks.sources import dist_version, package_file, read_jsonl
 from trinity.tasks.types import TaskItem
 

@@ -21,7 +21,7 @@ from typing import Any, Mapping
 
 from trinity.tasks.base import Grade, require
 from trinity.tasks.graders.math_answer import answers_equivalent, extract_math_answer, normalize
-from trinity.tasks.graders.sandbox import SandboxLimits
+from trinity.sandbox import SandboxLimits
 from trinity.tasks.suites_code import CODE_INSTRUCTION, CodeSuite
 from trinity.tasks.suites_math import MathSuite, math_prompt
 from trinity.tasks.sources import load_hub_rows

@@ -10,7 +10,7 @@ from collections import OrderedDict
 from concurrent.futures import Future
 from typing import Any, Callable, Hashable
 
-from trinity.tasks.graders.sandbox import SandboxLimits, SandboxResult, run_python
+from trinity.sandbox import SandboxLimits, SandboxResult, run_python
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+\-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
 

@@ -1,0 +1,146 @@
+"""Agents: a pool entry is a model server plus its own setup.
+
+One small model can be several agents that fail on different items: a short direct answer, a longer
+step-by-step one, a program whose printed result is the answer. Each is a `pool.models.<name>` entry with
+the same server (base_url or port; a local server is started once for all of them) and its own `setup`:
+
+- `instructions.<role>`: text added at the END of the last user message when the agent plays that role;
+  the role's system prompt keeps the protocol's rules (the <idea> tag, ACCEPT/REJECT). At the end rather
+  than in the system prompt: measured on Qwen2.5-Coder-1.5B (GSM8K, MMLU and HumanEval items), "answer at
+  once" in the system prompt was ignored (step-by-step prose up to the cap on 4 of 6 items) and followed
+  after the task (16 tokens on a GSM8K item); and the role's system prompt and the transcript before it are
+  then the same for every agent of a server, a prefix its prompt cache can serve.
+- `max_tokens.<role>`: the agent's own output cap for the role; it wins over the protocol's cap.
+- `tool`: a TOOLS name run on the agent's Worker replies (`python`: program of thought).
+
+Everything that asks for a reply or looks one up (the pool client, the recorder, the recording's replay and
+exact fitness) shapes the request through `agent_request`, so a recorded call and a live one are the same
+request. The tool's name is part of the request's identity (`request_model`): two agents that send the
+same messages but run different tools never share a reply.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Sequence
+
+from trinity.pool.errors import PoolConfigError
+from trinity.sandbox import SandboxLimits, SandboxResult, run_python
+
+Messages = list[dict[str, str]]
+
+
+@dataclass(frozen=True)
+class Setup:
+    """The runtime form of the schema's AgentSetup (config_schema.pool)."""
+    instructions: Mapping[str, str] = field(default_factory=dict)
+    max_tokens: Mapping[str, int] = field(default_factory=dict)
+    tool: str | None = None
+
+    @classmethod
+    def from_schema(cls, typed) -> "Setup":
+        if typed is None:
+            return BARE
+        if typed.tool is not None and typed.tool not in TOOLS:
+            raise PoolConfigError(f"unknown agent tool {typed.tool!r}; known: {', '.join(sorted(TOOLS))}")
+        return cls(dict(typed.instructions), {str(k): int(v) for k, v in typed.max_tokens.items()}, typed.tool)
+
+    def tool_for(self, role: str | None) -> str | None:
+        return self.tool if role == "worker" else None
+
+
+BARE = Setup()
+
+
+@dataclass(frozen=True)
+class AgentRequest:
+    """What is sent for one turn of one agent: the messages, the output cap, and the tool run on the reply."""
+    messages: Messages
+    max_tokens: int | None
+    tool: str | None
+
+
+def agent_request(setup: Setup, role: str | None, messages: Sequence[Mapping[str, str]],
+                  max_tokens: int | None) -> AgentRequest:
+    """The request an agent sends when it plays `role` (None: a call outside the turn protocol, such as a
+    judge's, which the agent's setup does not touch)."""
+    out = [dict(m) for m in messages]
+    if role is None:
+        return AgentRequest(out, max_tokens, None)
+    extra = setup.instructions.get(role)
+    if extra:
+        last = max((i for i, m in enumerate(out) if m.get("role") == "user"), default=None)
+        if last is None:
+            out.append({"role": "user", "content": extra.strip()})
+        else:
+            out[last]["content"] = out[last]["content"].rstrip() + "\n\n" + extra.strip()
+    cap = setup.max_tokens.get(role, max_tokens)
+    return AgentRequest(out, cap, setup.tool_for(role))
+
+
+def request_model(model_id: str, tool: str | None) -> str:
+    """The model part of a request's identity (cache key, recording hash): the tool joins the model id."""
+    return str(model_id) if tool is None else f"{model_id}+tool:{tool}"
+
+
+# --------------------------------------------------------------------------------------- tools
+
+_FENCE = re.compile(r"```[ \t]*(?:python|py|python3)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
+PROGRAM_LIMITS = SandboxLimits(wall_s=10.0, cpu_s=5, memory_mb=1024, nproc=8, fsize_mb=1, nofile=64)
+_OUTPUT_CHARS = 600
+_RAN = re.compile(r"\n\nProgram (?:output|error):.*\Z", re.DOTALL)
+
+
+def program_of(reply: str) -> str | None:
+    """The last fenced Python block of a reply (an unclosed last fence counts: a cap may cut the closing one)."""
+    blocks = _FENCE.findall(reply)
+    if blocks:
+        return blocks[-1]
+    opened = re.search(r"```[ \t]*(?:python|py|python3)[ \t]*\n(.*)$", reply, re.DOTALL | re.IGNORECASE)
+    return opened.group(1) if opened else None
+
+
+def python_tool(reply: str, run: Callable[[str], SandboxResult] | None = None) -> str:
+    """Program of thought: run the reply's program in the sandbox; its last printed line is the answer.
+
+    The reply gains the program's output and, when the program printed something, one closing line that
+    states the answer in both common conventions (`The answer is X.` and `\\boxed{X}`), so whatever the
+    model wrote before it, the graders read the printed result. A program that fails or prints nothing
+    leaves the reply's own answer standing, with the error noted."""
+    if _RAN.search(reply):
+        return reply   # already run (a reply replayed through a server that was recorded with its tool)
+    program = program_of(reply)
+    if program is None or not program.strip():
+        return reply
+    result = (run or (lambda p: run_python(p, limits=PROGRAM_LIMITS)))(program)
+    lines = [ln.strip() for ln in result.stdout.splitlines() if ln.strip()]
+    if not result.ok:
+        why = "timed out" if result.timed_out else (result.stderr.strip().splitlines() or ["failed"])[-1]
+        return f"{reply.rstrip()}\n\nProgram error: {why[:200]}"
+    if not lines:
+        return f"{reply.rstrip()}\n\nProgram output: (nothing printed)"
+    shown = "\n".join(lines)[-_OUTPUT_CHARS:]
+    answer = lines[-1][:200]
+    return f"{reply.rstrip()}\n\nProgram output:\n{shown}\n\nThe answer is {answer}. \\boxed{{{answer}}}"
+
+
+# name -> function(reply text) -> the reply the episode sees
+TOOLS: dict[str, Callable[[str], str]] = {"python": python_tool}
+
+
+def apply_tool(tool: str | None, reply: str) -> str:
+    if tool is None:
+        return reply
+    try:
+        return TOOLS[tool](reply)
+    except KeyError:
+        raise PoolConfigError(f"unknown agent tool {tool!r}; known: {', '.join(sorted(TOOLS))}") from None
+
+
+def servers_of(endpoints: Sequence) -> dict[str, list[str]]:
+    """base URL -> the agents it serves, in pool order (reports and the plan count servers, not agents)."""
+    out: dict[str, list[str]] = {}
+    for ep in endpoints:
+        out.setdefault(ep.base_url, []).append(ep.name)
+    return out
