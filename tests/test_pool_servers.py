@@ -49,7 +49,7 @@ def test_duplicate_ports_are_rejected(tmp_path):
     cfg = _cfg(tmp_path)
     for m in cfg.pool.models.values():
         m.port = 9999
-    with pytest.raises(ConfigError, match="share a port"):
+    with pytest.raises(ConfigError, match="share a server must agree"):
         LocalPool(cfg.pool)
 
 
