@@ -301,3 +301,37 @@ def test_on_miss_live_sends_the_request_and_adds_its_reply(tmp_path):
 
     hit = asyncio.run(replay())
     assert hit.ok and hit.replayed and hit.text == first.text
+
+
+def test_exact_fitness_walks_shared_states_of_a_hand_built_dag():
+    """Two agents, Worker and Verifier, K = 3: agent a's answers are right, b's wrong, every Verifier rejects.
+    Under agent probabilities (1/2, 1/2) and Worker probability p, an episode that starts with a Verifier ends
+    with nothing, and any other is scored on the last Worker's answer, a's with probability 1/2: reward p/2,
+    turns 1 - p + 3p. The two Verifiers' rejections of one answer lead to one shared state."""
+    from trinity.config import compose
+    from trinity.record.exact import Recorded
+    from trinity.tasks.types import TaskItem
+
+    protocol = ProtocolConfig.from_cfg(compose(["experiment=local_small", "protocol.max_turns=3"]).protocol)
+    item = TaskItem("gsm8k", "q1", "What is 3 + 4?", "7")
+
+    def lookup(model, role, _item, messages, _sample):
+        if role == "worker":
+            return Recorded(f"{model} says so <idea>{model}'s idea</idea>", True, 1.0 if model == "a" else 0.0, 0.0, 10)
+        return Recorded("REJECT: not sure", True, None, 0.0, 2)
+
+    compiled = compile_items([item], protocol, ("a", "b"), ("worker", "verifier"), lookup)
+    states = compiled.items[0].states
+    # turn 0: 1 state; turn 1: after a's or b's answer; turn 2: from each, a's or b's answer, or the one state
+    # both rejections lead to (a tree would have 1 + 2 + 8 = 11)
+    assert [s.turn for s in states] == [0, 1, 1, 2, 2, 2, 2, 2, 2]
+    assert all(o.child > sid for sid, s in enumerate(states) for outs in s.actions.values() for o in outs if o.child >= 0)
+    T = len(compiled.transcripts)
+    for p in (0.0, 0.3, 1.0):
+        p_agent = np.full((1, T, 2), 0.5)
+        p_role = np.zeros((1, T, 3))
+        p_role[..., ROLES.index("worker")] = p
+        p_role[..., ROLES.index("verifier")] = 1 - p
+        exact = expectations(compiled, compiled.items, p_agent, p_role, max_turns=3)
+        assert exact["reward"][0] == pytest.approx(p / 2)
+        assert exact["turns"][0] == pytest.approx(1 - p + 3 * p)

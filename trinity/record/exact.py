@@ -73,7 +73,8 @@ class State:
 @dataclass
 class CompiledItem:
     item: TaskItem
-    states: list[State]   # states[0] is the start; children always come after their parent
+    states: list[State]   # states[0] is the start; in turn order, so children come after every parent (a DAG:
+    #                       paths that reach the same situation at the same turn share its state)
 
 
 @dataclass
@@ -102,12 +103,21 @@ def compile_items(items: Sequence[TaskItem], cfg: ProtocolConfig, agents: Sequen
     compiled = []
     for item in items:
         states: list[State] = []
+        seen: dict[tuple, int] = {}
 
         def visit(turn: int, shared: SharedMessage, answer: str | None, grade: float, advice,
                   rules: TurnState) -> int:
+            # Two paths that reach the same turn in the same situation (transcript, answer, advice, rules)
+            # share one state: after a rejected Verifier the transcript is unchanged, so the Verifiers of
+            # every agent that review one answer alike lead to one state, not one subtree each (a DAG).
+            key = (turn, shared.text, answer, grade,
+                   None if advice is None else (advice.suggestion, advice.role), rules)
+            if key in seen:
+                return seen[key]
             state = State(turn, transcript_id(shared.text), rules.advised)
             states.append(state)
             sid = len(states) - 1
+            seen[key] = sid
             for a, role in rules.picks(range(len(agents)), roles):
                 if rules.end_before_call(role):
                     state.actions[(a, role)] = [Outcome(1.0, -1, 0.0, 0.0, 0.0)]
@@ -150,8 +160,22 @@ def compile_items(items: Sequence[TaskItem], cfg: ProtocolConfig, agents: Sequen
 
         shared = SharedMessage(item.prompt, cfg.collaboration_instructions, cfg.thought_format)
         visit(0, shared, None, 0.0, None, TurnState())
-        compiled.append(CompiledItem(item, states))
+        compiled.append(CompiledItem(item, _by_turn(states)))
     return CompiledSet(compiled, transcripts, agents)
+
+
+def _by_turn(states: list[State]) -> list[State]:
+    """The states in turn order (stable), children renumbered: a shared state can be reached from a parent
+    made after it, and every edge goes one turn forward, so turn order is an order in which each state
+    comes after all its parents (what `expectations` and the bounds rely on)."""
+    order = sorted(range(len(states)), key=lambda i: states[i].turn)
+    new = {old: i for i, old in enumerate(order)}
+    for st in states:
+        for outs in st.actions.values():
+            for o in outs:
+                if o.child >= 0:
+                    o.child = new[o.child]
+    return [states[i] for i in order]
 
 
 def one_hot_ties(p: np.ndarray) -> np.ndarray:
