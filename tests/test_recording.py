@@ -335,3 +335,31 @@ def test_exact_fitness_walks_shared_states_of_a_hand_built_dag():
         exact = expectations(compiled, compiled.items, p_agent, p_role, max_turns=3)
         assert exact["reward"][0] == pytest.approx(p / 2)
         assert exact["turns"][0] == pytest.approx(1 - p + 3 * p)
+
+
+def test_the_recorder_prepares_its_own_items_when_record_prepared_is_set(tmp_path):
+    """With record.prepared, the items come from the recorder's own folder, prepared from the tasks section,
+    whatever paths.prepared holds (here a toy file of another cap): the same config chooses the same items."""
+    from omegaconf import OmegaConf
+
+    from recording_support import write_prepared
+    from trinity.config import compose
+    from trinity.pipeline import record_stage
+
+    write_prepared(tmp_path / "stale", {"train": 4, "validation": 3, "test": 3})
+    cfg = compose(["experiment=local_agents", "tasks.train=[gsm8k]", "tasks.transfer=[]", "tasks.max_items_per_suite=40",
+                   f"paths.prepared={tmp_path / 'stale'}", f"record.prepared={tmp_path / 'own'}",
+                   f"record.dir={tmp_path / 'recordings'}", "record.items={train: 2, validation: 2, test: 3}"])
+    status = record_stage.status(cfg)
+    assert (tmp_path / "own" / "gsm8k.parquet").is_file()
+    assert status["chosen_items"] == 7 and status["pending_items"] == 7
+    live = record_stage.live_config(cfg)
+    first = {it.uid: it.split for it in record_stage.chosen_items(record_stage.with_own_items(live))}
+    assert len(first) == 7 and all(uid.startswith("gsm8k/test-") for uid in first)   # GSM8K's own ids, not the toy file's
+    OmegaConf.set_struct(live, False)
+    live.tasks.max_items_per_suite = 60   # a bigger cap keeps every earlier item, in the same split
+    bigger = record_stage.with_own_items(live)
+    from trinity.tasks.prepare import load_items
+
+    kept = {it.uid: it.split for it in load_items(bigger.paths.prepared, "gsm8k")}
+    assert all(kept.get(uid) == split for uid, split in first.items())

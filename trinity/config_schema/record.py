@@ -28,6 +28,10 @@ class RecordConfig:
     items: RecordItems = field(default_factory=RecordItems)
     concurrent_items: int = number(3, gt=0)  # items expanded at once (their calls share the pool's limits)
     max_calls: Optional[int] = number(None, gt=0)   # stop (resumably) after this many new calls; null: no cap
+    # where the recorder's items come from: null, the pipeline's prepared folder (paths.prepared, as the
+    # prepare stage left it); a folder, the recorder's own, which it prepares from the experiment's tasks
+    # section on every run (seconds), so the items chosen never depend on what the pipeline last prepared
+    prepared: Optional[str] = None
 
     def check(self, key: str) -> None:
         bad = [r for r in self.roles if r not in ROLES]

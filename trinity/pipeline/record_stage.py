@@ -210,11 +210,28 @@ def live_config(cfg: DictConfig) -> DictConfig:
     return live
 
 
+def with_own_items(cfg: DictConfig, progress: Callable[[str], None] = lambda _m: None) -> DictConfig:
+    """The config whose `paths.prepared` holds the items to record: with `record.prepared` set, that folder,
+    prepared now from the tasks section (a suite whose source, options and split settings are unchanged is
+    kept as it is; an item's split never changes); else the config as it is."""
+    own = record_section(cfg).prepared
+    if own is None:
+        return cfg
+    from trinity.pipeline.suites import prepare_from_config
+
+    manifest = prepare_from_config(cfg, Path(own), reuse_from=[own])
+    counts = ", ".join(f"{name} {entry.get('items')}" for name, entry in manifest["suites"].items())
+    progress(f"record: items prepared in {own} ({counts})")
+    out = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
+    out.paths.prepared = str(own)
+    return out
+
+
 def status(cfg: DictConfig) -> dict[str, Any]:
     """What the recording holds and what a `trinity record` run would still add: the items the live config
     chooses (under pool=recorded the stages see only the recorded items, the recorder all of them)."""
     root = recording_dir(cfg)
-    items = chosen_items(live_config(cfg))
+    items = chosen_items(with_own_items(live_config(cfg)))
     if (root / store.MANIFEST).exists():
         summary = store.summarise(store.open_recording(root))
         done = set(store.item_entries(store.read_manifest(root)))
@@ -231,7 +248,7 @@ def run(cfg: DictConfig, *, progress: Callable[[str], None] = print, pool_contex
     """Record the pending items; returns a summary. `pool_context()` starts the live pool (the local
     servers) only when there is something to record; `client_factory(journal)` and `grader` replace the
     pool client and the suite graders (tests)."""
-    cfg = live_config(cfg)
+    cfg = with_own_items(live_config(cfg), progress)
     root = recording_dir(cfg)
     ident = identity(cfg)
     if (root / store.MANIFEST).exists():
