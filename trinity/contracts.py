@@ -16,7 +16,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-# Order of the head's role logits (TRINITY_SPEC): worker, thinker, verifier.
+# Order of the head's role logits (docs/METHOD.md): worker, thinker, verifier.
 ROLES: tuple[str, str, str] = ("worker", "thinker", "verifier")
 
 

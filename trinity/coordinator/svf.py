@@ -1,7 +1,7 @@
 """SVF (singular-value fine-tuning) of chosen backbone matrices, batched over candidates.
 
 Each chosen matrix W = U diag(S) V^T becomes U diag(S') V^T with S' = S * (1 + delta) rescaled so that
-sum(S') = sum(S) (TRINITY_SPEC). Factors 1 + delta are clamped at 0 so singular values stay
+sum(S') = sum(S) (docs/METHOD.md). Factors 1 + delta are clamped at 0 so singular values stay
 non-negative. Only delta is learned: one number per singular value.
 
 The chosen modules are wrapped in place. A wrapper with no offsets set runs the ORIGINAL module (not a

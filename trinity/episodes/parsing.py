@@ -1,4 +1,4 @@
-"""Reading the protocol's tags and verdicts out of real model output (TRINITY_SPEC, turn protocol).
+"""Reading the protocol's tags and verdicts out of real model output (docs/METHOD.md).
 
 Small models and reasoning models are sloppy: tags in any case, spaces inside the brackets, a closing
 tag cut off by the token limit, the instructions echoed back before the real answer, <think> blocks,

@@ -1,4 +1,4 @@
-"""The Thinker/Worker/Verifier turn state machine (TRINITY_SPEC, "Roles and the turn protocol").
+"""The Thinker/Worker/Verifier turn state machine (docs/METHOD.md).
 
 One episode = one task item solved over at most K turns. Each turn the router picks (agent, role);
 a valid Thinker suggestion overrides the role (never the agent) of the next turn.

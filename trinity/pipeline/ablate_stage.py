@@ -1,4 +1,4 @@
-"""The ablate stage: the paper's ablations (TRINITY_SPEC) as trained variants, at the main run's budget.
+"""The ablate stage: the paper's ablations (docs/METHOD.md) as trained variants, at the main run's budget.
 
 A variant is the composed config plus dotted overrides (`ablations.definitions.<name>`, selected by
 `ablations.variants`): other optimisers (random search, REINFORCE) on the same head, or other heads
