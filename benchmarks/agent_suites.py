@@ -11,6 +11,7 @@ Items: the recorder's own choice (trinity.pipeline.record_stage.chosen_items), v
 
     .venv/bin/python benchmarks/agent_suites.py [--items 10] [--out DIR] experiment=local_agents [overrides...]
     .venv/bin/python benchmarks/agent_suites.py --from-recording experiment=local_agents   # no pool call
+    (--no-start: send the calls to servers already running, e.g. the recorder's; they share its journal)
 
 Live (the default), the calls go through the pool client with the recording's journal as the response cache:
 the recorder later reuses every reply (they are the recording's own turn-0 Worker calls). With
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import itertools
 import json
 import time
@@ -39,7 +41,7 @@ from trinity.stats import wilson_ci
 
 def chosen(cfg, per_suite: int) -> list:
     """The recorder's validation and train items, in its balanced order, `per_suite` per training suite."""
-    live = record_stage.live_config(cfg)
+    live = record_stage.with_own_items(record_stage.live_config(cfg))
     out, count = [], {}
     for it in record_stage.chosen_items(live):
         if it.split == "test" or count.get(it.suite, 0) >= per_suite:
@@ -50,7 +52,7 @@ def chosen(cfg, per_suite: int) -> list:
 
 
 async def live_rows(cfg, items, progress) -> list[dict]:
-    live = record_stage.live_config(cfg)
+    live = record_stage.with_own_items(record_stage.live_config(cfg))
     root = record_stage.recording_dir(live)
     root.mkdir(parents=True, exist_ok=True)
     protocol = ProtocolConfig.from_cfg(live.protocol)
@@ -80,7 +82,7 @@ async def live_rows(cfg, items, progress) -> list[dict]:
 
 
 def recorded_rows(cfg, items) -> list[dict]:
-    rec = store.open_recording(record_stage.recording_dir(record_stage.live_config(cfg)))
+    rec = store.open_recording(record_stage.recording_dir(record_stage.live_config(cfg)))   # every node it holds
     wanted = {it.uid: it for it in items}
     nodes = rec.nodes.filter((rec.nodes["turn"] == 0) & (rec.nodes["role"] == "worker"))
     rows = []
@@ -144,6 +146,7 @@ def main() -> None:
     ap.add_argument("--items", type=int, default=10, help="validation+train items per training suite")
     ap.add_argument("--from-recording", action="store_true", help="read the recording's turn-0 Worker nodes")
     ap.add_argument("--out", default=None, help="write results.json and results.md into this folder")
+    ap.add_argument("--no-start", action="store_true", help="use pool servers that are already running (the recorder's)")
     ap.add_argument("overrides", nargs="*")
     args = ap.parse_args()
     cfg = config.load(None, args.overrides)
@@ -152,7 +155,7 @@ def main() -> None:
     if args.from_recording:
         rows, source = recorded_rows(cfg, items), f"recording {record_stage.recording_dir(cfg)} (turn-0 Worker nodes)"
     else:
-        with local_pool(record_stage.live_config(cfg)):
+        with contextlib.nullcontext() if args.no_start else local_pool(record_stage.live_config(cfg)):
             rows = asyncio.run(live_rows(cfg, items, lambda m: print(m, flush=True)))
         source = f"live pool {cfg.pool.name}, {time.time() - t0:.0f} s"
     t = table(rows)
