@@ -61,7 +61,7 @@ params: $(STAMP_DEPS) ## write params.yaml (the composed config DVC stages read)
 	$(BIN)/trinity config experiment=$(EXPERIMENT) $(OVERRIDES) > params.yaml.tmp && mv params.yaml.tmp params.yaml
 
 run: setup ## the main job: dvc repro of the full pipeline on the embedded default (offline)
-	$(BIN)/trinity run experiment=$(EXPERIMENT) $(OVERRIDES)
+	$(BIN)/trinity run $(if $(KEEP_SERVER),--keep-server) experiment=$(EXPERIMENT) $(OVERRIDES)
 	@echo
 	@echo "Results:"
 	@echo "  report:        reports/report.md (charts: reports/*.png)"

@@ -26,7 +26,8 @@ from trinity.errors import TrinityError
 def _cmd_run(args) -> int:
     from trinity import repro
 
-    return repro.run(list(args.overrides), force=args.force, dry=args.dry)
+    return repro.run(list(args.overrides), force=args.force, dry=args.dry, keep_server=args.keep_server,
+                     server=not args.no_server)
 
 
 def _cmd_setup(args) -> int:
@@ -344,6 +345,10 @@ def build_parser() -> argparse.ArgumentParser:
                 "trinity run evolve evolve.generations=8")
     p.add_argument("--force", action="store_true", help="rerun the stages even when DVC finds them up to date")
     p.add_argument("--dry", action="store_true", help="print what would run, run nothing")
+    p.add_argument("--keep-server", action="store_true",
+                   help="leave the run's Prefect server running afterwards (its UI shows every stage's flow run)")
+    p.add_argument("--no-server", action="store_true",
+                   help="no server for the run: each stage starts a temporary Prefect server of its own")
     p.add_argument("overrides", nargs="*", metavar="STAGE|OVERRIDE",
                    help="stage names (prepare, cache_states, evolve, frontier, ablate, evaluate) and " + OVERRIDES_HELP)
     p.set_defaults(func=_cmd_run)

@@ -4,15 +4,28 @@ The stages' commands say `python -m flows.<stage>`, so DVC must find the interpr
 installed: the folder of the running interpreter goes first on PATH. The composed config is written to
 params.yaml only when it changed, so an unchanged config leaves DVC's params untouched and `dvc repro`
 skips what is up to date.
+
+One Prefect server serves the whole run: started once before `dvc repro` (its database is the one
+`make prefect-server` opens, under PREFECT_HOME) and handed to every stage through PREFECT_API_URL, so each
+stage's flow run lands on it and stays visible in the UI afterwards; without it each stage would start a
+temporary server of its own (8-17 s each on the 2-core machine). A PREFECT_API_URL already set (a server
+of the user's) is used as it is. `keep_server` leaves the run's server running for the UI; nothing to
+run (DVC finds every stage up to date) starts no server.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import shutil
+import signal
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Callable, Iterator
 
 import yaml
 
@@ -79,7 +92,90 @@ def environment() -> dict[str, str]:
     return env
 
 
-def run(words: list[str], *, force: bool = False, dry: bool = False, root: Path | None = None) -> int:
+def stale_stages(stages: list[str], root: Path, env: dict[str, str]) -> dict | None:
+    """What `dvc status` finds changed for the targets ({} when everything is up to date; None when it
+    cannot tell, e.g. an older DVC: then the run goes ahead as if something were stale)."""
+    try:
+        out = subprocess.run([*dvc_executable(), "status", "--json", *stages], cwd=root, env=env,
+                             capture_output=True, text=True, timeout=300)
+        return json.loads(out.stdout or "{}") if out.returncode == 0 else None
+    except (OSError, ValueError, subprocess.TimeoutExpired):
+        return None
+
+
+def _free_port(preferred: int) -> int:
+    for port in (preferred, 0):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return s.getsockname()[1]
+    raise TrinityError("no free loopback port for the run's Prefect server")
+
+
+@contextlib.contextmanager
+def pipeline_server(env: dict[str, str], *, keep: bool = False, port: int = 4200,
+                    startup_timeout_s: float | None = None, progress: Callable[[str], None] = print
+                    ) -> Iterator[str]:
+    """The API URL of one Prefect server for the run: the user's (PREFECT_API_URL set), or `prefect server
+    start` on loopback until the block ends (or left running with `keep`). Its log: PREFECT_HOME/server.log."""
+    if env.get("PREFECT_API_URL"):
+        yield env["PREFECT_API_URL"]
+        return
+    import httpx
+
+    home = Path(env.get("PREFECT_HOME") or Path.home() / ".prefect")
+    home.mkdir(parents=True, exist_ok=True)
+    port = _free_port(port)
+    api = f"http://127.0.0.1:{port}/api"
+    timeout = float(startup_timeout_s or env.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS") or 120)
+    prefect = Path(sys.executable).parent / "prefect"
+    log = open(home / "server.log", "ab")
+    proc = subprocess.Popen([str(prefect) if prefect.exists() else "prefect", "server", "start", "--host", "127.0.0.1",
+                             "--port", str(port)], env={**env, "PREFECT_UI_API_URL": api}, stdout=log,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            if proc.poll() is not None:
+                raise TrinityError(f"the Prefect server exited (code {proc.returncode}) before it was healthy; "
+                                   f"see {home / 'server.log'}")
+            try:
+                if httpx.get(f"{api}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise TrinityError(f"the Prefect server on port {port} was not healthy within {timeout:g} s; see "
+                                   f"{home / 'server.log'}")
+            time.sleep(0.5)
+        progress(f"Prefect server for this run: UI http://127.0.0.1:{port} (pid {proc.pid})")
+        yield api
+    except BaseException:
+        keep = False
+        raise
+    finally:
+        log.close()
+        if keep:
+            progress(f"the Prefect server stays up: UI http://127.0.0.1:{port}; stop it with `kill {proc.pid}`")
+        else:
+            _stop(proc)
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+
+def run(words: list[str], *, force: bool = False, dry: bool = False, root: Path | None = None,
+        keep_server: bool = False, server: bool = True) -> int:
     from trinity import config
 
     root = root or project_root()
@@ -90,4 +186,9 @@ def run(words: list[str], *, force: bool = False, dry: bool = False, root: Path 
     print(f"params.yaml {'updated' if changed else 'unchanged'}; running: "
           f"dvc repro{' --force' if force else ''}{' --dry' if dry else ''} {' '.join(stages)}".rstrip(),
           flush=True)
-    return subprocess.call(repro_command(stages, force=force, dry=dry), cwd=root, env=environment())
+    env = environment()
+    if dry or not server or (not force and stale_stages(stages, root, env) == {}):
+        return subprocess.call(repro_command(stages, force=force, dry=dry), cwd=root, env=env)
+    with pipeline_server(env, keep=keep_server, progress=lambda m: print(m, flush=True)) as api:
+        return subprocess.call(repro_command(stages, force=force, dry=dry), cwd=root,
+                               env={**env, "PREFECT_API_URL": api})
