@@ -9,6 +9,8 @@ PIP    := $(BIN)/python -m pip
 EXPERIMENT ?= local_small
 OVERRIDES ?=
 PYTEST_ARGS ?=
+# make run KEEP_SERVER=1: leave the run's Prefect server running afterwards (its UI shows every stage's flow run)
+KEEP_SERVER ?=
 # pytest-xdist workers for `make test`: one more than the CPUs (0: no xdist), since the slow tests spend much of their
 # time waiting on servers and subprocesses. Measured on the 2-core machine, the whole suite in one fresh clone each:
 # 998 s on one worker, 613 s on two (9cbf124); 621 s on two and 508 s on three (09044a7 and 83326e2).
