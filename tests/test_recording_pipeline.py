@@ -44,6 +44,8 @@ def test_states_cover_every_transcript_of_the_recording(recorded_cfg):
 
     out = cache_states_stage.run(recorded_cfg)
     assert out["counts"].get(cache_states_stage.RECORDED_STATES, 0) > 0
+    # only what the run uses: the 7 recorded items of the 10 prepared ones (the first turns)
+    assert out["counts"]["gsm8k"] == 7
     index = json.loads(open(f"{recorded_cfg.paths.states}/{cache_states_stage.RECORDED_STATES}.json").read())
     # every Worker answer with an idea adds a transcript: 3 per item at K = 2
     assert index["count"] == 3 * 7

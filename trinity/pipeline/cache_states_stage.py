@@ -37,7 +37,6 @@ def run(cfg: DictConfig, *, on_work: Listener | None = None, reuse_from: Sequenc
     filled with {"reused": {suite: folder}, "computed": [suite, ...]}."""
     from trinity.pipeline.coordinator_setup import coordinator_from_config
     from trinity.pipeline.state_files import reuse_state_cache, write_state_cache
-    from trinity.tasks.prepare import load_items
 
     protocol = ProtocolConfig.from_cfg(cfg.protocol)
     coord = coordinator_from_config(cfg)
@@ -47,8 +46,9 @@ def run(cfg: DictConfig, *, on_work: Listener | None = None, reuse_from: Sequenc
     counts = {}
     by_suite = {}
     for suite in suites:
-        # every prepared item, recorded or not: the feature statistics are fitted on the whole training split
-        items = load_items(Path(cfg.paths.prepared), suite)
+        # the items the run uses: every prepared item on a live pool, the recording's under pool=recorded (the
+        # feature statistics are fitted on the same items' training split)
+        items = by_suite_items(cfg, [suite])
         by_suite[suite] = [(it.uid, first_turn_transcript(protocol, it.prompt)) for it in items]
     report = changes if changes is not None else {}
     report.update(reused={}, computed=[])

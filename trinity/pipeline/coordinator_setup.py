@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Collection, Sequence
 
 import numpy as np
 
@@ -61,21 +61,25 @@ def first_turn_features(coord: Coordinator, items: Sequence[Any], protocol_cfg: 
 def training_norm_fitter(cfg: Any, *, keep_shared: bool = False) -> Callable[[Coordinator], FeatureNorm]:
     """fit_feature_norm on cfg's training states; suites cached for another token position or backbone
     (the last-token ablation) are recomputed with the coordinator itself, as the router would read them."""
+    from trinity.pipeline.recorded import recorded_uids
+
     paths = group(cfg, "paths")
     train = [str(s) for s in cfg.tasks.train]
     protocol_cfg = cfg.protocol
+    used = recorded_uids(cfg)   # pool=recorded: the run sees only the recording's items (cache_states too)
 
     def fit(coord: Coordinator) -> FeatureNorm:
         return fit_feature_norm(paths.states, paths.prepared, train, expect=coord.state_identity(),
                                 compute=lambda items: first_turn_features(coord, items, protocol_cfg),
-                                keep_shared=keep_shared)
+                                keep_shared=keep_shared, uids=used)
 
     return fit
 
 
 def fit_feature_norm(states_dir: str | Path, prepared_dir: str | Path, train_suites: Sequence[str], *,
                      expect: dict[str, Any] | None = None,
-                     compute: Callable[[list], np.ndarray] | None = None, keep_shared: bool = False) -> FeatureNorm:
+                     compute: Callable[[list], np.ndarray] | None = None, keep_shared: bool = False,
+                     uids: Collection[str] | None = None) -> FeatureNorm:
     """Standardisation statistics from the training split's cached first-turn states.
 
     Reads `<states_dir>/<suite>.safetensors` (+ its JSON index of uids `suite/item_id`) for every
@@ -83,7 +87,8 @@ def fit_feature_norm(states_dir: str | Path, prepared_dir: str | Path, train_sui
     id and revision, hidden size, token position) must match the cache's index; a suite cached for
     another setup (e.g. the last-token ablation reads position -1, the cache holds -2) is recomputed
     with `compute(items) -> (n, d) features` when given, and refused otherwise. No cache at all is an
-    error that says to run the cache_states stage."""
+    error that says to run the cache_states stage. `uids`: only these items (the recording's, under
+    pool=recorded, where the states cache holds no other)."""
     states_dir = Path(states_dir)
     blocks: list[np.ndarray] = []
     for suite in [str(s) for s in train_suites]:
@@ -92,8 +97,8 @@ def fit_feature_norm(states_dir: str | Path, prepared_dir: str | Path, train_sui
             raise FeatureNormError(
                 f"{KEY}=standardize|rebalance needs the training split's first-turn states, but {path} does not exist: "
                 "run the cache_states stage first (`dvc repro cache_states` or `python -m flows.cache_states`)")
-        train = load_items(prepared_dir, suite, "train")
-        uids, features, index = read_state_cache(path)
+        train = [it for it in load_items(prepared_dir, suite, "train") if uids is None or it.uid in uids]
+        cached, features, index = read_state_cache(path)
         mismatch = [k for k in (expect or {}) if k in STATE_IDENTITY and index.get(k) != expect[k]]
         if mismatch:
             what = ", ".join(f"{k}: cached {index.get(k)!r}, configured {expect[k]!r}" for k in mismatch)
@@ -105,7 +110,7 @@ def fit_feature_norm(states_dir: str | Path, prepared_dir: str | Path, train_sui
             if train:
                 blocks.append(np.asarray(compute(train), dtype=np.float64))
             continue
-        row = {uid: i for i, uid in enumerate(uids)}
+        row = {uid: i for i, uid in enumerate(cached)}
         missing = [it.uid for it in train if it.uid not in row]
         if missing:
             raise FeatureNormError(f"{len(missing)} training items of {suite} (e.g. {missing[0]}) are not in {path}; "
