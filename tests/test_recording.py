@@ -363,3 +363,29 @@ def test_the_recorder_prepares_its_own_items_when_record_prepared_is_set(tmp_pat
 
     kept = {it.uid: it.split for it in load_items(bigger.paths.prepared, "gsm8k")}
     assert all(kept.get(uid) == split for uid, split in first.items())
+
+
+def test_plan_counts_the_distinct_requests_of_a_dag():
+    """tree_size(shared=True) counts what the recorder sends: walking a K = 3 item whose Verifiers always reject
+    and whose two agents verify alike (one Verifier request per answer) asks for 20 distinct requests."""
+    from trinity.config import compose
+    from trinity.record.exact import Recorded
+    from trinity.tasks.types import TaskItem
+
+    protocol = ProtocolConfig.from_cfg(compose(["experiment=local_small", "protocol.max_turns=3"]).protocol)
+    item = TaskItem("gsm8k", "q1", "What is 3 + 4?", "7")
+    requests = set()
+
+    def lookup(model, role, _item, messages, _sample):
+        requests.add((model if role == "worker" else "any", role, json.dumps(messages)))
+        if role == "worker":   # every answer differs (a digest of its transcript in it): no two requests coincide
+            seen = hash(messages[-1]["content"]) % 10**9
+            return Recorded(f"{model} says so <idea>{model}'s idea after {seen}</idea>", True, 0.0, 0.0, 10)
+        return Recorded("REJECT", True, None, 0.0, 2)
+
+    compile_items([item], protocol, ("a", "b"), ("worker", "verifier"), lookup)
+    settings = TreeSettings(("a", "b"), ("worker", "verifier"), 3, verifier_groups=1)
+    shared = tree_size(settings, shared=True, accept=0.0)
+    assert len(requests) == shared["worker"] + shared["verifier"] == 20
+    tree = tree_size(settings, accept=0.0)
+    assert tree["worker"] + tree["verifier"] > 20

@@ -61,7 +61,28 @@ def recording_dir(cfg: DictConfig) -> Path:
 def tree_settings(cfg: DictConfig) -> TreeSettings:
     r = record_section(cfg)
     return TreeSettings(agents=tuple(str(m) for m in cfg.pool.models), roles=tuple(r.roles),
-                        max_turns=int(cfg.protocol.max_turns), samples=int(r.samples))
+                        max_turns=int(cfg.protocol.max_turns), samples=int(r.samples),
+                        verifier_groups=verifier_groups(cfg))
+
+
+def verifier_groups(cfg: DictConfig) -> int:
+    """How many distinct Verifier requests one answer gets: agents that send the same Verifier request (one
+    server and model, the same setup for the role) are one group."""
+    from trinity.pool.agents import agent_request
+    from trinity.pool.providers import resolve_endpoint
+
+    probe = [{"role": "system", "content": ""}, {"role": "user", "content": ""}]
+    keys = set()
+    for name in cfg.pool.models:
+        try:
+            ep = resolve_endpoint(str(name), cfg.pool.models[name], cfg.pool)
+        except TrinityError:   # e.g. a key not set: count the model as its own group
+            keys.add(("model", str(name)))
+            continue
+        req = agent_request(ep.setup, "verifier", probe, None)
+        keys.add((ep.base_url, ep.model_id, ep.temperature, ep.max_tokens, req.tool, req.max_tokens,
+                  req.messages[-1]["content"]))
+    return len(keys)
 
 
 def protocol_identity(cfg: DictConfig) -> dict[str, Any]:

@@ -17,9 +17,9 @@ def recording_plan(cfg: DictConfig, assumptions: Assumptions | None = None, *, t
                    ) -> dict[str, Any]:
     """What `trinity record` will cost before it starts: calls, tokens, dollars and wall time of the items
     still to record, from the tree's branching (trinity.record.tree.tree_size: every (model, role) at every
-    turn) and the same token model as the pipeline's plan. Calls shared between paths (the same request
-    twice) are counted twice, so this is an upper estimate of the calls; `measured` gives the recording's
-    own figures so far when it has some."""
+    turn) and the same token model as the pipeline's plan. Requests that paths share are counted once where
+    the protocol makes them the same (tree_size(shared=True): agents' alike Verifier requests, the turns after
+    a rejection); `measured` gives the recording's own figures so far when it has some."""
     from trinity.pipeline import record_stage
     from trinity.record import store
     from trinity.record.tree import tree_size
@@ -31,9 +31,9 @@ def recording_plan(cfg: DictConfig, assumptions: Assumptions | None = None, *, t
     agents = list(settings.agents)
     root = record_stage.recording_dir(cfg)
     done = set(store.item_entries(store.read_manifest(root))) if (root / store.MANIFEST).exists() else set()
-    items = record_stage.chosen_items(cfg)
+    items = record_stage.chosen_items(record_stage.with_own_items(cfg))
     pending = [it for it in items if it.uid not in done]
-    per_role = tree_size(settings, thinker_valid=thinker_valid, accept=a.accept)
+    per_role = tree_size(settings, thinker_valid=thinker_valid, accept=a.accept, shared=True)
     first = {r: (0.0 if r == "verifier" else len(agents) * settings.samples) for r in settings.roles}
     infos = suite_infos(cfg, sorted({it.suite for it in items}))
     scenarios = {"typical": a.output_fraction, "at_cap": 1.0}

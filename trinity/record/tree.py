@@ -94,6 +94,9 @@ class TreeSettings:
     roles: tuple[str, ...] = ROLES    # the roles the router may pick
     max_turns: int = 2
     samples: int = 1
+    # how many distinct Verifier requests one answer gets (agents of one model that verify alike send the
+    # same request; trinity.pool.agents); None: one per agent. Only the size estimate reads it.
+    verifier_groups: int | None = None
 
     def __post_init__(self) -> None:
         if "worker" not in self.roles or any(r not in ROLES for r in self.roles):
@@ -182,12 +185,18 @@ def _model_rank(settings: TreeSettings, model: str) -> int:
     return settings.agents.index(model)
 
 
-def tree_size(settings: TreeSettings, *, thinker_valid: float = 0.0, accept: float = 0.5) -> dict[str, float]:
-    """Expected calls per item of a full tree (no dedup across paths), from the protocol's branching:
-    used by `trinity plan` before a recording starts. `thinker_valid`: share of Thinker replies with a
-    valid suggestion (a Worker next, with probability 1/2 each way); `accept`: P(Verifier accepts).
-    The branching is the protocol's own (TurnState): which role a turn plays, which turn makes no call,
-    what each reply leads to."""
+def tree_size(settings: TreeSettings, *, thinker_valid: float = 0.0, accept: float = 0.5,
+              shared: bool = False) -> dict[str, float]:
+    """Expected calls per item of a full tree, from the protocol's branching: used by `trinity plan` before a
+    recording starts. `thinker_valid`: share of Thinker replies with a valid suggestion (a Worker next, with
+    probability 1/2 each way); `accept`: P(Verifier accepts). The branching is the protocol's own
+    (TurnState): which role a turn plays, which turn makes no call, what each reply leads to.
+
+    `shared=False` counts every path's calls (the tree); `shared=True` the distinct requests (the DAG the
+    recorder makes): an answer gets `settings.verifier_groups` Verifier requests, not one per agent, and
+    after a rejection with no Thinker advice pending the next turns send requests the turn before already
+    sent (the transcript and answer are unchanged and the rest of the episode is shorter), so they cost
+    nothing new."""
     S = settings.samples
     outcomes = {"worker": {"answer": 1.0},
                 "thinker": {"no_advice": 1 - thinker_valid, "advise_worker": thinker_valid / 2,
@@ -200,7 +209,11 @@ def tree_size(settings: TreeSettings, *, thinker_valid: float = 0.0, accept: flo
             return memo[(turn, state)]
         out = {r: 0.0 for r in ROLES}
         if turn < settings.max_turns:
-            for _, role in state.picks(settings.agents, settings.roles):
+            picks = state.picks(settings.agents, settings.roles)
+            if shared and settings.verifier_groups is not None:
+                verifiers = [pick for pick in picks if pick[1] == "verifier"]
+                picks = [pick for pick in picks if pick[1] != "verifier"] + verifiers[:settings.verifier_groups]
+            for _, role in picks:
                 if state.end_before_call(role):
                     continue
                 out[role] += S
@@ -208,6 +221,8 @@ def tree_size(settings: TreeSettings, *, thinker_valid: float = 0.0, accept: flo
                     after, end = state.after_reply(role, outcome)
                     if p == 0 or end is not None:
                         continue
+                    if shared and outcome == "reject" and state.advised is None:
+                        continue   # the same requests as this turn's, already counted
                     sub = calls(turn + 1, after)
                     for r in ROLES:
                         out[r] += S * p * sub[r]
