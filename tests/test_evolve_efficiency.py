@@ -133,10 +133,22 @@ def test_unknown_throughput_leaves_the_model_out_and_none_known_means_no_floor()
     assert efficiency(None, 10.0) is None and efficiency(3.0, None) is None and efficiency(3.0, 0.0) is None
 
 
-def test_all_cache_hits_do_no_work():
-    trace = _trace(_turn("alpha", prompt=100, completion=100, latency=0.3, cached=True))
-    summary = generation_summary([trace], {"alpha": Throughput(10.0, 100.0)})
-    assert summary == {"decode_tokens": 0, "prefill_tokens": 0, "floor_s": 0.0, "floor_bound": "episode"}
+def test_all_cache_hits_or_replayed_replies_do_no_work_and_have_no_floor():
+    """No call reached a server: there is no least time to compare the wall time with (on a recording the
+    floor of the live pool against the replay's wall time printed an efficiency of 2,920,157%)."""
+    from trinity.evolve.generation_report import _floor
+
+    cached = _trace(_turn("alpha", prompt=100, completion=100, latency=0.3, cached=True))
+    replayed_turn = _turn("alpha", prompt=100, completion=100, latency=40.0)
+    replayed_turn.replayed = True
+    for trace in (cached, _trace(replayed_turn)):
+        summary = generation_summary([trace], {"alpha": Throughput(10.0, 100.0)})
+        assert summary == {"decode_tokens": 0, "prefill_tokens": 0, "floor_s": None, "floor_bound": None}
+        assert efficiency(summary["floor_s"], 1.0) is None
+        assert _floor(summary) == " | no pool call (replayed or cached)"
+    live = generation_summary([_trace(_turn("alpha", prompt=100, completion=100, latency=0.3))],
+                              {"alpha": Throughput(10.0, 100.0)})
+    assert live["floor_s"] > 0 and "eff" in _floor({**live, "efficiency": efficiency(live["floor_s"], 20.0)})
 
 
 def test_throughput_lookup_from_the_pool_config():

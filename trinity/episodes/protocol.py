@@ -175,6 +175,7 @@ def _record_call(turn: Turn, result: CallResult, keep_reply: bool) -> None:
     turn.prompt_tokens = result.prompt_tokens
     turn.completion_tokens = result.completion_tokens
     turn.cached_prompt_tokens = result.cached_prompt_tokens
+    turn.replayed = bool(getattr(result, "replayed", False))
     turn.latency_s = result.latency_s
     turn.cost_usd = result.cost_usd
     turn.price_usd = result.price_usd or result.cost_usd   # a pool that reports no price paid list price

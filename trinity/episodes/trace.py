@@ -40,6 +40,7 @@ class Turn:
     reply: str | None = None           # the model's reply, kept only when protocol.record_replies is on
     finish_reason: str | None = None   # as the pool server reported it: "stop", "length" (hit max_tokens), ...
     cached_prompt_tokens: int = 0      # of prompt_tokens, those served from the server's KV prefix cache
+    replayed: bool = False             # served from a recording (pool.replay): no pool server did this work now
     price_usd: float = 0.0             # the call at list prices, paid or not: a cost-aware fitness must not
     #                                    favour whichever candidate reached a shared call second
 

@@ -99,8 +99,9 @@ def pool_throughputs(pool_cfg: Mapping[str, Any] | None, cores: int | None = Non
 
 
 def network_turns(trace: Trace) -> Iterator[Turn]:
-    """The turns whose call reached a pool server (not a response-cache hit, not a call never sent)."""
-    return (t for t in trace.turns if t.called and not t.cached)
+    """The turns whose call reached a pool server (not a response-cache hit, not a reply replayed from a
+    recording, not a call never sent)."""
+    return (t for t in trace.turns if t.called and not t.cached and not t.replayed)
 
 
 def prefill_tokens(turn: Turn) -> int:
@@ -140,6 +141,8 @@ def floor_s(work: PoolWork, throughputs: Mapping[str, Throughput | None]) -> tup
     """(floor in seconds, what bounds it: "episode" or the model name); (None, None) when no model's
     throughput is known or there were no episodes."""
     known = {m: s for m, s in model_seconds(work, throughputs).items() if s is not None}
+    if not work.decode_tokens and not work.prefill_tokens:
+        return None, None   # no call reached a server (a replayed recording, a warm cache): no floor to compare
     if not known or work.longest_episode_s is None:
         return None, None
     return work_floor(known, throughputs, {"episode": work.longest_episode_s})

@@ -36,6 +36,8 @@ def _floor(row: dict[str, Any]) -> str:
     close the step ran to the least time it could take (trinity.evolve.efficiency)."""
     work = f" | work dec {row.get('decode_tokens') or 0} pre {row.get('prefill_tokens') or 0} tok"
     floor = row.get("floor_s")
+    if floor is None and not (row.get("decode_tokens") or row.get("prefill_tokens")):
+        return " | no pool call (replayed or cached)"
     if floor is None:
         return f"{work} | floor ? (no pool throughput configured)"
     eff = row.get("efficiency")
