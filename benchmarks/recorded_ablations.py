@@ -33,6 +33,11 @@ VARIANTS = {
     "REINFORCE": {"evolve.strategy": "reinforce", "evolve.fitness.estimate": "sampled"},
     "no roles": {"coordinator.roles": ["worker"], "evolve.fitness.estimate": "exact"},
     "last token": {"coordinator.token_position": -1, "evolve.fitness.estimate": "exact"},
+    # the training setup of issue 40: the paper's entropy bonus, and the head's capacity control by weight
+    "entropy bonus 0.15": {"evolve.fitness.estimate": "exact", "evolve.fitness.entropy_weight": 0.15},
+    "no entropy bonus": {"evolve.fitness.estimate": "exact", "evolve.fitness.entropy_weight": 0.0},
+    **{f"no entropy, l2 {w:g}": {"evolve.fitness.estimate": "exact", "evolve.fitness.entropy_weight": 0.0,
+                                 "evolve.fitness.l2_weight": w} for w in (1.0, 10.0, 100.0)},
 }
 REFERENCE = "sep-CMA-ES, exact fitness"
 
@@ -56,6 +61,7 @@ def main() -> None:
     ap.add_argument("--generations", type=int, default=None, help="default: evolve.generations")
     ap.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
     ap.add_argument("--out", default=str(ROOT / "docs/benchmarks/recorded_ablations"))
+    ap.add_argument("--reference", default=REFERENCE, choices=list(VARIANTS), help="the variant every other is paired with")
     ap.add_argument("overrides", nargs="*")
     args = ap.parse_args()
 
@@ -91,20 +97,23 @@ def main() -> None:
                     RolloutContext.close_all()
                 per_item[(seed, name)] = values["trinity"]
                 per_item[(seed, "x0")] = values["x0 (= random)"]
+                fit = out.get("kept_mean_fit") or {}
                 rows.append({"seed": seed, "variant": name, "test_expected_reward": float(np.mean(values["trinity"])),
+                             "train_expected_reward": fit.get("train"),
                              "x0": float(np.mean(values["x0 (= random)"])),
                              "validation_reward": result.best_validation_reward, "best_generation": result.best_generation,
                              "generations": result.generations_completed, "wall_s": round(time.perf_counter() - t0, 1)})
-                print(f"seed {seed} {name:28s} test {rows[-1]['test_expected_reward']:.3f} (x0 {rows[-1]['x0']:.3f}) "
+                print(f"seed {seed} {name:28s} train {rows[-1]['train_expected_reward']} validation "
+                      f"{rows[-1]['validation_reward']} test {rows[-1]['test_expected_reward']:.3f} (x0 {rows[-1]['x0']:.3f}) "
                       f"kept generation {result.best_generation} in {rows[-1]['wall_s']:.0f}s", flush=True)
     tests = []
     for seed in args.seeds:
-        ref = per_item.get((seed, REFERENCE))
+        ref = per_item.get((seed, args.reference))
         for name in [*args.variants, "x0"]:
-            if ref is None or name == REFERENCE or (seed, name) not in per_item:
+            if ref is None or name == args.reference or (seed, name) not in per_item:
                 continue
             t = paired_test(ref, per_item[(seed, name)], samples=4000, seed=seed)
-            tests.append({"seed": seed, "reference": REFERENCE, "other": name, "n": t.n, "reference_mean": t.mean_a,
+            tests.append({"seed": seed, "reference": args.reference, "other": name, "n": t.n, "reference_mean": t.mean_a,
                           "other_mean": t.mean_b, "test": t.test, "p_value": t.p_value,
                           "verdict": verdict(t, min_items=20)})
     out_dir = Path(args.out)
@@ -116,11 +125,13 @@ def main() -> None:
     (out_dir / "results.json").write_text(json.dumps(facts, indent=1))
     lines = [f"# Ablations on real replies ({len(test_items)} recorded test items, exact expected rewards)", "",
              f"{facts['recording']}.", "", f"Command: `{facts['command']}`; {facts['wall_s']:.0f} s.", "",
-             "| seed | variant | test (expected) | x0 | validation | kept generation |", "|---|---|---:|---:|---:|---:|"]
-    lines += [f"| {r['seed']} | {r['variant']} | {r['test_expected_reward']:.3f} | {r['x0']:.3f} | "
+             "| seed | variant | train (exact, kept mean) | validation | test (expected) | x0 | kept generation |",
+             "|---|---|---:|---:|---:|---:|---:|"]
+    lines += [f"| {r['seed']} | {r['variant']} | {'-' if r['train_expected_reward'] is None else round(r['train_expected_reward'], 3)} | "
               f"{r['validation_reward'] if r['validation_reward'] is None else round(r['validation_reward'], 3)} | "
+              f"{r['test_expected_reward']:.3f} | {r['x0']:.3f} | "
               f"{r['best_generation']} |" for r in rows]
-    lines += ["", f"Paired tests per seed, `{REFERENCE}` against each (sign-flip on per-item expected rewards):", "",
+    lines += ["", f"Paired tests per seed, `{args.reference}` against each (sign-flip on per-item expected rewards):", "",
               "| seed | other | n | reference | other | p | verdict |", "|---|---|---:|---:|---:|---:|---|"]
     lines += [f"| {t['seed']} | {t['other']} | {t['n']} | {t['reference_mean']:.3f} | {t['other_mean']:.3f} | "
               f"{t['p_value']:.3g} | {t['verdict']} |" for t in tests]

@@ -13,6 +13,8 @@ from evolve_fixture import AGENTS, ToyProblem, run, save_coordinator, toy_cfg
 from trinity.evolve.errors import BudgetExhausted
 from trinity.pipeline.evolution_inputs import run_evolution_from_config
 from trinity.evolve.tables import EPISODES_SCHEMA, GENERATIONS_SCHEMA
+from trinity.config_schema import section
+from trinity.config_schema.evolve import EvolveConfig
 
 
 def _tables(out):
@@ -199,3 +201,23 @@ def test_validation_modes_run_together_when_offered_and_results_are_the_same(tmp
         if together:
             assert all(modes == VALIDATION_MODES for _, modes in calls)
     assert outs[True].equals(outs[False])
+
+
+def test_l2_weight_keeps_the_mean_near_x0_unless_reward_pays_for_moving(tmp_path):
+    """evolve.fitness.l2_weight: the strategy is told fitness - w * mean(params^2); a heavy penalty keeps the
+    mean far closer to x0 = 0 than no penalty does on the same seed, and 0 changes nothing."""
+    finals = {}
+    for weight in (0.0, 50.0):
+        cfg = toy_cfg(generations=12, every=6, tmp=tmp_path / str(weight))
+        cfg.evolve.fitness.l2_weight = weight
+        problem = ToyProblem(cfg)
+        result = run_evolution_from_config(cfg, n_params=problem.n_params,
+                                           evaluate_population=problem.evaluate_population,
+                                           evaluate_mean=problem.evaluate_mean, save_coordinator=save_coordinator,
+                                           out_dir=tmp_path / f"run-{weight}")
+        finals[weight] = float(np.sqrt(np.mean(np.square(result.final_mean))))
+    assert finals[50.0] < 0.6 * finals[0.0], finals
+    from trinity.evolve.loop import EvolveSettings
+
+    settings = EvolveSettings.from_sections(section(cfg.evolve, EvolveConfig, "evolve"), max_turns=3)
+    assert settings.l2_weight == 50.0 and settings.told(0.5, np.array([0.1, -0.3])) == pytest.approx(0.5 - 50.0 * 0.05)

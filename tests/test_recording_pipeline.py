@@ -71,8 +71,12 @@ def test_evolve_on_the_recording_makes_no_pool_call(recorded_cfg, estimate):
             assert totals["calls"] == 0                       # no episode at all
             assert gens["episodes"].sum() == 0
             assert gens["validation_reward"].is_not_null().all()
+            fit = out["kept_mean_fit"]                        # the kept mean's train reward beside its validation
+            assert fit["train_items"] == 3 and fit["validation_items"] == 2 and 0.0 <= fit["train"] <= 1.0
+            assert fit["validation"] == pytest.approx(out["result"].best_validation_reward, abs=1e-6)
         else:
             assert totals["calls"] > 0
+            assert out["kept_mean_fit"] is None
     finally:
         RolloutContext.close_all()
 
@@ -90,6 +94,7 @@ def test_evaluation_opens_with_the_verdict_on_the_recording(recorded_cfg):
         report = open(out["report"]).read()
         assert report.index("## Verdict on real replies") < report.index("## Did the evolved coordinator learn?")
         assert "replayed from the recording" in report
+        assert "by split, so over-fitting shows: train " in report
         for bound in ("hindsight", "best choice per transcript", "best prompt-independent policy"):
             assert f"bound: {bound}" in report
         metrics = json.loads(open(f"{cfg.paths.metrics}/eval.json").read())

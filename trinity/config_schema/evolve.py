@@ -20,6 +20,10 @@ class Fitness:
     # sampled: each candidate's episodes (the paper) | exact: its expected reward and shaping terms over every
     # training item of a complete recording (pool=recorded), walking the trees; no sampling noise, no pool call
     estimate: FitnessEstimate = FitnessEstimate.sampled
+    # capacity control: - l2_weight * mean(params^2), what the strategy is told (the logged reward is not
+    # changed). A head of (L + 3) x d numbers can fit a few dozen training items by heart; the penalty keeps
+    # it near x0 (uniform routing) unless the reward pays for moving. 0: off (the paper)
+    l2_weight: float = number(0.0, ge=0)
 
 
 @dataclass

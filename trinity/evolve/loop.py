@@ -97,6 +97,13 @@ class EvolveSettings:
     routing: str = "sample"  # coordinator.routing: the validation mode whose reward selects the best mean
     # pool.models.<m>.throughput: what each generation's floor_s is computed with (None: not measured)
     throughputs: dict[str, Throughput | None] = field(default_factory=dict)
+    l2_weight: float = 0.0   # evolve.fitness.l2_weight: - w * mean(params^2) in what black-box strategies are told
+
+    def told(self, fitness: float, params: np.ndarray) -> float:
+        """What a black-box strategy is told for a candidate: its fitness less the capacity penalty."""
+        if not self.l2_weight:
+            return float(fitness)
+        return float(fitness) - self.l2_weight * float(np.mean(np.square(np.asarray(params, dtype=np.float64))))
 
     @classmethod
     def from_sections(cls, ev: EvolveConfig, *, routing: str = "sample", max_turns: int,
@@ -110,7 +117,7 @@ class EvolveSettings:
                    ev.validation.every or None, ev.early_stop_patience or None, ev.resume, int(max_turns),
                    FitnessWeights(float(fitness.entropy_weight), float(fitness.turn_weight),
                                   float(fitness.cost_weight), fitness.cost_unit.value),
-                   options, routing, dict(throughputs or {}))
+                   options, routing, dict(throughputs or {}), float(fitness.l2_weight))
 
 
 @dataclass(frozen=True)
@@ -362,9 +369,10 @@ def _black_box_step(algorithm: BlackBoxStrategy, state: Any, g: int, s: EvolveSe
         # exact fitness (evolve.fitness.estimate=exact): expectations over a recording, no episodes
         if len(population) != len(candidates):
             raise TrinityError(f"evaluate_population returned {len(population)} fitnesses for {len(candidates)} candidates")
-        return algorithm.tell(state, candidates, [p.fitness for p in population]), [[] for _ in candidates], list(population)
+        told = [s.told(p.fitness, c) for p, c in zip(population, candidates)]
+        return algorithm.tell(state, candidates, told), [[] for _ in candidates], list(population)
     parts = _evaluated(population, len(candidates), s)
-    return algorithm.tell(state, candidates, [p.fitness for p in parts]), population, parts
+    return algorithm.tell(state, candidates, [s.told(p.fitness, c) for p, c in zip(parts, candidates)]), population, parts
 
 
 def _on_policy_step(algorithm: OnPolicyMethod, state: Any, g: int, s: EvolveSettings,

@@ -387,7 +387,23 @@ def recorded_verdict(cfg: DictConfig, ctx: RolloutContext, sets: dict, coordinat
     result = exact_item_values(cfg, ctx, params, items)
     lines = recorded_report.verdict_lines(result, recording=f"the recording `{path}`", min_items=needed,
                                           samples=int(cfg.eval.bootstrap_samples), seed=int(cfg.seed))
+    if "trinity" in result["values"]:
+        lines += fit_lines(Path(cfg.paths.metrics) / "evolve.json", float(np.mean(result["values"]["trinity"])),
+                           len(items))
     return lines, recorded_report.metrics(result)
+
+
+def fit_lines(evolve_metrics: Path, test_reward: float, test_items: int) -> list[str]:
+    """Train, validation and test rewards of the kept mean side by side (exact expected rewards on the
+    recording), so over-fitting shows; [] when evolution recorded no exact fit (sampled fitness)."""
+    fit = json.loads(evolve_metrics.read_text()).get("kept_mean_fit") if evolve_metrics.is_file() else None
+    if not fit:
+        return []
+    val = "-" if fit.get("validation") is None else f"{fit['validation']:.3f}"
+    return ["", "The kept mean's expected reward (exact, on the recording) by split, so over-fitting shows: "
+                f"train {fit['train']:.3f} ({fit['train_items']} items), validation {val} "
+                f"({fit['validation_items']} items; it chose the kept generation, {fit.get('generation')}), "
+                f"test {test_reward:.3f} ({test_items} items).", ""]
 
 
 def frontier_section(frontier: tuple[dict, pl.DataFrame], reports: Path) -> list[str]:

@@ -236,9 +236,35 @@ def evolve(cfg: DictConfig, *, out_dir: Path, submit: Submit = inline_submit,
         reference_lines=simulated_reference_lines(cfg, val) or recorded_reference_lines(cfg, ctx, val),
         x0=None if warm is None else warm.x0, sigma0=None if warm is None else warm_start_sigma0(cfg),
     )
-    return {"run_dir": str(out), "result": result, "pool_totals": ctx.totals(),
+    fit = kept_mean_fit(exact, result, train, val, str(cfg.coordinator.routing))
+    if fit is not None:   # beside the loop's metrics (metrics_dir, else paths.metrics: run_evolution_from_config)
+        _add_to_metrics(Path(metrics_dir or cfg.paths.metrics) / "evolve.json", {"kept_mean_fit": fit})
+    return {"run_dir": str(out), "result": result, "pool_totals": ctx.totals(), "kept_mean_fit": fit,
             "replay_misses": replay_misses(ctx),
             "warm_start": None if warm is None else warm.report()}
+
+
+def kept_mean_fit(exact: Any, result: Any, train: list[TaskItem], val: list[TaskItem], routing: str
+                  ) -> dict[str, Any] | None:
+    """On a recording with exact fitness: the kept mean's exact expected reward on every training item next to
+    its validation reward, so over-fitting shows (a training reward far above validation: the head learned
+    the training items, not a rule); the evaluate stage adds the test reward. None without exact fitness."""
+    if exact is None:
+        return None
+    return {"train": round(float(exact.value(np.asarray(result.params), train, routing).reward), 6),
+            "train_items": len(train),
+            "validation": None if result.best_validation_reward is None else round(float(result.best_validation_reward), 6),
+            "validation_items": len(val), "routing": routing, "generation": result.best_generation}
+
+
+def _add_to_metrics(path: Path, extra: dict[str, Any]) -> None:
+    import json
+
+    from trinity.files import atomic_write_bytes
+
+    data = json.loads(path.read_text()) if path.is_file() else {}
+    data.update(extra)
+    atomic_write_bytes(path, (json.dumps(data, indent=2) + "\n").encode("utf-8"))
 
 
 def exact_evaluator(cfg: DictConfig, ctx: Any) -> Any:
