@@ -260,3 +260,24 @@ def test_paired_tests_count_items_not_repeats():
     assert abs(pooled["method_mean"] - 20 / 30) < 1e-12 and abs(pooled["other_mean"] - 5 / 30) < 1e-12
     one = paired_tests(pl.DataFrame([r for r in rows if r["repeat"] == 0]), min_items=20)
     assert one.filter(pl.col("suite") == "all")["test"][0] == "mcnemar"   # one repeat: still 0/1
+
+
+def test_intervals_count_items_not_repeats():
+    """Eight replays of one recorded reply are not eight samples: the summary's n, mean and interval are those
+    of one row per item, however many repeats each item has."""
+    import polars as pl
+
+    from trinity.eval.tables import summarize
+
+    rewards = [1.0, 0.0, 1.0, 1.0, 0.0, 1.0, 1.0, 0.0, 1.0, 1.0]
+    rows = [{"set": "test", "method": "m", "suite": "s" if i % 2 else "t", "item": f"i{i}", "repeat": r,
+             "reward": v, "prompt_tokens": 1, "completion_tokens": 1, "cost_usd": 0.0, "calls": 1}
+            for i, v in enumerate(rewards) for r in range(8)]
+    once = [r for r in rows if r["repeat"] == 0]
+    eight, one = summarize(pl.DataFrame(rows)), summarize(pl.DataFrame(once))
+    for suite in ("s", "t", "all"):
+        a = eight.filter(pl.col("suite") == suite).row(0, named=True)
+        b = one.filter(pl.col("suite") == suite).row(0, named=True)
+        assert a["n"] == b["n"] and (a["mean_reward"], a["ci_low"], a["ci_high"]) == (b["mean_reward"], b["ci_low"], b["ci_high"])
+        assert a["episodes"] == 8 * b["episodes"]
+    assert eight.filter(pl.col("suite") == "all")["n"][0] == 10

@@ -38,11 +38,12 @@ SUMMARY_SCHEMA = {
     "set": pl.Utf8,
     "method": pl.Utf8,
     "suite": pl.Utf8,
-    "n": pl.Int64,
+    "n": pl.Int64,             # items (the unit of every interval: repeats of one item are not new samples)
+    "episodes": pl.Int64,      # item x repeat rows behind the means
     "mean_reward": pl.Float64,
     "ci_low": pl.Float64,
     "ci_high": pl.Float64,
-    "ci_method": pl.Utf8,      # wilson (all rewards 0/1) | bootstrap (percentile)
+    "ci_method": pl.Utf8,      # wilson (every item's mean reward 0 or 1) | bootstrap over items (percentile)
     "tokens_per_query": pl.Float64,
     "completion_tokens_per_query": pl.Float64,
     "cost_per_query_usd": pl.Float64,
@@ -94,15 +95,21 @@ def write_results(results: pl.DataFrame, path: Path, timings: Path | None) -> No
 
 
 def summarize(results: pl.DataFrame, *, samples: int = 2000, seed: int = 0) -> pl.DataFrame:
-    """Per (set, method, suite), plus an 'all' row per (set, method) pooling the suites."""
+    """Per (set, method, suite), plus an 'all' row per (set, method) pooling the suites. The interval counts
+    ITEMS: each item's rewards are first averaged over its repeats (eval.repeats replays of one recorded reply,
+    or samples of one prompt, are not independent draws of the population of tasks), then Wilson's interval
+    when every item's mean is 0 or 1, else a bootstrap over the items."""
     out = []
-    pooled = results.with_columns(pl.lit("all").alias("suite"))
-    for frame in (results, pooled):
+    own = results.with_columns(pl.col("suite").alias("_item_suite"))
+    pooled = own.with_columns(pl.lit("all").alias("suite"))
+    for frame in (own, pooled):
         for (set_name, method, suite), g in frame.group_by(["set", "method", "suite"], maintain_order=True):
-            mean, lo, hi, how = interval(g["reward"].to_list(), samples=samples, seed=seed)
+            per_item = g.group_by(["_item_suite", "item"], maintain_order=True).agg(pl.col("reward").mean())
+            mean, lo, hi, how = interval(per_item["reward"].to_list(), samples=samples, seed=seed)
             n = g.height
             out.append({
-                "set": set_name, "method": method, "suite": suite, "n": n, "mean_reward": mean,
+                "set": set_name, "method": method, "suite": suite, "n": per_item.height, "episodes": n,
+                "mean_reward": mean,
                 "ci_low": lo, "ci_high": hi, "ci_method": how,
                 "tokens_per_query": float((g["prompt_tokens"] + g["completion_tokens"]).sum()) / n,
                 "completion_tokens_per_query": float(g["completion_tokens"].sum()) / n,
