@@ -192,7 +192,7 @@ def truncation_section(by_suite: pl.DataFrame | None, by_model: pl.DataFrame | N
 
 def _table(rows: pl.DataFrame, *, with_suite: bool) -> list[str]:
     head = (("| suite " if with_suite else "")
-            + "| method | n | mean reward | 95% CI | CI | tokens/query | cost/query (USD) | calls/query |")
+            + "| method | n items | mean reward | 95% CI (over items) | CI | tokens/query | cost/query (USD) | calls/query |")
     out = [head, "|---" * (head.count("|") - 1) + "|"]
     for r in rows.iter_rows(named=True):
         out.append(
