@@ -384,7 +384,10 @@ def recorded_verdict(cfg: DictConfig, ctx: RolloutContext, sets: dict, coordinat
         return None
     file = coordinator_file(coordinator_path)
     params = load_checked_params(ctx.coordinator, file) if file.is_file() else None
-    result = exact_item_values(cfg, ctx, params, items)
+    from trinity.pipeline import items as item_sel
+
+    train_val = [it for split in ("train", "validation") for it in item_sel.load_split(cfg, list(cfg.tasks.train), split)]
+    result = exact_item_values(cfg, ctx, params, items, choose_on=train_val)
     lines = recorded_report.verdict_lines(result, recording=f"the recording `{path}`", min_items=needed,
                                           samples=int(cfg.eval.bootstrap_samples), seed=int(cfg.seed))
     if "trinity" in result["values"]:

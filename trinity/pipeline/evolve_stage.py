@@ -325,7 +325,7 @@ def recorded_reference_lines(cfg: DictConfig, ctx: Any, val: list[TaskItem]) -> 
     best = max(singles, key=singles.get)
     out = {"recording: x0 (uniform), exact": float(np.mean(values["x0 (= random)"])),
            f"recording: best single ({best.removeprefix('single:')})": singles[best]}
-    for name in ("bound: hindsight", "bound: best choice per transcript", "bound: best prompt-independent policy"):
+    for name in ("bound: hindsight", "bound: best prompt-independent policy (hindsight)"):
         if name in values:
             out[f"recording {name}"] = float(np.mean(values[name]))
     return out

@@ -96,6 +96,7 @@ class ExactValue:
     reward: float
     items: int
     per_item: np.ndarray
+    tokens: float = float("nan")   # expected prompt + completion tokens per episode
 
 
 class ExactEvaluator:
@@ -156,7 +157,7 @@ class ExactEvaluator:
         compiled = self.world.compiled(items)
         pa, pr = self.probabilities([params], mode)
         e = expectations(self.world.compiled_set(), compiled, pa, pr, max_turns=self.world.protocol.max_turns)
-        return ExactValue(float(e["reward"][0]), len(items), e["reward_per_item"][0])
+        return ExactValue(float(e["reward"][0]), len(items), e["reward_per_item"][0], float(e["ktokens"][0]) * 1000.0)
 
 
 def _softmax(z: np.ndarray) -> np.ndarray:
@@ -197,12 +198,20 @@ def describe_recording(cfg: DictConfig) -> str | None:
             f"{', '.join(facts['roles'])}; model files {models})")
 
 
-def exact_item_values(cfg: DictConfig, ctx: Any, params: np.ndarray | None, items: Sequence[TaskItem]
-                      ) -> dict[str, Any]:
+FIXED_OUT_OF_SAMPLE = "fixed policy (chosen on train+validation)"
+FIXED_HINDSIGHT = "bound: best prompt-independent policy (hindsight)"
+
+
+def exact_item_values(cfg: DictConfig, ctx: Any, params: np.ndarray | None, items: Sequence[TaskItem], *,
+                      choose_on: Sequence[TaskItem] = ()) -> dict[str, Any]:
     """Per-item expected rewards on the recording, no sampling noise: the trained coordinator (routed as
     configured, and by argmax), x0 (a zero head: uniform over agents and the configured roles, which is
     also the `random` method), every single model as the only Worker, and the recording's bounds
-    (trinity.record.bounds). Returns {"items": [...], "values": {name: array}, "fixed_policy": ...}."""
+    (trinity.record.bounds): hindsight (every turn chosen knowing every reply), and the best prompt-independent
+    policy chosen on these same items (hindsight too, labelled so). With `choose_on` (the training and
+    validation items) also the prompt-independent policy chosen THERE and scored on `items`: an honest
+    baseline, out of sample, that a coordinator must beat. Returns {"items", "suites", "values": {name:
+    per-item array}, "fixed_policy" (the out-of-sample one, else None), "fixed_policy_hindsight"}."""
     from trinity.config_schema import group
     from trinity.coordinator.head import section_roles
     from trinity.record import bounds
@@ -215,20 +224,36 @@ def exact_item_values(cfg: DictConfig, ctx: Any, params: np.ndarray | None, item
     routing = str(cfg.coordinator.routing)
     zero = np.zeros(ctx.coordinator.num_params)
     values: dict[str, np.ndarray] = {}
+    tokens: dict[str, float] = {}
     if params is not None:
-        values["trinity"] = evaluator.value(params, items, routing).per_item
+        mine = evaluator.value(params, items, routing)
+        values["trinity"], tokens["trinity"] = mine.per_item, mine.tokens
         other = "argmax" if routing == "sample" else "sample"
         values[f"trinity:{other}"] = evaluator.value(params, items, other).per_item
     values["x0 (= random)"] = evaluator.value(zero, items, "sample").per_item
+    single_tokens = {}
     for a, name in enumerate(world.agents):
         values[f"single:{name}"] = np.array([bounds.single_worker(c, a) for c in compiled])
+        single_tokens[name] = float(np.mean([sum(o.weight * o.tokens for o in c.states[0].actions.get((a, "worker"), ()))
+                                             for c in compiled])) if compiled else float("nan")
+    best_single = max(world.agents, key=lambda n: float(np.mean(values[f"single:{n}"]))) if world.agents else None
+    if best_single is not None:
+        tokens["best_single"] = single_tokens[best_single]
     values["bound: hindsight"] = np.array([bounds.hindsight(c) for c in compiled])
-    values["bound: best choice per transcript"] = np.array([bounds.observed(c) for c in compiled])
-    fixed = bounds.fixed_policies(compiled, len(world.agents), roles, world.protocol.max_turns)
-    best_policy = max(fixed, key=fixed.get) if fixed else None
-    if best_policy is not None:
-        values["bound: best prompt-independent policy"] = np.array(
-            [bounds.follow(c, best_policy) for c in compiled])
-    policy = None if best_policy is None else " -> ".join(f"{world.agents[a]} as {r}" for a, r in best_policy)
+
+    def best_fixed(on: list) -> tuple | None:
+        fixed = bounds.fixed_policies(on, len(world.agents), roles, world.protocol.max_turns)
+        return max(fixed, key=fixed.get) if fixed else None
+
+    def describe(policy: tuple | None) -> str | None:
+        return None if policy is None else " -> ".join(f"{world.agents[a]} as {r}" for a, r in policy)
+
+    hindsight_policy = best_fixed(compiled)
+    if hindsight_policy is not None:
+        values[FIXED_HINDSIGHT] = np.array([bounds.follow(c, hindsight_policy) for c in compiled])
+    chosen = best_fixed(world.compiled(list(choose_on))) if choose_on else None
+    if chosen is not None:
+        values[FIXED_OUT_OF_SAMPLE] = np.array([bounds.follow(c, chosen) for c in compiled])
     return {"items": [it.uid for it in items], "suites": [it.suite for it in items], "values": values,
-            "fixed_policy": policy}
+            "fixed_policy": describe(chosen), "fixed_policy_hindsight": describe(hindsight_policy),
+            "transfer_suites": [str(s) for s in cfg.tasks.transfer or []], "tokens": tokens}

@@ -3,15 +3,12 @@
 - `hindsight`: the best the protocol allows on the item, choosing every turn knowing every reply in
   advance (the best path; with several samples per call, the best adaptive choice in expectation). No
   coordinator can do better on the item.
-- `observed`: the best deterministic choice per (transcript, turn): what a coordinator that sees the
-  transcript and the turn (as ours does: it reads the transcript only) can reach at best. States the
-  coordinator cannot tell apart (a failed call, a rejected or Thinker turn leave the transcript as it was)
-  must get the same choice. Each (transcript, turn) occurs at most once in an episode, so the expected
-  reward is multilinear in the choice probabilities and a deterministic choice is optimal: it bounds
-  sampling coordinators too.
 - `single`: each model as the only Worker for one turn (the single-model baseline).
 - `fixed`: the best prompt-independent policy, one (agent, role) per turn index, the same for every
-  item (chosen on the items it is reported on, so an optimistic reference).
+  item. Chosen on the items it is reported on it is hindsight (an optimistic reference); the report also
+  chooses it on the training and validation items and scores it on the test items (trinity.pipeline.recorded).
+(A "best choice per transcript" bound was dropped: every transcript of a recording comes with its turn, so
+it equalled hindsight on every item and said nothing more.)
 """
 
 from __future__ import annotations
@@ -23,7 +20,6 @@ import numpy as np
 
 from trinity.record.exact import CompiledItem
 
-MAX_ALIASED_ASSIGNMENTS = 20_000
 
 
 def _q(item: CompiledItem, sid: int, action: tuple[int, str], value) -> float:
@@ -39,34 +35,6 @@ def hindsight(item: CompiledItem) -> float:
         return memo[sid]
 
     return value(0)
-
-
-def observed(item: CompiledItem) -> float:
-    """The best deterministic (transcript, turn) -> (agent, role) choice; exhaustive over the choices of
-    classes holding several states, backward induction for the rest."""
-    classes: dict[tuple[int, int], list[int]] = {}
-    for sid, st in enumerate(item.states):
-        classes.setdefault((st.transcript, st.turn), []).append(sid)
-    aliased = [k for k, sids in classes.items() if len(sids) > 1]
-    options = [sorted(item.states[classes[k][0]].actions, key=str) for k in aliased]
-    total = int(np.prod([len(o) for o in options])) if options else 1
-    if total > MAX_ALIASED_ASSIGNMENTS:
-        return float("nan")   # too many to search: reported as not computed
-    best = 0.0
-    for assignment in itertools.product(*options) if options else [()]:
-        fixed = dict(zip(aliased, assignment))
-        memo: dict[int, float] = {}
-
-        def value(sid: int) -> float:
-            if sid not in memo:
-                st = item.states[sid]
-                choice = fixed.get((st.transcript, st.turn))
-                acts = [choice] if choice is not None and choice in st.actions else list(st.actions)
-                memo[sid] = max(_q(item, sid, a, value) for a in acts)
-            return memo[sid]
-
-        best = max(best, value(0))
-    return best
 
 
 def single_worker(item: CompiledItem, agent: int) -> float:
