@@ -39,6 +39,7 @@ class CostUnit(StrEnum):
 class FitnessEstimate(StrEnum):
     sampled = "sampled"   # mean over the candidate's sampled episodes (the paper)
     exact = "exact"       # expectation over a complete recording's trees (pool=recorded; trinity.record.exact)
+    auto = "auto"         # exact when the pool is a recording (pool.replay), sampled on a live pool
 
 
 class FrontierCostUnit(StrEnum):

@@ -268,13 +268,18 @@ def _add_to_metrics(path: Path, extra: dict[str, Any]) -> None:
 
 
 def exact_evaluator(cfg: DictConfig, ctx: Any) -> Any:
-    """The ExactEvaluator under evolve.fitness.estimate=exact (pool=recorded), else None."""
+    """The ExactEvaluator under evolve.fitness.estimate=exact, or auto on a recording (pool=recorded); else None."""
     from trinity.config_schema import section
     from trinity.config_schema.evolve import Fitness
     from trinity.evolve.fitness import FitnessWeights
 
+    from trinity.pipeline.recorded import replay_path
+
     fitness = section(cfg.evolve.fitness, Fitness, "evolve.fitness")
-    if fitness.estimate.value != "exact":
+    estimate = fitness.estimate.value
+    if estimate == "auto":
+        estimate = "exact" if replay_path(cfg) is not None else "sampled"
+    if estimate != "exact":
         return None
     from trinity.pipeline.recorded import ExactEvaluator, world_for
 
