@@ -24,8 +24,13 @@ DEFAULT_VARIANTS = ["random_search", "reinforce", "no_thinker", "no_roles", "las
 @pytest.mark.integration
 def test_default_variants_are_the_papers_ablations_at_the_main_budget():
     assert not config.compose(["experiment=local_live"]).ablations.enabled   # the live pool cannot afford them
-    recorded = config.compose()   # the embedded default (a recording) trains them, all but two:
-    assert list(recorded.ablations.variants) == ["random_search", "reinforce", "no_roles", "last_token"]
+    recorded = config.compose()   # the embedded default (a recording) trains them, all but two, and the paper's fitness:
+    assert list(recorded.ablations.variants) == ["random_search", "reinforce", "no_roles", "last_token",
+                                                 "entropy_bonus", "sampled_fitness"]
+    paper_fitness = config.ablation_variants(recorded)
+    assert recorded.evolve.fitness.entropy_weight == 0.0 and recorded.evolve.fitness.estimate == "auto"
+    assert paper_fitness["entropy_bonus"].evolve.fitness.entropy_weight == 0.15
+    assert paper_fitness["sampled_fitness"].evolve.fitness.estimate == "sampled"
     cfg = config.compose(["experiment=local_live", "ablations.enabled=true"])
     assert cfg.ablations.enabled and list(cfg.ablations.variants) == DEFAULT_VARIANTS
     variants = config.ablation_variants(cfg)
