@@ -292,3 +292,37 @@ def test_a_version_3_state_of_an_unknown_algorithm_is_refused_naming_it(tmp_path
     with pytest.raises(CheckpointError, match="'gone' state") as e:
         run(out, cfg)
     assert "resume=false" in str(e.value)
+
+
+def test_a_version_4_checkpoint_resumes_with_its_best_as_the_first_validation(tmp_path):
+    """Version 4 kept only the best mean, not every validation: the upgrade starts the selection's history
+    with it (no per-item rewards), the run resumes and ends as one never stopped (the `max` rule)."""
+    from evolve_fixture import ToyProblem
+
+    cfg = toy_cfg(generations=6, every=2, tmp=tmp_path / "ref")
+    reference = run(tmp_path / "ref" / "run", cfg)
+    problem = ToyProblem(cfg)
+
+    def stop_in_generation_4(g, xs, **kw):
+        if g == 4:
+            raise KeyboardInterrupt
+        return problem.evaluate_population(g, xs, **kw)
+
+    out = tmp_path / "old" / "run"
+    cfg_old = toy_cfg(generations=6, every=2, tmp=tmp_path / "old")
+    with pytest.raises(KeyboardInterrupt):
+        run(out, cfg_old, evaluate_population=stop_in_generation_4)
+    fingerprint = config_fingerprint(cfg, problem.n_params)
+    payload = load_checkpoint(out / "checkpoint.pkl", fingerprint)
+    best = {k: payload["best"][k] for k in ("params", "generation", "validation_reward")}
+    old = {k: v for k, v in payload.items() if k not in ("validations", "validation_select")}
+    save_checkpoint(out / "checkpoint.pkl", {**old, "version": 4, "best": best})
+
+    resumed = run(out, cfg_old)
+    assert resumed.resumed and resumed.generations_completed == 6
+    assert np.array_equal(resumed.params, reference.params) and resumed.best_generation == reference.best_generation
+    upgraded = load_checkpoint(out / "checkpoint.pkl", fingerprint)
+    assert upgraded["version"] == CHECKPOINT_VERSION == 5
+    history = upgraded["validations"]
+    assert history[0]["generation"] == best["generation"] and history[0]["per_item"] is None
+    assert [e["generation"] for e in history[1:]] == [5] and history[1]["per_item"] is not None

@@ -42,6 +42,12 @@ class FitnessEstimate(StrEnum):
     auto = "auto"         # exact when the pool is a recording (pool.replay), sampled on a live pool
 
 
+class ValidationSelect(StrEnum):
+    max = "max"                   # the highest validation reward (the paper: the best mean by validation)
+    paired_gain = "paired_gain"   # replace the kept mean only on a paired gain beyond noise (trinity.evolve.selection)
+    one_se = "one_se"             # the earliest mean within one paired standard error of the best
+
+
 class FrontierCostUnit(StrEnum):
     auto = "auto"
     usd = "usd"

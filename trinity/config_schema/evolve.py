@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import List, Optional
 
-from trinity.config_schema.choices import CostUnit, FitnessEstimate, FrontierCostUnit, Optimizer, ResponseCacheMode, TrainItems
+from trinity.config_schema.choices import (CostUnit, FitnessEstimate, FrontierCostUnit, Optimizer, ResponseCacheMode,
+                                          TrainItems, ValidationSelect)
 from trinity.config_schema.fields import number
 from trinity.errors import ConfigError
 
@@ -30,6 +31,10 @@ class Fitness:
 class Validation:
     every: Optional[int] = number(None, ge=0)   # validate the mean every N generations; null/0: at the end
     n_items: int = number(32, gt=0)
+    # which validated mean is kept (trinity.evolve.selection): max (the paper) | paired_gain | one_se; the last
+    # two ask for a gain beyond `margin` standard errors of the paired per-item differences
+    select: ValidationSelect = ValidationSelect.max
+    margin: float = number(1.0, ge=0)
 
 
 @dataclass

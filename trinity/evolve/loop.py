@@ -19,11 +19,16 @@ It knows nothing of the pool, the coordinator or the episode runner: the caller 
 - optional `describe_mean(generation, params) -> {"routing": {suite: {model: {"argmax_share", "mean_prob"}}}}`:
   the mean's routing matrix P(model | suite), computed without pool calls, for x0 and after every tell
   (the routing table; trinity.evolve.diagnostics).
+- optional `train_reward(params, mode) -> float`: the mean's reward on the training items (the exact
+  expectation on a recording), computed at every validation, so the generations table and the metrics show
+  train beside validation and over-fitting shows as a gap.
 
 Before generation 0, x0 (the strategy's initial mean: uniform routing when x0 = 0) is validated as
 "generation -1". Its validation reward is the baseline of every later one and x0 is the first candidate
-for the best, so the kept coordinator is x0 unless a later validation beats it strictly; the outputs
-then say so (`beats_x0`). x0's validation is a committed step of the checkpointed run like a generation.
+for the best. Which validated mean is kept is the rule `evolve.validation.select` over every validation so
+far (trinity.evolve.selection): `max` keeps x0 unless a later validation beats it strictly; `paired_gain` and
+`one_se` ask for a gain beyond the noise of the validation items. The outputs say whether the kept mean is
+x0 (`beats_x0`). x0's validation is a committed step of the checkpointed run like a generation.
 
 A generation is atomic: it is committed only once finished, first its episode rows as their own Parquet
 part (trinity.evolve.episode_parts), then the checkpoint (strategy state, RNG state, per-generation
@@ -64,6 +69,7 @@ from trinity.evolve.errors import BudgetExhausted
 from trinity.evolve.fitness import FitnessParts, FitnessWeights, shaped_fitness
 from trinity.evolve.on_policy import EpisodeBatch, EpisodeRecord, OnPolicyMethod
 from trinity.evolve.outputs import RunPaths, totals, write_outputs
+from trinity.evolve.selection import Validated, select
 from trinity.evolve.generation_report import progress_report, x0_report
 from trinity.evolve.strategies import BlackBoxStrategy
 from trinity.evolve.tables import concat_episodes, episode_row, episodes_frame
@@ -77,6 +83,7 @@ EvaluatePopulation = Callable[[int, list[np.ndarray]], list[list[Trace]]]
 EvaluateMean = Callable[[int, np.ndarray, str], list[Trace]]
 SaveCoordinator = Callable[[Path, np.ndarray, dict], None]
 DescribeMean = Callable[[int, np.ndarray], dict]
+TrainReward = Callable[[np.ndarray, str], float]
 
 VALIDATION_MODES = ROUTING_MODES  # every validation of the mean runs both, in this order
 X0_GENERATION = -1
@@ -98,6 +105,8 @@ class EvolveSettings:
     # pool.models.<m>.throughput: what each generation's floor_s is computed with (None: not measured)
     throughputs: dict[str, Throughput | None] = field(default_factory=dict)
     l2_weight: float = 0.0   # evolve.fitness.l2_weight: - w * mean(params^2) in what black-box strategies are told
+    select: str = "max"      # evolve.validation.select: which validated mean is kept (trinity.evolve.selection)
+    select_margin: float = 1.0  # evolve.validation.margin: standard errors a gain must exceed (paired_gain, one_se)
 
     def told(self, fitness: float, params: np.ndarray) -> float:
         """What a black-box strategy is told for a candidate: its fitness less the capacity penalty."""
@@ -117,7 +126,8 @@ class EvolveSettings:
                    ev.validation.every or None, ev.early_stop_patience or None, ev.resume, int(max_turns),
                    FitnessWeights(float(fitness.entropy_weight), float(fitness.turn_weight),
                                   float(fitness.cost_weight), fitness.cost_unit.value),
-                   options, routing, dict(throughputs or {}), float(fitness.l2_weight))
+                   options, routing, dict(throughputs or {}), float(fitness.l2_weight), ev.validation.select.value,
+                   float(ev.validation.margin))
 
 
 @dataclass(frozen=True)
@@ -153,13 +163,14 @@ def run_evolution(
     reference_lines: dict[str, float] | None = None,
     x0: np.ndarray | None = None,
     sigma0: float | None = None,
+    train_reward: TrainReward | None = None,
 ) -> EvolutionResult:
     """Evolve, resuming from out_dir/checkpoint.pkl when present (unless fresh or evolve.resume=false).
     `settings`, `seed` (the root seed) and `config_key` (what decides the run's results: a checkpoint of another
     key is refused) come from the config through trinity.pipeline.evolution_inputs; this loop reads no config.
 
-    Validations of the mean run with both routing modes; the best is chosen by the reward under
-    `coordinator.routing` (default "sample"), x0's validation (generation -1) included.
+    Validations of the mean run with both routing modes; the kept one is chosen by `evolve.validation.select`
+    on the rewards under `coordinator.routing` (default "sample"), x0's validation (generation -1) included.
 
     `x0` (default zeros: uniform routing) is a warm start's initial mean, e.g. a champion's parameters
     mapped onto this pool (trinity.coordinator.warm_start); `sigma0` replaces evolve.sigma0 then. Both
@@ -206,10 +217,11 @@ def run_evolution(
         x0_step = run["x0"] is None
         try:
             if x0_step:
-                run, rows = _validate_x0(run, algorithm, s, evaluate_mean, describe_mean, save_coordinator, paths)
+                run, rows = _validate_x0(run, algorithm, s, evaluate_mean, describe_mean, save_coordinator, paths,
+                                         train_reward)
             else:
                 run, rows = _generation(run, g, algorithm, s, evaluate_population, evaluate_mean, describe_mean,
-                                        save_coordinator, paths)
+                                        save_coordinator, paths, train_reward)
         except BudgetExhausted as e:
             run = _stop_on_budget(run, str(e), algorithm, save_coordinator, paths)
             save_checkpoint(paths.checkpoint, run)
@@ -263,10 +275,10 @@ def _new_run(algorithm: Algorithm, s: EvolveSettings, fingerprint: str, seed: in
     x0 = np.zeros(algorithm.n_params) if x0 is None else x0  # the spec's x0: W = 0 routes uniformly
     return {"version": CHECKPOINT_VERSION, "fingerprint": fingerprint, "strategy": algorithm.name,
             "n_params": algorithm.n_params, "popsize": algorithm.popsize, "generations_planned": s.generations,
-            "validation_routing": s.routing, "state": _KINDS[algorithm.kind].init(algorithm, x0, s, seed),
-            "next_generation": 0, "rng": capture_rng(), "x0": None, "episode_parts": [], "generation_rows": [],
-            "routing_rows": [], "best": None, "stale_validations": 0, "finished": False, "stop_reason": None,
-            "stop_detail": None}
+            "validation_routing": s.routing, "validation_select": s.select,
+            "state": _KINDS[algorithm.kind].init(algorithm, x0, s, seed), "next_generation": 0, "rng": capture_rng(), "x0": None, "episode_parts": [], "generation_rows": [],
+            "routing_rows": [], "best": None, "validations": [], "stale_validations": 0, "finished": False,
+            "stop_reason": None, "stop_detail": None}
 
 
 def _check_budget(traces: Sequence[Trace], where: str) -> None:
@@ -282,9 +294,24 @@ class _Validation:
     episodes: int                 # episodes per mode
     rows: list[dict[str, Any]]    # episode rows, both modes
     traces: list[Trace]           # both modes, for the pool-work summary
+    per_item: list[float] | None = None   # the selection mode's reward per validation item (trinity.evolve.selection)
+    train_reward: float | None = None     # the mean's reward on the training items (the train_reward callback)
 
 
-def _validate(g: int, params: np.ndarray, s: EvolveSettings, evaluate_mean: EvaluateMean) -> _Validation:
+def _per_item(done: Any) -> list[float] | None:
+    """Per-item rewards of one mode's validation, in an order every validation of the run shares: an exact
+    value's own (the caller's item order), or episodes averaged per item in item-id order."""
+    if not isinstance(done, list):
+        values = getattr(done, "per_item", None)
+        return None if values is None else [float(v) for v in np.asarray(values).ravel()]
+    by_item: dict[str, list[float]] = {}
+    for t in done:
+        by_item.setdefault(t.episode.item, []).append(float(t.reward))
+    return [float(np.mean(by_item[k])) for k in sorted(by_item)]
+
+
+def _validate(g: int, params: np.ndarray, s: EvolveSettings, evaluate_mean: EvaluateMean,
+              train_reward: TrainReward | None = None) -> _Validation:
     """Both routing modes' validations. When `evaluate_mean` offers `all_modes(g, params, modes) ->
     {mode: traces}` (the evolve stage's does), they run at once, so the pool slots that one mode's tail
     leaves idle serve the other; each mode's episodes and seeds are its own, so the results do not depend
@@ -312,43 +339,66 @@ def _validate(g: int, params: np.ndarray, s: EvolveSettings, evaluate_mean: Eval
                  for t in traces]
         if mode == s.routing:
             episodes = len(traces)
-    return _Validation(by_mode[s.routing], by_mode, episodes, rows, all_traces)
+    train = None if train_reward is None else float(train_reward(np.asarray(params), s.routing))
+    return _Validation(by_mode[s.routing], by_mode, episodes, rows, all_traces, _per_item(done[s.routing]), train)
 
 
 def _describe(describe_mean: DescribeMean | None, g: int, params: np.ndarray) -> list[dict[str, Any]]:
     return routing_rows(g, describe_mean(g, params)) if describe_mean is not None else []
 
 
-def _meta(run: dict[str, Any], algorithm: Algorithm, state: Any, g: int, s: EvolveSettings,
-          val: _Validation | None, x0_reward: float | None) -> dict[str, Any]:
-    """The saved coordinator's metadata; `beats_x0` is None while x0 is unvalidated."""
-    reward = val.reward if val is not None else None
+def _entry(g: int, params: np.ndarray, val: _Validation, describe: dict[str, Any]) -> dict[str, Any]:
+    """One validated mean as the checkpoint keeps it (run["validations"]): what the selection rule reads and
+    what the coordinator is saved with should the rule pick it later."""
+    return {"generation": g, "params": np.array(params, dtype=np.float64), "validation_reward": val.reward,
+            "by_mode": dict(val.by_mode), "episodes": val.episodes, "per_item": val.per_item,
+            "train_reward": val.train_reward, "describe": dict(describe)}
+
+
+def _kept(validations: list[dict[str, Any]], s: EvolveSettings) -> dict[str, Any]:
+    """The validation the rule `evolve.validation.select` keeps among all so far (x0 first)."""
+    history = [Validated(int(e["generation"]), float(e["validation_reward"]),
+                         None if e.get("per_item") is None else np.asarray(e["per_item"], dtype=np.float64))
+               for e in validations]
+    return validations[select(s.select, history, s.select_margin)]
+
+
+def _best(entry: dict[str, Any]) -> dict[str, Any]:
+    return {"params": entry["params"], "generation": entry["generation"],
+            "validation_reward": entry["validation_reward"], "train_reward": entry.get("train_reward")}
+
+
+def _meta(run: dict[str, Any], algorithm: Algorithm, entry: dict[str, Any], s: EvolveSettings,
+          x0_reward: float | None) -> dict[str, Any]:
+    """The saved coordinator's metadata from its validation entry; `beats_x0` is None while x0 is unvalidated."""
+    g, reward = entry["generation"], entry["validation_reward"]
     beats = None if reward is None or x0_reward is None else bool(g != X0_GENERATION and reward > x0_reward)
-    meta = {"generation": g, "validation_reward": reward, "validation_routing": s.routing,
-            "x0_validation_reward": x0_reward, "beats_x0": beats, "strategy": algorithm.name,
-            **algorithm.describe(state), "n_params": algorithm.n_params, "fingerprint": run["fingerprint"]}
-    if val is not None:
-        meta.update(validation_episodes=val.episodes, **{f"validation_reward_{m}": r for m, r in val.by_mode.items()})
-    return meta
+    return {"generation": g, "validation_reward": reward, "validation_routing": s.routing,
+            "validation_select": s.select, "x0_validation_reward": x0_reward, "beats_x0": beats,
+            "strategy": algorithm.name, **entry["describe"], "n_params": algorithm.n_params,
+            "fingerprint": run["fingerprint"], "validation_episodes": entry["episodes"],
+            **{f"validation_reward_{m}": r for m, r in entry["by_mode"].items()},
+            "train_reward": entry.get("train_reward")}
 
 
 def _validate_x0(run: dict[str, Any], algorithm: Algorithm, s: EvolveSettings, evaluate_mean: EvaluateMean,
                  describe_mean: DescribeMean | None, save_coordinator: SaveCoordinator,
-                 paths: RunPaths) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+                 paths: RunPaths, train_reward: TrainReward | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Generation -1: the initial mean, validated like any later mean; it is the first best. Returns the
     run and x0's episode rows (the caller writes them as a part)."""
     t0 = time.perf_counter()
     x0 = algorithm.mean(run["state"])
-    val = _validate(X0_GENERATION, x0, s, evaluate_mean)
-    save_coordinator(paths.coordinator, x0, _meta(run, algorithm, run["state"], X0_GENERATION, s, val, val.reward))
-    x0_info = {"validation_reward": val.reward, "validation_episodes": len(val.rows),
+    val = _validate(X0_GENERATION, x0, s, evaluate_mean, train_reward)
+    entry = _entry(X0_GENERATION, x0, val, algorithm.describe(run["state"]))
+    save_coordinator(paths.coordinator, x0, _meta(run, algorithm, entry, s, val.reward))
+    x0_info = {"validation_reward": val.reward, "validation_episodes": len(val.rows), "train_reward": val.train_reward,
                **{f"validation_reward_{m}": r for m, r in val.by_mode.items()},
                "calls": sum(r["calls"] for r in val.rows), "cost_usd": float(sum(r["cost_usd"] for r in val.rows)),
                **generation_summary(val.traces, s.throughputs), "wall_s": time.perf_counter() - t0}
     x0_info["efficiency"] = efficiency(x0_info["floor_s"], x0_info["wall_s"])
     return {**run, "x0": x0_info, "rng": capture_rng(),
             "routing_rows": run["routing_rows"] + _describe(describe_mean, X0_GENERATION, x0),
-            "best": {"params": x0, "generation": X0_GENERATION, "validation_reward": val.reward},
+            "best": _best(entry), "validations": [entry],
             "stale_validations": 0, "stop_reason": None, "stop_detail": None}, val.rows
 
 
@@ -409,26 +459,30 @@ _KINDS = {
 def _generation(run: dict[str, Any], g: int, algorithm: Algorithm, s: EvolveSettings,
                 evaluate_population: EvaluatePopulation, evaluate_mean: EvaluateMean,
                 describe_mean: DescribeMean | None, save_coordinator: SaveCoordinator,
-                paths: RunPaths) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """One generation; returns the run and the generation's episode rows (the caller writes them as a part)."""
+                paths: RunPaths, train_reward: TrainReward | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """One generation; returns the run and the generation's episode rows (the caller writes them as a part).
+    A validation joins the run's validations; the coordinator is saved again whenever the rule keeps
+    another one. `stale` counts validations since the highest validation reward last rose (early stop)."""
     t0 = time.perf_counter()
     state, population, parts = _KINDS[algorithm.kind].step(algorithm, run["state"], g, s, evaluate_population)
     fitness = np.array([p.fitness for p in parts])
     rows = [episode_row(t, phase="train", generation=g, candidate=c, candidate_fitness=parts[c].fitness)
             for c, traces in enumerate(population) for t in traces]
 
-    best, stale = run["best"], run["stale_validations"]
+    best, stale, validations = run["best"], run["stale_validations"], run["validations"]
     x0_reward = (run["x0"] or {}).get("validation_reward")
     last = g == s.generations - 1
     mean = algorithm.mean(state)
     val: _Validation | None = None
     if last or (s.validate_every and (g + 1) % s.validate_every == 0):
-        val = _validate(g, mean, s, evaluate_mean)
-        if best is None or best["validation_reward"] is None or val.reward > best["validation_reward"]:
-            save_coordinator(paths.coordinator, mean, _meta(run, algorithm, state, g, s, val, x0_reward))
-            best, stale = {"params": mean, "generation": g, "validation_reward": val.reward}, 0
-        else:
-            stale += 1
+        val = _validate(g, mean, s, evaluate_mean, train_reward)
+        highest = max((e["validation_reward"] for e in validations), default=None)
+        validations = validations + [_entry(g, mean, val, algorithm.describe(state))]
+        kept = _kept(validations, s)
+        if best is None or best["validation_reward"] is None or kept["generation"] != best["generation"]:
+            save_coordinator(paths.coordinator, kept["params"], _meta(run, algorithm, kept, s, x0_reward))
+            best = _best(kept)
+        stale = 0 if highest is None or val.reward > highest else stale + 1
     val_rows = val.rows if val is not None else []
     work = generation_summary([t for traces in population for t in traces] + (val.traces if val is not None else []),
                               s.throughputs)
@@ -445,7 +499,9 @@ def _generation(run: dict[str, Any], g: int, algorithm: Algorithm, s: EvolveSett
         "mean_norm": float(np.linalg.norm(mean)),
         "validation_reward": val.reward if val is not None else None,
         "validation_reward_sample": by_mode.get("sample"), "validation_reward_argmax": by_mode.get("argmax"),
-        "validation_episodes": len(val_rows), "agent_entropy": float(np.mean([p.entropy for p in parts])),
+        "validation_episodes": len(val_rows), "train_reward": val.train_reward if val is not None else None,
+        "kept_generation": best["generation"] if best is not None else None,
+        "agent_entropy": float(np.mean([p.entropy for p in parts])),
         **training_diagnostics(population, parts), "calls": calls, "cache_hits": hits,
         "cache_hit_share": hits / calls if calls else 0.0, "truncated_calls": truncated,
         "truncated_call_share": truncated / calls if calls else 0.0,
@@ -461,7 +517,8 @@ def _generation(run: dict[str, Any], g: int, algorithm: Algorithm, s: EvolveSett
     stop = "completed" if last else "plateau" if plateau else None
     return {**run, "state": state, "next_generation": g + 1, "rng": capture_rng(),
             "generation_rows": run["generation_rows"] + [gen_row],
-            "routing_rows": run["routing_rows"] + routing, "best": best, "stale_validations": stale,
+            "routing_rows": run["routing_rows"] + routing, "best": best, "validations": validations,
+            "stale_validations": stale,
             "finished": stop is not None, "stop_reason": stop,
             "stop_detail": f"no validation improvement in {stale} validations" if plateau else None}, all_rows
 

@@ -129,6 +129,19 @@ def median_efficiency(generations: pl.DataFrame) -> float | None:
     return float(known.median()) if known.len() else None
 
 
+def selection_summary(run: dict[str, Any]) -> dict[str, Any]:
+    """Which rule kept the mean (evolve.validation.select, trinity.evolve.selection) and, beside it, the
+    validation with the highest reward, so a rule that kept an earlier mean says how much higher the
+    luckiest validation scored."""
+    validations = run.get("validations") or []
+    if not validations:
+        return {"validation_select": None, "validations": 0, "max_validation_generation": None,
+                "max_validation_reward": None}
+    top = max(validations, key=lambda e: e["validation_reward"])   # first of equals, like the `max` rule
+    return {"validation_select": (run.get("validation_select") or "max"), "validations": len(validations),
+            "max_validation_generation": top["generation"], "max_validation_reward": top["validation_reward"]}
+
+
 def metrics_summary(run: dict[str, Any], episodes: pl.DataFrame, generations: pl.DataFrame) -> dict[str, Any]:
     best = run["best"] or {}
     x0 = run["x0"] or {}
@@ -142,6 +155,10 @@ def metrics_summary(run: dict[str, Any], episodes: pl.DataFrame, generations: pl
         "generations_completed": run["next_generation"], "generations_planned": run["generations_planned"],
         "stop_reason": run["stop_reason"], "finished": run["finished"], "validation_routing": run["validation_routing"],
         "best_generation": best.get("generation"), "best_validation_reward": best.get("validation_reward"),
+        # train beside validation (null without a train_reward callback): a train reward far above the
+        # validation reward is a head that learned its training items
+        "best_train_reward": best.get("train_reward"), "x0_train_reward": x0.get("train_reward"),
+        **selection_summary(run),
         **x0_comparison(run), "x0_validation_reward_sample": x0.get("validation_reward_sample"),
         "x0_validation_reward_argmax": x0.get("validation_reward_argmax"),
         "final_validation_reward_sample": last_val.get("validation_reward_sample"),

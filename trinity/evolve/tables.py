@@ -67,6 +67,10 @@ GENERATIONS_SCHEMA = pl.Schema({
     "validation_reward_sample": pl.Float64,  # the same validation routed by sampling
     "validation_reward_argmax": pl.Float64,  # ... and by argmax
     "validation_episodes": pl.Int64,  # validation episodes of the generation, both routing modes
+    "train_reward": pl.Float64,    # the validated mean's reward on the training items (exact on a recording), routed
+    #                                as coordinator.routing: beside validation_reward it shows over-fitting; null when
+    #                                not validated or not computed (a live pool)
+    "kept_generation": pl.Int64,   # the validated mean kept after this generation (evolve.validation.select; -1: x0)
     "agent_entropy": pl.Float64,   # mean over candidates of H(agents picked), nats (the fitness's entropy part)
     "turn_term_mean": pl.Float64,  # mean over candidates of the fitness's turn term, before its weight
     "cost_term_mean": pl.Float64,  # mean over candidates of the fitness's cost term, before its weight

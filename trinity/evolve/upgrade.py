@@ -2,6 +2,9 @@
 
 - 2 -> 3: every episode row was inside the checkpoint; they are written out as one Parquet part per step
   (x0 included), then the checkpoint is re-saved without them.
+- 4 -> 5: the validations a selection rule reads (run["validations"]): a version 4 checkpoint kept only the
+  best mean's parameters, so the history starts with that one, without per-item rewards (the rules then
+  compare mean rewards, as version 4 did); validations after the resume join it in full.
 - 3 -> 4: the strategy state was a plain dict; it becomes the algorithm's immutable state value with
   the same numbers. For sep-CMA-ES the random stream pycma had pickled inside its ES (numpy's `randn`
   bound to a copy of the RandomState its `seed` option seeded) moves into the state, so a resumed run
@@ -32,7 +35,8 @@ log = logging.getLogger("trinity.evolve")
 # 2: x0 validated as generation -1, both validation modes, diagnostics, routing rows
 # 3: episode rows in per-step Parquet parts, the checkpoint holds references to them
 # 4: the strategy state is the algorithm's typed, immutable state (trinity.evolve.algorithms)
-CHECKPOINT_VERSION = 4
+# 5: every validated mean is kept (run["validations"]) for the selection rule (trinity.evolve.selection)
+CHECKPOINT_VERSION = 5
 
 
 def upgrade(run: dict[str, Any], paths: RunPaths) -> dict[str, Any]:
@@ -94,4 +98,15 @@ def _reinforce(old: dict[str, Any]) -> ReinforceState:
 
 _V3_STATES: dict[str, Callable[[dict[str, Any]], Any]] = {
     "sep_cma": _sep_cma, "random_search": _random_search, "reinforce": _reinforce}
-_STEPS: dict[int, Callable[[dict[str, Any], RunPaths], dict[str, Any]]] = {2: _rows_to_parts, 3: _typed_state}
+def _validation_history(run: dict[str, Any], paths: RunPaths) -> dict[str, Any]:
+    best = run.get("best")
+    history = []
+    if best is not None and best.get("validation_reward") is not None:
+        history.append({"generation": best["generation"], "params": np.asarray(best["params"], dtype=np.float64),
+                        "validation_reward": best["validation_reward"], "by_mode": {}, "episodes": None,
+                        "per_item": None, "train_reward": None, "describe": {}})
+    return {**run, "version": 5, "validations": history, "validation_select": "max"}
+
+
+_STEPS: dict[int, Callable[[dict[str, Any], RunPaths], dict[str, Any]]] = {
+    2: _rows_to_parts, 3: _typed_state, 4: _validation_history}

@@ -235,6 +235,7 @@ def evolve(cfg: DictConfig, *, out_dir: Path, submit: Submit = inline_submit,
         reports_dir=reports_dir, describe_mean=describe_mean,
         reference_lines=simulated_reference_lines(cfg, val) or recorded_reference_lines(cfg, ctx, val),
         x0=None if warm is None else warm.x0, sigma0=None if warm is None else warm_start_sigma0(cfg),
+        train_reward=exact_train_reward(exact, train),
     )
     fit = kept_mean_fit(exact, result, train, val, str(cfg.coordinator.routing))
     if fit is not None:   # beside the loop's metrics (metrics_dir, else paths.metrics: run_evolution_from_config)
@@ -255,6 +256,15 @@ def kept_mean_fit(exact: Any, result: Any, train: list[TaskItem], val: list[Task
             "train_items": len(train),
             "validation": None if result.best_validation_reward is None else round(float(result.best_validation_reward), 6),
             "validation_items": len(val), "routing": routing, "generation": result.best_generation}
+
+
+def exact_train_reward(exact: Any, train: list[TaskItem]) -> Callable[[np.ndarray, str], float] | None:
+    """The loop's `train_reward` on a recording: the mean's exact expected reward on every training item (one
+    walk of their trees, no pool call), at each validation; None without exact fitness (on a live pool it would
+    cost a run of episodes per validation)."""
+    if exact is None:
+        return None
+    return lambda params, mode: float(exact.value(np.asarray(params), train, mode).reward)
 
 
 def _add_to_metrics(path: Path, extra: dict[str, Any]) -> None:
