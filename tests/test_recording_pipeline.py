@@ -32,7 +32,7 @@ def recorded_cfg(tmp_path_factory, tiny_backbone_overrides):
     cfg.evolve.popsize = 6
     cfg.evolve.generations = 3
     cfg.evolve.episodes_per_candidate = 4
-    cfg.evolve.validation = {"every": 1, "n_items": 2}
+    cfg.evolve.validation = {"every": 1, "n_items": 2, "select": "one_se"}   # the default's rule
     cfg.eval.items_per_suite = None
     cfg.eval.sets = ["test"]
     cfg.eval.methods = ["trinity", "random", "single_worker"]
@@ -74,9 +74,19 @@ def test_evolve_on_the_recording_makes_no_pool_call(recorded_cfg, estimate):
             fit = out["kept_mean_fit"]                        # the kept mean's train reward beside its validation
             assert fit["train_items"] == 3 and fit["validation_items"] == 2 and 0.0 <= fit["train"] <= 1.0
             assert fit["validation"] == pytest.approx(out["result"].best_validation_reward, abs=1e-6)
+            # every validated mean's exact train reward beside its validation in the generations table, and
+            # the kept one's in the metrics: the same number kept_mean_fit computes after the run
+            assert gens["train_reward"].is_not_null().all() and gens["kept_generation"].is_not_null().all()
+            metrics = json.loads(open(f"{cfg.paths.metrics}/evolve.json").read())
+            assert metrics["best_train_reward"] == pytest.approx(fit["train"], abs=1e-6)
+            kept = gens["kept_generation"][-1]
+            if kept >= 0:
+                row = gens.filter(pl.col("generation") == kept)
+                assert row["train_reward"][0] == pytest.approx(fit["train"], abs=1e-6)
         else:
             assert totals["calls"] > 0
             assert out["kept_mean_fit"] is None
+            assert gens["train_reward"].is_null().all()   # no exact expectation on sampled episodes
     finally:
         RolloutContext.close_all()
 
@@ -94,7 +104,7 @@ def test_evaluation_opens_with_the_verdict_on_the_recording(recorded_cfg):
         report = open(out["report"]).read()
         assert report.index("## Verdict on real replies") < report.index("## Did the evolved coordinator learn?")
         assert "replayed from the recording" in report
-        assert "by split, so over-fitting shows: train " in report
+        assert "by split, so over-fitting shows: train " in report and "kept by the rule `one_se` among 4" in report
         for bound in ("hindsight", "best prompt-independent policy (hindsight)"):
             assert f"bound: {bound}" in report
         assert "fixed policy (chosen on train+validation)" in report   # the out-of-sample baseline

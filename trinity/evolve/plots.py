@@ -1,6 +1,7 @@
 """PNGs of a run (DVC's HTML plots need a CDN offline):
-- evolution.png: fitness (min/mean/max), the mean's validation reward under both routing modes, and x0's
-  validation reward (generation -1) as a horizontal baseline;
+- evolution.png: fitness (min/mean/max), the mean's validation reward under both routing modes, its train
+  reward where the run computed it (exact, on a recording: a train curve far above validation is over-fitting),
+  the kept generation, and x0's validation reward (generation -1) as a horizontal baseline;
 - routing.png: the mean's routing matrix across generations, one panel per suite, P(model | suite).
 """
 
@@ -54,6 +55,15 @@ def plot_evolution(generations: pl.DataFrame, path: Path, *, title: str = "evolu
         if xs:
             chosen = " (selects the best)" if mode == selection else ""
             ax.plot(xs, ys, style, markersize=4, label=f"validation reward, {mode} routing{chosen}")
+    train = val.filter(pl.col("train_reward").is_not_null()) if "train_reward" in val.columns else val.clear()
+    if train.height:
+        xs, ys = train["generation"].to_list(), train["train_reward"].to_list()
+        if x0 and x0.get("train_reward") is not None:
+            xs, ys = [-1] + xs, [x0["train_reward"]] + ys
+        ax.plot(xs, ys, "^:", markersize=4, label=f"train reward, {selection} routing")
+    kept = generations["kept_generation"].drop_nulls() if "kept_generation" in generations.columns else None
+    if kept is not None and kept.len():
+        ax.axvline(kept[-1], color="tab:red", linewidth=0.9, alpha=0.6, label=f"kept mean: generation {kept[-1]}")
     if x0 and x0.get("validation_reward") is not None:
         ax.axhline(x0["validation_reward"], color="grey", linestyle=":", linewidth=1.2,
                    label=f"x0 baseline ({selection}): {x0['validation_reward']:.3f}")

@@ -399,13 +399,19 @@ def recorded_verdict(cfg: DictConfig, ctx: RolloutContext, sets: dict, coordinat
 def fit_lines(evolve_metrics: Path, test_reward: float, test_items: int) -> list[str]:
     """Train, validation and test rewards of the kept mean side by side (exact expected rewards on the
     recording), so over-fitting shows; [] when evolution recorded no exact fit (sampled fitness)."""
-    fit = json.loads(evolve_metrics.read_text()).get("kept_mean_fit") if evolve_metrics.is_file() else None
+    metrics = json.loads(evolve_metrics.read_text()) if evolve_metrics.is_file() else {}
+    fit = metrics.get("kept_mean_fit")
     if not fit:
         return []
     val = "-" if fit.get("validation") is None else f"{fit['validation']:.3f}"
+    rule = metrics.get("validation_select")
+    top = metrics.get("max_validation_generation")
+    how = f"kept by the rule `{rule}` among {metrics.get('validations')} validations" if rule else "kept"
+    if rule and top is not None and top != fit.get("generation"):
+        how += f"; the highest validation, generation {top}, scored {metrics['max_validation_reward']:.3f}"
     return ["", "The kept mean's expected reward (exact, on the recording) by split, so over-fitting shows: "
                 f"train {fit['train']:.3f} ({fit['train_items']} items), validation {val} "
-                f"({fit['validation_items']} items; it chose the kept generation, {fit.get('generation')}), "
+                f"({fit['validation_items']} items; generation {fit.get('generation')}, {how}), "
                 f"test {test_reward:.3f} ({test_items} items).", ""]
 
 
