@@ -277,20 +277,24 @@ def _add_to_metrics(path: Path, extra: dict[str, Any]) -> None:
     atomic_write_bytes(path, (json.dumps(data, indent=2) + "\n").encode("utf-8"))
 
 
-def exact_evaluator(cfg: DictConfig, ctx: Any) -> Any:
-    """The ExactEvaluator under evolve.fitness.estimate=exact, or auto on a recording (pool=recorded); else None."""
+def fitness_estimate(cfg: DictConfig) -> str:
+    """`evolve.fitness.estimate` as the run uses it: `auto` is `exact` when the pool is a recording (pool.replay:
+    every candidate's expectation can be walked, no sampling noise) and `sampled` on a live pool (the paper's)."""
     from trinity.config_schema import section
     from trinity.config_schema.evolve import Fitness
-    from trinity.evolve.fitness import FitnessWeights
-
     from trinity.pipeline.recorded import replay_path
 
-    fitness = section(cfg.evolve.fitness, Fitness, "evolve.fitness")
-    estimate = fitness.estimate.value
-    if estimate == "auto":
-        estimate = "exact" if replay_path(cfg) is not None else "sampled"
-    if estimate != "exact":
+    estimate = section(cfg.evolve.fitness, Fitness, "evolve.fitness").estimate.value
+    if estimate != "auto":
+        return estimate
+    return "exact" if replay_path(cfg) is not None else "sampled"
+
+
+def exact_evaluator(cfg: DictConfig, ctx: Any) -> Any:
+    """The ExactEvaluator when the run's fitness estimate is exact (fitness_estimate), else None."""
+    if fitness_estimate(cfg) != "exact":
         return None
+    from trinity.evolve.fitness import FitnessWeights
     from trinity.pipeline.recorded import ExactEvaluator, world_for
 
     coord = ctx.coordinator
