@@ -1,4 +1,4 @@
-"""Fitness shaping (TRINITY_SPEC, "Training"), computed from a candidate's episode traces.
+"""Fitness shaping (docs/METHOD.md), computed from a candidate's episode traces.
 
     fitness = mean reward
             + entropy_weight * H(agents picked)

@@ -32,7 +32,7 @@ from trinity.config_schema.record import RecordConfig
 from trinity.episodes.protocol_config import ProtocolConfig
 from trinity.errors import TrinityError
 from trinity.pipeline.items import load_split, sample
-from trinity.pool.agents import agent_request, request_model
+from trinity.pool.agents import recorded_request
 from trinity.record import store
 from trinity.record.tree import ItemTree, Reply, TreeSettings, expand_item, request_hash
 from trinity.tasks.types import TaskItem
@@ -68,7 +68,6 @@ def tree_settings(cfg: DictConfig) -> TreeSettings:
 def verifier_groups(cfg: DictConfig) -> int:
     """How many distinct Verifier requests one answer gets: agents that send the same Verifier request (one
     server and model, the same setup for the role) are one group."""
-    from trinity.pool.agents import agent_request
     from trinity.pool.providers import resolve_endpoint
 
     probe = [{"role": "system", "content": ""}, {"role": "user", "content": ""}]
@@ -79,9 +78,8 @@ def verifier_groups(cfg: DictConfig) -> int:
         except TrinityError:   # e.g. a key not set: count the model as its own group
             keys.add(("model", str(name)))
             continue
-        req = agent_request(ep.setup, "verifier", probe, None)
-        keys.add((ep.base_url, ep.model_id, ep.temperature, ep.max_tokens, req.tool, req.max_tokens,
-                  req.messages[-1]["content"]))
+        model, messages, temperature, cap = recorded_request(ep, "verifier", probe, None, None)
+        keys.add((ep.base_url, model, temperature, cap, messages[-1]["content"]))
     return len(keys)
 
 
@@ -177,10 +175,7 @@ class Recorder:
         ep = self.pool.endpoint(model)
         cap = self.protocol.max_tokens_for(role, item.suite)
         temperature = self.protocol.temperature
-        req = agent_request(ep.setup, role, messages, cap)   # what the client sends for this agent
-        eff_t = ep.temperature if temperature is None else float(temperature)
-        eff_cap = ep.max_tokens if req.max_tokens is None else int(req.max_tokens)
-        rhash = request_hash(request_model(ep.model_id, req.tool), req.messages, eff_t, eff_cap)
+        rhash = request_hash(*recorded_request(ep, role, messages, cap, temperature))
         result = await self.pool.chat(model, messages, sample_index=sample_index, max_tokens=cap,
                                       temperature=temperature, role=role)
         if not result.cached and result.ok:

@@ -84,6 +84,17 @@ def request_model(model_id: str, tool: str | None) -> str:
     return str(model_id) if tool is None else f"{model_id}+tool:{tool}"
 
 
+def recorded_request(ep, role: str | None, messages: Sequence[Mapping[str, str]], max_tokens: int | None,
+                     temperature: float | None) -> tuple[str, Messages, float, int | None]:
+    """(model key, messages, temperature, cap) of what the client sends for this turn of agent `ep` (a
+    trinity.pool.providers.ModelEndpoint): the identity a recording files the reply under. The recorder and
+    exact fitness read it here, so a recorded call and its lookup cannot drift apart."""
+    req = agent_request(ep.setup, role, messages, max_tokens)
+    t = ep.temperature if temperature is None else float(temperature)
+    cap = ep.max_tokens if req.max_tokens is None else int(req.max_tokens)
+    return request_model(ep.model_id, req.tool), req.messages, t, cap
+
+
 # --------------------------------------------------------------------------------------- tools
 
 _FENCE = re.compile(r"```[ \t]*(?:python|py|python3)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
@@ -136,11 +147,3 @@ def apply_tool(tool: str | None, reply: str) -> str:
         return TOOLS[tool](reply)
     except KeyError:
         raise PoolConfigError(f"unknown agent tool {tool!r}; known: {', '.join(sorted(TOOLS))}") from None
-
-
-def servers_of(endpoints: Sequence) -> dict[str, list[str]]:
-    """base URL -> the agents it serves, in pool order (reports and the plan count servers, not agents)."""
-    out: dict[str, list[str]] = {}
-    for ep in endpoints:
-        out.setdefault(ep.base_url, []).append(ep.name)
-    return out

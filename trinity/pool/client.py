@@ -45,7 +45,7 @@ import httpx
 
 from trinity.config_schema import section
 from trinity.config_schema.pool import Retry
-from trinity.pool.agents import AgentRequest, agent_request, apply_tool, request_model
+from trinity.pool.agents import agent_request, apply_tool, request_model
 from trinity.pool.budget import Budget, RunTotals
 from trinity.pool.cache import CACHE_MODES, CachedReply, ResponseCache, cache_key
 from trinity.pool.errors import (BudgetExhaustedError, CacheMissError, CallFailure, MalformedResponseError,
@@ -228,12 +228,6 @@ class PoolClient:
             return self._endpoints[model]
         except KeyError:
             raise UnknownModelError(f"unknown pool model '{model}'; pool: {', '.join(self.model_names)}") from None
-
-    def request(self, model: str, role: str | None, messages: Sequence[Mapping[str, str]],
-                max_tokens: int | None) -> AgentRequest:
-        """What `chat(model, messages, role=role, max_tokens=max_tokens)` sends: the agent's setup applied
-        (trinity.pool.agents); the recorder hashes this request."""
-        return agent_request(self.endpoint(model).setup, role, messages, max_tokens)
 
     async def chat(self, model: str, messages: list[dict], *, sample_index: int = 0,
                    max_tokens: int | None = None, temperature: float | None = None,

@@ -29,7 +29,7 @@ import numpy as np
 
 from trinity.episodes.protocol import SharedMessage, TurnState, read_reply
 from trinity.episodes.protocol_config import ProtocolConfig
-from trinity.pool.agents import agent_request, request_model
+from trinity.pool.agents import recorded_request
 from trinity.record.tree import messages_for
 from trinity.contracts import ROLES
 from trinity.tasks.types import TaskItem
@@ -237,11 +237,8 @@ def recorded_lookup(replies: Any, endpoints: Mapping[str, Any], cfg: ProtocolCon
     pool client would send for this protocol) and the recorded grades keyed by (item uid, answer)."""
 
     def lookup(model: str, role: str, item: TaskItem, messages: list[dict], sample: int) -> Recorded | None:
-        ep = endpoints[model]
-        req = agent_request(ep.setup, role, messages, cfg.max_tokens_for(role, item.suite))
-        temperature = ep.temperature if cfg.temperature is None else float(cfg.temperature)
-        cap = ep.max_tokens if req.max_tokens is None else int(req.max_tokens)
-        _, _, hit = replies.lookup(request_model(ep.model_id, req.tool), req.messages, temperature, cap, sample)
+        key = recorded_request(endpoints[model], role, messages, cfg.max_tokens_for(role, item.suite), cfg.temperature)
+        _, _, hit = replies.lookup(*key, sample)
         if hit is None:
             return None
         grade = grades.get((item.uid, hit.text)) if role == "worker" and hit.ok else None
