@@ -82,3 +82,10 @@ def test_a_run_that_kept_x0_says_so():
     text = section(results([1.0, 0.0] * 15, [0.0, 1.0] * 15), {"kept_x0": True, "x0_mean": 0.25})
     assert "Evolution kept x0 itself" in text and "(0.250)" in text
     assert "does not show learning on this pool" in text
+
+
+def test_evolution_x0_test_counts_items_not_repeats():
+    base = episodes([1.0] * 25, [0.0] * 25)
+    repeated = pl.concat([base.with_columns(pl.lit(k).alias("repeat")) for k in range(8)])
+    one, eight = (evolution_x0_test(f, 4, "sample", min_items=20) for f in (base, repeated))
+    assert one["n"] == eight["n"] == 25 and one["p_value"] == eight["p_value"]

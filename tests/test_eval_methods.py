@@ -367,7 +367,7 @@ def test_report_states_wins_losses_and_no_difference_from_paired_tests():
     assert re.search(r"\*\*code\*\*: trinity shows no significant difference from the best other method, "
                      r"(random|single:a) \(the means are equal\).*p = 1\.0000 on n=40 paired items "
                      r"\(b=(20|10), c=(20|10)\)", text)
-    assert "**all suites pooled**" in text and "(95% Wilson intervals)" in text
+    assert "**all suites pooled**" in text and "(95% Wilson intervals over n=120 items)" in text
 
     md = report.markdown(summary, paired, title="T", context=["ctx"], charts=["eval/test_bars.png"],
                          skipped=[("roles:a", "needs the trained coordinator (none at x)"),

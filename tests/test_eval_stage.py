@@ -138,7 +138,9 @@ def test_every_method_ablations_skips_report_and_resume(stage, tmp_path):
         return summary.filter((pl.col("method") == method) & (pl.col("suite") == suite)
                               & (pl.col("set") == set_name)).row(0, named=True)
     assert get("trinity")["mean_reward"] == 1.0 and get(f"single:{first}")["mean_reward"] == 0.0
-    assert get("trinity:argmax")["mean_reward"] == 1.0 and set(summary["ci_method"]) == {"wilson"}
+    assert get("trinity:argmax")["mean_reward"] == 1.0
+    # intervals over items: every row here has fewer than eval.min_items (20) items, so none is given
+    assert all(r["ci_method"] == f"too few items (n={r['n']}, need 20)" for r in summary.iter_rows(named=True))
     assert get("ablation:last_token")["mean_reward"] == 1.0 and get("ablation:random_search")["mean_reward"] == 0.0
     assert get(f"moa:{first}")["calls_per_query"] == L + 1 and get(f"moa:{first}")["mean_reward"] == 1.0
     assert get(f"single:{good}")["calls_per_query"] == 1

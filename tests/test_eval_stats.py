@@ -281,3 +281,44 @@ def test_intervals_count_items_not_repeats():
         assert a["n"] == b["n"] and (a["mean_reward"], a["ci_low"], a["ci_high"]) == (b["mean_reward"], b["ci_low"], b["ci_high"])
         assert a["episodes"] == 8 * b["episodes"]
     assert eight.filter(pl.col("suite") == "all")["n"][0] == 10
+
+
+# ---- intervals and tests count items, not item x repeat rows --------------------------------------
+
+def _item_rows(method: str, rewards: list[float], repeats: int, suite: str = "mcq") -> list[dict]:
+    """`rewards[i]` for item i, replayed `repeats` times with the same reply (as a recording does)."""
+    return [{"set": "test", "method": method, "suite": suite, "item": f"{suite}/{i}", "repeat": k, "reward": r,
+             "turns": 1, "agents": ["a"], "roles": ["worker"], "prompt_tokens": 10, "completion_tokens": 5,
+             "cost_usd": 0.001, "paid_usd": 0.0, "calls": 1, "cache_hits": 0, "end_reason": "accept",
+             "finish_reasons": ["stop"], "truncated_calls": 0}
+            for i, r in enumerate(rewards) for k in range(repeats)]
+
+
+def test_eight_identical_repeats_give_the_n_and_interval_of_one_repeat():
+    mine = [1.0] * 17 + [0.0] * 8
+    theirs = [1.0] * 10 + [0.0] * 15
+    frames = {k: results_frame(_item_rows("trinity", mine, k) + _item_rows("single:x", theirs, k)) for k in (1, 8)}
+    one, eight = (summarize(frames[k], samples=200) for k in (1, 8))
+    cols = ["set", "method", "suite", "n", "mean_reward", "ci_low", "ci_high", "ci_method"]
+    assert one.select(cols).equals(eight.select(cols))
+    row = eight.filter((pl.col("method") == "trinity") & (pl.col("suite") == "all")).row(0, named=True)
+    assert row["n"] == 25 and row["episodes"] == 200 and row["ci_method"] == "wilson"
+    assert (row["ci_low"], row["ci_high"]) == pytest.approx(stats.wilson_ci(17, 25)[1:])
+    # the paired test is the same too: 25 pairs, not 200
+    p1, p8 = (paired_tests(frames[k], samples=200, min_items=20) for k in (1, 8))
+    assert p1.select("suite", "n", "p_value", "test", "verdict").equals(p8.select("suite", "n", "p_value", "test",
+                                                                                   "verdict"))
+    assert set(p8["n"]) == {25}
+
+
+def test_mixed_repeats_give_a_bootstrap_over_items_and_too_few_items_no_interval():
+    rows = _item_rows("m", [1.0] * 30, 2)
+    for r in rows[:2]:
+        r["reward"] = float(r["repeat"])   # item 0: right once, wrong once -> its mean is 0.5
+    summary = summarize(results_frame(rows), samples=200)
+    row = summary.filter(pl.col("suite") == "mcq").row(0, named=True)
+    assert row["ci_method"] == "bootstrap" and row["n"] == 30
+    few = summarize(results_frame(_item_rows("m", [1.0, 0.0] * 5, 8)), samples=200, min_items=20)
+    row = few.filter(pl.col("suite") == "all").row(0, named=True)
+    assert row["n"] == 10 and row["ci_method"] == "too few items (n=10, need 20)"
+    assert math.isnan(row["ci_low"]) and math.isnan(row["ci_high"]) and row["mean_reward"] == 0.5

@@ -147,3 +147,17 @@ def test_a_failed_evaluation_never_touches_the_registry(cfg, tmp_path):
         retrain_stage.run(cfg, coordinator_path=save(tmp_path / "r2", "ab", 0.9), context=Broken("ab"))
     assert (tmp_path / "models" / "registry.json").read_bytes() == before
     assert [v.name for v in reg.list()] == ["v1"] and reg.champion_name() == "v1"
+
+
+def test_paired_rewards_pair_items_not_repeats():
+    from types import SimpleNamespace
+
+    from trinity.pipeline.retrain_stage import paired_rewards
+
+    def traces(rewards):   # item i, repeats 0..2, the same reward each time (a replayed reply)
+        return [SimpleNamespace(episode=SimpleNamespace(item=f"q{i}", repeat=k), reward=r)
+                for i, r in enumerate(rewards) for k in range(3)]
+
+    mine, theirs = paired_rewards(traces([1.0, 0.0, 1.0]), traces([0.0, 0.0, 1.0])[:-1])
+    # three items; the champion's last item lost one repeat: only the repeats both ran are averaged
+    assert mine == [1.0, 0.0, 1.0] and theirs == [0.0, 0.0, 1.0]

@@ -32,7 +32,7 @@ FRONTIER_SCHEMA = {
     "name": pl.Utf8,             # the head (cost_w<weight>) or a baseline method (single:<m>, random, moa:<m>)
     "kind": pl.Utf8,             # head | baseline
     "cost_weight": pl.Float64,   # the fitness's cost weight it was trained with (null: a baseline)
-    "n": pl.Int64,               # episodes (test items x repeats)
+    "n": pl.Int64,               # episodes (test items x repeats); the intervals count items
     "reward": pl.Float64,
     "reward_low": pl.Float64,
     "reward_high": pl.Float64,
@@ -75,8 +75,11 @@ def frontier_table(results: pl.DataFrame, heads: Mapping[str, float], unit: str,
         head = method[len(METHOD_PREFIX):] if method.startswith(METHOD_PREFIX) else None
         if head is not None and head not in heads:
             continue
-        reward, r_lo, r_hi, how = interval(g["reward"].to_list(), samples=samples, seed=seed)
-        cost, c_lo, c_hi = bootstrap_ci(episode_cost(g, unit).to_list(), samples=samples, seed=seed)
+        # over items, each item's repeats averaged first: replays of one item are not independent samples
+        per_item = (g.with_columns(episode_cost(g, unit).alias("_cost")).group_by("suite", "item")
+                    .agg(pl.col("reward").mean(), pl.col("_cost").mean()).sort("suite", "item"))
+        reward, r_lo, r_hi, how = interval(per_item["reward"].to_list(), samples=samples, seed=seed)
+        cost, c_lo, c_hi = bootstrap_ci(per_item["_cost"].to_list(), samples=samples, seed=seed)
         n = g.height
         rows.append({"name": head or method, "kind": "head" if head else "baseline",
                      "cost_weight": float(heads[head]) if head else None, "n": n, "reward": reward,

@@ -28,15 +28,17 @@ POINTERS = ("The routing benchmark shows learning against a known optimum in abo
 
 def evolution_x0_test(episodes: pl.DataFrame, best_generation: int | None, routing: str, *,
                       min_items: int, samples: int = 2000, seed: int = 0) -> dict[str, Any] | None:
-    """The kept mean against x0 on evolution's validation items (paired on item and repeat), both routed
-    as `routing`. None when the run kept x0 itself, or either side has no validation episodes."""
+    """The kept mean against x0 on evolution's validation items, both routed as `routing`, one pair per item
+    (each side's reward averaged over the repeats both ran: repeats of one item are not independent
+    samples). None when the run kept x0 itself, or either side has no validation episodes."""
     if best_generation is None or best_generation == -1 or episodes.is_empty():
         return None
     val = episodes.filter((pl.col("phase") == "validation") & (pl.col("routing") == routing))
     keys = ["item", "repeat"]
     kept = val.filter(pl.col("generation") == best_generation).select(*keys, pl.col("reward").alias("a"))
     x0 = val.filter(pl.col("generation") == -1).select(*keys, pl.col("reward").alias("b"))
-    pairs = kept.join(x0, on=keys, how="inner").sort(keys)
+    pairs = (kept.join(x0, on=keys, how="inner").group_by("item").agg(pl.col("a").mean(), pl.col("b").mean())
+             .sort("item"))
     if pairs.is_empty():
         return None
     t = paired_test(pairs["a"].to_list(), pairs["b"].to_list(), samples=samples, seed=seed)

@@ -85,6 +85,18 @@ def _said(method: str, best: str, t: Mapping, mine: Mapping, other: Mapping) -> 
     return f"{method} shows no significant difference from the best other method, {best} ({means})"
 
 
+def _means_with_intervals(mine: Mapping, other: Mapping) -> str:
+    """'0.415 [0.371, 0.459] vs 0.433 [...] (95% Wilson intervals over n items)'; the intervals left out
+    when either side has too few items for one (summarize's ci_method says so)."""
+    if any(r["ci_method"] not in CI_NAMES for r in (mine, other)):
+        return (f"{_fmt(mine['mean_reward'])} vs {_fmt(other['mean_reward'])} (no intervals: "
+                f"{mine['ci_method'] if mine['ci_method'] not in CI_NAMES else other['ci_method']})")
+    cis = sorted({CI_NAMES[mine["ci_method"]], CI_NAMES[other["ci_method"]]})
+    return (f"{_fmt(mine['mean_reward'])} [{_fmt(mine['ci_low'])}, {_fmt(mine['ci_high'])}] vs "
+            f"{_fmt(other['mean_reward'])} [{_fmt(other['ci_low'])}, {_fmt(other['ci_high'])}] "
+            f"(95% {' / '.join(cis)} intervals over n={mine['n']} items)")
+
+
 def _headline(method: str, tally: Mapping[str, list[str]]) -> str:
     """'Over N suites, trinity wins on ...': the per-suite verdicts counted."""
     def names(xs):
@@ -117,10 +129,7 @@ def verdicts(summary: pl.DataFrame, paired: pl.DataFrame, set_name: str, method:
             tally[outcome(test["verdict"])].append(suite)
         kind = f" ({suite_kinds[suite]})" if suite_kinds and suite in suite_kinds else ""
         label = "all suites pooled" if suite == "all" else f"{suite}{kind}"
-        cis = sorted({CI_NAMES.get(t["ci_method"], t["ci_method"]), CI_NAMES.get(best["ci_method"], best["ci_method"])})
-        figures = (f"{_fmt(t['mean_reward'])} [{_fmt(t['ci_low'])}, {_fmt(t['ci_high'])}] vs "
-                   f"{_fmt(best['mean_reward'])} [{_fmt(best['ci_low'])}, {_fmt(best['ci_high'])}] "
-                   f"(95% {' / '.join(cis)} intervals); {describe_test(test)}")
+        figures = f"{_means_with_intervals(t, best)}; {describe_test(test)}"
         lines.append(f"- **{label}**: {_said(method, best['method'], test, t, best)}: {figures}; cost per query "
                      f"{_usd(t['cost_per_query_usd'])} vs {_usd(best['cost_per_query_usd'])} USD, "
                      f"calls per query {t['calls_per_query']:.2f} vs {best['calls_per_query']:.2f}.")
@@ -190,14 +199,19 @@ def truncation_section(by_suite: pl.DataFrame | None, by_model: pl.DataFrame | N
     return out + [""]
 
 
+def _ci(row: Mapping) -> str:
+    return "-" if row["ci_method"] not in CI_NAMES else f"[{_fmt(row['ci_low'])}, {_fmt(row['ci_high'])}]"
+
+
 def _table(rows: pl.DataFrame, *, with_suite: bool) -> list[str]:
     head = (("| suite " if with_suite else "")
-            + "| method | n items | mean reward | 95% CI (over items) | CI | tokens/query | cost/query (USD) | calls/query |")
+            + "| method | n items | episodes | mean reward | 95% CI over items | CI | tokens/query | cost/query (USD) "
+              "| calls/query |")
     out = [head, "|---" * (head.count("|") - 1) + "|"]
     for r in rows.iter_rows(named=True):
         out.append(
             (f"| {r['suite']} " if with_suite else "")
-            + f"| {r['method']} | {r['n']} | {_fmt(r['mean_reward'])} | [{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}] | "
+            + f"| {r['method']} | {r['n']} | {r['episodes']} | {_fmt(r['mean_reward'])} | {_ci(r)} | "
             f"{r['ci_method']} | {r['tokens_per_query']:.0f} | {_usd(r['cost_per_query_usd'])} | "
             f"{r['calls_per_query']:.2f} |"
         )
@@ -208,13 +222,15 @@ def rule(method: str, min_items: int, alpha: float = ALPHA) -> str:
     """The paragraph that says how a win or a loss is decided (it must match tables.paired_tests)."""
     return (f"Per suite, `{method}` against the best other method by mean reward (its own routing variants such "
             f"as `{method}:argmax` left out), then against every other method in the tables below. A *win* or a "
-            "*loss* is called only from a paired test on the items both ran (same suite, item and repeat) at "
+            "*loss* is called only from a paired test on the items both ran, one pair per item (each side's "
+            "reward averaged over the item's repeats: replays of one item are not independent samples), at "
             f"alpha = {alpha}: the exact McNemar test on the discordant pairs (b: `{method}` right and the other "
-            "wrong, c: the reverse) when all rewards are 0/1, a sign-flip permutation test of the mean difference "
-            "otherwise. A test that does not reject is *no significant difference*, whatever the means say; with "
-            f"fewer than {min_items} paired items (`eval.min_items`) there is no verdict at all. The 95% intervals "
-            "(Wilson score for 0/1 rewards, percentile bootstrap otherwise; column CI) describe each method on "
-            "its own and decide nothing.")
+            "wrong, c: the reverse) when every item's reward is 0/1, a sign-flip permutation test of the mean "
+            "difference otherwise. A test that does not reject is *no significant difference*, whatever the means "
+            f"say; with fewer than {min_items} paired items (`eval.min_items`) there is no verdict at all. The 95% "
+            "intervals are over items too (Wilson score when every item's mean is 0/1, a percentile bootstrap over "
+            f"items otherwise; column CI; none below {min_items} items); they describe each method on its own and "
+            "decide nothing.")
 
 
 def markdown(summary: pl.DataFrame, paired: pl.DataFrame, *, title: str, context: list[str], charts: list[str],

@@ -1,5 +1,9 @@
 """The evaluation tables: one row per (method, suite, item, repeat); the per-(method, suite) summary;
-the paired tests of one method against every other; and the share of replies cut at max_tokens."""
+the paired tests of one method against every other; and the share of replies cut at max_tokens.
+
+Every interval and every test counts items, never item x repeat rows: `eval.repeats` replays of one
+item (on a recording, often of the very same reply) are not independent samples, so each item's repeats
+are averaged first (`item_means`, `per_item`) and the statistics run over the items."""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ from typing import Callable
 import polars as pl
 
 from trinity.episodes.trace import Trace
-from trinity.stats import ALPHA, interval, paired_test, verdict
+from trinity.stats import ALPHA, interval, paired_test, too_few, verdict
 
 RESULTS_SCHEMA = {
     "set": pl.Utf8,            # validation | test
@@ -38,12 +42,12 @@ SUMMARY_SCHEMA = {
     "set": pl.Utf8,
     "method": pl.Utf8,
     "suite": pl.Utf8,
-    "n": pl.Int64,             # items (the unit of every interval: repeats of one item are not new samples)
-    "episodes": pl.Int64,      # item x repeat rows behind the means
+    "n": pl.Int64,             # items (each item's repeats averaged first)
+    "episodes": pl.Int64,      # item x repeat rows behind the means and the per-query costs
     "mean_reward": pl.Float64,
     "ci_low": pl.Float64,
     "ci_high": pl.Float64,
-    "ci_method": pl.Utf8,      # wilson (every item's mean reward 0 or 1) | bootstrap over items (percentile)
+    "ci_method": pl.Utf8,      # wilson (every item's mean 0/1) | bootstrap (over items) | too few items (n=.., need ..)
     "tokens_per_query": pl.Float64,
     "completion_tokens_per_query": pl.Float64,
     "cost_per_query_usd": pl.Float64,
@@ -94,27 +98,36 @@ def write_results(results: pl.DataFrame, path: Path, timings: Path | None) -> No
         results.select([*RESULT_KEYS, *facts]).write_parquet(timings)
 
 
-def summarize(results: pl.DataFrame, *, samples: int = 2000, seed: int = 0) -> pl.DataFrame:
-    """Per (set, method, suite), plus an 'all' row per (set, method) pooling the suites. The interval counts
-    ITEMS: each item's rewards are first averaged over its repeats (eval.repeats replays of one recorded reply,
-    or samples of one prompt, are not independent draws of the population of tasks), then Wilson's interval
-    when every item's mean is 0 or 1, else a bootstrap over the items."""
+def item_means(results: pl.DataFrame, keys: tuple[str, ...] = ("set", "method", "suite")) -> pl.DataFrame:
+    """One row per (`keys`, item): the mean reward over that item's repeats. With one repeat, or repeats
+    that replay the same reply, an item's 0/1 reward stays 0/1 (a Wilson interval); mixed repeats give a
+    fraction (a bootstrap over items)."""
+    by = [*keys, "item"]
+    return results.group_by(by, maintain_order=True).agg(pl.col("reward").mean()).sort(by)
+
+
+def summarize(results: pl.DataFrame, *, samples: int = 2000, seed: int = 0, min_items: int = 1) -> pl.DataFrame:
+    """Per (set, method, suite), plus an 'all' row per (set, method) pooling the suites. The mean and its
+    95% interval are over items (repeats averaged per item, `item_means`); below `min_items` items the
+    interval is not given ("too few items"). Tokens, cost and calls are per episode (per query)."""
     out = []
-    own = results.with_columns(pl.col("suite").alias("_item_suite"))
-    pooled = own.with_columns(pl.lit("all").alias("suite"))
-    for frame in (own, pooled):
+    pooled = results.with_columns(pl.lit("all").alias("suite"))
+    for frame in (results, pooled):
+        items = item_means(frame)
         for (set_name, method, suite), g in frame.group_by(["set", "method", "suite"], maintain_order=True):
-            per_item = g.group_by(["_item_suite", "item"], maintain_order=True).agg(pl.col("reward").mean())
-            mean, lo, hi, how = interval(per_item["reward"].to_list(), samples=samples, seed=seed)
-            n = g.height
+            per_item = items.filter((pl.col("set") == set_name) & (pl.col("method") == method)
+                                    & (pl.col("suite") == suite))["reward"].to_list()
+            n_items, rows = len(per_item), g.height
+            mean, lo, hi, how = interval(per_item, samples=samples, seed=seed)
+            if n_items < min_items:
+                lo, hi, how = float("nan"), float("nan"), too_few(n_items, min_items)
             out.append({
-                "set": set_name, "method": method, "suite": suite, "n": per_item.height, "episodes": n,
-                "mean_reward": mean,
-                "ci_low": lo, "ci_high": hi, "ci_method": how,
-                "tokens_per_query": float((g["prompt_tokens"] + g["completion_tokens"]).sum()) / n,
-                "completion_tokens_per_query": float(g["completion_tokens"].sum()) / n,
-                "cost_per_query_usd": float(g["cost_usd"].sum()) / n,
-                "calls_per_query": float(g["calls"].sum()) / n,
+                "set": set_name, "method": method, "suite": suite, "n": n_items, "episodes": rows,
+                "mean_reward": mean, "ci_low": lo, "ci_high": hi, "ci_method": how,
+                "tokens_per_query": float((g["prompt_tokens"] + g["completion_tokens"]).sum()) / rows,
+                "completion_tokens_per_query": float(g["completion_tokens"].sum()) / rows,
+                "cost_per_query_usd": float(g["cost_usd"].sum()) / rows,
+                "calls_per_query": float(g["calls"].sum()) / rows,
             })
     return pl.DataFrame(out, schema=SUMMARY_SCHEMA).sort(["set", "suite", "method"])
 
@@ -124,7 +137,7 @@ PAIRED_SCHEMA = {
     "method": pl.Utf8,         # the method under test (trinity)
     "other": pl.Utf8,          # the method it is compared with
     "suite": pl.Utf8,          # a suite, or "all" (the suites pooled)
-    "n": pl.Int64,             # paired items: both ran the same suite, item and repeat
+    "n": pl.Int64,             # paired items: both ran the item (each side's repeats averaged)
     "method_mean": pl.Float64,
     "other_mean": pl.Float64,
     "difference": pl.Float64,  # method_mean - other_mean

@@ -53,7 +53,8 @@ class GateDecision:
 
 def decide(challenger: Sequence[float], champion: Sequence[float] | None, rule: GateRule, *,
            seed: int = 0, champion_unusable: str | None = None) -> GateDecision:
-    """`challenger[i]` and `champion[i]` are the rewards of the same item (and repeat); `champion` None: there
+    """`challenger[i]` and `champion[i]` are the rewards of the same item (each averaged over the
+    item's repeats, so n counts items); `champion` None: there
     is no champion yet, or, with `champion_unusable` (why), there is one that could not be evaluated: then
     only promote_rule=always promotes."""
     if champion_unusable is not None:

@@ -191,7 +191,8 @@ def run(cfg: DictConfig, *, coordinator_path: Path | None = None, progress: Call
     finished, pending = plan_chunks(cfg, ctx, mctx, methods, sets)
     results = run_chunks(ctx, finished, pending, say=say, on_work=on_work)
     stop_on_replay_misses("evaluate", replay_misses(ctx))
-    summary = summarize(results, samples=int(cfg.eval.bootstrap_samples), seed=int(cfg.seed))
+    summary = summarize(results, samples=int(cfg.eval.bootstrap_samples), seed=int(cfg.seed),
+                        min_items=needed)
     paired = paired_tests(results, "trinity", samples=int(cfg.eval.bootstrap_samples), seed=int(cfg.seed),
                           min_items=needed)
     write_tables(cfg, results, summary, paired)
@@ -318,8 +319,10 @@ def write_report(cfg: DictConfig, ctx: RolloutContext, methods: list, skipped: l
         f"Pool: {', '.join(ctx.agents)}. Backbone: {cfg.coordinator.backbone.id}. "
         f"K = {cfg.protocol.max_turns} turns. Methods: {', '.join(m.name for m in methods)}.",
         "",
-        f"Every method ran on the same items with the same seeds; 95% intervals are Wilson score intervals "
-        f"for 0/1 rewards and percentile bootstrap ({cfg.eval.bootstrap_samples} resamples) otherwise; wins "
+        f"Every method ran on the same items with the same seeds, each item {cfg.eval.repeats} time(s) "
+        f"(`eval.repeats`); every interval and test counts items, each item's repeats averaged first. 95% "
+        f"intervals are Wilson score intervals when every item's mean reward is 0/1 and a percentile bootstrap "
+        f"over items ({cfg.eval.bootstrap_samples} resamples) otherwise, none below {needed} items; wins "
         f"and losses come from paired tests on the shared items. Cost is at the models' list prices (a reply "
         f"shared through the response cache is counted for every method that used it).",
         "",

@@ -63,11 +63,17 @@ def champion_params(coord: Any, champion: Version) -> tuple[np.ndarray | None, s
 
 
 def paired_rewards(challenger: list, champion: list) -> tuple[list[float], list[float]]:
-    """Rewards aligned by (item, repeat)."""
+    """Rewards aligned by item: each side's mean over the (item, repeat) episodes both ran, one pair per item,
+    because repeats of one item are not independent samples and must not count as more paired items."""
     by_key = {(t.episode.item, t.episode.repeat): t.reward for t in champion}
-    keys = [(t.episode.item, t.episode.repeat) for t in challenger if (t.episode.item, t.episode.repeat) in by_key]
     mine = {(t.episode.item, t.episode.repeat): t.reward for t in challenger}
-    return [float(mine[k]) for k in keys], [float(by_key[k]) for k in keys]
+    per_item: dict[str, tuple[list[float], list[float]]] = {}
+    for key in mine:
+        if key in by_key:
+            a, b = per_item.setdefault(key[0], ([], []))
+            a.append(float(mine[key]))
+            b.append(float(by_key[key]))
+    return ([float(np.mean(a)) for a, _ in per_item.values()], [float(np.mean(b)) for _, b in per_item.values()])
 
 
 # Sections of the config that say where and how a run executes, not what it trains: left out of its hash.
