@@ -1,6 +1,37 @@
-"""TRINITY: an evolved LLM coordinator, as a reproducible pipeline.
+"""TRINITY: an evolved LLM coordinator, as a reproducible pipeline. See `trinity.cli` for the command line.
 
-Nothing happens at import time; see `trinity.cli` for the command line.
+At import, one thing happens: `pin_numerics()`. One code path for CPU float arithmetic on every x86
+machine, so that the cached states (and every stage hash that follows from them) are the same bytes on
+another CPU. MKL (matrix products) and ATen (element-wise kernels) choose their instructions by the CPU:
+on an AVX-512 CPU they take AVX-512 paths, elsewhere AVX2 ones, and the two round differently in the last
+bits (benchmarks/state_determinism.py measures it). Both libraries read a switch from the environment when
+they load: MKL_CBWR (MKL's conditional numerical reproducibility) and ATEN_CPU_CAPABILITY; numpy's
+OpenBLAS (the head's products in evolution) reads OPENBLAS_CORETYPE. `pin_numerics()` sets them to the
+AVX2 paths (OpenBLAS's Haswell kernels), which every x86-64 CPU of the last ten years has, before torch
+or numpy is imported. A value the user set is kept; TRINITY_PIN_NUMERICS=0 turns pinning off. Other
+architectures (ARM) ignore the switches.
 """
+
+from __future__ import annotations
+
+import os
+import sys
+
+PINNED = {"MKL_CBWR": "AVX2", "ATEN_CPU_CAPABILITY": "avx2", "OPENBLAS_CORETYPE": "Haswell"}
+READ_BY = {"MKL_CBWR": "torch", "ATEN_CPU_CAPABILITY": "torch", "OPENBLAS_CORETYPE": "numpy"}
+
+
+def pin_numerics(environ: "os._Environ[str] | dict[str, str]" = os.environ) -> dict[str, str]:
+    """Set the switches in `environ` unless the user set them or TRINITY_PIN_NUMERICS=0; returns what is
+    in effect. A switch whose library is already loaded in this process (it has read the environment) is
+    left alone: setting it then would only mislead a child process into looking pinned."""
+    if environ.get("TRINITY_PIN_NUMERICS", "1") != "0":
+        for key, value in PINNED.items():
+            if not (environ is os.environ and READ_BY[key] in sys.modules):
+                environ.setdefault(key, value)
+    return {k: environ[k] for k in PINNED if k in environ}
+
+
+pin_numerics()
 
 __version__ = "0.1.0"

@@ -1,0 +1,48 @@
+"""CPU numerics are pinned to one code path at import (trinity.pin_numerics), so cached states are the same
+bytes on other x86 CPUs; a user's own setting wins, and TRINITY_PIN_NUMERICS=0 turns pinning off."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import trinity as numerics
+
+PROBE = ("import json, os, trinity, torch; print(json.dumps({'cap': torch.backends.cpu.get_cpu_capability(), "
+         "'mkl': os.environ.get('MKL_CBWR'), 'aten': os.environ.get('ATEN_CPU_CAPABILITY')}))")
+
+
+def _probe(**env: str) -> dict:
+    full = {k: v for k, v in os.environ.items() if k not in (*numerics.PINNED, "TRINITY_PIN_NUMERICS")}
+    full.update(env)
+    out = subprocess.run([sys.executable, "-c", PROBE], env=full, capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_pin_sets_both_switches_and_keeps_the_users():
+    env: dict[str, str] = {}
+    assert numerics.pin_numerics(env) == numerics.PINNED and env == numerics.PINNED
+    mine = {"MKL_CBWR": "COMPATIBLE"}
+    assert numerics.pin_numerics(mine) == {**numerics.PINNED, "MKL_CBWR": "COMPATIBLE"}
+    off = {"TRINITY_PIN_NUMERICS": "0"}
+    assert numerics.pin_numerics(off) == {} and "MKL_CBWR" not in off
+
+
+def _has_avx2() -> bool:
+    try:
+        return " avx2" in open("/proc/cpuinfo").read()
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not _has_avx2(), reason="the pinned path is x86 AVX2; this CPU has none")
+def test_importing_trinity_first_puts_torch_on_the_avx2_path():
+    pinned = _probe()
+    assert (pinned["mkl"], pinned["aten"]) == ("AVX2", "avx2")
+    assert pinned["cap"] == "AVX2"
+    free = _probe(TRINITY_PIN_NUMERICS="0")
+    assert free["mkl"] is None and free["aten"] is None
