@@ -25,6 +25,7 @@ import hashlib
 import logging
 import os
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -37,7 +38,8 @@ from trinity.coordinator.features.content_cache import FeatureCache
 from trinity.coordinator.features.engine import FeatureEngine, FeatureRequest
 from trinity.coordinator.features.length_buckets import resolve_max_padding
 from trinity.coordinator.features.request_queue import FeatureService
-from trinity.coordinator.head import RoutingHead, check_roles, section_roles
+from trinity.contracts import ROLES
+from trinity.coordinator.head import RoutingHead, argmax_tie, check_roles, section_roles
 from trinity.coordinator.layout import ParamLayout
 from trinity.coordinator.prompt import PromptRenderer
 from trinity.coordinator.saved import check_metadata, load_saved, save_params, saved_feature_norm
@@ -45,6 +47,29 @@ from trinity.coordinator.svf import SVFAdapter
 from trinity.coordinator.router import CoordinatorRouter
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Route:
+    """The first turn's routing decision: the agent and role picked, and the head's probabilities."""
+
+    agent: str
+    role: str
+    agent_probabilities: dict[str, float]
+    role_probabilities: dict[str, float]   # roles the coordinator may not give have probability 0
+
+    @classmethod
+    def of(cls, agents: Sequence[str], p_agent: np.ndarray, p_role: np.ndarray, *,
+           agent: int | None = None, role: str | None = None) -> "Route":
+        """From the head's probabilities; the pick is the argmax unless `agent` / `role` name it."""
+        agent = argmax_tie(p_agent, None) if agent is None else agent
+        role = ROLES[argmax_tie(p_role, None)] if role is None else role
+        return cls(str(agents[agent]), role, {str(a): float(p) for a, p in zip(agents, p_agent)},
+                   {r: float(p) for r, p in zip(ROLES, p_role)})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"agent": self.agent, "role": self.role,
+                "probabilities": {"agents": self.agent_probabilities, "roles": self.role_probabilities}}
 
 
 class Coordinator:
@@ -182,6 +207,15 @@ class Coordinator:
         """A router for one candidate; `record=True` keeps its decisions (build one per episode then)."""
         return CoordinatorRouter(self.head_for(params), self.service, self.layout.svf_deltas(params),
                                  mode or self.routing, record=record)
+
+    def route(self, params: np.ndarray, transcript: str) -> "Route":
+        """Which agent in which role the head of `params` picks first for `transcript` (the first turn's
+        transcript, trinity.episodes.protocol.first_turn_transcript), with the probabilities it gives every
+        agent and role: one backbone forward pass, no pool call. The pick is the most probable agent and role
+        (argmax routing; the first of exact ties)."""
+        feature = self.precompute([transcript], self.layout.svf_deltas(params))[0]
+        p_agent, p_role = self.head_for(params).probabilities(feature)
+        return Route.of(self.pool_models, p_agent, p_role)
 
     def precompute(self, transcripts: Sequence[str], svf_deltas: np.ndarray | None = None, *,
                    isolated: bool = False) -> np.ndarray:

@@ -186,6 +186,25 @@ def create_app(settings: ServeSettings, runner: EpisodeRunner, *, metrics: Metri
         body, content_type = metrics.render(request.headers.get("accept"))
         return Response(body, media_type=content_type)
 
+    @app.post("/v1/route")
+    async def route(request: Request) -> JSONResponse:
+        """The agent and role the coordinator picks for the first turn of these messages, with the head's
+        probabilities; no pool call. Takes the chat completions body (`stream` is ignored)."""
+        check_bearer(request.headers, token)
+        raw = await read_body(request.headers, request.stream(), settings.max_request_bytes)
+        try:
+            body = json.loads(raw)
+        except ValueError as e:
+            raise RequestError(400, f"the request body is not valid JSON: {e.msg}", code="invalid_json") from None
+        chat = schema.parse_chat_request(body, settings)
+        await admit(request)
+        try:
+            decided = await runner.route(chat)
+        finally:
+            admission.leave()
+        return JSONResponse({"object": "trinity.route", "model": settings.model_name, "turn": 0,
+                             "pool": runner.agents, **decided.to_dict()})
+
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request):
         check_bearer(request.headers, token)

@@ -106,6 +106,11 @@ class FrontierRunner:
         for runner in self.runners.values():
             runner.metrics = value
 
+    async def route(self, request: ChatRequest) -> Any:
+        """The first turn's pick of the head this request's budget or quality would get."""
+        head, _, _ = self.frontier.choose(max_cost_usd=request.max_cost_usd, quality=request.quality)
+        return await self.runners[head.name].route(request)
+
     async def run(self, request: ChatRequest, request_id: str, on_event: OnEvent | None = None) -> EpisodeResult:
         head, chosen_by, note = self.frontier.choose(max_cost_usd=request.max_cost_usd, quality=request.quality)
         result = await self.runners[head.name].run(request, request_id, on_event)

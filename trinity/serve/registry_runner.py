@@ -100,6 +100,10 @@ class RegistryRunner:
         while not self._stop.wait(self.poll_s):
             self.check()
 
+    async def route(self, request: ChatRequest) -> Any:
+        """The first turn's pick of the current champion."""
+        return await self._current[1].route(request)
+
     async def run(self, request: ChatRequest, request_id: str, on_event: OnEvent | None = None) -> EpisodeResult:
         version, runner = self._current   # taken once: an in-flight request finishes on this version
         result = await runner.run(request, request_id, on_event)

@@ -26,12 +26,13 @@ from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Collection
 
 from trinity.episodes.parsing import ThinkerAdvice, extract_tag, parse_thinker, strip_reasoning, visible_answer
-from trinity.episodes.protocol import ChatPool, TurnState, read_reply, run_episode
+from trinity.episodes.protocol import ChatPool, TurnState, first_turn_transcript, read_reply, run_episode
 from trinity.episodes.protocol_config import ProtocolConfig
 from trinity.episodes.trace import EpisodeId, Trace
 from trinity.pool.types import CallResult
 from trinity.contracts import ROLES
-from trinity.routers.masked import MaskedRouter
+from trinity.coordinator.coordinator import Route
+from trinity.routers.masked import MaskedRouter, choose_masked
 from trinity.seeding import derive_seed
 from trinity.serve.schema import ChatRequest
 from trinity.tasks.types import TaskItem
@@ -182,6 +183,19 @@ class EpisodeRunner:
         if request.seed is not None:
             return derive_seed(self.root_seed, "serve", "seed", request.seed)
         return derive_seed(self.root_seed, "serve", request_id)
+
+    async def route(self, request: ChatRequest) -> Route:
+        """The first turn's agent and role for `request`, as `run` would pick them under argmax routing (the
+        request's role policy applied; with answer_first the Verifier is barred, and the Thinker too when the
+        request allows one turn), with the head's own probabilities: one backbone forward pass, no pool call."""
+        transcript = first_turn_transcript(self.protocol, request.prompt)
+        feature = await self.base_router.service.features(transcript, self.base_router.svf_deltas)
+        p_agent, p_role = self.base_router.head.probabilities(feature)
+        barred: tuple[str, ...] = ()
+        if self.answer_first:
+            barred = ("verifier", "thinker") if request.max_turns == 1 else ("verifier",)
+        agent, role = choose_masked(p_agent, p_role, request.policy, None, None, "argmax", barred_roles=barred)
+        return Route.of(self.agents, p_agent, p_role, agent=agent, role=role)
 
     async def run(self, request: ChatRequest, request_id: str, on_event: OnEvent | None = None) -> EpisodeResult:
         started = time.perf_counter()
