@@ -62,8 +62,42 @@ def compose(overrides: Iterable[str] = (), *, validate_cfg: bool = True) -> Dict
         if len(_COMPOSED) >= _COMPOSED_MAX:
             _COMPOSED.pop(next(iter(_COMPOSED)))
         _COMPOSED[key] = copy.deepcopy(cfg)
+    cfg = pool_from_recording(cfg)
     if validate_cfg:
         validate(cfg)
+    return cfg
+
+
+def pool_from_recording(cfg: DictConfig) -> DictConfig:
+    """`pool=replay`: replace the pool section by the pool the recording `pool.from_recording` was made
+    from (the resolved section `trinity record` keeps in the recording's manifest, as `pool_config`),
+    replayed from that recording. Any recording of any pool trains and evaluates this way with no pool
+    call; without `pool.replay` the same section is the live pool again. A pool already expanded (a
+    params.yaml) is left as it is."""
+    pool = cfg.get("pool")
+    if pool is None or not pool.get("from_recording") or pool.get("models"):
+        return cfg
+    from trinity.record.store import RecordingError, read_manifest
+
+    source = str(pool.from_recording)
+    try:
+        manifest = read_manifest(Path(source))
+    except RecordingError as e:
+        raise ConfigError(f"pool=replay: {e}; name the recording with record.name=<folder under "
+                          f"{cfg.record.dir}> (or pool.from_recording=<folder>)") from None
+    recorded = manifest.get("pool_config")
+    if not isinstance(recorded, dict) or not recorded.get("models"):
+        raise ConfigError(f"pool=replay: the manifest of {source} does not keep the pool it was made from "
+                          f"(pool_config; recordings made before it was kept): rerun `trinity record` with that "
+                          f"pool and this record.name once (nothing is recorded again; the manifest gains it), or "
+                          f"replay with that pool's own config and pool.replay.recording={source}")
+    replay = OmegaConf.to_container(pool.replay, resolve=True) if pool.get("replay") is not None else None
+    expanded = OmegaConf.create({**recorded, "from_recording": source,
+                                 "replay": replay or {"recording": source, "on_miss": "error"}})
+    struct = OmegaConf.is_struct(cfg)
+    OmegaConf.set_struct(cfg, False)
+    cfg.pool = expanded
+    OmegaConf.set_struct(cfg, struct)
     return cfg
 
 

@@ -110,6 +110,8 @@ class PoolConfig:
     outcome_seed: Optional[int] = None           # pool=simulated: the outcome table's seed (${seed}: one per run)
     measured: Optional[Dict[str, Any]] = None    # a calibrated profile's measured counts
     replay: Optional[Replay] = None              # pool=recorded: replies from a recording (trinity.record)
+    from_recording: Optional[str] = None         # pool=replay: this recording's folder; the pool is the one it
+    #                                              was made from (its manifest's pool_config), replayed
 
     def check(self, key: str) -> None:
         if not self.models:

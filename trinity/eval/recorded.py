@@ -88,8 +88,8 @@ def verdict_lines(result: Mapping[str, Any], *, recording: str, min_items: int, 
         goal.append("shows no significant loss to the best single model" if best_single["verdict"] != "loss" else
                     "**loses** to the best single model")
     if goal:
-        out.append(f"Goal (issue 28: beat x0 and random at p < 0.01, no significant loss to the best single "
-                   f"model): `trinity` {' and '.join(goal)}.")
+        out.append(f"Learning check (beat the untrained start x0 at p < 0.01, no significant loss to the best "
+                   f"single model): `trinity` {' and '.join(goal)}.")
         out.append("")
     out += every_agent_lines(result, rows, min_items=min_items, samples=samples, seed=seed)
     out += structure_lines(values, result.get("fixed_policy"))

@@ -216,6 +216,16 @@ def new_manifest(cfg: DictConfig, ident: dict[str, Any]) -> dict[str, Any]:
             "items": [], "runs": []}
 
 
+def pool_config(cfg: DictConfig) -> dict[str, Any]:
+    """The live pool's section as recorded into the manifest: resolved, without `replay` and
+    `from_recording` (what the recording is replayed with, not what it was made with). It holds no secret:
+    API keys are read from the environment variables it names."""
+    section = _plain(OmegaConf.to_container(cfg.pool, resolve=True))
+    for key in ("replay", "from_recording"):
+        section.pop(key, None)
+    return section
+
+
 def live_config(cfg: DictConfig) -> DictConfig:
     """The config with the live pool: a recording is always made (or extended) from the live models, so
     `pool=recorded` records from the pool it replays."""
@@ -275,6 +285,8 @@ def run(cfg: DictConfig, *, progress: Callable[[str], None] = print, pool_contex
                                        f"{manifest.get('max_turns')}, this config has {cfg.protocol.max_turns}")
     else:
         manifest = new_manifest(cfg, ident)
+    # the live pool's own section, so that `pool=replay record.name=<this>` replays it with no config of its own
+    manifest["pool_config"] = pool_config(cfg)
     items = chosen_items(cfg)
     if limit_items is not None:
         items = items[:limit_items]
@@ -289,6 +301,8 @@ def run(cfg: DictConfig, *, progress: Callable[[str], None] = print, pool_contex
              f"(K={cfg.protocol.max_turns}, roles {','.join(tree_settings(cfg).roles)}, "
              f"samples {tree_settings(cfg).samples})")
     if not pending:
+        if (root / store.MANIFEST).exists() and store.read_manifest(root).get("pool_config") != manifest["pool_config"]:
+            store.write_manifest(root, manifest)   # a recording made before pool_config was kept gains it
         return {"root": str(root), "recorded": 0, "pending": 0, "items": len(items), "stopped": None}
     return asyncio.run(_record(cfg, root, manifest, items, pending, progress, pool_context, client_factory, grader))
 

@@ -1,0 +1,77 @@
+"""Your own pool, end to end (docs/OWN_POOL.md), rehearsed on loopback: two OpenAI-compatible servers (real
+HTTP; one model each, as two hosted providers would be) are recorded once with `trinity record`'s stage;
+then `pool=replay record.name=<it>` reads the pool from the recording's manifest and the pipeline trains
+and evaluates on the replay with zero pool calls; then the trained coordinator is served over the live
+pool and answers a chat completion through both servers' models."""
+
+from __future__ import annotations
+
+import openai
+import pytest
+from omegaconf import OmegaConf
+
+from pool_stub import StubServer, stub_pool_cfg
+from recording_support import SUITE, grade, recording_cfg, reply_for, write_prepared
+from trinity.config import compose
+from trinity.errors import ConfigError
+from trinity.pipeline.rollouts import RolloutContext
+
+pytestmark = pytest.mark.integration
+
+
+def test_record_once_train_on_the_replay_then_serve_the_live_pool(tmp_path, tiny_backbone_overrides, monkeypatch):
+    from trinity.pipeline import cache_states_stage, evaluate_stage, evolve_stage, record_stage
+    from trinity.pool.client import PoolClient
+    from trinity.serve.server import ServerThread, build_app
+
+    monkeypatch.delenv("TRINITY_SERVE_TOKEN", raising=False)
+    write_prepared(tmp_path / "prepared", {"train": 4, "validation": 3, "test": 3})
+    with StubServer(reply_for) as big, StubServer(reply_for) as small:
+        cfg = recording_cfg(tmp_path, big.base_url, roles=("worker", "verifier"),
+                            overrides=tuple(tiny_backbone_overrides))
+        pool = stub_pool_cfg(big.base_url, models=["m-big", "m-small"], retry={"max_retries": 0})
+        pool.models["m-small"].base_url = small.base_url
+        pool.name = "my-hosted"
+        cfg.pool = pool
+        cfg.record.name = "my-hosted"
+        record_stage.run(cfg, progress=lambda _l: None, grader=grade,
+                         client_factory=lambda journal: PoolClient.from_config(cfg.pool, cache_path=journal))
+        recorded_calls = (big.count, small.count)
+        assert min(recorded_calls) > 0   # both providers were recorded
+
+        common = [f"protocol.max_turns=2", f"tasks.train=[{SUITE}]", "tasks.transfer=[]",
+                  f"paths.prepared={tmp_path / 'prepared'}", f"paths.cache={tmp_path / 'cache'}",
+                  f"record.dir={tmp_path / 'recordings'}", "record.roles=[worker,verifier]",
+                  "coordinator.roles=[worker,verifier]", *tiny_backbone_overrides]
+        with pytest.raises(ConfigError, match="record.name"):
+            compose(["experiment=local_small", "pool=replay", "record.name=nothing-here", *common])
+        replay = compose(["experiment=local_small", "pool=replay", "record.name=my-hosted", *common])
+        # the pool comes from the manifest: the same models at the same servers, replayed
+        assert list(replay.pool.models) == ["m-big", "m-small"]
+        assert replay.pool.models["m-small"].base_url == small.base_url
+        assert replay.pool.replay.recording == str(tmp_path / "recordings" / "my-hosted")
+        OmegaConf.set_struct(replay, False)
+        for key in ("states", "runs", "eval", "ablations", "frontier", "metrics", "reports"):
+            replay.paths[key] = str(tmp_path / key)
+        replay.evolve.popsize, replay.evolve.generations = 6, 3
+        replay.evolve.validation = {"every": 1, "n_items": 2, "select": "one_se"}
+        replay.eval.update({"items_per_suite": None, "sets": ["test"], "min_items": 2,
+                            "methods": ["trinity", "random", "single_worker"]})
+        try:
+            cache_states_stage.run(replay)
+            out = evolve_stage.run(replay)
+            assert out["replay_misses"] == 0
+            report = open(evaluate_stage.run(replay)["report"]).read()
+        finally:
+            RolloutContext.close_all()
+        assert (big.count, small.count) == recorded_calls   # training and evaluation asked no pool model
+        assert "my-hosted" in report and "beat every single agent of its pool" in report, report[:1500]
+
+        live = OmegaConf.create(OmegaConf.to_container(replay, resolve=True))
+        del live.pool["replay"]                                # the same pool, live
+        with ServerThread(build_app(live, f"{replay.paths.runs}/coordinator")) as server:
+            client = openai.OpenAI(base_url=server.base_url, api_key="unused", max_retries=0)
+            reply = client.chat.completions.create(
+                model="trinity", messages=[{"role": "user", "content": "Question: what is 3 + 4?"}])
+        assert reply.model_extra["trinity"]["turns"]
+        assert big.count + small.count > sum(recorded_calls)   # served over the live pool
