@@ -15,7 +15,7 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
-from omegaconf import open_dict
+from omegaconf import DictConfig, open_dict
 from prefect import flow
 from prefect.artifacts import create_markdown_artifact
 
@@ -45,6 +45,7 @@ def retrain_flow(params: str | None = None, overrides: list[str] | None = None,
     cfg = cfg.copy()
     with open_dict(cfg):
         cfg.evolve.warm_start = warm
+    cfg = record_new_items(cfg, prefect_logger().info)
     folder = Path(out["runs"]).parent if out else Path(str(cfg.paths.cache)) / "retrain"
     folder.mkdir(parents=True, exist_ok=True)
     run_params = folder / f"retrain-params-{uuid.uuid4().hex[:8]}.yaml"
@@ -67,6 +68,32 @@ def retrain_flow(params: str | None = None, overrides: list[str] | None = None,
     create_markdown_artifact(key="retrain-decision", markdown=decision["markdown"],
                              description=f"{decision['version']}: {'promoted' if decision['promoted'] else 'kept'}")
     return {k: v for k, v in decision.items() if k != "markdown"}
+
+
+def record_new_items(cfg: DictConfig, log) -> DictConfig:
+    """retrain.new_items on a recording: record that many more items per suite and split with the live pool
+    first (trinity.pipeline.record_stage.extend), so this run trains and gates on items the last did not
+    see; returns the config whose record.items cover them. On a live pool, or with none asked, the config
+    is returned as it is."""
+    from trinity.config_schema import group
+    from trinity.pipeline import record_stage
+    from trinity.pipeline.local_pool import local_pool as start_local_pool
+
+    new = {k: int(v) for k, v in dict(group(cfg, "retrain").new_items).items()}
+    if not any(new.values()):
+        if cfg.pool.get("replay") is not None:
+            log("retrain: on the recording's items as they are (retrain.new_items is 0: nothing new to learn "
+                "unless the recording grew since the last run)")
+        return cfg
+    if cfg.pool.get("replay") is None:
+        log("retrain: retrain.new_items applies to a recording (pool.replay); a live pool answers new items anyway")
+        return cfg
+    config.check_api_keys(cfg)
+    live = record_stage.live_config(cfg)
+    grown, summary = record_stage.extend(cfg, new, progress=log, pool_context=lambda: start_local_pool(live))
+    log(f"retrain: recording {summary.get('root')}: {summary.get('recorded', 0)} new items recorded"
+        + (f", stopped: {summary['stopped']}" if summary.get("stopped") else ""))
+    return grown
 
 
 if __name__ == "__main__":

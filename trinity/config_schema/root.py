@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
+from trinity.errors import ConfigError
 from trinity.config_schema.choices import PromoteRule, RunnerKind
 from trinity.config_schema.coordinator import CoordinatorConfig
 from trinity.config_schema.eval import EvalConfig
@@ -59,6 +60,15 @@ class Retrain:
     items: Optional[int] = number(64, gt=0)       # null: every test item of the training suites
     warm_start: Optional[str] = "champion"
     dvc_track: bool = True       # `dvc add` the registry after every change (trinity.models.tracking)
+    # on a recording (pool.replay): items per suite and split that each run records first with the live
+    # pool (budget: evolve.budget), so every run trains and gates on more items than the last; 0: none
+    new_items: Dict[str, int] = field(default_factory=lambda: {"train": 0, "validation": 0, "test": 0})
+
+    def check(self, key: str) -> None:
+        bad = sorted(set(self.new_items) - {"train", "validation", "test"})
+        if bad or any(int(v) < 0 for v in self.new_items.values()):
+            raise ConfigError(f"config key '{key}.new_items' maps train / validation / test to a count >= 0; "
+                              f"got {dict(self.new_items)}")
 
 
 @dataclass

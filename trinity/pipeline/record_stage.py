@@ -268,6 +268,40 @@ def status(cfg: DictConfig) -> dict[str, Any]:
     return {"recording": str(root), **summary}
 
 
+def grown_items(cfg: DictConfig, new: dict[str, int]) -> dict[str, int]:
+    """`record.items` raised so that every (split, suite) gets `new[split]` items beyond the most any suite of
+    that split holds in the recording now (the configured counts when larger): what one retraining run
+    asks of the recorder. The chosen items are a seeded prefix, so the ones already recorded stay chosen."""
+    from collections import Counter
+
+    root = recording_dir(cfg)
+    held = Counter()
+    if (root / store.MANIFEST).exists():
+        held = Counter((it["split"], it["suite"]) for it in store.read_manifest(root).get("items", []))
+    r = record_section(cfg)
+    out = {}
+    for split in ("train", "validation", "test"):
+        most = max((n for (s, _), n in held.items() if s == split), default=0)
+        out[split] = max(int(getattr(r.items, split)), most) + int(new.get(split, 0))
+    return out
+
+
+def extend(cfg: DictConfig, new: dict[str, int], *, progress: Callable[[str], None] = print,
+           **kw: Any) -> tuple[DictConfig, dict[str, Any]]:
+    """Record `new[split]` more items per suite and split into the recording (retrain.new_items), with the
+    live pool and the run's budget; returns the config with the raised `record.items` and the recorder's
+    summary. A run stopped by the budget keeps what it recorded (a later run resumes)."""
+    grown = OmegaConf.create(OmegaConf.to_container(cfg, resolve=False))
+    grown.record["items"] = grown_items(cfg, new)
+    progress(f"record: adding {dict(new)} items per suite and split to {recording_dir(cfg)} "
+             f"(record.items now {dict(grown.record['items'])})")
+    try:
+        summary = run(grown, progress=progress, **kw)
+    except RecordingStopped as e:
+        summary = {"root": str(recording_dir(cfg)), "stopped": str(e)}
+    return grown, summary
+
+
 def run(cfg: DictConfig, *, progress: Callable[[str], None] = print, pool_context: Callable[[], Any] | None = None,
         client_factory: Callable[[Path], Any] | None = None, grader: Callable | None = None,
         limit_items: int | None = None) -> dict[str, Any]:
