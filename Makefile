@@ -24,7 +24,7 @@ export DO_NOT_TRACK ?= 1
 STAMP_DEPS   := $(VENV)/.deps-installed
 STAMP_ASSETS := $(VENV)/.assets-installed
 
-.PHONY: help setup lock run replay responses-push responses-pull test test-fast params pool-up pool-down pool-status bench bench-routing serve prefect-server deploy clean setup-gemma screenshots
+.PHONY: help setup lock run replay responses-push responses-pull test test-fast lint params pool-up pool-down pool-status bench bench-routing serve prefect-server deploy clean setup-gemma screenshots
 
 help: ## list every target
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  make %-16s %s\n", $$1, $$2}'
@@ -91,6 +91,9 @@ replay: setup ## rerun the whole pipeline from the response cache alone (no pool
 test: setup ## run the whole test suite (includes the real local-model tests marked slow) on TEST_WORKERS pytest-xdist workers; ends with the 15 slowest tests
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=15 $(PYTEST_ARGS); rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$rc
+
+lint: $(STAMP_DEPS) ## ruff: undefined names, unused imports and variables, syntax errors ([tool.ruff] in pyproject.toml)
+	$(BIN)/ruff check trinity flows tests benchmarks scripts
 
 test-fast: setup ## the edit loop: every test but those marked slow (local models) or integration (real processes end to end), one pytest worker per core
 	$(BIN)/python -m pytest -m "not slow and not integration" -n auto --dist loadfile $(PYTEST_ARGS); rc=$$?; [ $$rc -eq 5 ] && exit 1; exit $$rc

@@ -20,7 +20,7 @@ from functools import lru_cache
 from pathlib import Path
 
 import pytest
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 REPO = Path(__file__).resolve().parents[1]
 PH = "PLACEHOLDERX"           # what a `<...>` placeholder becomes before tokenising
@@ -88,7 +88,6 @@ def commands_in(text: str, name: str) -> list[Shown]:
         for span in re.findall(r"`([^`\n]+)`", line):
             span = span.replace("\\|", "|").strip()
             first = span.split()[0] if span.split() else ""
-            in_table = stripped.startswith("|")
             if first in TRINITY or first in ("make", "dvc", ".venv/bin/dvc") or first in PYTHON:
                 synopsis = first in TRINITY and ("[" in span or " | " in span)
                 out.append(Shown(f"{name}:{no}", _placeholders(span), synopsis=synopsis, inline=True))

@@ -256,7 +256,7 @@ def test_routing_table_has_x0_and_every_generation(tmp_path):
 
 # ---------------------------------------------------------------------- the evolve stage's callbacks
 @pytest.mark.integration
-def test_evolve_stage_records_both_modes_x0_and_routing_without_recomputing_features(scripted, monkeypatch):
+def test_evolve_stage_records_both_modes_x0_and_routing_without_recomputing_features(scripted, monkeypatch):  # noqa: F811
     from trinity.pipeline import evolve_stage
     from trinity.pipeline.rollouts import RolloutContext
 

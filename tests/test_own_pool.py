@@ -39,7 +39,7 @@ def test_record_once_train_on_the_replay_then_serve_the_live_pool(tmp_path, tiny
         recorded_calls = (big.count, small.count)
         assert min(recorded_calls) > 0   # both providers were recorded
 
-        common = [f"protocol.max_turns=2", f"tasks.train=[{SUITE}]", "tasks.transfer=[]",
+        common = ["protocol.max_turns=2", f"tasks.train=[{SUITE}]", "tasks.transfer=[]",
                   f"paths.prepared={tmp_path / 'prepared'}", f"paths.cache={tmp_path / 'cache'}",
                   f"record.dir={tmp_path / 'recordings'}", "record.roles=[worker,verifier]",
                   "coordinator.roles=[worker,verifier]", *tiny_backbone_overrides]

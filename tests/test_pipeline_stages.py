@@ -103,7 +103,7 @@ def test_prepare_cache_states_evolve_evaluate_on_a_scripted_pool(run_cfg):
             eps = pl.read_parquet(f"{cfg.paths.runs}/episodes.parquet")
             assert gens.height == 2
             assert eps.filter(pl.col("candidate") >= 0).height == 2 * 4 * 4
-            assert (tmp := out["result"]).generations_completed == 2
+            assert out["result"].generations_completed == 2
             assert (cfg.paths.runs + "/coordinator") and json.loads(open(f"{cfg.paths.metrics}/evolve.json").read())
 
             ev = evaluate_stage.run(cfg)

@@ -275,7 +275,7 @@ def test_two_samples_per_call_branch_the_tree_and_replay_by_sample_index(tmp_pat
 
 def test_on_miss_live_sends_the_request_and_adds_its_reply(tmp_path):
     from pool_stub import StubServer
-    from recording_support import recording_cfg, reply_for
+    from recording_support import reply_for
 
     cfg, root, _ = make_recording(tmp_path, roles=("worker", "verifier"))
     before = store.open_recording(root).nodes.height

@@ -28,7 +28,7 @@ def test_register_promote_list_show(tmp_path):
     assert v1.meta["source_run"] == "run-1" and len(v1.meta["coordinator_sha256"]) == 64
     assert reg.champion() is None, "registering never makes a champion"
     reg.promote("v1", "first")
-    v2 = reg.register(coordinator(tmp_path, "two"), {"source_run": "run-2"})
+    reg.register(coordinator(tmp_path, "two"), {"source_run": "run-2"})
     assert [v.name for v in reg.list()] == ["v1", "v2"]
     assert reg.champion().name == "v1"
     reg.keep("v2", "not better")

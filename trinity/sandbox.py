@@ -267,7 +267,7 @@ def _namespace_script(outer: str, home: str) -> str:
         lines.append(f"ln -s {q(target)} \"$R\"{q(path)}")
     for node in _DEV_NODES:
         lines.append(f"{mount} --bind /dev/{node} \"$R/dev/{node}\"")
-    lines += [f"ln -s /proc/self/fd \"$R/dev/fd\"", "ln -s /proc/self/fd/0 \"$R/dev/stdin\"",
+    lines += ["ln -s /proc/self/fd \"$R/dev/fd\"", "ln -s /proc/self/fd/0 \"$R/dev/stdin\"",
               "ln -s /proc/self/fd/1 \"$R/dev/stdout\"", "ln -s /proc/self/fd/2 \"$R/dev/stderr\"",
               f"{mount} -t tmpfs -o size={_SHM_BYTES},nosuid,nodev,noexec shm \"$R/dev/shm\"",
               # this PID namespace's own proc; some hosts refuse it, and an empty /proc still works

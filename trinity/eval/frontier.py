@@ -271,7 +271,7 @@ def section(table: pl.DataFrame, *, manifest: Mapping[str, Any], chart: str | No
            "best reward.", ""]
     out += budget_table(table) + [""]
     if dominated:
-        out += [f"Dominated (another head is at least as good for no more cost): "
+        out += ["Dominated (another head is at least as good for no more cost): "
                 + ", ".join(f"`{d}`" for d in dominated) + ".", ""]
     near = near_head(table, str(manifest.get("reference_head", "")))
     if near is not None and near["head"] != near["reference"]:

@@ -16,7 +16,7 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Mapping
 
 import polars as pl
 
@@ -203,8 +203,3 @@ def summarise(recording: Recording) -> dict[str, Any]:
 
 def item_entries(manifest: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     return {it["uid"]: it for it in manifest.get("items", [])}
-
-
-def iter_parts(root: Path, entries: Iterable[Mapping[str, Any]]) -> Iterable[Path]:
-    for e in entries:
-        yield Path(root) / e["part"]

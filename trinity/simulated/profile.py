@@ -19,7 +19,6 @@ hash: its table is the one every run saw before the outcome seed existed.
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
@@ -117,11 +116,6 @@ def parse_profile(pool_cfg: Mapping[str, Any]) -> list[SimulatedModel]:
     if not models:
         raise ConfigError("config key 'pool.models' must list the simulated models")
     return [parse_model(str(name), models[name]) for name in models]
-
-
-def profile_digest(models: list[SimulatedModel], seed: int) -> str:
-    blob = json.dumps({"seed": int(seed), "models": [m.to_dict() for m in models]}, sort_keys=True)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 def uniform(*parts: Any) -> float:

@@ -100,12 +100,6 @@ SUITE_WRITERS: dict[str, Callable[[], ReplyWriter]] = {"humaneval": HumanEvalWri
 KIND_WRITERS: dict[str, Callable[[], ReplyWriter]] = {"mc": ChoiceWriter, "math": MathWriter}
 
 
-def supported_suites(names: list[str]) -> list[str]:
-    from trinity.tasks.registry import suite_class
-
-    return [n for n in names if n in SUITE_WRITERS or suite_class(n).kind in KIND_WRITERS]
-
-
 def writer_for(suite: str) -> ReplyWriter:
     from trinity.tasks.registry import suite_class
 
