@@ -7,7 +7,9 @@
    flows.deploy` (the runner of `make deploy`); one small run of `trinity-prepare` (every suite, a few items
    each, written into the temporary folder, never into the DVC outputs); then the UI's deployments page,
    that run's page on its Artifacts tab, and its `prepared-suites` table artifact (`prefect_artifact.png`).
-2. `report_first_section.png`: the opening of a committed report copy (title, summary, the first results
+2. `prefect_pipeline_runs.png` (`--only pipeline`, after a `make run`): the flow run of every stage of that
+   run, from the database of the Prefect server `trinity run` started (`--prefect-home`).
+3. `report_first_section.png`: the opening of a committed report copy (title, summary, the first results
    subsection up to its first table), rendered from Markdown to HTML and photographed.
 
 Each PNG is reduced to a 256-colour palette; the script fails when one is still over `--max-kb`. Needs a
@@ -338,11 +340,37 @@ def ui_screenshots(browser: Chromium, out_dir: Path, root: Path, width: int, hei
     return sizes
 
 
+def pipeline_runs_screenshot(browser: Chromium, out_dir: Path, prefect_home: Path, width: int, height: int,
+                             max_kb: int, root: Path) -> dict[str, int]:
+    """`prefect_pipeline_runs.png`: the flow runs of the last `make run`, as its Prefect server kept them (the
+    server `trinity run` starts keeps its database in PREFECT_HOME, by default .trinity/prefect): a server on
+    that home and a free port, then the UI's runs page, which must list a flow run of every stage."""
+    import httpx
+
+    port = free_port()
+    base, logs = f"http://127.0.0.1:{port}", root / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "PREFECT_HOME": str(prefect_home), "PREFECT_API_URL": f"{base}/api",
+           "PREFECT_UI_API_URL": f"{base}/api", "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1"}
+    server = subprocess.Popen([str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+                              env=env, cwd=root, stdout=open(logs / "server.log", "wb"), stderr=subprocess.STDOUT)
+    try:
+        wait_for(lambda: httpx.get(f"{base}/api/health", timeout=2).status_code == 200, 240, "the prefect server",
+                 [server], logs)
+        browser.shoot(f"{base}/runs", out_dir / "prefect_pipeline_runs.png", width, max(height, 1500),
+                      expect=["evolve", "evaluate", "Flow runs"], settle_s=4.0)
+        return {"prefect_pipeline_runs.png": compress(out_dir / "prefect_pipeline_runs.png", max_kb)}
+    finally:
+        stop(server)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=str(REPO / "docs/images"), help="folder of the PNGs (default docs/images)")
     ap.add_argument("--report", default=str(REPORT), help="the report whose first section is rendered")
-    ap.add_argument("--only", choices=("ui", "report"), default=None, help="take only these pictures")
+    ap.add_argument("--only", choices=("ui", "report", "pipeline"), default=None, help="take only these pictures")
+    ap.add_argument("--prefect-home", default=str(REPO / ".trinity/prefect"),
+                    help="the PREFECT_HOME of the `make run` whose flow runs `pipeline` shows (default .trinity/prefect)")
     ap.add_argument("--chromium", default=None, help="the Chromium binary (default: the first on PATH)")
     ap.add_argument("--width", type=int, default=1280, help="viewport width of the UI pictures")
     ap.add_argument("--height", type=int, default=800, help="viewport height of the deployments picture")
@@ -362,6 +390,13 @@ def main() -> None:
         if args.only in (None, "report"):
             sizes["report_first_section.png"] = render_report(
                 browser, Path(args.report), out / "report_first_section.png", args.report_width, args.max_kb)
+        if args.only == "pipeline":
+            root = Path(tempfile.mkdtemp(prefix="trinity-ui-screenshots-"))
+            try:
+                sizes.update(pipeline_runs_screenshot(browser, out, Path(args.prefect_home), args.width,
+                                                      args.height, args.max_kb, root))
+            finally:
+                shutil.rmtree(root, ignore_errors=True)
         if args.only in (None, "ui"):
             root = Path(tempfile.mkdtemp(prefix="trinity-ui-screenshots-"))
             try:
