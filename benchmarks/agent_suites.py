@@ -32,7 +32,7 @@ from trinity import config
 from trinity.episodes.protocol import SharedMessage, worker_messages
 from trinity.episodes.protocol_config import ProtocolConfig
 from trinity.pipeline import record_stage
-from trinity.pipeline.local_pool import local_pool
+from trinity.assembly.local_pool import local_pool
 from trinity.pipeline.rollouts import make_grader
 from trinity.pool.client import PoolClient
 from trinity.record import store

@@ -112,7 +112,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
 
     from trinity import config
-    from trinity.pipeline.coordinator_setup import coordinator_from_config
+    from trinity.assembly.coordinator import coordinator_from_config
     from trinity.coordinator.features.engine import FeatureRequest
 
     layer = "model.layers.{}"

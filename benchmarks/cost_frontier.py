@@ -120,7 +120,7 @@ def main() -> None:
     from trinity.pipeline import evolve_stage, frontier_stage
     from trinity.pipeline.rollouts import RolloutContext
     from trinity.pipeline.workspace import timings_dir
-    from trinity.pipeline.local_pool import LocalPool
+    from trinity.assembly.local_pool import LocalPool
     root = Path(args.root)
     # not the weights: more weights later reuse these runs
     tag = f"gen{generations(args)}-seed{args.seed}"

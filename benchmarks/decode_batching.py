@@ -25,7 +25,7 @@ import httpx
 from omegaconf import OmegaConf
 
 from trinity import config
-from trinity.pipeline.local_pool import LocalPool
+from trinity.assembly.local_pool import LocalPool
 
 PROMPTS = [
     "Write a Python function that returns the n-th Fibonacci number iteratively.",

@@ -41,7 +41,7 @@ from omegaconf import OmegaConf
 
 from trinity import config
 from trinity.pool.client import _cached_prompt_tokens
-from trinity.pipeline.local_pool import LocalPool
+from trinity.assembly.local_pool import LocalPool
 
 PROMPTS = [
     "Write a Python function that returns the n-th Fibonacci number iteratively.",

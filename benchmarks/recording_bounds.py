@@ -25,7 +25,7 @@ SPLITS = ("train", "validation", "test")
 def rows(cfg) -> list[dict]:
     from trinity.pipeline.items import load_split
     from trinity.pipeline.recorded import RecordedWorld
-    from trinity.pipeline.pool_setup import pool_client
+    from trinity.assembly.pool_client import pool_client
     from trinity.record import bounds
 
     pool = pool_client(cfg)

@@ -32,8 +32,8 @@ from trinity.episodes.protocol_config import ProtocolConfig
 from trinity.pipeline import items as item_sel
 from trinity.pipeline.rollouts import make_grader
 from trinity.pool.client import PoolClient
-from trinity.pipeline.local_pool import local_servers
-from trinity.pipeline.pool_setup import pool_client
+from trinity.assembly.local_pool import local_servers
+from trinity.assembly.pool_client import pool_client
 
 CAPS = (16, 32, 48, 64, 96, 128, 160, 192, 256, 320, 384, 512)
 

@@ -339,7 +339,7 @@ def main() -> None:
     from trinity import config
     from trinity.pipeline import items as item_sel
     from trinity.pipeline.rollouts import RolloutContext
-    from trinity.pipeline.local_pool import LocalPool
+    from trinity.assembly.local_pool import LocalPool
     from trinity.config_schema import group
     from trinity.simulated.references import label, references
 

@@ -31,7 +31,7 @@ CHILD = r"""
 import json, sys, time
 import numpy as np
 from trinity import config
-from trinity.pipeline.coordinator_setup import coordinator_from_config
+from trinity.assembly.coordinator import coordinator_from_config
 from trinity.episodes.protocol import first_turn_transcript
 from trinity.episodes.protocol_config import ProtocolConfig
 from trinity.pipeline.items import load_split

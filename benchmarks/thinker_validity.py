@@ -24,7 +24,7 @@ from trinity.episodes.parsing import parse_thinker
 from trinity.episodes.protocol import review_messages
 from trinity.episodes.protocol_config import ProtocolConfig
 from trinity.pipeline import record_stage
-from trinity.pipeline.local_pool import local_pool
+from trinity.assembly.local_pool import local_pool
 from trinity.pool.client import PoolClient
 from trinity.record import store
 from trinity.stats import wilson_ci

@@ -15,7 +15,7 @@ from trinity import config
 @contextlib.contextmanager
 def local_pool(cfg: DictConfig) -> Iterator[None]:
     """Start the local pool's servers if the pool has any (stopped again on exit, failure or Ctrl-C)."""
-    from trinity.pipeline.local_pool import local_pool as start_local_pool
+    from trinity.assembly.local_pool import local_pool as start_local_pool
 
     config.check_api_keys(cfg)
     with start_local_pool(cfg):

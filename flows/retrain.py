@@ -77,7 +77,7 @@ def record_new_items(cfg: DictConfig, log) -> DictConfig:
     is returned as it is."""
     from trinity.config_schema import group
     from trinity.pipeline import record_stage
-    from trinity.pipeline.local_pool import local_pool as start_local_pool
+    from trinity.assembly.local_pool import local_pool as start_local_pool
 
     new = {k: int(v) for k, v in dict(group(cfg, "retrain").new_items).items()}
     if not any(new.values()):

@@ -53,7 +53,7 @@ def prepare_served(root: Path, *, suites: Sequence[str] = ("mmlu",), items_per_s
     import numpy as np
 
     from trinity import config
-    from trinity.pipeline.coordinator_setup import coordinator_from_config
+    from trinity.assembly.coordinator import coordinator_from_config
     from trinity.tasks.prepare import load_items
     from trinity.pipeline.suites import prepare_from_config
 

@@ -137,7 +137,7 @@ def scripted(tmp_path, monkeypatch):
 
 @pytest.mark.integration
 def test_ablate_stage_end_to_end_and_resume(scripted):
-    from trinity.pipeline.coordinator_setup import load_coordinator
+    from trinity.assembly.coordinator import load_coordinator
     from trinity.coordinator.saved import CoordinatorMismatchError
     from trinity.pipeline import ablate_stage, evolve_stage
 

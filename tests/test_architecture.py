@@ -23,6 +23,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("episodes and routers", ("episodes", "routers")),
     ("training, evaluation, recording", ("evolve", "eval", "record")),
     ("simulated world", ("simulated",)),
+    ("assembly", ("assembly",)),
     ("compose", ("config",)),
     ("pipeline", ("pipeline",)),
     ("app", ("plan", "repro", "serve", "config_reference")),
@@ -148,8 +149,8 @@ def test_the_circle_finder_finds_a_circle():
 
 
 def test_the_import_reader_sees_lazy_imports_and_packages():
-    assert "trinity.pipeline.local_pool" in GRAPH["trinity.cli"]        # imported inside a function
-    assert "trinity.simulated.launcher" in GRAPH["trinity.pipeline.local_pool"]
+    assert "trinity.assembly.local_pool" in GRAPH["trinity.cli"]        # imported inside a function
+    assert "trinity.simulated.launcher" in GRAPH["trinity.assembly.local_pool"]
     assert "trinity.pool.servers" in GRAPH["trinity.simulated.launcher"]
     assert "trinity.pool" in GRAPH["trinity.simulated.launcher"]       # the package runs on the way
 
@@ -280,3 +281,10 @@ def test_the_default_finder_finds_both_shapes():
     assert own_defaults('c = model_cfg.get("max_tokens", 512)')
     assert not own_defaults('i = str(model_cfg.get("model_id") or name)')
     assert not own_defaults('v = OmegaConf.select(cfg, "eval.moa")')
+
+
+def test_serving_imports_no_pipeline_module():
+    """A server loads a coordinator and starts a pool through trinity.assembly, never through stage code."""
+    serving = {m: GRAPH[m] for m in MODULES if part_of(m) == "serve"}
+    stage_code = sorted(f"{m} -> {t}" for m, targets in serving.items() for t in targets if part_of(t) == "pipeline")
+    assert not stage_code, "serving imports pipeline modules:\n" + "\n".join(stage_code)

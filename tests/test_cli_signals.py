@@ -51,7 +51,7 @@ def _conf_on_free_ports(tmp_path: Path) -> Path:
 
 def test_sigterm_to_trinity_serve_stops_the_pool_servers_it_started(tmp_path, monkeypatch):
     from trinity import config
-    from trinity.pipeline.coordinator_setup import coordinator_from_config
+    from trinity.assembly.coordinator import coordinator_from_config
 
     from trinity.pool.servers import port_in_use
 

@@ -15,7 +15,7 @@ import torch
 from coordinator_support import tiny_backbone, transcripts
 
 from trinity import config
-from trinity.pipeline.coordinator_setup import coordinator_from_config, load_coordinator
+from trinity.assembly.coordinator import coordinator_from_config, load_coordinator
 from trinity.coordinator.features.engine import FeatureEngine, FeatureRequest
 from trinity.coordinator.head import RoutingHead
 from trinity.coordinator.layout import ParamLayout

@@ -14,7 +14,7 @@ import pytest
 from coordinator_support import transcripts
 
 from trinity import config
-from trinity.pipeline.coordinator_setup import coordinator_from_config
+from trinity.assembly.coordinator import coordinator_from_config
 
 pytestmark = [
     pytest.mark.slow,

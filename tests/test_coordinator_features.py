@@ -20,7 +20,7 @@ from coordinator_support import tiny_backbone
 from test_reinforce import _numeric_grad
 
 from trinity import config
-from trinity.pipeline.coordinator_setup import load_coordinator
+from trinity.assembly.coordinator import load_coordinator
 from trinity.coordinator.feature_norm import ABS_FLOOR, FLOOR_FRACTION, FeatureNorm, FeatureNormError
 from trinity.coordinator.feature_stats import feature_stats
 from trinity.coordinator.head import RoutingHead
@@ -107,12 +107,12 @@ def setup(tmp_path_factory):
     _write_prepared(tmp / "prepared", "gsm8k", ["train"] * 6 + ["validation", "test"])
     _write_prepared(tmp / "prepared", "gpqa_diamond", ["test"] * 4)
     cfg = _compose(tmp)
-    from trinity.pipeline import coordinator_setup
+    from trinity.assembly import coordinator as assembly
 
-    original = coordinator_setup.coordinator_from_config
+    original = assembly.coordinator_from_config
     backbone = tiny_backbone()
     with pytest.MonkeyPatch.context() as mp:  # the stage builds its coordinator from cfg: give it the tiny backbone
-        mp.setattr(coordinator_setup, "coordinator_from_config", lambda c, backbone_=None: original(c, backbone))
+        mp.setattr(assembly, "coordinator_from_config", lambda c, backbone_=None: original(c, backbone))
         out = cache_states_stage.run(cfg)
     return {"tmp": tmp, "stage": out, "cfg": _compose(tmp, "coordinator.features.normalize=standardize")}
 

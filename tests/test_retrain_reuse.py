@@ -12,7 +12,7 @@ from omegaconf import OmegaConf
 
 from trinity import config
 from trinity.coordinator.coordinator import Coordinator
-from trinity.pipeline.coordinator_setup import coordinator_from_config
+from trinity.assembly.coordinator import coordinator_from_config
 from trinity.pipeline.retrain_stage import data_lines
 from trinity.pipeline.state_files import reuse_state_cache, write_state_cache
 from trinity.pipeline.workspace import earlier_outputs

@@ -25,7 +25,7 @@ from trinity import config
 from trinity.stats import paired_test
 from trinity.pipeline import cache_states_stage, evolve_stage
 from trinity.pipeline.rollouts import RolloutContext
-from trinity.pipeline.local_pool import LocalPool
+from trinity.assembly.local_pool import LocalPool
 from trinity.pipeline.suites import prepare_from_config
 
 RIGHT_MODEL = {"mmlu": "mc-specialist", "gsm8k": "math-specialist"}

@@ -426,7 +426,7 @@ def test_build_app_loads_a_saved_coordinator_with_the_real_feature_path(stub, tm
     broken by the request's seeded draw (answer-first gives the Worker the first turn's tie)."""
     from coordinator_support import tiny_backbone
 
-    from trinity.pipeline.coordinator_setup import coordinator_from_config
+    from trinity.assembly.coordinator import coordinator_from_config
     from trinity.coordinator.saved import CoordinatorMismatchError
     from trinity.serve.server import build_app
 

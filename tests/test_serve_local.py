@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow
 
 def test_serve_over_the_local_pool_with_the_real_coordinator(tmp_path, monkeypatch):
     from trinity import config
-    from trinity.pipeline.coordinator_setup import coordinator_from_config
+    from trinity.assembly.coordinator import coordinator_from_config
     from trinity.pool.servers import LocalPool
     from trinity.serve.server import ServerThread, build_app
 

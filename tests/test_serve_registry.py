@@ -14,7 +14,7 @@ from pool_stub import StubServer
 from serve_support import echo_roles, serve_cfg, tag_of
 
 from trinity.coordinator.coordinator import Coordinator
-from trinity.pipeline.coordinator_setup import coordinator_from_config
+from trinity.assembly.coordinator import coordinator_from_config
 from trinity.models.store import Registry, RegistryError
 from trinity.serve.server import ServerThread, build_app
 

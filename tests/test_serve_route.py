@@ -15,7 +15,7 @@ from serve_support import AGENTS, serve_cfg
 from trinity.contracts import ROLES
 from trinity.episodes.protocol import first_turn_transcript
 from trinity.episodes.protocol_config import ProtocolConfig
-from trinity.pipeline.coordinator_setup import coordinator_from_config
+from trinity.assembly.coordinator import coordinator_from_config
 from trinity.serve.server import ServerThread, build_app
 
 PROMPT = "What is 6*7? Give the number."

@@ -15,7 +15,7 @@ from trinity.episodes.runner import EpisodeSpec, run_episodes
 from trinity.errors import ConfigError
 from trinity.pipeline.rollouts import make_grader
 from trinity.pool.client import PoolClient
-from trinity.pipeline.local_pool import LocalPool
+from trinity.assembly.local_pool import LocalPool
 from trinity.pool.servers import PoolServerError, port_in_use
 from trinity.simulated.launcher import simulated_world
 from trinity.simulated.oracle import policy_value

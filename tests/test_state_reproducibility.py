@@ -16,7 +16,7 @@ from coordinator_support import tiny_backbone
 
 from trinity import config
 from trinity.coordinator.coordinator import Coordinator
-from trinity.pipeline.coordinator_setup import coordinator_from_config
+from trinity.assembly.coordinator import coordinator_from_config
 from trinity.pipeline import state_files
 from trinity.pipeline.state_files import write_state_cache
 

@@ -95,7 +95,7 @@ def _cmd_plan(args) -> int:
 
 def _cmd_pool(args) -> int:
     from trinity import config
-    from trinity.pipeline.local_pool import local_servers
+    from trinity.assembly.local_pool import local_servers
 
     cfg = config.compose(args.overrides)
     if args.action == "calibrate":
@@ -128,8 +128,8 @@ def _calibrate(cfg, args) -> int:
     from trinity import config
     from trinity.pipeline import items as item_sel
     from trinity.pipeline.rollouts import make_grader
-    from trinity.pipeline.local_pool import local_pool
-    from trinity.pipeline.pool_setup import pool_client
+    from trinity.assembly.local_pool import local_pool
+    from trinity.assembly.pool_client import pool_client
     from trinity.simulated.calibrate import measure, profile_yaml, write_profile
 
     if args.items < 1:
@@ -193,7 +193,7 @@ def _cmd_eval(args) -> int:
     request = prepare_request(cfg, coordinator=args.coordinator, suites=args.suite or [],
                               methods=args.method or [], output=args.output, root=root, frontier=args.frontier)
     from trinity.pipeline import evaluate_stage
-    from trinity.pipeline.local_pool import local_servers
+    from trinity.assembly.local_pool import local_servers
     from trinity.pipeline.rollouts import RolloutContext
     from trinity.pipeline.workspace import apply_output_paths
 
@@ -247,7 +247,7 @@ def _cmd_record(args) -> int:
         return 0
     config.check_api_keys(cfg)
 
-    from trinity.pipeline.local_pool import local_pool
+    from trinity.assembly.local_pool import local_pool
 
     live = record_stage.live_config(cfg)   # pool=recorded records from the pool it replays
     out = record_stage.run(cfg, progress=print, limit_items=args.limit, pool_context=lambda: local_pool(live))

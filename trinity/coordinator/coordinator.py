@@ -1,7 +1,7 @@
 """The Coordinator facade that evolution, evaluation and serving use.
 
     coord = Coordinator.from_sections(c, pool_models, system_template, cache_dir=...)   # c: the typed section
-    # (from a whole config: trinity.pipeline.coordinator_setup.coordinator_from_config / load_coordinator)
+    # (from a whole config: trinity.assembly.coordinator.coordinator_from_config / load_coordinator)
     coord.num_params, coord.layout, coord.hidden_size
     router = coord.router_for(params)               # one candidate; all routers share one batching service
     coord.save(path, params, extra_meta) ; coord, params = Coordinator.load(path, c, pool_models, ...)

@@ -60,7 +60,7 @@ def main_popsize(cfg: DictConfig) -> int:
     if cfg.evolve.get("popsize") is not None:
         return int(cfg.evolve.popsize)
     from trinity.evolve.strategies import default_popsize
-    from trinity.pipeline.coordinator_setup import coordinator_from_config
+    from trinity.assembly.coordinator import coordinator_from_config
 
     return default_popsize(coordinator_from_config(cfg).num_params)
 

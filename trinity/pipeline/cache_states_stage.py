@@ -35,7 +35,7 @@ def run(cfg: DictConfig, *, on_work: Listener | None = None, reuse_from: Sequenc
     `reuse_from`: earlier states folders (a retraining run's earlier runs): a suite whose prompts, backbone,
     dtype and device class are the same as there is copied, not computed. `changes`, when given, is
     filled with {"reused": {suite: folder}, "computed": [suite, ...]}."""
-    from trinity.pipeline.coordinator_setup import coordinator_from_config
+    from trinity.assembly.coordinator import coordinator_from_config
     from trinity.pipeline.state_files import reuse_state_cache, write_state_cache
 
     protocol = ProtocolConfig.from_cfg(cfg.protocol)

@@ -1,9 +1,8 @@
 """The coordinator a stage runs: built from the config, with its feature statistics
 (`coordinator.features.normalize=standardize|rebalance`) fitted on the training split's cached first-turn
 states. The coordinator never reads the cache_states stage's files itself; this module reads them and
-hands the fit in (`Coordinator.from_sections(..., fit_norm=...)`). It is also where a coordinator is built
-or loaded from a whole config (`coordinator_from_config`, `load_coordinator`): the coordinator itself sees only
-its typed section."""
+hands the fit in (`Coordinator.from_sections(..., fit_norm=...)`). A coordinator built or loaded from a
+whole config without statistics is trinity.assembly.coordinator's."""
 
 from __future__ import annotations
 
@@ -14,6 +13,7 @@ from typing import Any, Callable, Collection, Sequence
 import numpy as np
 
 from trinity.config_schema import group
+from trinity.assembly.coordinator import coordinator_from_config
 from trinity.coordinator.backbone import Backbone
 from trinity.coordinator.coordinator import Coordinator
 from trinity.coordinator.feature_norm import KEY, STATE_IDENTITY, FeatureNorm, FeatureNormError
@@ -23,26 +23,6 @@ from trinity.pipeline.state_files import read_state_cache
 from trinity.tasks.prepare import load_items
 
 log = logging.getLogger("trinity.coordinator.feature_norm")
-
-
-def coordinator_from_config(cfg: Any, backbone: Backbone | None = None, *,
-                            fit_norm: Callable[[Coordinator], FeatureNorm] | None = None) -> Coordinator:
-    """The coordinator of a whole config (its typed `coordinator` section, the pool's models in head order, the
-    protocol's coordinator prompt, paths.cache and paths.model_cache), with no feature statistics fitted
-    unless `fit_norm` is given (build_coordinator fits them on the training states)."""
-    paths = group(cfg, "paths")
-    return Coordinator.from_sections(group(cfg, "coordinator"), [str(m) for m in cfg.pool.models],
-                                     str(cfg.protocol.coordinator_system), cache_dir=paths.cache,
-                                     model_cache=paths.model_cache, backbone=backbone, fit_norm=fit_norm)
-
-
-def load_coordinator(path: str | Path, cfg: Any, backbone: Backbone | None = None) -> tuple[Coordinator, np.ndarray]:
-    """`Coordinator.load` with the config's sections: the saved coordinator at `path` and its parameters,
-    refused when it does not fit this config (pool, backbone, token position, roles, normalisation)."""
-    paths = group(cfg, "paths")
-    return Coordinator.load(path, group(cfg, "coordinator"), [str(m) for m in cfg.pool.models],
-                            str(cfg.protocol.coordinator_system), cache_dir=paths.cache,
-                            model_cache=paths.model_cache, backbone=backbone)
 
 
 def build_coordinator(cfg: Any, backbone: Backbone | None = None) -> Coordinator:

@@ -346,7 +346,7 @@ async def _record(cfg, root: Path, manifest: dict, items: Sequence[TaskItem], pe
     import contextlib
 
     from trinity.pipeline.rollouts import make_grader
-    from trinity.pipeline.pool_setup import run_budget
+    from trinity.assembly.pool_client import run_budget
     from trinity.pool.client import PoolClient
 
     journal = root / store.JOURNAL

@@ -143,7 +143,7 @@ class RolloutContext:
 
     def __init__(self, cfg: DictConfig, *, with_coordinator: bool = True, run_key: str | None = None) -> None:
         """`run_key` names the run's shared limits on Dask (default: the config's key)."""
-        from trinity.pipeline.pool_setup import pool_client, run_budget
+        from trinity.assembly.pool_client import pool_client, run_budget
         from trinity.pool.cache import effective_mode
         from trinity.pool.shared_limits import run_limits
 

@@ -198,7 +198,7 @@ class PoolClient:
         """From `cfg.pool`. Raises MissingApiKeyError (naming the variable) when a model needs a key that
         is not set, and CacheError when the cache file is not usable, before any call is made.
         Retry settings come from `retry` or else the optional `pool.retry` mapping. With `pool.replay`
-        (pool=recorded) replies come from the recording `replay` (trinity.pipeline.pool_setup.pool_client
+        (pool=recorded) replies come from the recording `replay` (trinity.assembly.pool_client.pool_client
         opens it) and the response cache is not used: the recording is the cache."""
         models = pool_cfg.get("models")
         if not models:
@@ -206,7 +206,7 @@ class PoolClient:
         endpoints = [resolve_endpoint(str(name), models[name], pool_cfg) for name in models]
         if replay is None and pool_cfg.get("replay") is not None:
             raise PoolConfigError("config key 'pool.replay' names a recording, but no recording was opened for this "
-                                  "client: build it with trinity.pipeline.pool_setup.pool_client(cfg, ...)")
+                                  "client: build it with trinity.assembly.pool_client.pool_client(cfg, ...)")
         if replay is not None:
             cache_path = None
         cache = None

@@ -162,7 +162,7 @@ class Launcher:
 
 
 # ServerSpec.kind -> how to start it. Floors above register theirs (trinity.simulated.launcher registers
-# `simulated`); trinity.pipeline.local_pool, the one way the pipeline, the CLI and serving start a pool,
+# `simulated`); trinity.assembly.local_pool, the one way the pipeline, the CLI and serving start a pool,
 # imports every launcher first.
 LAUNCHERS: dict[str, Launcher] = {
     "llamacpp": Launcher(_llamacpp_launch),

@@ -41,8 +41,8 @@ def build_app(cfg: DictConfig, coordinator_path: str | os.PathLike | None = None
 
     from trinity.config_schema import group
     from trinity.coordinator.saved import coordinator_file
-    from trinity.pipeline.coordinator_setup import load_coordinator
-    from trinity.pipeline.pool_setup import pool_client
+    from trinity.assembly.coordinator import load_coordinator
+    from trinity.assembly.pool_client import pool_client
 
     if sum(x is not None for x in (coordinator_path, frontier, registry)) != 1:
         raise ValueError("serve one coordinator, one frontier or one registry")
@@ -118,7 +118,7 @@ def serve(cfg: DictConfig, coordinator_path: str | os.PathLike | None = None, *,
     import contextlib
     import logging
 
-    from trinity.pipeline.local_pool import local_servers
+    from trinity.assembly.local_pool import local_servers
 
     settings = ServeSettings.from_cfg(cfg)
     settings.check_exposure()

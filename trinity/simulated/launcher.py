@@ -1,6 +1,6 @@
 """How trinity.pool.servers starts the simulated pool (`pool.server: simulated`): the world file the server
 plays (models in head order with their behaviour, the prepared-data folder, the protocol's role prompts)
-and the command line. Importing this module registers the launcher; trinity.pipeline.local_pool does."""
+and the command line. Importing this module registers the launcher; trinity.assembly.local_pool does."""
 
 from __future__ import annotations
 
