@@ -122,8 +122,8 @@ bench-routing: setup ## the routing benchmark's optimiser and normalisation comp
 screenshots: $(STAMP_DEPS) ## retake the README's PNGs (docs/images/: Prefect UI, a report) with headless Chromium
 	$(BIN)/python scripts/ui_screenshots.py
 
-clean: ## remove pipeline outputs (keeps .venv, the model cache and the response cache)
-	rm -rf data/prepared data/states data/evolve data/ablations data/eval metrics reports params.yaml.tmp
+clean: ## remove pipeline outputs (keeps .venv, the model cache, the response cache and the committed metrics/)
+	rm -rf data/prepared data/states data/evolve data/frontier data/ablations data/eval reports params.yaml.tmp
 
 CRON ?=
 PREFECT_PORT ?= 4200

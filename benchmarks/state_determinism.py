@@ -7,6 +7,10 @@ This machine stands in for other CPUs by forcing the code paths another CPU woul
 libraries' own switches (MKL_CBWR, ATEN_CPU_CAPABILITY), each in a fresh process:
 
     .venv/bin/python benchmarks/state_determinism.py [--prompts 48]
+    .venv/bin/python benchmarks/state_determinism.py --speed 16 [--rounds 2]   # what pinning costs
+
+`--speed N` instead times the first N recorded later-turn transcripts of the default (what cache_states
+spends most of its time on), pinned and unpinned in turn, `--rounds` times each, side by side in one run.
 
 Needs data/prepared (`make run` or `trinity prepare`). Prints one JSON line per setting: the sha256 of the features, whether they are the bytes an AVX2-only
 CPU computes, the largest absolute difference to those, and the seconds taken. The first three run
@@ -71,10 +75,47 @@ def run(label: str, env: dict, pinned: bool, n: int, tmp: Path) -> dict:
             "sha256": hashlib.sha256(feats.tobytes()).hexdigest()[:16]}
 
 
+SPEED_CHILD = r"""
+import json, sys, time
+import torch
+from trinity import config
+from trinity.assembly.coordinator import coordinator_from_config
+from trinity.pipeline.cache_states_stage import by_suite_items, recorded_transcripts
+n = int(sys.argv[1])
+cfg = config.compose([])
+coord = coordinator_from_config(cfg)
+items = by_suite_items(cfg, list(cfg.tasks.train))
+later = [t for _, t in recorded_transcripts(cfg, items)][:n]
+tokens = sum(len(coord.engine.tokens(t)) for t in later)
+t0 = time.perf_counter()
+coord.precompute(later, isolated=True)
+print(json.dumps({"capability": torch.backends.cpu.get_cpu_capability(), "transcripts": len(later),
+                  "tokens": tokens, "seconds": round(time.perf_counter() - t0, 1)}))
+"""
+
+
+def speed(n: int, rounds: int) -> None:
+    for r in range(rounds):
+        for pinned in (True, False):
+            env = {k: v for k, v in os.environ.items() if k not in ("MKL_CBWR", "ATEN_CPU_CAPABILITY", "OPENBLAS_CORETYPE")}
+            env["TRINITY_PIN_NUMERICS"] = "1" if pinned else "0"
+            done = subprocess.run([sys.executable, "-c", SPEED_CHILD, str(n)], env=env, capture_output=True, text=True)
+            if done.returncode != 0:
+                raise SystemExit(done.stderr[-2000:])
+            row = json.loads(done.stdout.strip().splitlines()[-1])
+            row.update(round=r, pinned=pinned, tok_per_s=round(row["tokens"] / row["seconds"], 1))
+            print(json.dumps(row), flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--prompts", type=int, default=48)
+    ap.add_argument("--speed", type=int, default=None, help="time N recorded transcripts pinned vs unpinned")
+    ap.add_argument("--rounds", type=int, default=2)
     args = ap.parse_args()
+    if args.speed:
+        speed(args.speed, args.rounds)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         rows = [run(label, env, pinned, args.prompts, Path(tmp)) for label, env, pinned in SETTINGS]
     ref = rows[1]["feats"]   # an AVX2-only CPU: what the pinned path must equal

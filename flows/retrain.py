@@ -88,8 +88,8 @@ def record_new_items(cfg: DictConfig, log) -> DictConfig:
     if cfg.pool.get("replay") is None:
         log("retrain: retrain.new_items applies to a recording (pool.replay); a live pool answers new items anyway")
         return cfg
-    config.check_api_keys(cfg)
     live = record_stage.live_config(cfg)
+    config.check_api_keys(live)   # recording calls the live pool
     grown, summary = record_stage.extend(cfg, new, progress=log, pool_context=lambda: start_local_pool(live))
     log(f"retrain: recording {summary.get('root')}: {summary.get('recorded', 0)} new items recorded"
         + (f", stopped: {summary['stopped']}" if summary.get("stopped") else ""))

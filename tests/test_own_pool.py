@@ -75,3 +75,25 @@ def test_record_once_train_on_the_replay_then_serve_the_live_pool(tmp_path, tiny
                 model="trinity", messages=[{"role": "user", "content": "Question: what is 3 + 4?"}])
         assert reply.model_extra["trinity"]["turns"]
         assert big.count + small.count > sum(recorded_calls)   # served over the live pool
+
+
+def test_a_replayed_hosted_pool_needs_no_key_unless_it_may_call_the_live_pool(tmp_path, monkeypatch):
+    import json
+
+    from trinity import config
+    from trinity.record import store
+
+    monkeypatch.delenv("MY_PROVIDER_KEY", raising=False)
+    root = tmp_path / "recordings" / "hosted"
+    root.mkdir(parents=True)
+    pool = {"name": "hosted", "provider": "openai", "sampling": {"temperature": 0.1, "max_tokens": 64},
+            "models": {"big": {"model_id": "big-1", "base_url": "https://example.invalid/v1",
+                               "api_key_env": "MY_PROVIDER_KEY"}}}
+    (root / store.MANIFEST).write_text(json.dumps({"format": store.FORMAT, "version": store.VERSION,
+                                                   "name": "hosted", "pool_config": pool, "items": []}))
+    common = ["pool=replay", f"record.dir={tmp_path / 'recordings'}", "record.name=hosted"]
+    replayed = config.compose(common)
+    assert replayed.pool.models.big.api_key_env == "MY_PROVIDER_KEY"
+    config.check_api_keys(replayed)                                   # training on the replay: no key
+    with pytest.raises(ConfigError, match="MY_PROVIDER_KEY"):
+        config.check_api_keys(config.compose([*common, "pool.replay.on_miss=live"]))   # may call the pool

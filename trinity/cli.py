@@ -245,11 +245,10 @@ def _cmd_record(args) -> int:
     if args.status:
         print(json.dumps(record_stage.status(cfg), indent=1))
         return 0
-    config.check_api_keys(cfg)
-
     from trinity.assembly.local_pool import local_pool
 
     live = record_stage.live_config(cfg)   # pool=recorded records from the pool it replays
+    config.check_api_keys(live)            # the live pool's keys: recording calls it
     out = record_stage.run(cfg, progress=print, limit_items=args.limit, pool_context=lambda: local_pool(live))
     print(json.dumps(out, indent=1))
     return 1 if out.get("failed") else 0

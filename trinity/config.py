@@ -245,7 +245,11 @@ def _validate_ablations(cfg: DictConfig, known: list[str] | None = None) -> None
 
 
 def check_api_keys(cfg: DictConfig) -> None:
-    """Every pool model that names an API-key variable must find it set (checked before pool work)."""
+    """Every pool model that names an API-key variable must find it set (checked before pool work). A pool
+    replayed from a recording that never asks the live pool (`pool.replay.on_miss: error`) needs none."""
+    replay = cfg.pool.get("replay")
+    if replay is not None and str(replay.get("on_miss", "error")) == "error":
+        return
     for name, model in cfg.pool.models.items():
         env = model.get("api_key_env")
         if env and not os.environ.get(env):
