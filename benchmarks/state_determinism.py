@@ -33,8 +33,8 @@ import numpy as np
 
 CHILD = r"""
 import json, sys, time
+from trinity import config   # first: importing trinity pins the math libraries (unless told not to)
 import numpy as np
-from trinity import config
 from trinity.assembly.coordinator import coordinator_from_config
 from trinity.episodes.protocol import first_turn_transcript
 from trinity.episodes.protocol_config import ProtocolConfig
@@ -77,8 +77,8 @@ def run(label: str, env: dict, pinned: bool, n: int, tmp: Path) -> dict:
 
 SPEED_CHILD = r"""
 import json, sys, time
+from trinity import config   # first: importing trinity pins the math libraries, torch must load after it
 import torch
-from trinity import config
 from trinity.assembly.coordinator import coordinator_from_config
 from trinity.pipeline.cache_states_stage import by_suite_items, recorded_transcripts
 n = int(sys.argv[1])
