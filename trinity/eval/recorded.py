@@ -112,21 +112,45 @@ def verdict_lines(result: Mapping[str, Any], *, recording: str, min_items: int, 
 
 def every_agent_lines(result: Mapping[str, Any], rows: list[dict[str, Any]], *, min_items: int, samples: int = 2000,
                       seed: int = 0) -> list[str]:
-    """The paper's question: does the coordinator beat EVERY single agent of its pool? Pooled over the test items,
-    then per suite (a verdict only from `min_items` items up), the zero-shot transfer suites named as such."""
+    """The paper's question: does the coordinator beat EVERY single agent of its pool? Pooled over the
+    in-distribution test items (a paired test per agent, one pair per item), then the zero-shot transfer suites
+    in their own paragraph, then per suite (a verdict only from `min_items` items up)."""
     values, suites = result["values"], list(result["suites"])
     singles = [r for r in rows if r["other"].startswith("single:")]
     if not singles:
         return []
-    wins = [r for r in singles if r["verdict"] == "win"]
-    losses = [r for r in singles if r["verdict"] == "loss"]
-    answer = ("**yes**" if len(wins) == len(singles) else "**no**")
-    out = [f"Does `trinity` beat every single agent of its pool (pooled, {singles[0]['n']} test items)? {answer}: "
-           f"it beats {len(wins)} of {len(singles)}"
-           + (f" ({', '.join(r['other'].removeprefix('single:') for r in wins)})" if wins else "")
-           + (f", loses to {', '.join(r['other'].removeprefix('single:') for r in losses)}" if losses else "")
-           + ", the rest without a significant difference.", ""]
     transfer = set(result.get("transfer_suites") or ())
+    inside = np.array([s not in transfer for s in suites])
+    if not inside.any():      # only transfer suites: pool them all
+        inside = np.ones(len(suites), dtype=bool)
+
+    def pooled(idx: np.ndarray) -> list[tuple[str, Any, str]]:
+        mine = np.asarray(values["trinity"], dtype=float)[idx]
+        out_ = []
+        for r in singles:
+            t = paired_test(mine, np.asarray(values[r["other"]], dtype=float)[idx], samples=samples, seed=seed)
+            out_.append((r["other"].removeprefix("single:"), t, verdict(t, min_items=min_items)))
+        return out_
+
+    tests = pooled(inside)
+    wins = [name for name, _, v in tests if v == "win"]
+    losses = [name for name, _, v in tests if v == "loss"]
+    few = [name for name, _, v in tests if v not in ("win", "loss", "no significant difference")]
+    answer = "**yes**" if len(wins) == len(tests) else ("too few items" if few else "**no**")
+    where = "in-distribution" if inside.sum() < len(suites) else "pooled"
+    out = [f"Does `trinity` beat every single agent of its pool ({where}, {int(inside.sum())} test items)? {answer}: "
+           f"it beats {len(wins)} of {len(tests)}"
+           + (f" ({', '.join(wins)})" if wins else "")
+           + (f", loses to {', '.join(losses)}" if losses else "")
+           + ", the rest without a significant difference. "
+           + "; ".join(f"{name} {t.mean_b:.3f} (p = {_p(t.p_value)})" for name, t, _ in tests)
+           + f"; `trinity` {float(np.mean(np.asarray(values['trinity'], dtype=float)[inside])):.3f}.", ""]
+    if transfer and inside.sum() < len(suites):
+        far = ~inside
+        tt = pooled(far)
+        out += [f"Zero-shot transfer ({', '.join(sorted(transfer))}: never trained on), {int(far.sum())} test items: "
+                f"`trinity` {float(np.mean(np.asarray(values['trinity'], dtype=float)[far])):.3f} against "
+                + "; ".join(f"{name} {t.mean_b:.3f} ({v}, p = {_p(t.p_value)})" for name, t, v in tt) + ".", ""]
     mine_all = np.asarray(values["trinity"], dtype=float)
     cost = result.get("tokens") or {}
     for suite in sorted(set(suites)):

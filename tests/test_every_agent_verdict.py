@@ -1,0 +1,39 @@
+"""The report's first question on a recording: does trinity beat every single agent? Pooled over the
+in-distribution test items only; the zero-shot transfer suites get their own paragraph (trinity.eval.recorded)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from trinity.eval.recorded import every_agent_lines
+
+
+def _result(n_in: int, n_far: int, mine_in: float, theirs_in: float, mine_far: float, theirs_far: float) -> dict:
+    def col(p_in: float, p_far: float) -> np.ndarray:
+        return np.array([1.0] * round(p_in * n_in) + [0.0] * (n_in - round(p_in * n_in))
+                        + [1.0] * round(p_far * n_far) + [0.0] * (n_far - round(p_far * n_far)))
+    suites = ["mmlu"] * (n_in // 2) + ["gsm8k"] * (n_in - n_in // 2) + ["gpqa_diamond"] * n_far
+    values = {"trinity": col(mine_in, mine_far), "single:a": col(theirs_in, theirs_far),
+              "single:b": np.zeros(n_in + n_far)}
+    return {"values": values, "suites": suites, "transfer_suites": ["gpqa_diamond"]}
+
+
+def test_the_verdict_pools_only_in_distribution_items_and_reports_transfer_apart():
+    # in distribution: trinity right on 30 of 40 where `a` is right on 10 (a win); on transfer it is the reverse
+    result = _result(40, 20, 0.75, 0.25, 0.10, 0.90)
+    lines = every_agent_lines(result, [{"other": "single:a"}, {"other": "single:b"}], min_items=20, samples=200)
+    text = "\n".join(lines)
+    head = lines[0]
+    assert head.startswith("Does `trinity` beat every single agent of its pool (in-distribution, 40 test items)? **yes**")
+    assert "`trinity` 0.750" in head                                   # the transfer items are not in it
+    far = next(line for line in lines if line.startswith("Zero-shot transfer"))
+    assert "20 test items" in far and "`trinity` 0.100" in far and "a 0.900 (loss" in far
+    assert "- gpqa_diamond (zero-shot transfer: never trained on), n = 20" in text
+
+
+def test_without_transfer_suites_every_item_is_pooled_and_too_few_items_say_so():
+    result = _result(10, 0, 0.8, 0.2, 0.0, 0.0)
+    result["transfer_suites"] = []
+    lines = every_agent_lines(result, [{"other": "single:a"}, {"other": "single:b"}], min_items=20, samples=200)
+    assert lines[0].startswith("Does `trinity` beat every single agent of its pool (pooled, 10 test items)? too few items")
+    assert not any(line.startswith("Zero-shot transfer") for line in lines)
