@@ -94,3 +94,21 @@ def test_quoted_figure_is_the_committed_one(doc, pattern, read):
     assert found, f"{doc}: no sentence matches {pattern!r} (reworded? update the claim here)"
     quoted = found.group(1)
     assert quoted == _as_quoted(quoted, read()), f"{doc} quotes {quoted}; the committed file says {read()}"
+
+
+def test_every_picture_a_committed_page_shows_is_committed():
+    """A Markdown page in git links only pictures that are in git too (a copied report keeps its charts)."""
+    import subprocess
+
+    pages = subprocess.run(["git", "ls-files", "*.md"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    tracked = set(subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split())
+    missing = []
+    for page in pages:
+        for target in re.findall(r"!\[[^\]]*\]\(([^)\s]+)\)", (ROOT / page).read_text()):
+            if "://" in target:
+                continue
+            path = (ROOT / page).parent / target
+            rel = str(path.resolve().relative_to(ROOT)) if path.resolve().is_relative_to(ROOT) else target
+            if rel not in tracked:
+                missing.append(f"{page} -> {target}")
+    assert not missing, "pictures linked but not committed:\n" + "\n".join(missing)
