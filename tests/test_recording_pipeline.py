@@ -104,6 +104,7 @@ def test_evaluation_opens_with_the_verdict_on_the_recording(recorded_cfg):
         assert report.index("## Verdict on real replies") < report.index("## Did the evolved coordinator learn?")
         assert "replayed from the recording" in report
         assert "by split, so over-fitting shows: train " in report and "kept by the rule `one_se` among 4" in report
+        assert "Evolution keeps a validated mean by the rule `one_se`" in report   # not the max rule's sentence
         for bound in ("hindsight", "best prompt-independent policy (hindsight)"):
             assert f"bound: {bound}" in report
         assert "fixed policy (chosen on train+validation)" in report   # the out-of-sample baseline

@@ -62,14 +62,27 @@ def _sentence(subject: str, against: str, where: str, mine: float, theirs: float
     return f"- On {where}, {subject} does **not** beat {against} (no significant difference at alpha = {ALPHA}): {figures}."
 
 
+KEPT_RULES = {
+    "max": "Evolution keeps the mean with the best validation reward; a later mean replaces the kept one only "
+           "when its reward is strictly higher (a tie keeps the earlier one, x0 first).",
+    "paired_gain": "Evolution keeps a validated mean by the rule `paired_gain`: walking the validations in order, "
+                   "a mean replaces the kept one only when its paired gain over it on the validation items exceeds "
+                   "`evolve.validation.margin` standard errors (x0 first).",
+    "one_se": "Evolution keeps a validated mean by the rule `one_se`: the earliest validation (x0 first) whose "
+              "reward is within `evolve.validation.margin` paired standard errors of the best validation's, so "
+              "the highest of many noisy validations is not kept for its luck (docs/METHOD.md).",
+}
+
+
 def learning_section(paired: pl.DataFrame, evolution: Mapping[str, Any] | None, *, method: str = "trinity",
-                     test_names: Mapping[str, str] | None = None) -> list[str]:
-    """Markdown lines: the verdicts against x0's routing, then one plain conclusion."""
+                     test_names: Mapping[str, str] | None = None, select: str = "max") -> list[str]:
+    """Markdown lines: the verdicts against x0's routing, then one plain conclusion. `select`: the rule that
+    kept the mean (evolve.validation.select)."""
     names = test_names or {}
     out = ["## Did the evolved coordinator learn?", "",
-           "Evolution keeps the mean with the best validation reward; a later mean replaces the kept one only "
-           "when its reward is strictly higher (a tie keeps the earlier one, x0 first). Every validation of the "
-           "mean routes the same items with the same random draws as x0's (common random numbers).", "",
+           KEPT_RULES.get(select, f"Evolution keeps a validated mean by the rule `{select}`.")
+           + " Every validation of the mean routes the same items with the same random draws as x0's (common "
+           "random numbers).", "",
            f"Against x0 (a zero head routes every agent and role uniformly, which is the `{BASELINE}` method), "
            "from paired tests on the same items:", ""]
     wins, said_any = [], False
@@ -86,9 +99,10 @@ def learning_section(paired: pl.DataFrame, evolution: Mapping[str, Any] | None, 
         if r["verdict"] == "win":
             wins.append(SET_NAMES[set_name])
     if evolution is not None and evolution.get("kept_x0"):
+        how = ("strictly (a tie keeps the earlier mean, x0 first)" if select == "max"
+               else f"beyond the margin of the rule `{select}`")
         out.append(f"- Evolution kept x0 itself: no later validation of the mean beat x0's validation reward "
-                   f"({evolution['x0_mean']:.3f}) strictly (a tie keeps the earlier mean, x0 first), so `trinity` "
-                   "routes as x0 does.")
+                   f"({evolution['x0_mean']:.3f}) {how}, so `trinity` routes as x0 does.")
         said_any = True
     elif evolution is not None:
         out.append(_sentence(f"the kept mean (generation {evolution['generation']})", "x0",

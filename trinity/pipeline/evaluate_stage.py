@@ -346,7 +346,8 @@ def write_report(cfg: DictConfig, ctx: RolloutContext, methods: list, skipped: l
                    *context]
         reference_section, reference_metrics = simulated
     cut_by_suite, cut_by_model = truncation(results, "suite"), truncation(results, "model")
-    lead = learning_section(paired, evolution_x0(cfg, coordinator_path, needed), test_names=report_mod.TEST_NAMES)
+    lead = learning_section(paired, evolution_x0(cfg, coordinator_path, needed), test_names=report_mod.TEST_NAMES,
+                            select=str(group(cfg, "evolve").validation.select.value))
     recorded_metrics: dict = {}
     on_recording = recorded_verdict(cfg, ctx, sets, coordinator_path, needed)
     if on_recording is not None:
