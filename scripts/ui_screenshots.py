@@ -9,7 +9,7 @@
    that run's page on its Artifacts tab, and its `prepared-suites` table artifact (`prefect_artifact.png`).
 2. `prefect_pipeline_runs.png` (`--only pipeline`, after a `make run`): the flow run of every stage of that
    run, from the database of the Prefect server `trinity run` started (`--prefect-home`).
-3. `report_first_section.png`: the opening of a committed report copy (title, summary, the first results
+3. `report_first_section.png`: the opening of `reports/report.md` after a `make run`, else of the routing benchmark's committed copy (title, summary, the first results
    subsection up to its first table), rendered from Markdown to HTML and photographed.
 
 Each PNG is reduced to a 256-colour palette; the script fails when one is still over `--max-kb`. Needs a
@@ -39,7 +39,9 @@ REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome")
 RESERVED_PORTS = range(8631, 8634)   # the local pool's llama.cpp servers
-REPORT = REPO / "docs/benchmarks/routing_benchmark/make_run/report.md"
+# the default's report after a `make run`; before one, the committed copy of the routing benchmark's
+REPORT = next(p for p in (REPO / "reports/report.md", REPO / "docs/benchmarks/routing_benchmark/make_run/report.md")
+              if p.exists() or "routing_benchmark" in str(p))
 SMALL_RUN = ["tasks.max_items_per_suite=8"]
 
 
@@ -376,7 +378,7 @@ def main() -> None:
     ap.add_argument("--height", type=int, default=800, help="viewport height of the deployments picture")
     ap.add_argument("--run-height", type=int, default=1000,
                     help="viewport height of the flow run picture (its artifacts sit under the run's graph)")
-    ap.add_argument("--report-width", type=int, default=1100, help="viewport width of the report picture")
+    ap.add_argument("--report-width", type=int, default=1400, help="viewport width of the report picture")
     ap.add_argument("--max-kb", type=int, default=300, help="fail when a PNG is larger (kB)")
     ap.add_argument("--keep", action="store_true", help="keep the temporary folder (server logs, the run)")
     args = ap.parse_args()

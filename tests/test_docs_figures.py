@@ -59,7 +59,7 @@ CLAIMS: list[tuple[str, str, Callable[[], Any]]] = [
     (README, r"validation items \(the 1\.5B as Worker twice\) scores (\d\.\d{3}) on test",
      _metric(EVAL, "test/recording/fixed_policy_(chosen_on_train+validation)")),
     (README, r"knowing every reply in advance reaches (\d\.\d{3})", _metric(EVAL, "test/recording/bound_hindsight")),
-    (README, r"exact reward is (\d\.\d{3}) on its \d+ training items", _metric("metrics/evolve.json", "kept_mean_fit", "train")),
+    (README, r"exact reward is (\d\.\d{3}) on\s+its \d+ training items", _metric("metrics/evolve.json", "kept_mean_fit", "train")),
     (README, r"training items, (\d\.\d{3}) on the \d+ validation items",
      _metric("metrics/evolve.json", "kept_mean_fit", "validation")),
     (README, r"`entropy_bonus` and\s+`sampled_fitness` ablations, (\d\.\d{3})", _metric(EVAL, "test/all/ablation:entropy_bonus")),
