@@ -110,7 +110,7 @@ def test_sigkill_mid_generation_and_resume_matches_uninterrupted_run(tmp_path):
 
     metrics_a = json.loads((tmp_path / "ref" / "metrics" / "evolve.json").read_text())
     metrics_b = json.loads((tmp_path / "killed" / "metrics" / "evolve.json").read_text())
-    assert "wall_s" not in metrics_a   # a run fact: the run folder's timings.json (README "Reproducibility")
+    assert "wall_s" not in metrics_a   # a run fact: the run folder's timings.json (docs/REPRODUCIBILITY.md)
     assert metrics_a == metrics_b
     assert np.array_equal(np.load(b / "coordinator" / "params.npy"), ref.params)
 

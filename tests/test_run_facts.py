@@ -1,6 +1,6 @@
 """Run facts (wall times, pool work, cache hits, paid cost) stay out of DVC's hashed outputs: the copies in
 data/ and metrics/ leave them out, the timings folder holds them keyed like the tables, and a replay
-that missed the response cache stops the stage (README "Reproducibility")."""
+that missed the response cache stops the stage (docs/REPRODUCIBILITY.md)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The cache_states files are bit-identical whatever else ran: computed twice, once quietly and once under
 concurrent feature requests (the serving/evolution batching service warming the content cache and prefix
 store in arrival order), another thread count and a CPU-burning thread, the safetensors and index bytes
-are equal. (README "Reproducibility": what may still differ across CPUs, GPUs and dtypes.)"""
+are equal. (docs/REPRODUCIBILITY.md: what may still differ across CPUs, GPUs and dtypes.)"""
 
 from __future__ import annotations
 

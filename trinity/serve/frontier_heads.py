@@ -1,6 +1,6 @@
 """Serving a cost-quality frontier (`trinity serve --frontier PATH`): several trained heads, one per request.
 
-The folder is the frontier stage's (<paths.frontier>, README "The cost-quality frontier"): frontier.json
+The folder is the frontier stage's (<paths.frontier>, docs/COST_FRONTIER.md): frontier.json
 names every head with its cost weight and its reward and cost per query measured on the test items, and
 each head's coordinator.safetensors lies in its own sub-folder. Only the heads on the frontier are loaded:
 a dominated one is never the right choice. The heads share one backbone and feature service (they were
