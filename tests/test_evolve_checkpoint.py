@@ -247,27 +247,33 @@ def _as_version_3(name, state):
             "step": state.step, "grad_norm": state.grad_norm, "baseline": state.baseline}
 
 
+def _stopped_run(tmp_path, stop_at: int, **toy):
+    """A reference run of toy_cfg(**toy), then the same run stopped by Ctrl-C in generation `stop_at`
+    (its checkpoint left behind): (reference result, the stopped run's folder, its config, its fingerprint)."""
+    from evolve_fixture import ToyProblem
+
+    cfg = toy_cfg(**toy, tmp=tmp_path / "ref")
+    reference = run(tmp_path / "ref" / "run", cfg)
+    problem = ToyProblem(cfg)
+
+    def stop(g, xs, **kw):
+        if g == stop_at:
+            raise KeyboardInterrupt
+        return problem.evaluate_population(g, xs, **kw)
+
+    out = tmp_path / "old" / "run"
+    cfg_old = toy_cfg(**toy, tmp=tmp_path / "old")
+    with pytest.raises(KeyboardInterrupt):
+        run(out, cfg_old, evaluate_population=stop)
+    return reference, out, cfg_old, config_fingerprint(cfg, problem.n_params)
+
+
 @pytest.mark.parametrize("name", ["sep_cma", "random_search", "reinforce"])
 def test_a_checkpoint_with_a_plain_dict_state_is_upgraded_and_resumes(tmp_path, name):
     """Version 3 held the strategy state as a plain dict (and REINFORCE's learning rate in `sigma`); it is
     read, its state made the algorithm's typed value with the same numbers, and the run ends as one never
     stopped. (Checked once against checkpoints the version 3 code itself wrote, for all three.)"""
-    from evolve_fixture import ToyProblem
-
-    cfg = toy_cfg(strategy=name, generations=5, every=2, tmp=tmp_path / "ref")
-    reference = run(tmp_path / "ref" / "run", cfg)
-    problem = ToyProblem(cfg)
-
-    def stop_in_generation_3(g, xs, **kw):
-        if g == 3:
-            raise KeyboardInterrupt
-        return problem.evaluate_population(g, xs, **kw)
-
-    out = tmp_path / "old" / "run"
-    cfg_old = toy_cfg(strategy=name, generations=5, every=2, tmp=tmp_path / "old")
-    with pytest.raises(KeyboardInterrupt):
-        run(out, cfg_old, evaluate_population=stop_in_generation_3)
-    fingerprint = config_fingerprint(cfg, problem.n_params)
+    reference, out, cfg_old, fingerprint = _stopped_run(tmp_path, 3, strategy=name, generations=5, every=2)
     payload = load_checkpoint(out / "checkpoint.pkl", fingerprint)
     rows = [{k: v for k, v in r.items() if k != "learning_rate"} for r in payload["generation_rows"]]
     save_checkpoint(out / "checkpoint.pkl", {**payload, "version": 3, "state": _as_version_3(name, payload["state"]),
@@ -297,22 +303,7 @@ def test_a_version_3_state_of_an_unknown_algorithm_is_refused_naming_it(tmp_path
 def test_a_version_4_checkpoint_resumes_with_its_best_as_the_first_validation(tmp_path):
     """Version 4 kept only the best mean, not every validation: the upgrade starts the selection's history
     with it (no per-item rewards), the run resumes and ends as one never stopped (the `max` rule)."""
-    from evolve_fixture import ToyProblem
-
-    cfg = toy_cfg(generations=6, every=2, tmp=tmp_path / "ref")
-    reference = run(tmp_path / "ref" / "run", cfg)
-    problem = ToyProblem(cfg)
-
-    def stop_in_generation_4(g, xs, **kw):
-        if g == 4:
-            raise KeyboardInterrupt
-        return problem.evaluate_population(g, xs, **kw)
-
-    out = tmp_path / "old" / "run"
-    cfg_old = toy_cfg(generations=6, every=2, tmp=tmp_path / "old")
-    with pytest.raises(KeyboardInterrupt):
-        run(out, cfg_old, evaluate_population=stop_in_generation_4)
-    fingerprint = config_fingerprint(cfg, problem.n_params)
+    reference, out, cfg_old, fingerprint = _stopped_run(tmp_path, 4, generations=6, every=2)
     payload = load_checkpoint(out / "checkpoint.pkl", fingerprint)
     best = {k: payload["best"][k] for k in ("params", "generation", "validation_reward")}
     old = {k: v for k, v in payload.items() if k not in ("validations", "validation_select")}

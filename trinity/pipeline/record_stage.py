@@ -320,7 +320,7 @@ def run(cfg: DictConfig, *, progress: Callable[[str], None] = print, pool_contex
     else:
         manifest = new_manifest(cfg, ident)
     # the live pool's own section, so that `pool=replay record.name=<this>` replays it with no config of its own
-    manifest["pool_config"] = pool_config(cfg)
+    kept_pool, manifest["pool_config"] = manifest.get("pool_config"), pool_config(cfg)
     items = chosen_items(cfg)
     if limit_items is not None:
         items = items[:limit_items]
@@ -335,7 +335,7 @@ def run(cfg: DictConfig, *, progress: Callable[[str], None] = print, pool_contex
              f"(K={cfg.protocol.max_turns}, roles {','.join(tree_settings(cfg).roles)}, "
              f"samples {tree_settings(cfg).samples})")
     if not pending:
-        if (root / store.MANIFEST).exists() and store.read_manifest(root).get("pool_config") != manifest["pool_config"]:
+        if (root / store.MANIFEST).exists() and kept_pool != manifest["pool_config"]:
             store.write_manifest(root, manifest)   # a recording made before pool_config was kept gains it
         return {"root": str(root), "recorded": 0, "pending": 0, "items": len(items), "stopped": None}
     return asyncio.run(_record(cfg, root, manifest, items, pending, progress, pool_context, client_factory, grader))

@@ -78,10 +78,18 @@ class MaskedRouter(Router):
         self.answered = answered
         self.last_turn = last_turn
 
-    async def choose(self, transcript: str, turn: int, rng: np.random.Generator) -> Choice:
-        feature = await self.base.service.features(transcript, self.base.svf_deltas)
-        p_agent, p_role = self.base.head.probabilities(feature)
-        barred: tuple[str, ...] = ()
+    def barred(self, turn: int) -> tuple[str, ...]:
+        """The roles answer-first bars at `turn`: none once a Worker has answered."""
         if self.answer_first and not self.answered():
-            barred = ("verifier", "thinker") if turn == self.last_turn else ("verifier",)
-        return choose_masked(p_agent, p_role, self.policy, self.forced_role(), rng, self.mode, barred_roles=barred)
+            return ("verifier", "thinker") if turn == self.last_turn else ("verifier",)
+        return ()
+
+    async def probabilities(self, transcript: str) -> tuple[np.ndarray, np.ndarray]:
+        """The trained head's own (agent, role) probabilities for `transcript`, before any mask."""
+        feature = await self.base.service.features(transcript, self.base.svf_deltas)
+        return self.base.head.probabilities(feature)
+
+    async def choose(self, transcript: str, turn: int, rng: np.random.Generator) -> Choice:
+        p_agent, p_role = await self.probabilities(transcript)
+        return choose_masked(p_agent, p_role, self.policy, self.forced_role(), rng, self.mode,
+                             barred_roles=self.barred(turn))

@@ -186,17 +186,21 @@ def create_app(settings: ServeSettings, runner: EpisodeRunner, *, metrics: Metri
         body, content_type = metrics.render(request.headers.get("accept"))
         return Response(body, media_type=content_type)
 
-    @app.post("/v1/route")
-    async def route(request: Request) -> JSONResponse:
-        """The agent and role the coordinator picks for the first turn of these messages, with the head's
-        probabilities; no pool call. Takes the chat completions body (`stream` is ignored)."""
+    async def chat_request(request: Request) -> schema.ChatRequest:
+        """The checked chat completions body of `request` (bearer token, size limit, JSON, fields)."""
         check_bearer(request.headers, token)
         raw = await read_body(request.headers, request.stream(), settings.max_request_bytes)
         try:
             body = json.loads(raw)
         except ValueError as e:
             raise RequestError(400, f"the request body is not valid JSON: {e.msg}", code="invalid_json") from None
-        chat = schema.parse_chat_request(body, settings)
+        return schema.parse_chat_request(body, settings)
+
+    @app.post("/v1/route")
+    async def route(request: Request) -> JSONResponse:
+        """The agent and role the coordinator picks for the first turn of these messages, with the head's
+        probabilities; no pool call. Takes the chat completions body (`stream` is ignored)."""
+        chat = await chat_request(request)
         await admit(request)
         try:
             decided = await runner.route(chat)
@@ -207,13 +211,7 @@ def create_app(settings: ServeSettings, runner: EpisodeRunner, *, metrics: Metri
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request):
-        check_bearer(request.headers, token)
-        raw = await read_body(request.headers, request.stream(), settings.max_request_bytes)
-        try:
-            body = json.loads(raw)
-        except ValueError as e:
-            raise RequestError(400, f"the request body is not valid JSON: {e.msg}", code="invalid_json") from None
-        chat = schema.parse_chat_request(body, settings)
+        chat = await chat_request(request)
         waited = await admit(request)
         request_id = f"chatcmpl-{uuid.uuid4().hex}"
         if settings.log_prompts:

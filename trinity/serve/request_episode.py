@@ -186,15 +186,13 @@ class EpisodeRunner:
 
     async def route(self, request: ChatRequest) -> Route:
         """The first turn's agent and role for `request`, as `run` would pick them under argmax routing (the
-        request's role policy applied; with answer_first the Verifier is barred, and the Thinker too when the
-        request allows one turn), with the head's own probabilities: one backbone forward pass, no pool call."""
-        transcript = first_turn_transcript(self.protocol, request.prompt)
-        feature = await self.base_router.service.features(transcript, self.base_router.svf_deltas)
-        p_agent, p_role = self.base_router.head.probabilities(feature)
-        barred: tuple[str, ...] = ()
-        if self.answer_first:
-            barred = ("verifier", "thinker") if request.max_turns == 1 else ("verifier",)
-        agent, role = choose_masked(p_agent, p_role, request.policy, None, None, "argmax", barred_roles=barred)
+        request's role policy and answer-first applied by the same MaskedRouter), with the head's own
+        probabilities: one backbone forward pass, no pool call."""
+        router = MaskedRouter(self.base_router, mode="argmax", policy=request.policy, answer_first=self.answer_first,
+                              answered=lambda: False, last_turn=request.max_turns - 1)
+        p_agent, p_role = await router.probabilities(first_turn_transcript(self.protocol, request.prompt))
+        agent, role = choose_masked(p_agent, p_role, request.policy, None, None, "argmax",
+                                    barred_roles=router.barred(0))
         return Route.of(self.agents, p_agent, p_role, agent=agent, role=role)
 
     async def run(self, request: ChatRequest, request_id: str, on_event: OnEvent | None = None) -> EpisodeResult:
