@@ -28,7 +28,8 @@ def test_the_verdict_pools_only_in_distribution_items_and_reports_transfer_apart
     assert "`trinity` 0.750" in head                                   # the transfer items are not in it
     far = next(line for line in lines if line.startswith("Zero-shot transfer"))
     assert "20 test items" in far and "`trinity` 0.100" in far and "a 0.900 (loss" in far
-    assert "- gpqa_diamond (zero-shot transfer: never trained on), n = 20" in text
+    assert "- mmlu, n = 20" in text and "- gsm8k, n = 20" in text
+    assert "- gpqa_diamond" not in text        # one transfer suite: its paragraph, not repeated as a bullet
 
 
 def test_without_transfer_suites_every_item_is_pooled_and_too_few_items_say_so():

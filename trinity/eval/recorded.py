@@ -145,7 +145,7 @@ def every_agent_lines(result: Mapping[str, Any], rows: list[dict[str, Any]], *, 
            + ", the rest without a significant difference. "
            + "; ".join(f"{name} {t.mean_b:.3f} (p = {_p(t.p_value)})" for name, t, _ in tests)
            + f"; `trinity` {float(np.mean(np.asarray(values['trinity'], dtype=float)[inside])):.3f}.", ""]
-    if transfer and inside.sum() < len(suites):
+    if transfer and inside.sum() < len(suites):   # pooled over the transfer suites, each also below if several
         far = ~inside
         tt = pooled(far)
         out += [f"Zero-shot transfer ({', '.join(sorted(transfer))}: never trained on), {int(far.sum())} test items: "
@@ -153,7 +153,9 @@ def every_agent_lines(result: Mapping[str, Any], rows: list[dict[str, Any]], *, 
                 + "; ".join(f"{name} {t.mean_b:.3f} ({v}, p = {_p(t.p_value)})" for name, t, v in tt) + ".", ""]
     mine_all = np.asarray(values["trinity"], dtype=float)
     cost = result.get("tokens") or {}
-    for suite in sorted(set(suites)):
+    apart = transfer and inside.sum() < len(suites)   # the transfer paragraph above
+    shown = sorted(set(suites) - (transfer if apart and len(transfer & set(suites)) == 1 else set()))
+    for suite in shown:   # a single transfer suite is already its own paragraph
         idx = np.array([s == suite for s in suites])
         mine = mine_all[idx]
         per = []
