@@ -30,7 +30,7 @@ from pathlib import Path
 
 from trinity import config
 from trinity.episodes.protocol import SharedMessage, worker_messages
-from trinity.episodes.protocol_config import ProtocolConfig
+from trinity.config_schema.protocol import ProtocolConfig
 from trinity.pipeline import record_stage
 from trinity.assembly.local_pool import local_pool
 from trinity.pipeline.rollouts import make_grader

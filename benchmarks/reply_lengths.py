@@ -28,7 +28,7 @@ import numpy as np
 from trinity import config
 from trinity.episodes.parsing import parse_thinker, parse_verdict
 from trinity.episodes.protocol import SharedMessage, review_messages, sample_index_for, worker_messages
-from trinity.episodes.protocol_config import ProtocolConfig
+from trinity.config_schema.protocol import ProtocolConfig
 from trinity.pipeline import items as item_sel
 from trinity.pipeline.rollouts import make_grader
 from trinity.pool.client import PoolClient

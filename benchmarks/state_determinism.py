@@ -37,7 +37,7 @@ from trinity import config   # first: importing trinity pins the math libraries 
 import numpy as np
 from trinity.assembly.coordinator import coordinator_from_config
 from trinity.episodes.protocol import first_turn_transcript
-from trinity.episodes.protocol_config import ProtocolConfig
+from trinity.config_schema.protocol import ProtocolConfig
 from trinity.pipeline.items import load_split
 n, out = int(sys.argv[1]), sys.argv[2]
 cfg = config.compose([])

@@ -22,7 +22,7 @@ import re
 from trinity import config
 from trinity.episodes.parsing import parse_thinker
 from trinity.episodes.protocol import review_messages
-from trinity.episodes.protocol_config import ProtocolConfig
+from trinity.config_schema.protocol import ProtocolConfig
 from trinity.pipeline import record_stage
 from trinity.assembly.local_pool import local_pool
 from trinity.pool.client import PoolClient

@@ -143,7 +143,7 @@ def _agents_recording(tmp_path):
 def test_a_recording_of_agents_is_complete_for_exact_fitness_and_shares_their_verifier_calls(tmp_path):
     import numpy as np
 
-    from trinity.episodes.protocol_config import ProtocolConfig
+    from trinity.config_schema.protocol import ProtocolConfig
     from trinity.pipeline.record_stage import chosen_items
     from trinity.pool.providers import resolve_endpoint
     from trinity.record import store

@@ -14,7 +14,7 @@ from scripted_pool import Fail, ScriptedPool
 from trinity.config import compose
 from trinity.coordinator.head import RoutingHead
 from trinity.episodes.protocol import sample_index_for
-from trinity.episodes.protocol_config import ProtocolConfig
+from trinity.config_schema.protocol import ProtocolConfig
 from trinity.episodes.runner import EpisodeSpec, run_episodes
 from trinity.errors import ConfigError
 from trinity.eval import methods, report

@@ -183,7 +183,7 @@ def test_a_frontier_server_picks_a_head_per_request_and_names_it_in_the_trace(tm
     from serve_support import echo_roles, serve_cfg
 
     from trinity.assembly.coordinator import coordinator_from_config
-    from trinity.episodes.protocol_config import ProtocolConfig
+    from trinity.config_schema.protocol import ProtocolConfig
     from trinity.episodes.protocol import first_turn_transcript
     from trinity.serve.server import ServerThread, build_app
 

@@ -20,7 +20,7 @@ from omegaconf import OmegaConf
 from scripted_pool import RandomRouter, ScriptedPool
 from trinity.config import compose
 from trinity.episodes.protocol import run_episode
-from trinity.episodes.protocol_config import ProtocolConfig
+from trinity.config_schema.protocol import ProtocolConfig
 from trinity.episodes.trace import EpisodeId
 from trinity.evolve.strategies import default_popsize
 from trinity.pipeline.items import balanced_counts

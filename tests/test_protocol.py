@@ -12,7 +12,7 @@ from trinity.episodes.parsing import (
     ACCEPT, REJECT, extract_tag, normalize_role, parse_thinker, parse_verdict, strip_reasoning, worker_thought,
 )
 from trinity.episodes.protocol import SAMPLE_INDEX_RANGE, fill, run_episode, sample_index_for
-from trinity.episodes.protocol_config import ProtocolConfig
+from trinity.config_schema.protocol import ProtocolConfig
 from trinity.episodes.trace import END_REASONS, EpisodeId
 from trinity.errors import ConfigError
 from trinity.tasks.types import TaskItem

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from recording_support import MODELS, make_recording, recording_cfg
-from trinity.episodes.protocol_config import ProtocolConfig
+from trinity.config_schema.protocol import ProtocolConfig
 from trinity.episodes.runner import EpisodeSpec, run_episodes
 from trinity.pool.client import PoolClient
 from trinity.record import store

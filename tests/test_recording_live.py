@@ -115,7 +115,7 @@ def test_killed_recording_resumes_and_replays_without_a_call(tmp_path):
         LocalPool(cfg.pool).down(quiet=True)
 
     # replay: no server runs now; every episode's calls come from the recording
-    from trinity.episodes.protocol_config import ProtocolConfig
+    from trinity.config_schema.protocol import ProtocolConfig
     from trinity.episodes.runner import EpisodeSpec, run_episodes
     from trinity.pipeline.record_stage import chosen_items
     from trinity.pool.client import PoolClient

@@ -14,7 +14,7 @@ import pytest
 from scripted_pool import ScriptedPool
 from trinity.coordinator.head import RoutingHead
 from trinity.episodes.protocol import run_episode
-from trinity.episodes.protocol_config import ProtocolConfig
+from trinity.config_schema.protocol import ProtocolConfig
 from trinity.episodes.trace import EpisodeId
 from trinity.contracts import ROLES, Router
 from trinity.routers.baselines import RandomRouter, RoleOnlyRouter, SingleWorkerRouter, WorkerVerifierLoopRouter

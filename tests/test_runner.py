@@ -8,7 +8,7 @@ import time
 import pytest
 
 from scripted_pool import RandomRouter, ScriptedPool, ScriptedRouter, stable_hash
-from trinity.episodes.protocol_config import ProtocolConfig
+from trinity.config_schema.protocol import ProtocolConfig
 from trinity.episodes.runner import EpisodeSpec, episode_seed, generation_specs, run_episodes
 from trinity.episodes.trace import EpisodeId
 from trinity.tasks.types import TaskItem

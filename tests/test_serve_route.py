@@ -14,7 +14,7 @@ from serve_support import AGENTS, serve_cfg
 
 from trinity.contracts import ROLES
 from trinity.episodes.protocol import first_turn_transcript
-from trinity.episodes.protocol_config import ProtocolConfig
+from trinity.config_schema.protocol import ProtocolConfig
 from trinity.assembly.coordinator import coordinator_from_config
 from trinity.serve.server import ServerThread, build_app
 

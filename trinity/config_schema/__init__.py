@@ -110,7 +110,7 @@ def _typed(node: Any, schema: type[T], key: str) -> T:
         memo = _memo_key(schema, key, node)
         if memo is not None and memo in _CONFORMED:
             return copy.deepcopy(_CONFORMED[memo])
-        merged = OmegaConf.merge(OmegaConf.structured(schema), node)
+        merged = OmegaConf.merge(_writable(OmegaConf.structured(schema)), node)
         typed = OmegaConf.to_object(merged)
     except OmegaConfBaseException as e:
         raise ConfigError(_message(e, key)) from None
@@ -119,6 +119,20 @@ def _typed(node: Any, schema: type[T], key: str) -> T:
             _CONFORMED.pop(next(iter(_CONFORMED)))
         _CONFORMED[memo] = copy.deepcopy(typed)
     return typed  # type: ignore[return-value]
+
+
+def _writable(node: Any) -> Any:
+    """The structured defaults with the read-only flags cleared that OmegaConf puts on the nodes of frozen
+    dataclasses (ProtocolConfig), so the config can be merged onto them; the object `to_object` builds is
+    still frozen."""
+    from omegaconf import DictConfig, OmegaConf
+
+    OmegaConf.set_readonly(node, None)
+    for key in node:
+        child = node._get_node(key)
+        if isinstance(child, DictConfig):
+            _writable(child)
+    return node
 
 
 # The schema merge costs about 0.1 s per config and a run (or a test session) conforms the same configs

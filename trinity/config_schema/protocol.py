@@ -1,6 +1,6 @@
-"""Schema of the `protocol` group: the turn protocol's prompts, formats and output caps. The runtime
-object is trinity.episodes.protocol_config.ProtocolConfig (frozen), built from this and checked by the
-same `check_protocol`."""
+"""The `protocol` group: the turn protocol's prompts, formats and output caps, as one frozen object that is
+both the config's schema and what the episode code reads (`ProtocolConfig.from_cfg(cfg.protocol)`), so a
+protocol key is declared, defaulted and checked in one place."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ TEMPLATE_FIELDS = {
 }
 
 
-@dataclass
-class ProtocolSchema:
+@dataclass(frozen=True)
+class ProtocolConfig:
     max_turns: int = number(5, gt=0)
     coordinator_system: str = "You are a coordinator that dispatches work among {n_agents} agents."
     collaboration_instructions: str = ""
@@ -39,6 +39,34 @@ class ProtocolSchema:
 
     def check(self, key: str) -> None:
         check_protocol(self, key)
+
+    @classmethod
+    def from_cfg(cls, cfg: Any) -> "ProtocolConfig":
+        """From a ProtocolConfig, a mapping or an OmegaConf node (cfg.protocol), absent keys at their defaults;
+        an unknown key or a broken rule is a ConfigError naming it."""
+        if isinstance(cfg, cls):
+            return cfg
+        from trinity.config_schema import section
+
+        return section(cfg, cls, "protocol")
+
+    def validate(self) -> None:
+        """The protocol's rules, for an object built in code (from_cfg has applied them already)."""
+        check_protocol(self)
+
+    def max_tokens_for(self, role: str, suite: str | None = None) -> int | None:
+        """The output cap of a `role` turn on an item of `suite` (None: the pool's default). A suite
+        without its own entry gets the role's `default` (None when that is absent too)."""
+        caps = self.max_tokens
+        if not isinstance(caps, Mapping):
+            return caps
+        cap = caps.get(role)
+        if isinstance(cap, Mapping):
+            cap = cap.get(suite, cap.get("default")) if suite is not None else cap.get("default")
+        return cap
+
+    def system_prompt(self, role: str) -> str:
+        return {"worker": self.worker_system, "thinker": self.thinker_system, "verifier": self.verifier_system}[role]
 
 
 def check_protocol(p: Any, key: str = "protocol") -> None:

@@ -13,7 +13,7 @@ from trinity.config_schema.eval import EvalConfig
 from trinity.config_schema.evolve import EvolveConfig
 from trinity.config_schema.fields import number
 from trinity.config_schema.pool import PoolConfig
-from trinity.config_schema.protocol import ProtocolSchema
+from trinity.config_schema.protocol import ProtocolConfig
 from trinity.config_schema.record import RecordConfig
 from trinity.config_schema.serve import ServeConfig
 from trinity.config_schema.tasks import TasksConfig
@@ -91,7 +91,7 @@ class TrinityConfig:
     seed: int = 0
     pool: PoolConfig = field(default_factory=PoolConfig)
     coordinator: CoordinatorConfig = field(default_factory=CoordinatorConfig)
-    protocol: ProtocolSchema = field(default_factory=ProtocolSchema)
+    protocol: ProtocolConfig = field(default_factory=ProtocolConfig)
     tasks: TasksConfig = field(default_factory=TasksConfig)
     evolve: EvolveConfig = field(default_factory=EvolveConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)

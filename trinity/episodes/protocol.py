@@ -28,7 +28,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from trinity.episodes.parsing import ACCEPT, ThinkerAdvice, parse_thinker, parse_verdict, worker_thought
-from trinity.episodes.protocol_config import ProtocolConfig
+from trinity.config_schema.protocol import ProtocolConfig
 from trinity.episodes.trace import EpisodeId, Trace, Turn
 from trinity.pool.types import CallResult
 from trinity.contracts import ROLES, Router

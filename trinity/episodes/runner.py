@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trinity.episodes.protocol import ChatPool, Grader, run_episode
-from trinity.episodes.protocol_config import ProtocolConfig
+from trinity.config_schema.protocol import ProtocolConfig
 from trinity.episodes.trace import EpisodeId, Trace
 from trinity.contracts import Router
 from trinity.seeding import derive_seed

@@ -19,7 +19,7 @@ from typing import Any
 
 from trinity.episodes.protocol import (ChatPool, Grader, SharedMessage, fill, sample_index_for,
                                        worker_messages)
-from trinity.episodes.protocol_config import ProtocolConfig
+from trinity.config_schema.protocol import ProtocolConfig
 from trinity.episodes.trace import EpisodeId, Trace, Turn
 from trinity.config_schema import section
 from trinity.config_schema.eval import MoA

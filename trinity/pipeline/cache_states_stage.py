@@ -20,7 +20,7 @@ import numpy as np
 from omegaconf import DictConfig
 
 from trinity.episodes.protocol import first_turn_transcript
-from trinity.episodes.protocol_config import ProtocolConfig
+from trinity.config_schema.protocol import ProtocolConfig
 from trinity.pipeline import items as item_sel
 from trinity.progress import Listener, Progress
 from trinity.seeding import derive_seed

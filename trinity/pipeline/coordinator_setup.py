@@ -18,7 +18,7 @@ from trinity.coordinator.backbone import Backbone
 from trinity.coordinator.coordinator import Coordinator
 from trinity.coordinator.feature_norm import KEY, STATE_IDENTITY, FeatureNorm, FeatureNormError
 from trinity.episodes.protocol import first_turn_transcript
-from trinity.episodes.protocol_config import ProtocolConfig
+from trinity.config_schema.protocol import ProtocolConfig
 from trinity.pipeline.state_files import read_state_cache
 from trinity.tasks.prepare import load_items
 

@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from trinity.episodes.protocol_config import ProtocolConfig
+from trinity.config_schema.protocol import ProtocolConfig
 from trinity.episodes.trace import Trace
 from trinity.pipeline import items as item_sel
 from trinity.coordinator.saved import coordinator_file

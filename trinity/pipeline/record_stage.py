@@ -29,7 +29,7 @@ from typing import Any, Callable, Sequence
 from omegaconf import DictConfig, OmegaConf
 
 from trinity.config_schema.record import RecordConfig
-from trinity.episodes.protocol_config import ProtocolConfig
+from trinity.config_schema.protocol import ProtocolConfig
 from trinity.errors import TrinityError
 from trinity.pipeline.items import load_split, sample
 from trinity.pool.agents import recorded_request

@@ -19,7 +19,7 @@ from typing import Any, Sequence
 import numpy as np
 from omegaconf import DictConfig
 
-from trinity.episodes.protocol_config import ProtocolConfig
+from trinity.config_schema.protocol import ProtocolConfig
 from trinity.evolve.fitness import FitnessParts, FitnessWeights
 from trinity.record import store
 from trinity.record.exact import (CompiledItem, CompiledSet, compile_items, entropy, expectations, one_hot_ties,

@@ -42,7 +42,7 @@ class SuiteTokens:
 
 
 def suite_tokens(cfg: DictConfig, suite: SuiteInfo, agents: list[str], notes: set[str]) -> SuiteTokens:
-    from trinity.episodes.protocol_config import ProtocolConfig
+    from trinity.config_schema.protocol import ProtocolConfig
 
     pc = ProtocolConfig.from_cfg(cfg.protocol)
     query = suite.prompt_chars / CHARS_PER_TOKEN

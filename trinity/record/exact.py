@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from trinity.episodes.protocol import SharedMessage, TurnState, read_reply
-from trinity.episodes.protocol_config import ProtocolConfig
+from trinity.config_schema.protocol import ProtocolConfig
 from trinity.pool.agents import recorded_request
 from trinity.record.tree import messages_for
 from trinity.contracts import ROLES

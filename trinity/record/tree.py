@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from trinity.episodes.parsing import ThinkerAdvice
 from trinity.episodes.protocol import SharedMessage, TurnState, read_reply, review_messages, worker_messages
-from trinity.episodes.protocol_config import ProtocolConfig
+from trinity.config_schema.protocol import ProtocolConfig
 from trinity.pool.cache import canonical_digest
 from trinity.contracts import ROLES
 from trinity.tasks.types import TaskItem

@@ -27,7 +27,7 @@ from typing import Any, Awaitable, Callable, Collection
 
 from trinity.episodes.parsing import ThinkerAdvice, extract_tag, parse_thinker, strip_reasoning, visible_answer
 from trinity.episodes.protocol import ChatPool, TurnState, first_turn_transcript, read_reply, run_episode
-from trinity.episodes.protocol_config import ProtocolConfig
+from trinity.config_schema.protocol import ProtocolConfig
 from trinity.episodes.trace import EpisodeId, Trace
 from trinity.pool.types import CallResult
 from trinity.contracts import ROLES

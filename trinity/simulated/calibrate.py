@@ -25,7 +25,7 @@ import yaml
 from trinity.config_schema import section
 from trinity.config_schema.pool import PoolModel
 from trinity.episodes.protocol import SharedMessage, read_reply, review_messages, sample_index_for, worker_messages
-from trinity.episodes.protocol_config import ProtocolConfig
+from trinity.config_schema.protocol import ProtocolConfig
 
 
 @dataclass
