@@ -100,7 +100,7 @@ def serve_cfg(base_url: str, cache_dir: Path, *overrides: str):
 
 
 def make_app(cfg, router: SteeredRouter, **settings_changes: Any):
-    """create_app over the stub pool with a steered head; `settings_changes` replace ServeSettings fields."""
+    """create_app over the stub pool with a steered head; `settings_changes` replace keys of the serve section."""
     import dataclasses
 
     from trinity.pool.client import PoolClient
@@ -108,8 +108,9 @@ def make_app(cfg, router: SteeredRouter, **settings_changes: Any):
     from trinity.serve.request_episode import EpisodeRunner
     from trinity.serve.settings import ServeSettings
 
-    settings = dataclasses.replace(ServeSettings.from_cfg(cfg), **settings_changes)
+    settings = ServeSettings.from_cfg(cfg)
+    settings = dataclasses.replace(settings, config=dataclasses.replace(settings.config, **settings_changes))
     pool = PoolClient.from_config(cfg.pool, cache_mode="off")
     runner = EpisodeRunner(pool, list(AGENTS), cfg.protocol, router, root_seed=int(cfg.seed),
-                           answer_first=settings.answer_first)
+                           answer_first=settings.config.answer_first)
     return create_app(settings, runner, on_shutdown=pool.aclose)

@@ -19,7 +19,7 @@ from trinity.episodes.runner import EpisodeSpec, run_episodes
 from trinity.errors import ConfigError
 from trinity.eval import methods, report
 from trinity.eval.episode_functions import run_episode_fn
-from trinity.eval.moa import MoAPrompts, moa_episode
+from trinity.eval.moa import aggregator_messages, moa_episode, moa_prompts
 from trinity.eval.tables import paired_tests, results_frame, summarize, trace_rows
 from trinity.routers.baselines import RoleOnlyRouter, SingleWorkerRouter
 from trinity.coordinator.router import CoordinatorRouter
@@ -58,7 +58,7 @@ class Pool(ScriptedPool):
 
     def __init__(self, script, **kw):
         super().__init__(CFG.protocol, script, **kw)
-        self._role_of_system[MoAPrompts.from_cfg(CFG.eval.moa).aggregator_system] = "aggregator"
+        self._role_of_system[moa_prompts(CFG.eval.moa).aggregator_system] = "aggregator"
 
 
 def script(extra=None, **by_role):
@@ -196,15 +196,15 @@ def test_trinity_argmax_and_sample_route_by_their_mode_and_save_apart():
 
 
 def test_moa_prompts_come_from_config_and_are_checked():
-    p = MoAPrompts.from_cfg(CFG.eval.moa)
-    msgs = p.aggregator_messages("Q?", [("a", "one"), ("b", " two ")])
+    p = moa_prompts(CFG.eval.moa)
+    msgs = aggregator_messages(p, "Q?", [("a", "one"), ("b", " two ")])
     assert msgs[0]["content"] == CFG.eval.moa.aggregator_system
     assert "Q?" in msgs[1]["content"] and "one" in msgs[1]["content"] and "two" in msgs[1]["content"]
     assert msgs[1]["content"].index("one") < msgs[1]["content"].index("two")
     with pytest.raises(ConfigError, match="eval.moa.aggregator_format.*proposals"):
-        MoAPrompts.from_cfg({**CFG.eval.moa, "aggregator_format": "{query} only"})
+        moa_prompts({**CFG.eval.moa, "aggregator_format": "{query} only"})
     with pytest.raises(ConfigError, match="eval.moa.aggregator_system"):
-        MoAPrompts.from_cfg({**CFG.eval.moa, "aggregator_system": " "})
+        moa_prompts({**CFG.eval.moa, "aggregator_system": " "})
 
 
 # ---- every baseline on scripted replies ------------------------------------------------------------
@@ -262,7 +262,7 @@ def test_role_selection_fixes_the_agent_and_takes_the_coordinators_role():
 # ---- Mixture-of-Agents ---------------------------------------------------------------------------
 
 def test_moa_proposes_concurrently_then_one_model_aggregates():
-    prompts = MoAPrompts.from_cfg(CFG.eval.moa)
+    prompts = moa_prompts(CFG.eval.moa)
     pool = Pool(script(), delay_s=0.05)
     traces = asyncio.run(run_episode_fn(moa_episode(1, prompts), [
         EpisodeSpec.create(0, ITEMS[0], None, repeat=2)], pool, AGENTS, CFG.protocol, grade, max_concurrency=1))
@@ -287,7 +287,7 @@ def test_moa_proposes_concurrently_then_one_model_aggregates():
 
 
 def test_moa_failures_budget_and_grader_errors():
-    prompts = MoAPrompts.from_cfg(CFG.eval.moa)
+    prompts = moa_prompts(CFG.eval.moa)
 
     def one(s, grader=grade):
         pool = Pool(s)

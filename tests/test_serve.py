@@ -287,12 +287,12 @@ def test_bearer_token_is_required_when_configured(running, monkeypatch):
 def test_non_loopback_host_needs_a_token(cfg, monkeypatch):
     settings = ServeSettings.from_cfg(cfg)
     import dataclasses
-    exposed = dataclasses.replace(settings, host="0.0.0.0")
+    exposed = dataclasses.replace(settings, config=dataclasses.replace(settings.config, host="0.0.0.0"))
     with pytest.raises(ConfigError, match="serve.host"):
         exposed.check_exposure()
     monkeypatch.setenv("TRINITY_SERVE_TOKEN", "t")
     exposed.check_exposure()
-    dataclasses.replace(settings, host="::1").check_exposure()
+    dataclasses.replace(settings, config=dataclasses.replace(settings.config, host="::1")).check_exposure()
 
 
 def test_pool_failure_is_a_502_with_the_partial_trace_and_the_server_keeps_serving(running, stub):
@@ -410,7 +410,7 @@ def test_masked_choice_respects_the_effective_role():
 
 def test_serve_settings_from_the_default_config_and_bad_policies(cfg, stub, tmp_path):
     s = ServeSettings.from_cfg(cfg)
-    assert (s.host, s.port, s.routing, s.max_turns) == ("127.0.0.1", 8700, "argmax", 4)
+    assert (s.config.host, s.config.port, s.config.routing, s.max_turns) == ("127.0.0.1", 8700, "argmax", 4)
     assert s.policy.to_dict() == {r: list(AGENTS) for r in ("worker", "thinker", "verifier")}
     with pytest.raises(ConfigError, match="serve.roles.thinker.allow"):
         ServeSettings.from_cfg(serve_cfg(stub.base_url, tmp_path, "serve.roles.thinker.allow=[nobody]"))

@@ -192,7 +192,8 @@ def held(settings, monkeypatch):
     from trinity.serve.server import ServerThread
 
     monkeypatch.delenv("TRINITY_SERVE_TOKEN", raising=False)
-    settings = dataclasses.replace(settings, max_concurrency=1, max_queue=2, queue_timeout_s=30, drain_timeout_s=10)
+    settings = dataclasses.replace(settings, config=dataclasses.replace(
+        settings.config, max_concurrency=1, max_queue=2, queue_timeout_s=30, drain_timeout_s=10))
     runner = HeldRunner()
     app = create_app(settings, runner)
     server = ServerThread(app).start()

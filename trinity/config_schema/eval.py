@@ -13,9 +13,9 @@ from trinity.errors import ConfigError
 PLACEHOLDERS = {"aggregator_format": ("{query}", "{proposals}"), "proposal_format": ("{n}", "{text}")}
 
 
-@dataclass
+@dataclass(frozen=True)
 class MoA:
-    """The Mixture-of-Agents baseline's prompts (trinity.eval.moa)."""
+    """The Mixture-of-Agents baseline's prompts, read as they are by trinity.eval.moa."""
     aggregator_system: str = ""
     aggregator_format: str = "Task:\n{query}\n\nAnswers from other models:\n{proposals}"
     proposal_format: str = "Answer {n}:\n{text}"

@@ -1,4 +1,4 @@
-"""Schema of the `serve` group: the OpenAI-compatible endpoint (trinity.serve.settings.ServeSettings)."""
+"""The `serve` group: the OpenAI-compatible endpoint; frozen, and read as it is by trinity.serve (ServeSettings\nholds it beside the role policy it derives)."""
 
 from __future__ import annotations
 
@@ -10,20 +10,20 @@ from trinity.config_schema.fields import number
 from trinity.errors import ConfigError
 
 
-@dataclass
+@dataclass(frozen=True)
 class ServeLimits:
     max_turns: Optional[int] = number(None, gt=0)       # null: protocol.max_turns
     max_tokens: int = number(1024, gt=0)
     max_cost_usd: Optional[float] = number(None, gt=0)
 
 
-@dataclass
+@dataclass   # not frozen: OmegaConf cannot merge onto frozen values of a Dict field
 class RoleAccess:
     allow: Optional[List[str]] = None     # null: every pool model
     deny: List[str] = field(default_factory=list)
 
 
-@dataclass
+@dataclass(frozen=True)
 class ServeConfig:
     host: str = "127.0.0.1"
     port: int = number(8700, ge=0, le=65535)

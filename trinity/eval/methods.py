@@ -23,7 +23,7 @@ from typing import Any, Callable
 from trinity.contracts import ROUTING_MODES, Router
 from trinity.errors import ConfigError
 from trinity.eval.episode_functions import EpisodeFn
-from trinity.eval.moa import MoAPrompts, moa_episode
+from trinity.eval.moa import moa_episode, moa_prompts
 from trinity.routers.registry import ROUTER_CLS
 
 
@@ -130,7 +130,7 @@ def _random(arg, ctx: MethodContext) -> Method:
 
 def _moa(arg, ctx: MethodContext) -> Method:
     idx = _agent(arg, ctx, "moa") if arg else ctx.strongest
-    episode = moa_episode(idx, MoAPrompts.from_cfg(ctx.moa))
+    episode = moa_episode(idx, moa_prompts(ctx.moa))
     return Method(f"moa:{ctx.agents[idx]}", lambda c: None, episode=episode)
 
 

@@ -14,7 +14,6 @@ Prompts live in config (`eval.moa`), so they can be changed without code.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
 from typing import Any
 
 from trinity.episodes.protocol import (ChatPool, Grader, SharedMessage, fill, sample_index_for,
@@ -28,23 +27,18 @@ from trinity.pool.types import CallResult
 from trinity.tasks.types import TaskItem
 
 AGGREGATOR_ROLE = "aggregator"
-@dataclass(frozen=True)
-class MoAPrompts:
-    aggregator_system: str
-    aggregator_format: str     # {query}: the task prompt, {proposals}: the numbered proposals
-    proposal_format: str       # {n}: 1-based number, {text}: the proposal ({model} also available)
+def moa_prompts(cfg: Any) -> MoA:
+    """The prompts of `cfg.eval.moa` (absent keys at the schema's defaults); a missing key or placeholder is a
+    ConfigError naming the key."""
+    return section(cfg, MoA, "eval.moa")
 
-    @classmethod
-    def from_cfg(cls, cfg: Any) -> "MoAPrompts":
-        """From `cfg.eval.moa`; a missing key or placeholder names the config key (the schema's checks)."""
-        moa = section(cfg, MoA, "eval.moa")
-        return cls(moa.aggregator_system, moa.aggregator_format, moa.proposal_format)
 
-    def aggregator_messages(self, query: str, proposals: list[tuple[str, str]]) -> list[dict[str, str]]:
-        joined = "\n\n".join(fill(self.proposal_format, n=str(i + 1), model=model, text=text.strip())
-                             for i, (model, text) in enumerate(proposals))
-        return [{"role": "system", "content": self.aggregator_system},
-                {"role": "user", "content": fill(self.aggregator_format, query=query, proposals=joined)}]
+def aggregator_messages(prompts: MoA, query: str, proposals: list[tuple[str, str]]) -> list[dict[str, str]]:
+    """The aggregator's request: its system prompt, and the task with the numbered (model, text) proposals."""
+    joined = "\n\n".join(fill(prompts.proposal_format, n=str(i + 1), model=model, text=text.strip())
+                         for i, (model, text) in enumerate(proposals))
+    return [{"role": "system", "content": prompts.aggregator_system},
+            {"role": "user", "content": fill(prompts.aggregator_format, query=query, proposals=joined)}]
 
 
 def _turn(index: int, agents: list[str], agent_index: int, role: str, sample_index: int, result: CallResult,
@@ -57,7 +51,7 @@ def _turn(index: int, agents: list[str], agent_index: int, role: str, sample_ind
                 finish_reason=result.finish_reason)
 
 
-def moa_episode(aggregator: int, prompts: MoAPrompts) -> EpisodeFn:
+def moa_episode(aggregator: int, prompts: MoA) -> EpisodeFn:
     """The episode function of Mixture-of-Agents with pool model `aggregator` merging the proposals."""
 
     async def episode(item: TaskItem, pool: ChatPool, agents: list[str], protocol_cfg: Any,
@@ -84,7 +78,7 @@ def moa_episode(aggregator: int, prompts: MoAPrompts) -> EpisodeFn:
             return trace
 
         second = sample_index_for(item.uid, episode_id.repeat, 1)
-        result = await pool.chat(agents[aggregator], prompts.aggregator_messages(item.prompt, proposals),
+        result = await pool.chat(agents[aggregator], aggregator_messages(prompts, item.prompt, proposals),
                                  sample_index=second, max_tokens=cap, temperature=cfg.temperature)
         trace.turns.append(_turn(len(agents), agents, aggregator, AGGREGATOR_ROLE, second, result,
                                  cfg.record_replies))

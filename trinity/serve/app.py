@@ -108,8 +108,8 @@ async def _client_gone(receive: Callable) -> None:
 
 def create_app(settings: ServeSettings, runner: EpisodeRunner, *, metrics: Metrics | None = None,
                on_shutdown: Callable[[], Any] | None = None) -> FastAPI:
-    admission = Admission(settings.max_concurrency, settings.max_queue, settings.queue_timeout_s,
-                          settings.retry_after_s)
+    admission = Admission(settings.config.max_concurrency, settings.config.max_queue, settings.config.queue_timeout_s,
+                          settings.config.retry_after_s)
     metrics = metrics or Metrics()
     metrics.in_flight = lambda: admission.in_flight
     metrics.queued = lambda: admission.waiting
@@ -164,8 +164,8 @@ def create_app(settings: ServeSettings, runner: EpisodeRunner, *, metrics: Metri
         return waited
 
     def models_entry() -> dict:
-        return {"id": settings.model_name, "object": "model", "created": 0, "owned_by": "trinity",
-                "trinity": {"pool": runner.agents, "routing": settings.routing,
+        return {"id": settings.config.model_name, "object": "model", "created": 0, "owned_by": "trinity",
+                "trinity": {"pool": runner.agents, "routing": settings.config.routing,
                             "roles": settings.policy.to_dict(), "max_turns": settings.max_turns}}
 
     @app.get("/v1/models")
@@ -176,7 +176,7 @@ def create_app(settings: ServeSettings, runner: EpisodeRunner, *, metrics: Metri
     @app.get("/v1/models/{model_id}")
     async def model(model_id: str, request: Request) -> dict:
         check_bearer(request.headers, token)
-        if model_id != settings.model_name:
+        if model_id != settings.config.model_name:
             raise RequestError(404, f"the model '{model_id}' does not exist", param="model", code="model_not_found")
         return models_entry()
 
@@ -189,7 +189,7 @@ def create_app(settings: ServeSettings, runner: EpisodeRunner, *, metrics: Metri
     async def chat_request(request: Request) -> schema.ChatRequest:
         """The checked chat completions body of `request` (bearer token, size limit, JSON, fields)."""
         check_bearer(request.headers, token)
-        raw = await read_body(request.headers, request.stream(), settings.max_request_bytes)
+        raw = await read_body(request.headers, request.stream(), settings.config.max_request_bytes)
         try:
             body = json.loads(raw)
         except ValueError as e:
@@ -206,7 +206,7 @@ def create_app(settings: ServeSettings, runner: EpisodeRunner, *, metrics: Metri
             decided = await runner.route(chat)
         finally:
             admission.leave()
-        return JSONResponse({"object": "trinity.route", "model": settings.model_name, "turn": 0,
+        return JSONResponse({"object": "trinity.route", "model": settings.config.model_name, "turn": 0,
                              "pool": runner.agents, **decided.to_dict()})
 
     @app.post("/v1/chat/completions")
@@ -214,7 +214,7 @@ def create_app(settings: ServeSettings, runner: EpisodeRunner, *, metrics: Metri
         chat = await chat_request(request)
         waited = await admit(request)
         request_id = f"chatcmpl-{uuid.uuid4().hex}"
-        if settings.log_prompts:
+        if settings.config.log_prompts:
             log.info("%s prompt: %s", request_id, chat.prompt)
         if chat.stream:
             return SlotStreamingResponse(_stream(chat, request_id, waited), admission.leave,
@@ -229,19 +229,19 @@ def create_app(settings: ServeSettings, runner: EpisodeRunner, *, metrics: Metri
         failure = _failure(result)
         if failure is not None:
             return _error_response(failure)
-        return JSONResponse(schema.completion(request_id, settings.model_name, result.answer or "", result.trace))
+        return JSONResponse(schema.completion(request_id, settings.config.model_name, result.answer or "", result.trace))
 
     async def _stream(chat: schema.ChatRequest, request_id: str, waited: float) -> AsyncIterator[str]:
         created = int(time.time())
         queue: asyncio.Queue = asyncio.Queue()
         task = asyncio.create_task(runner.run(chat, request_id, on_event=queue.put_nowait))
         task.add_done_callback(lambda _t: queue.put_nowait(_DONE))
-        name = settings.model_name
+        name = settings.config.model_name
         try:
             yield _sse(schema.chunk(request_id, name, created, delta={"role": "assistant", "content": ""}))
             while True:
                 try:
-                    event = await asyncio.wait_for(queue.get(), timeout=settings.keepalive_s)
+                    event = await asyncio.wait_for(queue.get(), timeout=settings.config.keepalive_s)
                 except asyncio.TimeoutError:
                     yield ": keep-alive\n\n"
                     continue

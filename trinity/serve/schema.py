@@ -123,10 +123,10 @@ def parse_chat_request(body: Any, settings: ServeSettings) -> ChatRequest:
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise _bad("'model' is required", "model", "missing_required_parameter")
-    if model != settings.model_name:
-        raise RequestError(404, f"the model '{model}' does not exist; this server serves '{settings.model_name}'",
+    if model != settings.config.model_name:
+        raise RequestError(404, f"the model '{model}' does not exist; this server serves '{settings.config.model_name}'",
                            param="model", code="model_not_found")
-    prompt = render_prompt(body.get("messages"), settings.max_messages)
+    prompt = render_prompt(body.get("messages"), settings.config.max_messages)
     stream = body.get("stream", False)
     if stream is None:
         stream = False
@@ -137,9 +137,9 @@ def parse_chat_request(body: Any, settings: ServeSettings) -> ChatRequest:
         raise _bad("'stream_options' must be an object", "stream_options", "invalid_type")
     n = _int_field(body, "n", 1, 1)
     del n  # one episode, one choice
-    max_tokens = _int_field(body, "max_completion_tokens", 1, settings.max_tokens)
+    max_tokens = _int_field(body, "max_completion_tokens", 1, settings.config.limits.max_tokens)
     if max_tokens is None:
-        max_tokens = _int_field(body, "max_tokens", 1, settings.max_tokens)
+        max_tokens = _int_field(body, "max_tokens", 1, settings.config.limits.max_tokens)
     temperature = body.get("temperature")
     if temperature is not None:
         if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not 0 <= temperature <= 2:
@@ -164,8 +164,8 @@ def _overrides(value: Any, settings: ServeSettings) -> dict[str, Any]:
     if cost is not None:
         if isinstance(cost, bool) or not isinstance(cost, (int, float)) or cost <= 0:
             raise _bad("'trinity.max_cost_usd' must be a number > 0", "trinity.max_cost_usd")
-        if settings.max_cost_usd is not None and cost > settings.max_cost_usd:
-            raise _bad(f"'trinity.max_cost_usd' must be <= {settings.max_cost_usd}", "trinity.max_cost_usd")
+        if settings.config.limits.max_cost_usd is not None and cost > settings.config.limits.max_cost_usd:
+            raise _bad(f"'trinity.max_cost_usd' must be <= {settings.config.limits.max_cost_usd}", "trinity.max_cost_usd")
         cost = float(cost)
     quality = value.get("quality")
     if quality is not None:
@@ -174,7 +174,7 @@ def _overrides(value: Any, settings: ServeSettings) -> dict[str, Any]:
         if not settings.frontier:
             raise _bad("'trinity.quality' picks a head of a cost-quality frontier; this server serves one "
                        "coordinator (start it with --frontier)", "trinity.quality", "unsupported_parameter")
-    routing = value.get("routing", settings.routing)
+    routing = value.get("routing", settings.config.routing)
     if routing not in ROUTING_MODES:
         raise _bad(f"'trinity.routing' must be one of {', '.join(ROUTING_MODES)}", "trinity.routing")
     lists = {}
@@ -192,7 +192,7 @@ def _overrides(value: Any, settings: ServeSettings) -> dict[str, Any]:
     except PolicyError as e:
         raise _bad(e.message, e.key) from None
     return {"max_turns": max_turns or settings.max_turns,
-            "max_cost_usd": cost if cost is not None else settings.max_cost_usd,
+            "max_cost_usd": cost if cost is not None else settings.config.limits.max_cost_usd,
             "routing": routing, "policy": policy, "quality": quality}
 
 

@@ -62,23 +62,23 @@ def build_app(cfg: DictConfig, coordinator_path: str | os.PathLike | None = None
 
         served = ServedFrontier.load(frontier)
         settings = dataclasses.replace(settings, frontier=True)
-        if served.routing != settings.routing:
+        if served.routing != settings.config.routing:
             import logging
 
             logging.getLogger("trinity.serve").warning(
                 "the frontier's figures were measured with %s routing; serve.routing is %s, so the heads' real "
-                "costs and rewards may differ from frontier.json", served.routing, settings.routing)
+                "costs and rewards may differ from frontier.json", served.routing, settings.config.routing)
         coordinator_path = served.heads[0].file
     coordinator, params = load_coordinator(coordinator_file(Path(coordinator_path)), cfg, backbone=backbone)
     own_pool = pool is None
     if own_pool:
-        cache_path = Path(cfg.paths.cache) / "responses.sqlite" if settings.response_cache != "off" else None
-        pool = pool_client(cfg, cache_path=cache_path, cache_mode=settings.response_cache)
+        cache_path = Path(cfg.paths.cache) / "responses.sqlite" if settings.config.response_cache != "off" else None
+        pool = pool_client(cfg, cache_path=cache_path, cache_mode=settings.config.response_cache)
 
     def runner_for(head_params) -> EpisodeRunner:
         return EpisodeRunner(pool, [str(m) for m in cfg.pool.models], cfg.protocol,
-                             coordinator.router_for(head_params, mode=settings.routing), root_seed=int(cfg.seed),
-                             answer_first=settings.answer_first)
+                             coordinator.router_for(head_params, mode=settings.config.routing), root_seed=int(cfg.seed),
+                             answer_first=settings.config.answer_first)
 
     if registry is not None:
         from trinity.serve.registry_runner import RegistryRunner
@@ -137,7 +137,7 @@ def serve(cfg: DictConfig, coordinator_path: str | os.PathLike | None = None, *,
     else:
         check_saved_pool(cfg, coordinator_path)
     local = local_servers(cfg.pool, model_cache=cfg.paths.model_cache)  # a pool config error, too, before the port is taken
-    with contextlib.closing(reserve_port(settings.host, settings.port)) as sock:
+    with contextlib.closing(reserve_port(settings.config.host, settings.config.port)) as sock:
         with local if local is not None else contextlib.nullcontext():  # stops only the servers it started
             app = build_app(cfg, coordinator_path, frontier=frontier, registry=registry)
             log = logging.getLogger("trinity.serve")  # one line per episode: id, end reason, turns, tokens, cost
@@ -146,10 +146,10 @@ def serve(cfg: DictConfig, coordinator_path: str | os.PathLike | None = None, *,
                 handler.setFormatter(logging.Formatter("%(levelname)s:     %(name)s %(message)s"))
                 log.addHandler(handler)
                 log.setLevel(logging.INFO)
-            server = DrainingServer(app, host=settings.host, port=settings.port, log_level="info", access_log=True)
+            server = DrainingServer(app, host=settings.config.host, port=settings.config.port, log_level="info", access_log=True)
             # uvicorn names the address only for sockets it binds itself
-            host = f"[{settings.host}]" if ":" in settings.host else settings.host
-            log.info("serving '%s' on http://%s:%d/v1", settings.model_name, host, sock.getsockname()[1])
+            host = f"[{settings.config.host}]" if ":" in settings.config.host else settings.config.host
+            log.info("serving '%s' on http://%s:%d/v1", settings.config.model_name, host, sock.getsockname()[1])
             try:
                 server.run(sockets=[sock])
             except KeyboardInterrupt:  # Ctrl-C is how a person stops it: no traceback (as uvicorn.run)
@@ -161,7 +161,7 @@ class DrainingServer(uvicorn.Server):
     app's serve.drain_timeout_s."""
 
     def __init__(self, app: Any, **config: Any):
-        super().__init__(uvicorn.Config(app, timeout_graceful_shutdown=app.state.settings.drain_timeout_s, **config))
+        super().__init__(uvicorn.Config(app, timeout_graceful_shutdown=app.state.settings.config.drain_timeout_s, **config))
         self.admission = app.state.admission
 
     async def shutdown(self, sockets: Any = None) -> None:

@@ -73,26 +73,11 @@ def _agent(index: Mapping[str, int], name: Any, key: str) -> int:
 
 @dataclass(frozen=True)
 class ServeSettings:
-    host: str
-    port: int
-    model_name: str
-    routing: str
-    auth_token_env: str | None
-    max_concurrency: int         # episodes at once
-    max_queue: int               # requests waiting for a slot
-    queue_timeout_s: float       # the longest one waits
-    drain_timeout_s: float       # on SIGTERM: how long the episodes in flight may take to finish
-    retry_after_s: int
-    max_request_bytes: int
-    max_messages: int
-    response_cache: str
-    keepalive_s: float
-    log_prompts: bool
-    answer_first: bool           # never the Verifier before a Worker has answered
-    max_turns: int               # bound of a request's max_turns (and the default K)
-    max_tokens: int              # bound of a request's max_tokens
-    max_cost_usd: float | None   # per-request cost cap (default and bound)
-    policy: RolePolicy
+    """What the endpoint runs with: the `serve` section itself (the schema's frozen object: host, port,
+    admission, limits, ...) and what it derives from the rest of the config."""
+    config: ServeConfig
+    policy: RolePolicy           # which pool models may take each role
+    max_turns: int               # bound of a request's max_turns (and the default K): serve.limits, else protocol
     frontier: bool = False       # serving a cost-quality frontier (--frontier): requests may pick a head
 
     @classmethod
@@ -107,30 +92,21 @@ class ServeSettings:
                 {r: s.roles[r].deny if r in s.roles else [] for r in ROLES}, where="serve.roles")
         except PolicyError as e:
             raise ConfigError(f"config key '{e.key}': {e.message}") from None
-        limits = s.limits
-        return cls(
-            host=s.host, port=s.port, model_name=s.model_name, routing=s.routing.value,
-            auth_token_env=s.auth_token_env or None, max_concurrency=s.max_concurrency, max_queue=s.max_queue,
-            queue_timeout_s=float(s.queue_timeout_s), drain_timeout_s=float(s.drain_timeout_s),
-            retry_after_s=s.retry_after_s, max_request_bytes=s.max_request_bytes, max_messages=s.max_messages,
-            response_cache=s.response_cache.value, keepalive_s=float(s.keepalive_s), log_prompts=s.log_prompts,
-            answer_first=s.answer_first,
-            max_turns=limits.max_turns if limits.max_turns is not None else int(cfg.protocol.max_turns),
-            max_tokens=limits.max_tokens,
-            max_cost_usd=float(limits.max_cost_usd) if limits.max_cost_usd is not None else None,
-            policy=policy,
-        )
+        max_turns = s.limits.max_turns if s.limits.max_turns is not None else int(cfg.protocol.max_turns)
+        return cls(config=s, policy=policy, max_turns=max_turns)
 
     def token(self) -> str | None:
         """The bearer token from the environment (None: no authentication)."""
-        return os.environ.get(self.auth_token_env) or None if self.auth_token_env else None
+        env = self.config.auth_token_env
+        return os.environ.get(env) or None if env else None
 
     def check_exposure(self) -> None:
         """Refuse to listen beyond loopback without a token."""
-        if not is_loopback(self.host) and self.token() is None:
+        host = self.config.host
+        if not is_loopback(host) and self.token() is None:
             raise ConfigError(
-                f"config key 'serve.host' is {self.host!r}, which is not loopback: set "
-                f"${self.auth_token_env or 'TRINITY_SERVE_TOKEN'} (serve.auth_token_env) to require a bearer token")
+                f"config key 'serve.host' is {host!r}, which is not loopback: set "
+                f"${self.config.auth_token_env or 'TRINITY_SERVE_TOKEN'} (serve.auth_token_env) to require a bearer token")
 
 
 def is_loopback(host: str) -> bool:
