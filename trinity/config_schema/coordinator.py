@@ -29,7 +29,7 @@ class Svf:
 
 @dataclass
 class Features:
-    normalize: FeatureNormalize = FeatureNormalize.none
+    normalize: FeatureNormalize = FeatureNormalize.none   # a params.yaml from before this key: raw features
 
 
 def parse_max_padding(value: object) -> str | float | None:
@@ -50,7 +50,7 @@ def parse_max_padding(value: object) -> str | float | None:
 @dataclass
 class FeatureCache:
     memory_items: int = number(4096, ge=0)
-    disk: bool = False
+    disk: bool = True
     prefix_tokens: int = number(32768, ge=0)
     max_wait_ms: float = number(2, ge=0)
     max_batch: int = number(16, gt=0)
@@ -63,7 +63,7 @@ class FeatureCache:
 @dataclass
 class CoordinatorConfig:
     backbone: Backbone = field(default_factory=Backbone)
-    roles: Optional[List[str]] = None      # null: all three
+    roles: Optional[List[str]] = field(default_factory=lambda: ["worker", "thinker", "verifier"])   # null: all three
     token_position: int = -2
     svf: Svf = field(default_factory=Svf)
     routing: RoutingMode = RoutingMode.sample

@@ -32,11 +32,12 @@ class MoA:
 
 @dataclass
 class EvalConfig:
-    methods: List[str] = field(default_factory=lambda: ["trinity", "random", "single_worker"])
-    items_per_suite: Optional[int] = number(None, gt=0)   # null: every test item
+    methods: List[str] = field(default_factory=lambda: ["trinity", "trinity:argmax", "single_worker", "role_select",
+                                                        "random", "loop", "moa", "ablations"])
+    items_per_suite: Optional[int] = number(50, gt=0)     # null: every test item
     repeats: int = number(1, gt=0)
     bootstrap_samples: int = number(2000, gt=0)
     min_items: int = number(20, gt=0)                     # below it a verdict says "too few items"
     suites: Optional[List[str]] = None                    # null: tasks.train + tasks.transfer
-    sets: List[EvalSet] = field(default_factory=lambda: [EvalSet.test])
+    sets: List[EvalSet] = field(default_factory=lambda: [EvalSet.validation, EvalSet.test])
     moa: MoA = field(default_factory=MoA)

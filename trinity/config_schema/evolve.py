@@ -29,8 +29,8 @@ class Fitness:
 
 @dataclass
 class Validation:
-    every: Optional[int] = number(None, ge=0)   # validate the mean every N generations; null/0: at the end
-    n_items: int = number(32, gt=0)
+    every: Optional[int] = number(5, ge=0)      # validate the mean every N generations; null/0: at the end
+    n_items: int = number(64, gt=0)
     # which validated mean is kept (trinity.evolve.selection): max (the paper) | paired_gain | one_se; the last
     # two ask for a gain beyond `margin` standard errors of the paired per-item differences
     select: ValidationSelect = ValidationSelect.max

@@ -11,9 +11,9 @@ from trinity.errors import ConfigError
 
 @dataclass
 class Splits:
-    train: float = number(0.4, ge=0, le=1)
+    train: float = number(0.6, ge=0, le=1)
     validation: float = number(0.2, ge=0, le=1)
-    test: float = number(0.4, ge=0, le=1)
+    test: float = number(0.2, ge=0, le=1)
 
     def check(self, key: str) -> None:
         total = self.train + self.validation + self.test
