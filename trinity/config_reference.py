@@ -138,6 +138,8 @@ def _show(value: Any) -> str:
         return "null"
     if isinstance(value, bool):
         return str(value).lower()
+    if isinstance(value, list):
+        return "[" + ", ".join(_show(v) for v in value) + "]"
     if isinstance(value, str) and len(value) > 40:
         return value[:37].replace("\n", " ") + "..."
     return str(value).replace("\n", " ")
