@@ -69,7 +69,8 @@ def test_a_promoted_champion_is_served_without_a_restart_and_in_flight_requests_
         slow: dict = {}
         started = threading.Thread(target=lambda: slow.update(ask(server, "REQ-slow")))
         started.start()
-        time.sleep(0.3)                       # the slow request (4 calls x 0.4 s) is in flight on v1
+        # the slow request (4 calls x 0.4 s) has reached the pool: it is in flight on v1
+        wait_for(lambda: any(r.json and tag_of(r.json) == "REQ-slow" for r in stub.requests))
         reg.promote(v2.name, "better")
         wait_for(lambda: ask(server, "REQ-b")["model_version"] == "v2")
         assert started.is_alive(), "the slow request should still be in flight after the swap"
