@@ -189,7 +189,7 @@ def evaluate(cfg: DictConfig, dest: Path, heads: dict[str, float], *, on_work=No
 
     ctx = RolloutContext.get(cfg)
     mode = routing_mode(cfg)
-    mctx = registry.MethodContext(agents=ctx.agents, strongest=0, moa=OmegaConf.select(cfg, "eval.moa"))
+    mctx = registry.MethodContext(agents=ctx.agents, strongest=0, moa=group(cfg, "eval").moa)
     methods = []
     for name in heads:
         params = evaluate_stage.load_checked_params(ctx.coordinator, evaluate_stage.coordinator_file(dest / name))

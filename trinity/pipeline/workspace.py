@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import Iterable, Mapping
 
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, open_dict
 
 from trinity.errors import ConfigError
 from trinity.config_schema import group
@@ -56,7 +56,7 @@ def output_paths(cfg: DictConfig, stages: Iterable[str], folder: str | os.PathLi
     keys = sorted({k for s in stages for k in STAGE_OUTPUTS[s]})
     out = {}
     for key in keys:
-        value = OmegaConf.select(cfg, f"paths.{key}")
+        value = getattr(group(cfg, "paths"), key)
         if value is None:
             raise ConfigError(f"config key 'paths.{key}' is missing")
         rel = Path(str(value))
@@ -88,7 +88,7 @@ def earlier_outputs(cfg: DictConfig, label: str, key: str, *, exclude: str | os.
     at most `newest`, only those that hold it), then the pipeline's own `paths.<key>`: where a recurring
     run looks for what it need not compute again. `exclude`: this run's own place."""
     root = Path(group(cfg, "paths").ad_hoc_runs)
-    value = OmegaConf.select(cfg, f"paths.{key}")
+    value = getattr(group(cfg, "paths"), key)
     if value is None:
         raise ConfigError(f"config key 'paths.{key}' is missing")
     rel = Path(str(value))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from trinity.config_schema import group
 from trinity.contracts import ROLES
@@ -35,9 +35,10 @@ def resolve_popsize(cfg: DictConfig, n_agents: int, notes: set[str]) -> int:
     """evolve.popsize, or ceil(4 + 3 ln n) as the strategy computes it from the parameter count."""
     from trinity.evolve.strategies import default_popsize
 
-    if cfg.evolve.get("popsize") is not None:
-        return int(cfg.evolve.popsize)
-    arch = backbone_arch(cfg.coordinator.backbone, OmegaConf.select(cfg, "paths.model_cache"))
+    popsize = group(cfg, "evolve").popsize
+    if popsize is not None:
+        return int(popsize)
+    arch = backbone_arch(cfg.coordinator.backbone, group(cfg, "paths").model_cache)
     if arch is None:
         arch = {"hidden_size": ASSUMED_HIDDEN}
         notes.add(f"popsize: backbone {cfg.coordinator.backbone.id} unknown here; hidden size {ASSUMED_HIDDEN} assumed")
