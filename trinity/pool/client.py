@@ -1,6 +1,6 @@
 """PoolClient: one async client for every pool model (OpenAI chat-completions protocol over httpx).
 
-The client is a façade over a stack of layers that share one `send(ChatRequest) -> ChatOutcome` protocol
+The client is a facade over a stack of layers that share one `send(ChatRequest) -> ChatOutcome` protocol
 (trinity.pool.chat_layer), top to bottom:
 
 - the recording replay (trinity.pool.replay_layer), with pool=recorded; else
