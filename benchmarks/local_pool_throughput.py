@@ -40,8 +40,8 @@ import httpx
 from omegaconf import OmegaConf
 
 from trinity import config
-from trinity.pool.client import _cached_prompt_tokens
 from trinity.assembly.local_pool import LocalPool
+from trinity.pool.responses import cached_prompt_tokens
 
 PROMPTS = [
     "Write a Python function that returns the n-th Fibonacci number iteratively.",
@@ -156,7 +156,7 @@ async def _phase(ports: dict[str, int], body: Body, requests: int, count: Callab
             await done.wait()
             await asyncio.gather(*fillers)
             prompts = [int((r.get("usage") or {}).get("prompt_tokens") or 0) for r in replies]
-            cached = sum(_cached_prompt_tokens(r, p) for r, p in zip(replies, prompts))
+            cached = sum(cached_prompt_tokens(r, p) for r, p in zip(replies, prompts))
             return name, Sample(sum(count(r) for r in replies), sum(prompts), cached, span)
 
         return dict(await asyncio.gather(*(model(n, p) for n, p in ports.items())))

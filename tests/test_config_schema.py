@@ -80,13 +80,15 @@ def test_the_composed_config_is_left_as_written():
 def test_sections_fill_absent_keys_from_the_schema_and_readers_use_them():
     from trinity.evolve.fitness import FitnessWeights
     from trinity.pool.budget import Budget
-    from trinity.pool.client import RetryPolicy
+    from trinity.pool.client import PoolClient
 
-    assert dataclasses.asdict(RetryPolicy.from_config(None)) == dataclasses.asdict(Retry())
-    assert RetryPolicy.from_config({"max_retries": 9}).max_retries == 9
-    assert RetryPolicy() == RetryPolicy.from_config({})
+    assert dataclasses.asdict(section(None, Retry, "pool.retry")) == dataclasses.asdict(Retry())
+    assert section({"max_retries": 9}, Retry, "pool.retry").max_retries == 9
+    models = {"m": {"model_id": "m", "base_url": "http://127.0.0.1:9/v1", "provider": "llamacpp"}}
+    assert PoolClient.from_config({"models": models}).retry == Retry()
+    assert PoolClient.from_config({"models": models, "retry": {"max_retries": 9}}).retry.max_retries == 9
     with pytest.raises(ConfigError, match=r"pool\.retry\.jitter"):
-        RetryPolicy.from_config({"jitter": 2})
+        PoolClient.from_config({"models": models, "retry": {"jitter": 2}})
     assert FitnessWeights.from_cfg({}) == FitnessWeights()
     with pytest.raises(ConfigError, match=r"evolve\.fitness\.cost_unit"):
         FitnessWeights.from_cfg({"cost_unit": "euro"})

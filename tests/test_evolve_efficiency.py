@@ -21,7 +21,7 @@ from trinity.evolve.efficiency import (PoolWork, Throughput, efficiency, episode
                                        model_throughput, pool_throughputs, pool_work)
 from trinity.evolve.tables import episode_row
 from trinity.pipeline.items import generation_items, train_items_mode
-from trinity.pool.client import _cached_prompt_tokens, _parse_completion
+from trinity.pool.responses import cached_prompt_tokens, parse_completion
 from trinity.pool.types import CallResult
 from trinity.tasks.types import TaskItem
 
@@ -45,11 +45,11 @@ def _reply(usage: dict | None = None, **extra) -> bytes:
 
 
 def test_cached_prompt_tokens_from_usage_details_or_llamacpp_timings():
-    assert _parse_completion(_reply(usage={"prompt_tokens_details": {"cached_tokens": 64}})).cached_prompt_tokens == 64
-    assert _parse_completion(_reply(timings={"cache_n": 40, "prompt_n": 60})).cached_prompt_tokens == 40
+    assert parse_completion(_reply(usage={"prompt_tokens_details": {"cached_tokens": 64}})).cached_prompt_tokens == 64
+    assert parse_completion(_reply(timings={"cache_n": 40, "prompt_n": 60})).cached_prompt_tokens == 40
     both = _reply(usage={"prompt_tokens_details": {"cached_tokens": 64}}, timings={"cache_n": 40})
-    assert _parse_completion(both).cached_prompt_tokens == 64  # the OpenAI field first
-    assert _parse_completion(_reply()).cached_prompt_tokens == 0
+    assert parse_completion(both).cached_prompt_tokens == 64  # the OpenAI field first
+    assert parse_completion(_reply()).cached_prompt_tokens == 0
 
 
 @pytest.mark.parametrize("data", [
@@ -63,12 +63,12 @@ def test_cached_prompt_tokens_from_usage_details_or_llamacpp_timings():
     {"usage": None, "timings": None},
 ])
 def test_garbage_cached_tokens_count_as_zero(data):
-    assert _cached_prompt_tokens(data, 100) == 0
+    assert cached_prompt_tokens(data, 100) == 0
 
 
 def test_cached_tokens_never_exceed_the_prompt():
-    assert _cached_prompt_tokens({"timings": {"cache_n": 500}}, 100) == 100
-    reply = _parse_completion(_reply(usage={"prompt_tokens_details": {"cached_tokens": "30"}}))
+    assert cached_prompt_tokens({"timings": {"cache_n": 500}}, 100) == 100
+    reply = parse_completion(_reply(usage={"prompt_tokens_details": {"cached_tokens": "30"}}))
     assert (reply.prompt_tokens, reply.cached_prompt_tokens) == (100, 30)
 
 

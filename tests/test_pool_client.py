@@ -14,12 +14,14 @@ from omegaconf import OmegaConf
 from pool_stub import Reply, StubServer, completion, error, scripted, stub_pool_cfg
 from trinity.errors import ConfigError, TrinityError
 from trinity.pool.budget import Budget
-from trinity.pool.client import PoolClient, RetryPolicy, parse_retry_after
+from trinity.config_schema.pool import Retry
+from trinity.pool.client import PoolClient
 from trinity.pool.errors import MissingApiKeyError, PoolConfigError, UnknownModelError
 from trinity.pool.providers import PROVIDERS
+from trinity.pool.retry import backoff_delay_s, parse_retry_after
 
 REPO = Path(__file__).resolve().parents[1]
-FAST_RETRY = RetryPolicy(max_retries=3, backoff_base_s=0.01, backoff_max_s=0.05)
+FAST_RETRY = Retry(max_retries=3, backoff_base_s=0.01, backoff_max_s=0.05)
 USER = [{"role": "user", "content": "What is 2+2?"}]
 
 
@@ -144,8 +146,8 @@ def test_retry_after_forms():
     date = time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(now + 30))
     assert parse_retry_after({"retry-after": date}, now=now) == pytest.approx(30, abs=1.5)
     assert parse_retry_after({"retry-after": "soon"}) is None and parse_retry_after({}) is None
-    policy = RetryPolicy(retry_after_max_s=5)
-    assert policy.delay_s(0, 600.0, __import__("random").Random(0)) == 5
+    policy = Retry(retry_after_max_s=5)
+    assert backoff_delay_s(policy, 0, 600.0, __import__("random").Random(0)) == 5
 
 
 def test_500s_then_success():
@@ -156,7 +158,7 @@ def test_500s_then_success():
 
 def test_retries_exhausted_is_a_failed_result_not_an_exception():
     with StubServer(lambda body: error(503, "overloaded")) as server:
-        client = client_for(server, retry=RetryPolicy(max_retries=2, backoff_base_s=0.01))
+        client = client_for(server, retry=Retry(max_retries=2, backoff_base_s=0.01))
         result = chat_once(client)
     assert not result.ok and result.text == "" and result.error_kind == "ServerError"
     assert "503" in result.error and "overloaded" in result.error and "after 2 retries" in result.error
@@ -167,7 +169,7 @@ def test_retries_exhausted_is_a_failed_result_not_an_exception():
 @pytest.mark.parametrize("status,kind", [(408, "RequestTimeoutError"), (409, "ConflictError")])
 def test_408_and_409_are_retried(status, kind):
     with StubServer(lambda body: error(status)) as server:
-        result = chat_once(client_for(server, retry=RetryPolicy(max_retries=1, backoff_base_s=0.01)))
+        result = chat_once(client_for(server, retry=Retry(max_retries=1, backoff_base_s=0.01)))
     assert result.error_kind == kind and server.count == 2
 
 
@@ -182,7 +184,7 @@ def test_other_4xx_are_never_retried(status, kind):
 
 def test_hanging_response_times_out_and_is_retried():
     with StubServer(lambda body: Reply(hang=True)) as server:
-        client = client_for(server, sampling={"timeout_s": 0.3}, retry=RetryPolicy(max_retries=1, backoff_base_s=0.01))
+        client = client_for(server, sampling={"timeout_s": 0.3}, retry=Retry(max_retries=1, backoff_base_s=0.01))
         started = time.perf_counter()
         result = chat_once(client)
         elapsed = time.perf_counter() - started
@@ -217,7 +219,7 @@ def test_truncated_body_is_retried_then_succeeds():
 
 def test_always_truncated_body_fails_as_connection_error():
     with StubServer(lambda body: completion("x" * 200, truncate_at=30)) as server:
-        result = chat_once(client_for(server, retry=RetryPolicy(max_retries=1, backoff_base_s=0.01)))
+        result = chat_once(client_for(server, retry=Retry(max_retries=1, backoff_base_s=0.01)))
     assert not result.ok and result.error_kind == "PoolConnectionError" and server.count == 2
 
 
@@ -231,7 +233,7 @@ def test_connection_refused_is_a_failed_result():
     with socket.socket() as s:  # a port that was free a moment ago: nothing listens there
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    result = chat_once(client_for(f"http://127.0.0.1:{port}/v1", retry=RetryPolicy(max_retries=1, backoff_base_s=0.01)))
+    result = chat_once(client_for(f"http://127.0.0.1:{port}/v1", retry=Retry(max_retries=1, backoff_base_s=0.01)))
     assert not result.ok and result.error_kind == "PoolConnectionError" and result.retries == 1
 
 

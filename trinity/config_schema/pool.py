@@ -25,7 +25,7 @@ class Throughput:
 
 @dataclass
 class Retry:
-    """How failed calls are retried (trinity.pool.client.RetryPolicy); the defaults live here."""
+    """How failed calls are retried (trinity.pool.retry reads these values); the defaults live here."""
     max_retries: int = number(4, ge=0)
     backoff_base_s: float = number(0.5, ge=0)     # the first retry waits about this long, doubling each time
     backoff_max_s: float = number(30.0, ge=0)
