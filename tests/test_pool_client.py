@@ -418,9 +418,10 @@ def test_cancelled_leader_hands_over_to_a_waiting_identical_request(tmp_path):
         async def go():
             async with client:
                 leader = asyncio.create_task(client.chat("stub", USER))
-                await asyncio.sleep(0.05)
+                while server.in_flight == 0:     # the leader's request has reached the server
+                    await asyncio.sleep(0.005)
                 follower = asyncio.create_task(client.chat("stub", USER))
-                await asyncio.sleep(0.05)
+                await asyncio.sleep(0.05)        # the follower finds it in flight and waits on it
                 leader.cancel()
                 with pytest.raises(asyncio.CancelledError):
                     await leader
