@@ -176,4 +176,5 @@ def _message(e: Any, prefix: str) -> str:
     return f"config key '{full}': {text}"
 
 
-_GROUPS: dict[str, type] = {f: t for f, t in get_type_hints(TrinityConfig).items() if dataclasses.is_dataclass(t)}
+_GROUPS: dict[str, type] = {f: t for f, t in get_type_hints(TrinityConfig).items()
+                            if isinstance(t, type) and dataclasses.is_dataclass(t)}

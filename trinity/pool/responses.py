@@ -48,7 +48,7 @@ def cached_prompt_tokens(data: Mapping[str, Any], prompt_tokens: int) -> int:
     Anything missing or malformed counts as 0: this is a measurement, never a reason to fail a call."""
     for outer, inner in (("usage", "prompt_tokens_details"), ("timings", None)):
         try:
-            node = data.get(outer)
+            node: Any = data.get(outer)
             value = node.get(inner).get("cached_tokens") if inner else node.get("cache_n")
             if value is None or isinstance(value, bool):
                 continue

@@ -145,7 +145,8 @@ def _tail(path: str | Path, lines: int = 20) -> str:
 
 
 def _llamacpp_launch(pool: "LocalPool", spec: ServerSpec) -> tuple[list[str], str]:
-    path = model_path(spec.asset, pool.model_cache)  # may assemble the model: only when launching
+    cache = Path(pool.model_cache) if pool.model_cache else None
+    path = model_path(spec.asset, cache)  # may assemble the model: only when launching
     cmd = [
         sys.executable, "-m", "trinity.pool.llamacpp_worker",
         "--model-path", str(path), "--alias", spec.name, "--host", spec.host,

@@ -44,7 +44,7 @@ import sys
 import threading
 import time
 from concurrent.futures import Future
-from typing import Any, AsyncContextManager, AsyncIterator, Awaitable, Callable, Iterable, Mapping, Protocol
+from typing import Any, AsyncContextManager, AsyncIterator, Callable, Coroutine, Iterable, Mapping, Protocol
 
 from trinity.pool.budget import Budget, RunTotals, add_counts
 from trinity.pool.providers import ModelEndpoint
@@ -182,6 +182,7 @@ class DaskLimits:
             await self._await(self._budget_update(lambda run: run.spend(tokens, cost_usd)))
 
     async def _budget_update(self, change: Callable[[Budget], Any]) -> Any:
+        assert self.budget is not None   # the callers ask only with a budget
         limits = {key: getattr(self.budget, key) for key in _LIMIT_KEYS}
 
         def apply(ledger: dict) -> tuple[dict, Any]:
@@ -285,14 +286,14 @@ class DaskLimits:
             await variable.set(value)
         return result
 
-    def _start(self, coro: Awaitable) -> Future:
+    def _start(self, coro: Coroutine) -> Future:
         return asyncio.run_coroutine_threadsafe(coro, self._loop)
 
-    def _wait(self, coro: Awaitable) -> Any:
+    def _wait(self, coro: Coroutine) -> Any:
         """From synchronous code (never from the dask loop's own thread)."""
         return self._start(coro).result()
 
-    async def _await(self, coro: Awaitable) -> Any:
+    async def _await(self, coro: Coroutine) -> Any:
         """From the pool client's loop. Shielded: a caller cancelled half-way must not cut a locked update
         short (a lock lease the scheduler granted but nobody holds would stall the run until it expires)."""
         return await asyncio.shield(asyncio.wrap_future(self._start(coro)))

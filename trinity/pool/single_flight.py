@@ -50,7 +50,8 @@ class SingleFlightCache:
             try:
                 leader = await asyncio.shield(pending)
             except asyncio.CancelledError:
-                if asyncio.current_task().cancelling():  # we were cancelled ourselves
+                me = asyncio.current_task()
+                if me is not None and me.cancelling():  # we were cancelled ourselves
                     raise
                 continue  # the leader was cancelled: take over
             return ChatOutcome(_shared(leader, request.started), real=False)
