@@ -18,7 +18,7 @@ from trinity.config import compose
 from trinity.coordinator.head import RoutingHead
 from trinity.coordinator.saved import check_metadata, load_params, save_params
 from trinity.errors import ConfigError
-from trinity.pipeline import evaluate_stage
+from trinity.pipeline import evaluate_plan, evaluate_report, evaluate_stage
 from trinity.pipeline.rollouts import LoopThread, RolloutContext
 from trinity.contracts import ROLES
 from trinity.coordinator.router import CoordinatorRouter
@@ -232,20 +232,24 @@ def test_eval_sets_chooses_the_item_sets(monkeypatch):
     calls = []
     monkeypatch.setattr(item_sel, "validation_items", lambda c: calls.append("validation") or items("gsm8k", 2))
     monkeypatch.setattr(item_sel, "load_split", lambda c, suites, split: items(suites[0], 4))
-    both = evaluate_stage.eval_sets(compose(["experiment=local_live", "eval.sets=[validation,test]", "eval.items_per_suite=3"]))
+    both = evaluate_plan.eval_sets(compose(["experiment=local_live", "eval.sets=[validation,test]",
+                                            "eval.items_per_suite=3"]))
     assert {k: sum(map(len, v.values())) for k, v in both.items()} == {"validation": 2, "test": 3 * 4}
-    test_only = evaluate_stage.eval_sets(compose(["experiment=local_live", "eval.sets=[test]", "eval.items_per_suite=3"]))
+    test_only = evaluate_plan.eval_sets(compose(["experiment=local_live", "eval.sets=[test]",
+                                                 "eval.items_per_suite=3"]))
     assert test_only["validation"] == {} and calls == ["validation"]
     for bad in ("[]", "[train]"):
         with pytest.raises(ConfigError, match="eval.sets"):
-            evaluate_stage.set_names(compose(["experiment=local_live", f"eval.sets={bad}"]))
+            evaluate_plan.set_names(compose(["experiment=local_live", f"eval.sets={bad}"]))
 
 
 def test_what_a_configuration_leaves_out_is_listed_with_how_to_run_it():
-    lines = evaluate_stage.not_run(compose(["experiment=local_live", "ablations.enabled=false", "eval.methods=[trinity,random,single_worker]"]))
+    lines = evaluate_report.not_run(compose(["experiment=local_live", "ablations.enabled=false",
+                                             "eval.methods=[trinity,random,single_worker]"]))
     assert len(lines) == 2
     assert "ablations.enabled=false" in lines[0] and "`no_thinker`" in lines[0]
     assert all(f"`{m}`" in lines[1] for m in ("trinity:argmax", "role_select", "loop", "moa"))
     assert "`random`" not in lines[1] and "`ablations`" not in lines[1]
     everything = ["trinity", "trinity:argmax", "single_worker", "role_select", "random", "loop", "moa", "ablations"]
-    assert evaluate_stage.not_run(compose(["experiment=local_live", "ablations.enabled=true", f"eval.methods=[{','.join(everything)}]"])) == []
+    assert evaluate_report.not_run(compose(["experiment=local_live", "ablations.enabled=true",
+                                            f"eval.methods=[{','.join(everything)}]"])) == []

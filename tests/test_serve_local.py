@@ -55,5 +55,5 @@ def test_serve_over_the_local_pool_with_the_real_coordinator(tmp_path, monkeypat
             usage = [c.usage for c in chunks if c.usage is not None]
             assert text.strip() and [(t["agent"], t["role"]) for t in turns] == [(agents[-1], "worker")]
             assert usage[0].completion_tokens == turns[0]["completion_tokens"] > 0
-        started = list(pool._started)
+        started = pool.started
     assert started == agents  # it started (and, on exit, stopped) every server itself

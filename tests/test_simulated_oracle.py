@@ -118,7 +118,7 @@ def test_reports_of_a_simulated_run_carry_its_reference_lines_and_label():
     import polars as pl
 
     from trinity import config
-    from trinity.pipeline.evaluate_stage import simulated_references
+    from trinity.pipeline.evaluate_references import simulated_references
     from trinity.pipeline.evolve_stage import simulated_reference_lines
     from trinity.tasks.types import TaskItem
 

@@ -95,7 +95,7 @@ def _cmd_plan(args) -> int:
 
 def _cmd_pool(args) -> int:
     from trinity import config
-    from trinity.assembly.local_pool import local_servers
+    from trinity.assembly.local_pool import keep_up, local_servers
 
     cfg = config.compose(args.overrides)
     if args.action == "calibrate":
@@ -106,31 +106,23 @@ def _cmd_pool(args) -> int:
         return 0
     if args.action == "up":
         try:
-            statuses = pool.up()
+            statuses = keep_up(pool)
         except KeyboardInterrupt:
-            pool.down(only=pool._started, quiet=True)
             print("interrupted: stopped the servers started by this command", file=sys.stderr)
             return 130
         for s in statuses:
-            print(f"{s.name:20s} {s.state:8s} http://{cfg.pool.host}:{s.port}/v1  pid={s.pid}")
+            print(s.running_line(cfg.pool.host))
     elif args.action == "down":
         pool.down()
     else:
         for s in pool.status():
-            print(f"{s.name:20s} {s.state:8s} port={s.port} pid={s.pid or '-'} log={s.log or '-'}")
+            print(s.status_line())
     return 0
 
 
 def _calibrate(cfg, args) -> int:
-    import asyncio
-    from pathlib import Path
-
     from trinity import config
-    from trinity.pipeline import items as item_sel
-    from trinity.pipeline.rollouts import make_grader
-    from trinity.assembly.local_pool import local_pool
-    from trinity.assembly.pool_client import pool_client
-    from trinity.simulated.calibrate import measure, profile_yaml, write_profile
+    from trinity.pipeline.calibration import calibrate, calibration_calls, calibration_items
 
     if args.items < 1:
         print("error: --items must be >= 1", file=sys.stderr)
@@ -141,34 +133,12 @@ def _calibrate(cfg, args) -> int:
               f"--output conf/pool/profile/<name>.yaml (then use pool/profile=<name>)", file=sys.stderr)
         return 2
     prepare = " ".join(["trinity run prepare", *args.overrides])   # the same tasks as this command's config
-    items = []
-    try:
-        for suite in cfg.tasks.train:
-            items += item_sel.sample(item_sel.load_split(cfg, [suite], "validation"), args.items, int(cfg.seed),
-                                     "calibrate", suite)
-    except TrinityError as e:
-        print(f"error: {e} (`{prepare}`): calibrate measures on the prepared validation items", file=sys.stderr)
-        return 2
-    if not items:
-        print(f"error: no validation items of {', '.join(cfg.tasks.train)} in {cfg.paths.prepared}; "
-              f"run `{prepare}` first", file=sys.stderr)
-        return 2
+    items = calibration_items(cfg, args.items, prepare=prepare)
     config.check_api_keys(cfg)
     agents = list(cfg.pool.models)
     print(f"calibrate: pool '{cfg.pool.name}' ({', '.join(agents)}), {len(items)} items from "
-          f"{', '.join(cfg.tasks.train)}; about {len(agents) * len(items) * (1 + len(agents))} calls")
-
-    async def run():
-        client = pool_client(cfg, cache_path=Path(cfg.paths.cache) / "responses.sqlite",
-                             cache_mode=cfg.evolve.response_cache)
-        try:
-            return await measure(client, agents, items, cfg.protocol, make_grader(cfg, judge=client))
-        finally:
-            await client.aclose()
-
-    with local_pool(cfg):
-        measured = asyncio.run(run())
-    path = write_profile(profile_yaml(measured, cfg.pool, name=output.stem, source=f"{len(items)} items"), output)
+          f"{', '.join(cfg.tasks.train)}; about {calibration_calls(len(agents), len(items))} calls")
+    path = calibrate(cfg, items, output)
     print(f"profile: {path}  (use it with: pool=simulated pool/profile={output.stem})")
     return 0
 
@@ -193,22 +163,18 @@ def _cmd_eval(args) -> int:
     request = prepare_request(cfg, coordinator=args.coordinator, suites=args.suite or [],
                               methods=args.method or [], output=args.output, root=root, frontier=args.frontier)
     from trinity.pipeline import evaluate_stage
-    from trinity.assembly.local_pool import local_servers
+    from trinity.assembly.local_pool import local_pool
     from trinity.pipeline.rollouts import RolloutContext
     from trinity.pipeline.workspace import apply_output_paths
 
     cfg = apply_output_paths(cfg, request.output_paths)
     print(f"trinity eval: writing to {request.output}", flush=True)
-    pool = local_servers(cfg.pool, model_cache=cfg.paths.model_cache)
-    try:
-        if pool is not None:
-            pool.__enter__()
-        out = evaluate_stage.run(cfg, coordinator_path=request.coordinator, progress=print,
-                                 strict=bool(args.method), frontier_path=request.frontier)
-    finally:
-        RolloutContext.close_all()
-        if pool is not None:
-            pool.__exit__(None, None, None)
+    with local_pool(cfg):
+        try:
+            out = evaluate_stage.run(cfg, coordinator_path=request.coordinator, progress=print,
+                                     strict=bool(args.method), frontier_path=request.frontier)
+        finally:
+            RolloutContext.close_all()
     if out.get("frontier") is not None:
         from trinity.eval.frontier import text_table
 
@@ -256,6 +222,7 @@ def _cmd_record(args) -> int:
 
 def _cmd_models(args) -> int:
     from trinity import config
+    from trinity.models.listing import versions_table
     from trinity.models.store import Registry
 
     overrides = list(args.overrides)
@@ -278,12 +245,7 @@ def _cmd_models(args) -> int:
         if not versions:
             print(f"no versions in the registry at {root}")
             return 0
-        print(f"{'':2s}{'version':8s} {'created':26s} {'validation':>10s} {'test':>7s}  source")
-        for v in versions:
-            m = v.meta.get("metrics") or {}
-            mark = "* " if v.name == champion else "  "
-            print(f"{mark}{v.name:8s} {str(v.meta.get('created', '')):26s} {_num(m.get('validation_reward')):>10s} "
-                  f"{_num(m.get('test_reward')):>7s}  {v.meta.get('source_run', '')}")
+        print("\n".join(versions_table(versions, champion)))
         print(f"champion: {champion or 'none'} (registry: {root})")
     elif args.action == "show":
         import json
@@ -308,10 +270,6 @@ def _cmd_models(args) -> int:
 
         print(track(root).message)
     return 0
-
-
-def _num(value) -> str:
-    return "-" if value is None else f"{float(value):.4f}"
 
 
 OVERRIDES_HELP = ("Hydra overrides, key=value, applied to the composed config (conf/), e.g. "

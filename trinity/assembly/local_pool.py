@@ -2,9 +2,10 @@
 
 `local_servers(pool_cfg, ...)` is the pool's LocalPool, or None when it needs no local server (hosted
 models, a recording replayed without live misses); `local_pool(cfg)` starts those servers for a `with`
-block and stops the ones it started on exit, failure or Ctrl-C. Importing this module registers every
-server launcher of the floors above the pool (the simulated pool's), so `pool.server: simulated` works
-wherever a pool is started this way."""
+block and stops the ones it started on exit, failure or Ctrl-C; `keep_up(servers)` starts them to stay
+running after the command (`trinity pool up`) and stops the ones it started only when interrupted.
+Importing this module registers every server launcher of the floors above the pool (the simulated
+pool's), so `pool.server: simulated` works wherever a pool is started this way."""
 
 from __future__ import annotations
 
@@ -12,9 +13,9 @@ import contextlib
 from typing import Any, Callable, Iterator
 
 import trinity.simulated.launcher  # noqa: F401  registers pool.server: simulated
-from trinity.pool.servers import LocalPool, server_specs
+from trinity.pool.servers import LocalPool, ServerStatus, server_specs
 
-__all__ = ["LocalPool", "local_pool", "local_servers"]
+__all__ = ["LocalPool", "keep_up", "local_pool", "local_servers"]
 
 
 def local_servers(pool_cfg: Any, *, model_cache: str | None = None,
@@ -35,3 +36,13 @@ def local_pool(cfg: Any, *, progress: Callable[..., Any] = print) -> Iterator[Lo
         return
     with servers:
         yield servers
+
+
+def keep_up(servers: LocalPool) -> list[ServerStatus]:
+    """Start the servers that are not running, leave them running and return every server's status. Interrupted
+    (Ctrl-C) while they start, it stops the servers it started, so none is left half started, and re-raises."""
+    try:
+        return servers.up()
+    except KeyboardInterrupt:
+        servers.down(only=servers.started, quiet=True)
+        raise

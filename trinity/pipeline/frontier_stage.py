@@ -184,7 +184,9 @@ def evaluate(cfg: DictConfig, dest: Path, heads: dict[str, float], *, on_work=No
     from trinity.eval import methods as registry
     from trinity.eval.frontier import METHOD_PREFIX
     from trinity.eval.methods import mode_fingerprint
-    from trinity.pipeline import evaluate_stage
+    from trinity.pipeline.evaluate_methods import fingerprint, load_checked_params
+    from trinity.pipeline.evaluate_plan import plan_chunks
+    from trinity.pipeline.evaluate_run import run_chunks
     from trinity.pipeline.rollouts import RolloutContext
 
     ctx = RolloutContext.get(cfg)
@@ -192,10 +194,10 @@ def evaluate(cfg: DictConfig, dest: Path, heads: dict[str, float], *, on_work=No
     mctx = registry.MethodContext(agents=ctx.agents, strongest=0, moa=group(cfg, "eval").moa)
     methods = []
     for name in heads:
-        params = evaluate_stage.load_checked_params(ctx.coordinator, evaluate_stage.coordinator_file(dest / name))
+        params = load_checked_params(ctx.coordinator, coordinator_file(dest / name))
         methods.append(registry.Method(
             f"{METHOD_PREFIX}{name}", lambda c, p=params: ctx.router_for(p, mode),
-            fingerprint=mode_fingerprint(evaluate_stage.fingerprint(params), mode)))
+            fingerprint=mode_fingerprint(fingerprint(params), mode)))
     baselines, skipped = registry.expand_with_skips(list(BASELINES), mctx)
     for s in skipped:
         log.info("frontier: baseline %s left out: %s", s.method, s.reason)
@@ -203,9 +205,9 @@ def evaluate(cfg: DictConfig, dest: Path, heads: dict[str, float], *, on_work=No
     if not sets["test"]:
         raise FrontierInputError(f"no test items in {cfg.paths.prepared} for the evaluated suites: run the prepare "
                                  "stage first (trinity run prepare)")
-    finished, pending = evaluate_stage.plan_chunks(cfg, ctx, mctx, methods + baselines, sets)
+    finished, pending = plan_chunks(cfg, ctx, mctx, methods + baselines, sets)
     try:
-        results = evaluate_stage.run_chunks(ctx, finished, pending, say=log.info, on_work=on_work)
+        results = run_chunks(ctx, finished, pending, say=log.info, on_work=on_work)
         misses = replay_misses(ctx)
     finally:
         RolloutContext.close_all()
@@ -219,11 +221,11 @@ def evaluate(cfg: DictConfig, dest: Path, heads: dict[str, float], *, on_work=No
 def test_items(cfg: DictConfig) -> dict[str, list]:
     """The evaluate stage's test items (eval.suites, eval.items_per_suite, its seeded sample), whatever
     `eval.sets` says: the frontier is measured on held-out items only."""
-    from trinity.pipeline import evaluate_stage
+    from trinity.pipeline.evaluate_plan import eval_sets
 
     only_test = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
     only_test.eval.sets = ["test"]
-    return evaluate_stage.eval_sets(only_test)["test"]
+    return eval_sets(only_test)["test"]
 
 
 # -------------------------------------------------------------------------------------------- outputs

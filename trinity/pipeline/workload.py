@@ -153,7 +153,7 @@ def test_item_counts(cfg: DictConfig, ctx: WorkloadContext) -> dict[str, int]:
 def eval_item_counts(cfg: DictConfig, ctx: WorkloadContext) -> dict[str, int]:
     """Items per suite an evaluated method runs: the validation items evolution used (when `eval.sets` has
     them) + the test items (when it has those)."""
-    from trinity.pipeline.evaluate_stage import set_names
+    from trinity.pipeline.evaluate_plan import set_names
     from trinity.pipeline.items import balanced_counts
 
     out: dict[str, int] = {}

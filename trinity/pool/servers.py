@@ -71,6 +71,14 @@ class ServerStatus:
     pid: int | None
     log: str | None
 
+    def running_line(self, host: str) -> str:
+        """One line of `trinity pool up`: the server, its state and the URL clients call it at."""
+        return f"{self.name:20s} {self.state:8s} http://{host}:{self.port}/v1  pid={self.pid}"
+
+    def status_line(self) -> str:
+        """One line of `trinity pool status`: the server, its state, port, process and log file."""
+        return f"{self.name:20s} {self.state:8s} port={self.port} pid={self.pid or '-'} log={self.log or '-'}"
+
 
 def server_specs(pool_cfg) -> list[ServerSpec]:
     """The local servers a pool config asks for: one per model with an `asset` key (llama.cpp), or one
@@ -206,6 +214,12 @@ class LocalPool:
         tmp = self._state_path(st.name).with_suffix(".tmp")
         tmp.write_text(json.dumps(asdict(st)))
         os.replace(tmp, self._state_path(st.name))
+
+    @property
+    def started(self) -> list[str]:
+        """The servers this object started and has not stopped yet (a server found already running is not
+        one of them): the ones to stop when the command that started them is interrupted."""
+        return list(self._started)
 
     # -- commands ------------------------------------------------------------------------------
     def status(self) -> list[ServerStatus]:

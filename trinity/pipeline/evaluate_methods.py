@@ -1,0 +1,118 @@
+"""The methods the evaluate stage compares, and what they are built from.
+
+Methods come from the registry in trinity.eval.methods (`eval.methods`). They are built from the trained
+coordinator (when one is saved), the pool, and the coordinators the ablation stage trained, each routed
+with its variant's config. A method that cannot run is skipped with the reason, or is an error when the
+caller asks to be strict.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+from omegaconf import DictConfig, OmegaConf
+
+from trinity.config_schema import group
+from trinity.coordinator.head import section_roles
+from trinity.coordinator.saved import coordinator_file
+from trinity.errors import TrinityError
+from trinity.eval import methods as method_registry
+from trinity.pipeline.ablation_folders import ablation_names, ablations_root
+from trinity.pipeline.rollouts import RolloutContext
+
+
+def load_checked_params(coord, path: Path):
+    """The saved parameters, refusing a coordinator saved for another pool, backbone, layout or feature
+    normalisation; under standardize its routers use the statistics stored with it (Coordinator.read_params)."""
+    return coord.read_params(path)
+
+
+def fingerprint(params, extra=None) -> str:
+    """A short digest of trained parameters (and a variant's overrides) for chunk file names."""
+    h = hashlib.sha256(np.ascontiguousarray(params, dtype=np.float64).tobytes())
+    h.update(json.dumps(extra or {}, sort_keys=True, default=str).encode())
+    return h.hexdigest()[:12]
+
+
+def variant_config(cfg: DictConfig, overrides: dict) -> DictConfig:
+    """`cfg` with an ablation variant's overrides (dotted key -> value) applied; new keys are allowed."""
+    out = copy.deepcopy(cfg)
+    OmegaConf.set_readonly(out, False)
+    OmegaConf.set_struct(out, False)
+    for key, value in (overrides or {}).items():
+        OmegaConf.update(out, str(key), value, merge=False, force_add=True)
+    return out
+
+
+def _same_router_config(a: DictConfig, b: DictConfig) -> bool:
+    """The coordinator of `b` would route exactly like that of `a` (same backbone, head, prompt)."""
+    def part(c: DictConfig) -> tuple:
+        return (OmegaConf.to_container(c.coordinator, resolve=True), str(c.protocol.coordinator_system),
+                list(c.pool.models))
+    return part(a) == part(b)
+
+
+def load_ablation(cfg: DictConfig, ctx: RolloutContext, name: str) -> method_registry.Ablation:
+    """The coordinator the ablation stage saved in `<paths.ablations>/<name>/`, routed with its variant's
+    config (`variant.yaml`: dotted key -> value). A variant that changes the coordinator gets its own
+    RolloutContext (its own backbone copy, e.g. for SVF or another token position); its router still
+    runs on this context's loop and pool. Anything missing or mismatched skips it with the reason."""
+    folder = ablations_root(cfg) / name
+    path = folder / "coordinator.safetensors"
+    if not path.is_file():
+        raise method_registry.MethodSkipped(f"no {path} (its training has not finished)")
+    overrides = {}
+    if (folder / "variant.yaml").is_file():
+        overrides = OmegaConf.to_container(OmegaConf.load(folder / "variant.yaml"), resolve=True) or {}
+        if not isinstance(overrides, dict):
+            raise method_registry.MethodSkipped(f"{folder / 'variant.yaml'} is not a mapping of config keys to values")
+    variant = variant_config(cfg, overrides)
+    own_context = not _same_router_config(cfg, variant)
+    same_features = (variant.coordinator.backbone == cfg.coordinator.backbone
+                     and group(variant, "coordinator").token_position == group(cfg, "coordinator").token_position)
+    if own_context and not same_features:  # cache_states computed features for the main token position
+        variant.paths.states = str(folder / "states")
+    try:
+        vctx = RolloutContext.get(variant) if own_context else ctx
+        params = load_checked_params(vctx.coordinator, path)
+    except TrinityError as e:
+        raise method_registry.MethodSkipped(str(e)) from None
+    changed_protocol = OmegaConf.to_container(variant.protocol) != OmegaConf.to_container(cfg.protocol)
+    protocol = variant.protocol if changed_protocol else None
+    return method_registry.Ablation(router=lambda: vctx.router_for(params), protocol=protocol,
+                                    fingerprint=fingerprint(params, overrides))
+
+
+def method_context(cfg: DictConfig, ctx: RolloutContext, coordinator_path: Path) -> method_registry.MethodContext:
+    """What the methods are built from: the trained coordinator (when saved), the pool, the ablations."""
+    params = None
+    if coordinator_file(coordinator_path).exists():
+        params = load_checked_params(ctx.coordinator, coordinator_file(coordinator_path))
+    return method_registry.MethodContext(
+        agents=ctx.agents, strongest=0,
+        coordinator_router=(lambda mode: ctx.router_for(params, mode)) if params is not None else None,
+        no_coordinator=f"none at {coordinator_file(coordinator_path)}",
+        coordinator_routing=str(cfg.coordinator.routing),
+        coordinator_fingerprint=fingerprint(params) if params is not None else "",
+        moa=cfg.eval.get("moa"),
+        ablation_names=lambda: ablation_names(cfg),
+        load_ablation=lambda name: load_ablation(cfg, ctx, name),
+        roles=section_roles(group(cfg, "coordinator").roles),
+    )
+
+
+def choose_methods(cfg: DictConfig, mctx: method_registry.MethodContext, *, strict: bool,
+                   say: Callable[[str], None]) -> tuple[list, list]:
+    """The methods of `eval.methods` that can run, and the skipped ones with their reasons (each told to
+    `say`); under `strict` a method that cannot run is an error instead."""
+    methods, skipped = method_registry.expand_with_skips(list(cfg.eval.methods), mctx)
+    if strict and skipped:
+        raise method_registry.MethodSkipped("; ".join(f"method '{s.method}' cannot run: {s.reason}" for s in skipped))
+    for s in skipped:
+        say(f"evaluate: skipping {s.method}: {s.reason}")
+    return methods, skipped

@@ -1,0 +1,88 @@
+"""What the evaluate report can say beyond measured rewards when the pool allows it: on the simulated
+pool, the exact reference rewards (oracle, random, single models) of the test items; on a recording, a
+verdict from exact per-item expected rewards, and the kept mean's fit by split so over-fitting shows."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+from omegaconf import DictConfig
+
+from trinity.config_schema import group
+from trinity.coordinator.saved import coordinator_file
+from trinity.pipeline import items as item_sel
+from trinity.pipeline.evaluate_methods import load_checked_params
+from trinity.pipeline.rollouts import RolloutContext
+
+
+def recorded_verdict(cfg: DictConfig, ctx: RolloutContext, sets: dict, coordinator_path: Path,
+                     needed: int) -> tuple[list[str], dict] | None:
+    """On a recording (pool=recorded): the opening verdict from exact per-item expected rewards on the test
+    items, with the recording's bounds, and its metrics; None on a live pool or without test items."""
+    from trinity.eval import recorded as recorded_report
+    from trinity.pipeline.recorded import exact_item_values, replay_path
+
+    path = replay_path(cfg)
+    items = [it for suite_items in sets.get("test", {}).values() for it in suite_items]
+    if path is None or not items or getattr(ctx.pool, "replay", None) is None:
+        return None
+    file = coordinator_file(coordinator_path)
+    params = load_checked_params(ctx.coordinator, file) if file.is_file() else None
+    train_val = [it for split in ("train", "validation")
+                 for it in item_sel.load_split(cfg, list(cfg.tasks.train), split)]
+    result = exact_item_values(cfg, ctx, params, items, choose_on=train_val)
+    lines = recorded_report.verdict_lines(result, recording=f"the recording `{path}`", min_items=needed,
+                                          samples=int(cfg.eval.bootstrap_samples), seed=int(cfg.seed))
+    if "trinity" in result["values"]:
+        lines += fit_lines(Path(cfg.paths.metrics) / "evolve.json", float(np.mean(result["values"]["trinity"])),
+                           len(items))
+    return lines, recorded_report.metrics(result)
+
+
+def fit_lines(evolve_metrics: Path, test_reward: float, test_items: int) -> list[str]:
+    """Train, validation and test rewards of the kept mean side by side (exact expected rewards on the
+    recording), so over-fitting shows; [] when evolution recorded no exact fit (sampled fitness)."""
+    metrics = json.loads(evolve_metrics.read_text()) if evolve_metrics.is_file() else {}
+    fit = metrics.get("kept_mean_fit")
+    if not fit:
+        return []
+    val = "-" if fit.get("validation") is None else f"{fit['validation']:.3f}"
+    rule = metrics.get("validation_select")
+    top = metrics.get("max_validation_generation")
+    how = f"kept by the rule `{rule}` among {metrics.get('validations')} validations" if rule else "kept"
+    if rule and top is not None and top != fit.get("generation"):
+        how += f"; the highest validation, generation {top}, scored {metrics['max_validation_reward']:.3f}"
+    return ["", "The kept mean's expected reward (exact, on the recording) by split, so over-fitting shows: "
+                f"train {fit['train']:.3f} ({fit['train_items']} items), validation {val} "
+                f"({fit['validation_items']} items; generation {fit.get('generation')}, {how}), "
+                f"test {test_reward:.3f} ({test_items} items).", ""]
+
+
+SIMULATED_METHODS = ("trinity", "trinity:argmax", "trinity:sample", "random")
+
+
+def simulated_references(cfg: DictConfig, summary: pl.DataFrame, sets: dict) -> tuple[list[str], dict] | None:
+    """On the simulated pool: the report section with the exact reference lines for the test items
+    (oracle, random, single models; weighted by the test items per suite) next to the measured rewards of
+    `trinity` and `random`, and metrics `test/simulated/*` (the oracle, and each method's share of it)."""
+    from trinity.simulated.references import is_simulated, markdown, references
+
+    if not is_simulated(group(cfg, "pool")) or not sets.get("test"):
+        return None
+    weights = {suite: len(items) for suite, items in sets["test"].items()}
+    refs = references(cfg.pool, list(weights), max_turns=int(cfg.protocol.max_turns),
+                      roles=group(cfg, "coordinator").roles, weights=weights)
+    test = summary.filter(pl.col("set") == "test")
+    measured: dict[str, dict[str, float]] = {}
+    for r in test.filter(pl.col("method").is_in(SIMULATED_METHODS)).iter_rows(named=True):
+        measured.setdefault(r["method"], {})[r["suite"]] = r["mean_reward"]
+    oracle = refs["pooled"]["oracle"]
+    metrics = {"test/simulated/oracle": round(oracle, 4),
+               "test/simulated/random_exact": round(refs["pooled"]["random"], 4)}
+    for method, values in measured.items():
+        if values.get("all") is not None and oracle:
+            metrics[f"test/simulated/{method}_over_oracle"] = round(values["all"] / oracle, 4)
+    return markdown(refs, measured), metrics

@@ -1,0 +1,80 @@
+"""Running the evaluate stage's chunks: every pending chunk at once on the rollout context's loop and
+pool, each saved as soon as it finishes (so an interrupted evaluation resumes), costed at the pool's list
+prices when it knows them."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Callable, Protocol, runtime_checkable
+
+import polars as pl
+
+from trinity.eval.episode_functions import run_episode_fn_chunks
+from trinity.eval.tables import results_frame, trace_rows
+from trinity.pipeline.evaluate_plan import Chunk
+from trinity.pipeline.rollouts import RolloutContext
+from trinity.progress import Listener, Progress
+
+
+@runtime_checkable
+class ListPrices(Protocol):
+    """A pool that knows its models' list prices (PoolClient); results are costed at them, else at what
+    each trace paid."""
+
+    def list_price(self, model: str, prompt_tokens: int, completion_tokens: int) -> float: ...
+
+
+def run_chunks(ctx: RolloutContext, finished: dict[tuple, pl.DataFrame], pending: list[Chunk], *,
+               say: Callable[[str], None], on_work: Listener | None) -> pl.DataFrame:
+    """Run every pending chunk at once, saving each as it finishes; the results of all chunks."""
+    total = sum(len(c.specs) for c in pending)
+    say(f"evaluate: {len(finished)} chunks already done, {len(pending)} to run ({total} episodes)")
+    price = ctx.pool.list_price if isinstance(ctx.pool, ListPrices) else None
+    by_key = dict(finished)
+    done = 0
+
+    def save(i: int, traces) -> None:
+        nonlocal done
+        chunk = pending[i]
+        frame = results_frame(trace_rows(chunk.set_name, chunk.method, traces, price=price))
+        frame.write_parquet(chunk.path.with_suffix(".tmp"))
+        chunk.path.with_suffix(".tmp").replace(chunk.path)
+        by_key[chunk.key] = frame
+        done += len(chunk.specs)
+        bar.at_least(done)   # episodes of methods with their own episode function are counted here
+        say(f"eval {done}/{total} episodes: {chunk.set_name}/{chunk.suite} {chunk.method} "
+            f"mean reward {frame['reward'].mean():.3f}")
+
+    with Progress("evaluate: episodes", total, listeners=[on_work]) as bar, ctx.counting_episodes(bar.advance):
+        run_all(ctx, pending, save)
+    frames = [by_key[k] for k in sorted(by_key)]
+    return pl.concat(frames) if frames else results_frame([])
+
+
+def run_all(ctx: RolloutContext, pending: list[Chunk], on_chunk_done: Callable[[int, list], None]) -> None:
+    """Every pending chunk at once on the context's loop: router chunks through ctx.run_chunks, chunks
+    of methods with their own episode function (e.g. Mixture-of-Agents) alongside them on the same
+    loop and pool, so the pool's slots stay busy across all of them."""
+    routed = [i for i, c in enumerate(pending) if c.episode is None]
+    own = [i for i, c in enumerate(pending) if c.episode is not None]
+    side = None
+    if own:
+        coro = run_episode_fn_chunks(
+            [(pending[i].episode, pending[i].specs, pending[i].protocol) for i in own], ctx.pool, ctx.agents,
+            ctx.grader,
+            max_concurrency=int(ctx.cfg.evolve.max_concurrent_episodes),
+            on_chunk_done=lambda j, traces: on_chunk_done(own[j], traces))
+        side = ctx.loop.submit(coro)
+    try:
+        ctx.run_chunks([(pending[i].specs, pending[i].protocol) for i in routed],
+                       on_chunk_done=lambda j, traces: on_chunk_done(routed[j], traces))
+        if side is not None:
+            ctx.loop.run(_join(side))
+    except BaseException:
+        if side is not None:
+            side.cancel()
+        raise
+
+
+async def _join(future) -> object:
+    return await asyncio.wrap_future(future)
