@@ -16,7 +16,7 @@ from types import SimpleNamespace
 from typing import Sequence
 
 import yaml
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from trinity.errors import ConfigError, TrinityError
 from trinity.config_schema import group
@@ -87,7 +87,7 @@ def check_methods(cfg: DictConfig, methods: Sequence[str], pool_models: Sequence
         return SimpleNamespace(router=lambda: None, protocol=None, fingerprint="")
 
     ctx = MethodContext(agents=list(pool_models), strongest=0, coordinator_router=lambda mode: None,
-                        moa=OmegaConf.select(cfg, "eval.moa"), ablation_names=lambda: ablation_names(cfg),
+                        moa=group(cfg, "eval").moa, ablation_names=lambda: ablation_names(cfg),
                         load_ablation=present)
     for name in methods:
         try:

@@ -14,6 +14,7 @@ from typing import Any
 import polars as pl
 from omegaconf import DictConfig, OmegaConf
 
+from trinity.config_schema import group
 from trinity.config_schema.eval import EvalConfig
 from trinity.errors import ConfigError
 from trinity.eval import methods as method_registry
@@ -40,10 +41,8 @@ EVAL_SETS = ("validation", "test")
 def set_names(cfg: DictConfig) -> list[str]:
     """`eval.sets` (default both): `validation` = the items evolution validated on (they chose the kept
     coordinator, so they flatter it), `test` = the test split of the evaluated suites."""
-    names = cfg.eval.get("sets")
-    names = list(EVAL_SETS) if names is None else [str(n) for n in names]
-    bad = [n for n in names if n not in EVAL_SETS]
-    if bad or not names:
+    names = [str(n) for n in group(cfg, "eval").sets]   # each one of EVAL_SETS: the schema's choice
+    if not names:
         raise ConfigError(f"config key 'eval.sets' must be a non-empty list of {', '.join(EVAL_SETS)}; got {names}")
     return names
 
