@@ -78,7 +78,7 @@ def test_the_composed_config_is_left_as_written():
 
 
 def test_sections_fill_absent_keys_from_the_schema_and_readers_use_them():
-    from trinity.evolve.fitness import FitnessWeights
+    from trinity.config_schema.evolve import Fitness
     from trinity.pool.budget import Budget
     from trinity.pool.client import RetryPolicy
 
@@ -87,9 +87,9 @@ def test_sections_fill_absent_keys_from_the_schema_and_readers_use_them():
     assert RetryPolicy() == RetryPolicy.from_config({})
     with pytest.raises(ConfigError, match=r"pool\.retry\.jitter"):
         RetryPolicy.from_config({"jitter": 2})
-    assert FitnessWeights.from_cfg({}) == FitnessWeights()
+    assert section({}, Fitness, "evolve.fitness") == Fitness()
     with pytest.raises(ConfigError, match=r"evolve\.fitness\.cost_unit"):
-        FitnessWeights.from_cfg({"cost_unit": "euro"})
+        section({"cost_unit": "euro"}, Fitness, "evolve.fitness")
     assert Budget.from_config(None).max_calls is None
     with pytest.raises(ConfigError, match=r"evolve\.budget\.max_calls"):
         Budget.from_config({"max_calls": -5})

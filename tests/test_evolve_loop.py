@@ -219,5 +219,5 @@ def test_l2_weight_keeps_the_mean_near_x0_unless_reward_pays_for_moving(tmp_path
     assert finals[50.0] < 0.6 * finals[0.0], finals
     from trinity.evolve.loop import EvolveSettings
 
-    settings = EvolveSettings.from_sections(section(cfg.evolve, EvolveConfig, "evolve"), max_turns=3)
-    assert settings.l2_weight == 50.0 and settings.told(0.5, np.array([0.1, -0.3])) == pytest.approx(0.5 - 50.0 * 0.05)
+    settings = EvolveSettings(section(cfg.evolve, EvolveConfig, "evolve"), routing="sample", max_turns=3)
+    assert settings.evolve.fitness.l2_weight == 50.0 and settings.told(0.5, np.array([0.1, -0.3])) == pytest.approx(0.5 - 50.0 * 0.05)

@@ -69,7 +69,7 @@ from trinity.evolve.efficiency import Throughput, efficiency, generation_summary
 from trinity.evolve.episode_parts import prune_parts, read_parts, write_part
 from trinity.evolve.errors import BudgetExhausted
 from trinity.evolve.evaluators import Evaluator, as_evaluator
-from trinity.evolve.fitness import FitnessParts, FitnessWeights, shaped_fitness
+from trinity.evolve.fitness import FitnessParts, shaped_fitness
 from trinity.evolve.on_policy import EpisodeBatch, EpisodeRecord, OnPolicyMethod
 from trinity.evolve.outputs import RunPaths, totals, write_outputs
 from trinity.evolve.run_state import RunState
@@ -95,43 +95,40 @@ X0_GENERATION = -1
 
 @dataclass(frozen=True)
 class EvolveSettings:
-    strategy: str
-    sigma0: float
-    popsize: int | None
-    generations: int
-    validate_every: int | None   # None/0: validate only at the end
-    patience: int | None         # validations without improvement before stopping; None: never
-    resume: bool
+    """What the loop reads: the typed `evolve` section (its one definition and defaults:
+    trinity.config_schema.evolve.EvolveConfig) and the facts it needs from the rest of the config, which
+    trinity.pipeline.evolution_inputs reads: `coordinator.routing` (the validation mode whose reward
+    selects the kept mean), `protocol.max_turns` and the pool models' throughputs (what each generation's
+    floor_s is computed with; None: not measured)."""
+
+    evolve: EvolveConfig
+    routing: str
     max_turns: int
-    weights: FitnessWeights
-    options: dict          # evolve.<strategy>: the algorithm's own settings (e.g. evolve.reinforce.learning_rate)
-    routing: str = "sample"  # coordinator.routing: the validation mode whose reward selects the best mean
-    # pool.models.<m>.throughput: what each generation's floor_s is computed with (None: not measured)
     throughputs: dict[str, Throughput | None] = field(default_factory=dict)
-    l2_weight: float = 0.0   # evolve.fitness.l2_weight: - w * mean(params^2) in what black-box strategies are told
-    select: str = "max"      # evolve.validation.select: which validated mean is kept (trinity.evolve.selection)
-    select_margin: float = 1.0  # evolve.validation.margin: standard errors a gain must exceed (paired_gain, one_se)
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """evolve.<strategy>: the algorithm's own settings (e.g. evolve.reinforce.learning_rate), as plain values."""
+        options = getattr(self.evolve, self.evolve.strategy, None)
+        return {k: (v.value if isinstance(v, Enum) else v) for k, v in vars(options).items()} if options else {}
+
+    @property
+    def patience(self) -> int | None:
+        """Validations without improvement before stopping early; None (evolve.early_stop_patience null or 0): never."""
+        return self.evolve.early_stop_patience or None
+
+    @property
+    def select(self) -> str:
+        """evolve.validation.select: which validated mean is kept (trinity.evolve.selection)."""
+        return self.evolve.validation.select.value
 
     def told(self, fitness: float, params: np.ndarray) -> float:
-        """What a black-box strategy is told for a candidate: its fitness less the capacity penalty."""
-        if not self.l2_weight:
+        """What a black-box strategy is told for a candidate: its fitness less the capacity penalty
+        (evolve.fitness.l2_weight)."""
+        l2_weight = self.evolve.fitness.l2_weight
+        if not l2_weight:
             return float(fitness)
-        return float(fitness) - self.l2_weight * float(np.mean(np.square(np.asarray(params, dtype=np.float64))))
-
-    @classmethod
-    def from_sections(cls, ev: EvolveConfig, *, routing: str = "sample", max_turns: int,
-                      throughputs: dict[str, Throughput | None] | None = None) -> "EvolveSettings":
-        """From the typed `evolve` section, `coordinator.routing`, `protocol.max_turns` and the pool models'
-        throughputs (trinity.pipeline.evolution_inputs reads them from the config)."""
-        options = getattr(ev, ev.strategy, None)   # evolve.<strategy>: that algorithm's own settings
-        options = {k: (v.value if isinstance(v, Enum) else v) for k, v in vars(options).items()} if options else {}
-        fitness = ev.fitness
-        return cls(ev.strategy, float(ev.sigma0), ev.popsize, int(ev.generations),
-                   ev.validation.every or None, ev.early_stop_patience or None, ev.resume, int(max_turns),
-                   FitnessWeights(float(fitness.entropy_weight), float(fitness.turn_weight),
-                                  float(fitness.cost_weight), fitness.cost_unit.value),
-                   options, routing, dict(throughputs or {}), float(fitness.l2_weight), ev.validation.select.value,
-                   float(ev.validation.margin))
+        return float(fitness) - float(l2_weight) * float(np.mean(np.square(np.asarray(params, dtype=np.float64))))
 
 
 @dataclass(frozen=True)
@@ -181,16 +178,16 @@ def run_evolution(
     are part of the checkpoint's fingerprint: a run is resumed only from the same start."""
     s = settings
     if sigma0 is not None:
-        s = dataclasses.replace(s, sigma0=float(sigma0))
+        s = dataclasses.replace(s, evolve=dataclasses.replace(s.evolve, sigma0=float(sigma0)))
     if x0 is not None:
         x0 = np.asarray(x0, dtype=np.float64).ravel()
         if x0.size != n_params:
             raise TrinityError(f"x0 has {x0.size} numbers, the coordinator {n_params}")
     paths = RunPaths(Path(out_dir), Path(metrics_dir), Path(reports_dir))
     paths.out_dir.mkdir(parents=True, exist_ok=True)
-    fingerprint = start_fingerprint(config_key, x0, s.sigma0 if x0 is not None else None)
-    algorithm = make_algorithm(s.strategy, n_params, popsize=s.popsize, options=s.options)
-    if fresh or not s.resume:
+    fingerprint = start_fingerprint(config_key, x0, float(s.evolve.sigma0) if x0 is not None else None)
+    algorithm = make_algorithm(s.evolve.strategy, n_params, popsize=s.evolve.popsize, options=s.options)
+    if fresh or not s.evolve.resume:
         paths.clear()
     resumed = paths.checkpoint.exists()
     payload = load_checkpoint(paths.checkpoint, fingerprint) if resumed else None
@@ -205,10 +202,10 @@ def run_evolution(
     if payload is not None:
         run = RunState.from_payload(payload)
         restore_rng(run.rng)
-        log.info("evolve: resuming %s at generation %d/%d", paths.checkpoint, run.next_generation, s.generations)
+        log.info("evolve: resuming %s at generation %d/%d", paths.checkpoint, run.next_generation, s.evolve.generations)
     else:
         seed_global_rngs(derive_seed(seed, "evolve", "global-rng"))
-        run = _new_run(algorithm, s, fingerprint, derive_seed(seed, "evolve", s.strategy), x0)
+        run = _new_run(algorithm, s, fingerprint, derive_seed(seed, "evolve", s.evolve.strategy), x0)
     # Parts past the checkpoint are from a step it did not commit: that step runs again and rewrites them.
     removed = prune_parts(paths.parts, run.episode_parts)
     if removed:
@@ -242,10 +239,10 @@ def run_evolution(
         episodes = concat_episodes(frames)
         write_outputs(paths, run, episodes, final=False, references=reference_lines)
         if x0_step:
-            report = x0_report(run, totals(episodes), s.generations, time.perf_counter() - started)
+            report = x0_report(run, totals(episodes), s.evolve.generations, time.perf_counter() - started)
         else:
             walls.append(time.perf_counter() - t0)
-            report = progress_report(run, totals(episodes), s.generations, walls, time.perf_counter() - started)
+            report = progress_report(run, totals(episodes), s.evolve.generations, walls, time.perf_counter() - started)
         log.info(report["line"])
         if progress is not None:
             progress(report)
@@ -280,7 +277,7 @@ def _new_run(algorithm: Algorithm, s: EvolveSettings, fingerprint: str, seed: in
              x0: np.ndarray | None = None) -> RunState:
     x0 = np.zeros(algorithm.n_params) if x0 is None else x0  # the spec's x0: W = 0 routes uniformly
     return RunState(version=CHECKPOINT_VERSION, fingerprint=fingerprint, strategy=algorithm.name,
-                    n_params=algorithm.n_params, popsize=algorithm.popsize, generations_planned=s.generations,
+                    n_params=algorithm.n_params, popsize=algorithm.popsize, generations_planned=int(s.evolve.generations),
                     validation_routing=s.routing, validation_select=s.select,
                     state=_KINDS[algorithm.kind].init(algorithm, x0, s, seed), next_generation=0, rng=capture_rng(),
                     x0=None, episode_parts=[], generation_rows=[], routing_rows=[], best=None, validations=[],
@@ -361,7 +358,7 @@ def _kept(validations: list[dict[str, Any]], s: EvolveSettings) -> dict[str, Any
     history = [Validated(int(e["generation"]), float(e["validation_reward"]),
                          None if e.get("per_item") is None else np.asarray(e["per_item"], dtype=np.float64))
                for e in validations]
-    return validations[select(s.select, history, s.select_margin)]
+    return validations[select(s.select, history, float(s.evolve.validation.margin))]
 
 
 def _best(entry: dict[str, Any]) -> dict[str, Any]:
@@ -409,7 +406,7 @@ def _evaluated(population: list[list[Trace]], copies: int, s: EvolveSettings) ->
         raise TrinityError(f"evaluate_population returned {len(population)} trace lists for {copies} candidates")
     for traces in population:
         _check_budget(traces, "training")
-    return [shaped_fitness(traces, max_turns=s.max_turns, weights=s.weights) for traces in population]
+    return [shaped_fitness(traces, max_turns=s.max_turns, weights=s.evolve.fitness) for traces in population]
 
 
 def _black_box_step(algorithm: BlackBoxStrategy, state: Any, g: int, s: EvolveSettings,
@@ -451,7 +448,7 @@ class _Kind:
 
 
 _KINDS = {
-    "black_box": _Kind(init=lambda a, x0, s, seed: a.init(x0, sigma0=s.sigma0, seed=seed), step=_black_box_step),
+    "black_box": _Kind(init=lambda a, x0, s, seed: a.init(x0, sigma0=float(s.evolve.sigma0), seed=seed), step=_black_box_step),
     # no sampling distribution (no sigma0) and no randomness of its own: the episodes carry it
     "on_policy": _Kind(init=lambda a, x0, s, seed: a.init(x0), step=_on_policy_step),
 }
@@ -472,10 +469,11 @@ def _generation(run: RunState, g: int, algorithm: Algorithm, s: EvolveSettings,
 
     best, stale, validations = run.best, run.stale_validations, run.validations
     x0_reward = (run.x0 or {}).get("validation_reward")
-    last = g == s.generations - 1
+    last = g == s.evolve.generations - 1
     mean = algorithm.mean(state)
     val: _Validation | None = None
-    if last or (s.validate_every and (g + 1) % s.validate_every == 0):
+    every = s.evolve.validation.every   # None or 0: validate only at the end
+    if last or (every and (g + 1) % every == 0):
         val = _validate(g, mean, s, evaluator, train_reward)
         highest = max((e["validation_reward"] for e in validations), default=None)
         validations = validations + [_entry(g, mean, val, algorithm.describe(state))]

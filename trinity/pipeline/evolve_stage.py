@@ -283,11 +283,10 @@ def exact_evaluator(cfg: DictConfig, ctx: Any) -> Any:
     """The ExactEvaluator when the run's fitness estimate is exact (fitness_estimate), else None."""
     if fitness_estimate(cfg) != "exact":
         return None
-    from trinity.evolve.fitness import FitnessWeights
     from trinity.pipeline.recorded import ExactEvaluator, world_for
 
     coord = ctx.coordinator
-    return ExactEvaluator(coord, world_for(cfg, ctx.pool, coord.roles), FitnessWeights.from_cfg(cfg.evolve.fitness))
+    return ExactEvaluator(coord, world_for(cfg, ctx.pool, coord.roles), group(cfg, "evolve").fitness)
 
 
 def routing_describer(coord: Any, items: list[TaskItem], protocol: ProtocolConfig) -> Callable[[int, np.ndarray], dict]:
