@@ -63,7 +63,7 @@ from trinity.contracts import ROUTING_MODES
 from trinity.episodes.trace import Trace
 from trinity.errors import TrinityError
 from trinity.evolve.algorithms import Algorithm, make_algorithm
-from trinity.evolve.checkpoint import capture_rng, load_checkpoint, restore_rng, save_checkpoint, seed_global_rngs
+from trinity.evolve.checkpoint import load_checkpoint, save_checkpoint
 from trinity.evolve.diagnostics import routing_rows, training_diagnostics, x0_comparison
 from trinity.evolve.efficiency import Throughput, efficiency, generation_summary
 from trinity.evolve.episode_parts import prune_parts, read_parts, write_part
@@ -201,10 +201,8 @@ def run_evolution(
     evaluator = as_evaluator(evaluate_mean)
     if payload is not None:
         run = RunState.from_payload(payload)
-        restore_rng(run.rng)
         log.info("evolve: resuming %s at generation %d/%d", paths.checkpoint, run.next_generation, s.evolve.generations)
     else:
-        seed_global_rngs(derive_seed(seed, "evolve", "global-rng"))
         run = _new_run(algorithm, s, fingerprint, derive_seed(seed, "evolve", s.evolve.strategy), x0)
     # Parts past the checkpoint are from a step it did not commit: that step runs again and rewrites them.
     removed = prune_parts(paths.parts, run.episode_parts)
@@ -279,7 +277,7 @@ def _new_run(algorithm: Algorithm, s: EvolveSettings, fingerprint: str, seed: in
     return RunState(version=CHECKPOINT_VERSION, fingerprint=fingerprint, strategy=algorithm.name,
                     n_params=algorithm.n_params, popsize=algorithm.popsize, generations_planned=int(s.evolve.generations),
                     validation_routing=s.routing, validation_select=s.select,
-                    state=_KINDS[algorithm.kind].init(algorithm, x0, s, seed), next_generation=0, rng=capture_rng(),
+                    state=_KINDS[algorithm.kind].init(algorithm, x0, s, seed), next_generation=0,
                     x0=None, episode_parts=[], generation_rows=[], routing_rows=[], best=None, validations=[],
                     stale_validations=0, finished=False, stop_reason=None, stop_detail=None)
 
@@ -394,7 +392,7 @@ def _validate_x0(run: RunState, algorithm: Algorithm, s: EvolveSettings, evaluat
                "calls": sum(r["calls"] for r in val.rows), "cost_usd": float(sum(r["cost_usd"] for r in val.rows)),
                **generation_summary(val.traces, s.throughputs), "wall_s": time.perf_counter() - t0}
     x0_info["efficiency"] = efficiency(x0_info["floor_s"], x0_info["wall_s"])
-    return dataclasses.replace(run, x0=x0_info, rng=capture_rng(),
+    return dataclasses.replace(run, x0=x0_info,
                                routing_rows=run.routing_rows + _describe(describe_mean, X0_GENERATION, x0),
                                best=_best(entry), validations=[entry], stale_validations=0, stop_reason=None,
                                stop_detail=None), val.rows
@@ -515,7 +513,7 @@ def _generation(run: RunState, g: int, algorithm: Algorithm, s: EvolveSettings,
     plateau = val is not None and s.patience is not None and stale >= s.patience and not last
     stop = "completed" if last else "plateau" if plateau else None
     return dataclasses.replace(
-        run, state=state, next_generation=g + 1, rng=capture_rng(), generation_rows=run.generation_rows + [gen_row],
+        run, state=state, next_generation=g + 1, generation_rows=run.generation_rows + [gen_row],
         routing_rows=run.routing_rows + routing, best=best, validations=validations, stale_validations=stale,
         finished=stop is not None, stop_reason=stop,
         stop_detail=f"no validation improvement in {stale} validations" if plateau else None), all_rows

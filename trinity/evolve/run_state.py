@@ -28,7 +28,6 @@ class RunState:
     validation_select: str       # evolve.validation.select: the rule that keeps a validated mean
     state: Any                   # the algorithm's own immutable state (trinity.evolve.algorithms)
     next_generation: int
-    rng: dict[str, Any]          # the global random generators' states (trinity.evolve.checkpoint.capture_rng)
     x0: dict[str, Any] | None    # x0's validation (generation -1); None until it ran
     episode_parts: list[dict[str, Any]]    # the committed steps' Parquet parts (trinity.evolve.episode_parts)
     generation_rows: list[dict[str, Any]]  # one per finished generation: the generations table
