@@ -398,6 +398,10 @@ def _validate_x0(run: RunState, algorithm: Algorithm, s: EvolveSettings, evaluat
                                stop_detail=None), val.rows
 
 
+# a generation step's (new algorithm state, its step metrics, traces per candidate, fitness per candidate)
+StepResult = tuple[Any, dict[str, float], list[list[Trace]], list[FitnessParts]]
+
+
 def _evaluated(population: list[list[Trace]], copies: int, s: EvolveSettings) -> list[FitnessParts]:
     """The shaped fitness of each candidate's episodes, once none of them spent the budget."""
     if len(population) != copies:
@@ -408,7 +412,7 @@ def _evaluated(population: list[list[Trace]], copies: int, s: EvolveSettings) ->
 
 
 def _black_box_step(algorithm: BlackBoxStrategy, state: Any, g: int, s: EvolveSettings,
-                    evaluate_population: EvaluatePopulation) -> tuple[Any, list[list[Trace]], list[FitnessParts]]:
+                    evaluate_population: EvaluatePopulation) -> StepResult:
     candidates, state = algorithm.ask(state)
     population = evaluate_population(g, candidates)
     if population and all(isinstance(p, FitnessParts) for p in population):
@@ -416,13 +420,14 @@ def _black_box_step(algorithm: BlackBoxStrategy, state: Any, g: int, s: EvolveSe
         if len(population) != len(candidates):
             raise TrinityError(f"evaluate_population returned {len(population)} fitnesses for {len(candidates)} candidates")
         told = [s.told(p.fitness, c) for p, c in zip(population, candidates)]
-        return algorithm.tell(state, candidates, told), [[] for _ in candidates], list(population)
+        return (*algorithm.tell(state, candidates, told), [[] for _ in candidates], list(population))
     parts = _evaluated(population, len(candidates), s)
-    return algorithm.tell(state, candidates, [s.told(p.fitness, c) for p, c in zip(parts, candidates)]), population, parts
+    return (*algorithm.tell(state, candidates, [s.told(p.fitness, c) for p, c in zip(parts, candidates)]),
+            population, parts)
 
 
 def _on_policy_step(algorithm: OnPolicyMethod, state: Any, g: int, s: EvolveSettings,
-                    evaluate_population: EvaluatePopulation) -> tuple[Any, list[list[Trace]], list[FitnessParts]]:
+                    evaluate_population: EvaluatePopulation) -> StepResult:
     # popsize copies of the one policy: the same episode budget as a strategy's population, each copy
     # (a "candidate" in the episode ids) its own random streams
     policy = algorithm.mean(state)
@@ -431,10 +436,10 @@ def _on_policy_step(algorithm: OnPolicyMethod, state: Any, g: int, s: EvolveSett
     parts = _evaluated(population, algorithm.popsize, s)
     episodes = tuple(EpisodeRecord(t.reward, tuple(decisions.get(t.episode.key(), ())))
                      for traces in population for t in traces)
-    return algorithm.update(state, EpisodeBatch(g, episodes)), population, parts
+    return (*algorithm.update(state, EpisodeBatch(g, episodes)), population, parts)
 
 
-Step = Callable[[Any, Any, int, EvolveSettings, EvaluatePopulation], tuple[Any, list[list[Trace]], list[FitnessParts]]]
+Step = Callable[[Any, Any, int, EvolveSettings, EvaluatePopulation], StepResult]
 
 
 @dataclass(frozen=True)
@@ -460,7 +465,7 @@ def _generation(run: RunState, g: int, algorithm: Algorithm, s: EvolveSettings,
     A validation joins the run's validations; the coordinator is saved again whenever the rule keeps
     another one. `stale` counts validations since the highest validation reward last rose (early stop)."""
     t0 = time.perf_counter()
-    state, population, parts = _KINDS[algorithm.kind].step(algorithm, run.state, g, s, evaluate_population)
+    state, metrics, population, parts = _KINDS[algorithm.kind].step(algorithm, run.state, g, s, evaluate_population)
     fitness = np.array([p.fitness for p in parts])
     rows = [episode_row(t, phase="train", generation=g, candidate=c, candidate_fitness=parts[c].fitness)
             for c, traces in enumerate(population) for t in traces]
@@ -474,7 +479,7 @@ def _generation(run: RunState, g: int, algorithm: Algorithm, s: EvolveSettings,
     if last or (every and (g + 1) % every == 0):
         val = _validate(g, mean, s, evaluator, train_reward)
         highest = max((e["validation_reward"] for e in validations), default=None)
-        validations = validations + [_entry(g, mean, val, algorithm.describe(state))]
+        validations = validations + [_entry(g, mean, val, metrics)]
         kept = _kept(validations, s)
         if best is None or best["validation_reward"] is None or kept["generation"] != best["generation"]:
             save_coordinator(paths.coordinator, kept["params"], _meta(run, algorithm, kept, s, x0_reward))
@@ -492,7 +497,7 @@ def _generation(run: RunState, g: int, algorithm: Algorithm, s: EvolveSettings,
         "generation": g, "episodes": len(rows), "fitness_min": float(fitness.min()),
         "fitness_mean": float(fitness.mean()), "fitness_max": float(fitness.max()),
         "reward_mean": float(np.mean([p.reward for p in parts])), "best_candidate": int(np.argmax(fitness)),
-        "sigma": None, "learning_rate": None, **algorithm.describe(state),  # the kind's own step size
+        "sigma": None, "learning_rate": None, **metrics,  # the kind's own step size
         "mean_norm": float(np.linalg.norm(mean)),
         "validation_reward": val.reward if val is not None else None,
         "validation_reward_sample": by_mode.get("sample"), "validation_reward_argmax": by_mode.get("argmax"),
