@@ -32,9 +32,9 @@ far (trinity.evolve.selection): `max` keeps x0 unless a later validation beats i
 x0 (`beats_x0`). x0's validation is a committed step of the checkpointed run like a generation.
 
 A generation is atomic: it is committed only once finished, first its episode rows as their own Parquet
-part (trinity.evolve.episode_parts), then the checkpoint (strategy state, RNG state, per-generation
-summaries, best, and references to the parts): the run state, an immutable RunState
-(trinity.evolve.run_state) that every step replaces. A run killed at any moment resumes at the start of the
+part (trinity.evolve.episode_parts), then the checkpoint (strategy state, its random stream included,
+per-generation summaries, best, and references to the parts): the run state, an immutable RunState
+(trinity.evolve.run_state) that every step replaces. The loop draws from no global random generator. A run killed at any moment resumes at the start of the
 generation it was in (a part written after the last checkpoint is removed and written again) and, given
 deterministic evaluations, ends with the same coordinator and tables as a run never stopped.
 
