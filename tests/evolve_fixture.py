@@ -98,8 +98,8 @@ class ToyProblem:
     def trace(self, params: np.ndarray, item: int, generation: int, candidate: int, mode: str = "argmax",
               agent: int | None = None) -> Trace:
         agent = self.pick(params, item, mode) if agent is None else agent
-        # drawn from numpy's GLOBAL RNG on purpose: a resumed run matches only if its state was checkpointed
-        latency = 0.5 + round(float(np.random.random()), 6)
+        # from a stream of its own per episode, like every random draw of a run (none from a global generator)
+        latency = 0.5 + round(float(rng(self.seed, "toy-latency", generation, candidate, item, mode).random()), 6)
         right = agent == int(self.targets[item])
         turns = [Turn(0, AGENTS[agent], agent, "worker", False, prompt_tokens=100 + item, completion_tokens=20 + agent,
                       latency_s=latency, cost_usd=1e-6 * (120 + item), cached=(item + agent) % 3 == 0)]

@@ -78,7 +78,7 @@ def test_the_composed_config_is_left_as_written():
 
 
 def test_sections_fill_absent_keys_from_the_schema_and_readers_use_them():
-    from trinity.evolve.fitness import FitnessWeights
+    from trinity.config_schema.evolve import Fitness
     from trinity.pool.budget import Budget
     from trinity.pool.client import PoolClient
 
@@ -89,9 +89,9 @@ def test_sections_fill_absent_keys_from_the_schema_and_readers_use_them():
     assert PoolClient.from_config({"models": models, "retry": {"max_retries": 9}}).retry.max_retries == 9
     with pytest.raises(ConfigError, match=r"pool\.retry\.jitter"):
         PoolClient.from_config({"models": models, "retry": {"jitter": 2}})
-    assert FitnessWeights.from_cfg({}) == FitnessWeights()
+    assert section({}, Fitness, "evolve.fitness") == Fitness()
     with pytest.raises(ConfigError, match=r"evolve\.fitness\.cost_unit"):
-        FitnessWeights.from_cfg({"cost_unit": "euro"})
+        section({"cost_unit": "euro"}, Fitness, "evolve.fitness")
     assert Budget.from_config(None).max_calls is None
     with pytest.raises(ConfigError, match=r"evolve\.budget\.max_calls"):
         Budget.from_config({"max_calls": -5})

@@ -10,21 +10,17 @@ from omegaconf import OmegaConf
 
 from evolve_fixture import run, toy_cfg
 from trinity.errors import TrinityError
-from trinity.evolve.checkpoint import MAGIC, capture_rng, load_checkpoint, restore_rng, save_checkpoint
+from trinity.evolve.checkpoint import MAGIC, load_checkpoint, save_checkpoint
 from trinity.evolve.errors import CheckpointError
 from trinity.evolve.upgrade import CHECKPOINT_VERSION
 from trinity.pipeline.evolution_inputs import config_fingerprint
 
 
-def test_round_trip_and_rng_state(tmp_path):
-    np.random.seed(7)
-    payload = {"fingerprint": "abc", "x": np.arange(5.0), "rows": [{"a": 1}], "rng": capture_rng()}
+def test_round_trip(tmp_path):
+    payload = {"fingerprint": "abc", "x": np.arange(5.0), "rows": [{"a": 1}]}
     save_checkpoint(tmp_path / "ck.pkl", payload)
-    expected = np.random.rand(3)
     loaded = load_checkpoint(tmp_path / "ck.pkl", "abc")
     assert np.array_equal(loaded["x"], payload["x"]) and loaded["rows"] == payload["rows"]
-    restore_rng(loaded["rng"])
-    assert np.array_equal(np.random.rand(3), expected)
     assert not list(tmp_path.glob(".*.tmp"))  # the temp file was renamed into place
 
 
@@ -156,7 +152,7 @@ def test_one_part_per_generation_with_its_rows_and_none_in_the_checkpoint(tmp_pa
 def test_checkpoint_size_does_not_grow_with_the_episodes(tmp_path):
     """The checkpoint used to hold every episode row: on this fixture it grew from ~61 kB after generation 2
     to ~137 kB after generation 8 (2.25x, +12.7 kB per generation, its rows re-pickled every time). Without
-    rows only the per-generation summaries grow (~0.6 kB per generation on ~30 kB of state)."""
+    rows only the per-generation summaries grow (~0.85 kB per generation on ~20 kB of state)."""
     out = tmp_path / "run"
     sizes = {}
 
@@ -164,7 +160,7 @@ def test_checkpoint_size_does_not_grow_with_the_episodes(tmp_path):
         sizes[report["generations_done"]] = (out / "checkpoint.pkl").stat().st_size
 
     run(out, toy_cfg(generations=8, every=2, tmp=tmp_path), progress=measure)
-    assert sizes[8] < 1.25 * sizes[2], sizes
+    assert sizes[8] < 1.3 * sizes[2], sizes
     assert sizes[8] - sizes[2] < 6 * 2_000, sizes  # per generation, far under one generation's rows
 
 

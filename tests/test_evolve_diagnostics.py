@@ -17,7 +17,8 @@ from test_ablations import scripted  # noqa: F401  (fixture: a composed config o
 from trinity.episodes.trace import EpisodeId, Trace, Turn
 from trinity.errors import ConfigError
 from trinity.evolve.diagnostics import ended_without_answer, routing_matrix, training_diagnostics
-from trinity.evolve.fitness import FitnessWeights, shaped_fitness
+from trinity.config_schema.evolve import Fitness
+from trinity.evolve.fitness import shaped_fitness
 from trinity.pipeline.evolution_inputs import run_evolution_from_config
 from trinity.evolve.tables import GENERATIONS_SCHEMA, ROUTING_SCHEMA
 
@@ -176,7 +177,7 @@ def _hand_built(generation: int, candidate: int) -> list[Trace]:
 
 def test_training_diagnostics_on_hand_built_traces():
     population = [_hand_built(0, 0), _hand_built(0, 1)]
-    parts = [shaped_fitness(t, max_turns=3, weights=FitnessWeights()) for t in population]
+    parts = [shaped_fitness(t, max_turns=3, weights=Fitness()) for t in population]
     diag = training_diagnostics(population, parts)
     assert diag["verifier_first_share"] == 0.25  # 1 of 4 episodes opens with a Verifier
     assert diag["no_answer_share"] == 0.5        # (a) and (c); (d) reached the turn limit with an answer

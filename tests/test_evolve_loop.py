@@ -172,8 +172,8 @@ def test_early_stop_on_plateau(tmp_path):
 
 
 def test_validation_modes_run_together_when_offered_and_results_are_the_same(tmp_path):
-    """An evaluate_mean with `all_modes` gets both routing modes in one call (they overlap on the pool);
-    the run's tables equal those of the one-mode-at-a-time path."""
+    """An Evaluator (trinity.evolve.evaluators) gets both routing modes in one `validate` call (they overlap on
+    the pool); the run's tables equal those of a per-mode callable, run one mode at a time."""
     from trinity.evolve.loop import VALIDATION_MODES
 
     outs = {}
@@ -186,15 +186,15 @@ def test_validation_modes_run_together_when_offered_and_results_are_the_same(tmp
             calls.append(("one", mode))
             return problem.evaluate_mean(g, params, mode)
 
-        if together:
-            def all_modes(g, params, modes, problem=problem):
+        class Together:
+            def validate(self, g, params, modes, problem=problem):
                 calls.append(("all", tuple(modes)))
                 return {m: problem.evaluate_mean(g, params, m) for m in modes}
-            evaluate_mean.all_modes = all_modes
+
         out = tmp_path / f"run-{together}"
         run_evolution_from_config(cfg, n_params=problem.n_params, evaluate_population=problem.evaluate_population,
-                      evaluate_mean=evaluate_mean, save_coordinator=save_coordinator, out_dir=out,
-                      describe_mean=problem.describe_mean)
+                      evaluate_mean=Together() if together else evaluate_mean, save_coordinator=save_coordinator,
+                      out_dir=out, describe_mean=problem.describe_mean)
         outs[together] = pl.read_parquet(out / "episodes.parquet").drop("latency_s", "pool_latency_s", strict=False)
         kinds = {k for k, _ in calls}
         assert kinds == ({"all"} if together else {"one"})
@@ -219,5 +219,5 @@ def test_l2_weight_keeps_the_mean_near_x0_unless_reward_pays_for_moving(tmp_path
     assert finals[50.0] < 0.6 * finals[0.0], finals
     from trinity.evolve.loop import EvolveSettings
 
-    settings = EvolveSettings.from_sections(section(cfg.evolve, EvolveConfig, "evolve"), max_turns=3)
-    assert settings.l2_weight == 50.0 and settings.told(0.5, np.array([0.1, -0.3])) == pytest.approx(0.5 - 50.0 * 0.05)
+    settings = EvolveSettings(section(cfg.evolve, EvolveConfig, "evolve"), routing="sample", max_turns=3)
+    assert settings.evolve.fitness.l2_weight == 50.0 and settings.told(0.5, np.array([0.1, -0.3])) == pytest.approx(0.5 - 50.0 * 0.05)

@@ -95,10 +95,11 @@ def test_black_box_state_is_a_value_and_a_repeated_tell_is_harmless(name):
     xs, asked = strategy.ask(state)
     again, same = strategy.ask(asked)  # pending candidates come back unchanged
     assert same is asked and all(np.array_equal(a, b) for a, b in zip(xs, again))
-    told = strategy.tell(asked, xs, _fitness(xs))
+    told, metrics = strategy.tell(asked, xs, _fitness(xs))
+    assert metrics == strategy.describe(told) and "sigma" in metrics
     assert told.generation == 1 and told.pending is None and asked.pending is not None  # `asked` is untouched
-    assert strategy.tell(told, xs, _fitness(xs)) is told  # a repeated tell of the same generation is harmless
-    twice = strategy.tell(asked, xs, _fitness(xs))  # a pure function of the state and the fitness
+    assert strategy.tell(told, xs, _fitness(xs))[0] is told  # a repeated tell of the same generation is harmless
+    twice, _ = strategy.tell(asked, xs, _fitness(xs))  # a pure function of the state and the fitness
     assert np.array_equal(strategy.mean(twice), strategy.mean(told))
     assert not np.array_equal(strategy.mean(told), strategy.mean(state)) or name == "random_search"
     with pytest.raises(AttributeError):
@@ -133,7 +134,7 @@ def test_black_box_strategies_leave_numpy_global_rng_alone_and_improve(name):
     outer = np.random.get_state()
     for _ in range(25):
         xs, state = strategy.ask(state)
-        state = strategy.tell(state, xs, [problem.accuracy(x) for x in xs])
+        state, _ = strategy.tell(state, xs, [problem.accuracy(x) for x in xs])
     assert state.generation == 25
     assert problem.accuracy(strategy.mean(state)) >= start + 0.2
     assert all(np.array_equal(a, b) for a, b in zip(outer[1:], np.random.get_state()[1:]))
@@ -161,7 +162,7 @@ def test_sep_cma_draws_what_pycma_seeded_numpy_global_rng_drew():
     state = strategy.init(np.zeros(n), sigma0=sigma0, seed=seed)
     for xs0, mean0, sigma in reference:
         xs, state = strategy.ask(state)
-        state = strategy.tell(state, xs, [-float(np.sum((x - 1) ** 2)) for x in xs])
+        state, _ = strategy.tell(state, xs, [-float(np.sum((x - 1) ** 2)) for x in xs])
         assert np.array_equal(np.array(xs), xs0) and np.array_equal(state.mean, mean0) and state.sigma == sigma
 
 
@@ -171,7 +172,7 @@ def test_sep_cma_maximises_by_negating_for_pycma():
     target = np.array([1.0, -1.0, 0.5, 0.0])
     for _ in range(40):
         xs, state = strategy.ask(state)
-        state = strategy.tell(state, xs, [-float(np.sum((x - target) ** 2)) for x in xs])
+        state, _ = strategy.tell(state, xs, [-float(np.sum((x - target) ** 2)) for x in xs])
     assert np.sum((strategy.mean(state) - target) ** 2) < 0.1 * np.sum(target ** 2)
 
 
@@ -193,12 +194,13 @@ def test_on_policy_state_is_a_value_and_a_repeated_update_is_harmless(name):
     assert "sigma" not in method.describe(start)  # no sampling distribution: its step is its own setting
     state = start
     for g in range(3):
-        state = method.update(state, _batch(g, method.mean(state)))
-        assert method.update(state, _batch(g, None)) is state  # the same generation again: harmless
+        state, metrics = method.update(state, _batch(g, method.mean(state)))
+        assert metrics == method.describe(state)
+        assert method.update(state, _batch(g, None))[0] is state  # the same generation again: harmless
     assert state.generation == 3 and start.generation == 0 and not np.array_equal(method.mean(state), np.zeros(12))
     restored = pickle.loads(pickle.dumps(state))
-    a = method.update(state, _batch(3, None))
-    b = make_algorithm(name, 12, popsize=2).update(restored, _batch(3, None))
+    a, _ = method.update(state, _batch(3, None))
+    b, _ = make_algorithm(name, 12, popsize=2).update(restored, _batch(3, None))
     assert np.array_equal(method.mean(a), method.mean(b))
     with pytest.raises(ValueError, match="generation"):
         method.update(state, _batch(7, None))

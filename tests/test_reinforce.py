@@ -95,7 +95,7 @@ def test_reinforce_raises_the_probability_of_the_rewarded_agent(optimizer, lr):
     start = _p_agent0(method.mean(state))
     for g in range(30):
         eps = _scripted_episodes(method.mean(state), g, method.popsize, 8)
-        state = method.update(state, EpisodeBatch(g, [rec for rows in eps for rec, _ in rows]))
+        state, _ = method.update(state, EpisodeBatch(g, [rec for rows in eps for rec, _ in rows]))
     end = _p_agent0(method.mean(state))
     assert abs(start - 1 / 3) < 1e-9 and end > 0.6, (start, end)
     assert state.generation == 30 and method.describe(state) == {"learning_rate": lr}
@@ -119,10 +119,10 @@ def test_an_update_learns_once_per_generation():
     method = make_algorithm("reinforce", n, popsize=2, options={"learning_rate": 0.1})
     start = method.init(np.zeros(n))
     batch = EpisodeBatch(0, [rec for rows in _scripted_episodes(method.mean(start), 0, 2, 6) for rec, _ in rows])
-    once = method.update(start, batch)
+    once, _ = method.update(start, batch)
     assert once.generation == 1 and not np.array_equal(method.mean(once), method.mean(start))
-    assert method.update(once, batch) is once  # a repeated update of the same generation is harmless
-    again = method.update(start, batch)  # a pure function of the state and the episodes
+    assert method.update(once, batch)[0] is once  # a repeated update of the same generation is harmless
+    again, _ = method.update(start, batch)  # a pure function of the state and the episodes
     assert np.array_equal(method.mean(again), method.mean(once)) and np.array_equal(again.adam_v, once.adam_v)
     with pytest.raises(ValueError, match="generation 1, the episodes are from generation 5"):
         method.update(once, EpisodeBatch(5, batch.episodes))

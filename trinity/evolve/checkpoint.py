@@ -6,6 +6,12 @@ CheckpointError instead of a silently different run. The file is pickle, so only
 you wrote yourself. The payload is the evolution state; the episode rows live in Parquet parts beside
 it, referenced by name, row count and SHA-256 (trinity.evolve.episode_parts), so the file stays about
 the same size however many generations the run has.
+
+No global random state is saved, because the run draws from none: the strategy's own random stream is
+part of its state (trinity.evolve.strategies; pycma, whose `seed` option would seed numpy's global
+generator, is given no seed and samples only from the stream the state lends it), and every episode's
+randomness is derived from the root seed and the episode's identity (trinity.seeding). A checkpoint an
+older loop wrote with the global generators' states in it ("rng") loads as before; that entry is ignored.
 """
 
 from __future__ import annotations
@@ -13,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import json
 import pickle
-import random
 import sys
 from pathlib import Path
 from typing import Any
@@ -91,33 +96,3 @@ def load_checkpoint(path: Path, fingerprint: str) -> dict[str, Any]:
             f"the seed or the number of parameters changed); {hint}"
         )
     return payload
-
-
-def capture_rng() -> dict[str, Any]:
-    """Every global RNG an evaluation callback might draw from (torch only if the caller imported it)."""
-    state: dict[str, Any] = {"numpy": np.random.get_state(), "python": random.getstate(), "torch": None, "torch_cuda": None}
-    torch = sys.modules.get("torch")
-    if torch is not None:
-        state["torch"] = torch.get_rng_state()
-        if torch.cuda.is_available() and torch.cuda.is_initialized():
-            state["torch_cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def restore_rng(state: dict[str, Any]) -> None:
-    np.random.set_state(state["numpy"])
-    random.setstate(state["python"])
-    torch = sys.modules.get("torch")
-    if torch is not None and state.get("torch") is not None:
-        torch.set_rng_state(state["torch"])
-        if state.get("torch_cuda") is not None and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all(state["torch_cuda"])
-
-
-def seed_global_rngs(seed: int) -> None:
-    """A fresh run seeds the global RNGs from cfg.seed so a resumed run can match it exactly."""
-    np.random.seed(seed % (2**32))
-    random.seed(seed)
-    torch = sys.modules.get("torch")
-    if torch is not None:
-        torch.manual_seed(seed)

@@ -23,6 +23,7 @@ import numpy as np
 
 from trinity.episodes.trace import Trace
 from trinity.evolve.fitness import FitnessParts
+from trinity.evolve.run_state import RunState
 
 NO_ANSWER_END_REASONS = ("verifier_before_answer", "pool_failure")
 
@@ -90,12 +91,12 @@ def matrix_from_rows(rows: Sequence[Mapping[str, Any]]) -> RoutingMatrix:
     return out
 
 
-def x0_comparison(run: Mapping[str, Any]) -> dict[str, Any]:
+def x0_comparison(run: RunState) -> dict[str, Any]:
     """x0 (the strategy's initial mean) against the kept coordinator: x0's validation reward, the best
     validation reward minus it, and whether any later validation beat it (None: x0 not validated)."""
-    x0 = run.get("x0") or {}
+    x0 = run.x0 or {}
     x0_reward = x0.get("validation_reward")
-    best = run.get("best") or {}
+    best = run.best or {}
     best_reward = best.get("validation_reward")
     if x0_reward is None or best_reward is None:
         return {"x0_validation_reward": x0_reward, "best_minus_x0": None, "beats_x0": None}

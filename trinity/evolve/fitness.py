@@ -20,34 +20,10 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Sequence
 
-from trinity.config_schema import section
-from trinity.config_schema.choices import CostUnit
 from trinity.config_schema.evolve import Fitness
 from trinity.episodes.trace import Trace
-from trinity.errors import ConfigError
-
-COST_UNITS = tuple(u.value for u in CostUnit)
-_DEFAULT = Fitness()   # the defaults live in the schema (evolve.fitness)
-
-
-@dataclass(frozen=True)
-class FitnessWeights:
-    entropy_weight: float = _DEFAULT.entropy_weight
-    turn_weight: float = _DEFAULT.turn_weight
-    cost_weight: float = _DEFAULT.cost_weight
-    cost_unit: str = _DEFAULT.cost_unit.value
-
-    def __post_init__(self) -> None:
-        if self.cost_unit not in COST_UNITS:
-            raise ConfigError(f"config key 'evolve.fitness.cost_unit' must be one of {COST_UNITS}, got {self.cost_unit!r}")
-
-    @classmethod
-    def from_cfg(cls, fitness_cfg: Any) -> "FitnessWeights":
-        """From `cfg.evolve.fitness` (absent keys: the schema's defaults)."""
-        f = section(fitness_cfg, Fitness, "evolve.fitness")
-        return cls(float(f.entropy_weight), float(f.turn_weight), float(f.cost_weight), f.cost_unit.value)
 
 
 @dataclass(frozen=True)
@@ -73,7 +49,8 @@ def episode_cost(trace: Trace, unit: str) -> float:
     return float(trace.price_usd)
 
 
-def shaped_fitness(traces: Sequence[Trace], *, max_turns: int, weights: FitnessWeights) -> FitnessParts:
+def shaped_fitness(traces: Sequence[Trace], *, max_turns: int, weights: Fitness) -> FitnessParts:
+    """`weights`: the `evolve.fitness` section (trinity.config_schema.evolve.Fitness; its defaults are the paper's)."""
     if not traces:
         raise ValueError("a candidate needs at least one episode to have a fitness")
     if max_turns <= 0:

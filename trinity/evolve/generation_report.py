@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from trinity.evolve.diagnostics import x0_comparison
+from trinity.evolve.run_state import RunState
 
 # The pool work of a step and how close it ran to its floor (generation rows and x0's record).
 WORK_KEYS = ("decode_tokens", "prefill_tokens", "floor_s", "floor_bound", "efficiency")
@@ -60,38 +61,38 @@ def _modes(selection: str, rewards: dict[str, Any]) -> str:
     return "".join(f" {m} {rewards[f'validation_reward_{m}']:.3f}" for m in (selection, other))
 
 
-def x0_report(run: dict[str, Any], episodes: dict[str, Any], generations: int, elapsed_s: float) -> dict[str, Any]:
+def x0_report(run: RunState, episodes: dict[str, Any], generations: int, elapsed_s: float) -> dict[str, Any]:
     """The report of x0's validation (generation -1, before generation 0); `episodes`: the committed
     episodes' totals (trinity.evolve.outputs.totals)."""
-    x0 = run["x0"]
+    x0 = run.x0
     totals = _totals(episodes)
     report = {
         "event": "x0", "generation": -1, "generations_done": 0, "generations": generations, **totals,
         "validation_reward": x0["validation_reward"], "validation_reward_sample": x0["validation_reward_sample"],
         "validation_reward_argmax": x0["validation_reward_argmax"], "x0_validation_reward": x0["validation_reward"],
-        "validation_routing": run["validation_routing"], "wall_s": x0["wall_s"], "elapsed_s": elapsed_s,
-        "stop_reason": run["stop_reason"], **{k: x0.get(k) for k in WORK_KEYS},
+        "validation_routing": run.validation_routing, "wall_s": x0["wall_s"], "elapsed_s": elapsed_s,
+        "stop_reason": run.stop_reason, **{k: x0.get(k) for k in WORK_KEYS},
     }
     report["line"] = (
-        f"evolve x0 (generation -1, the initial mean) | val{_modes(run['validation_routing'], x0)}: the baseline "
+        f"evolve x0 (generation -1, the initial mean) | val{_modes(run.validation_routing, x0)}: the baseline "
         f"of every later validation | episodes {totals['episodes_done']} | calls {totals['calls']} | "
         f"cost ${totals['cost_usd']:.4f}{_floor(x0)}"
     )
     return report
 
 
-def progress_report(run: dict[str, Any], episodes: dict[str, Any], generations: int, walls: Sequence[float],
+def progress_report(run: RunState, episodes: dict[str, Any], generations: int, walls: Sequence[float],
                     elapsed_s: float) -> dict[str, Any]:
     """`generation` is the 0-based index just finished (as in the tables), `generations_done` the count.
 
     `episodes`: the committed episodes' totals (trinity.evolve.outputs.totals). `walls` are the wall times
     of the generations run in this process (the ETA ignores earlier ones)."""
-    gen = run["generation_rows"][-1]
-    done = run["next_generation"]
+    gen = run.generation_rows[-1]
+    done = run.next_generation
     totals = _totals(episodes)
-    remaining = 0 if run["finished"] else max(generations - done, 0)
+    remaining = 0 if run.finished else max(generations - done, 0)
     eta = (sum(walls) / len(walls)) * remaining if walls else None
-    best = run["best"] or {}
+    best = run.best or {}
     versus = x0_comparison(run)
     report = {
         "event": "generation", "generation": gen["generation"], "generations_done": done,
@@ -105,11 +106,11 @@ def progress_report(run: dict[str, Any], episodes: dict[str, Any], generations: 
         "no_answer_share": gen["no_answer_share"], "truncated_call_share": gen["truncated_call_share"],
         "reward_mean": gen["reward_mean"], "agent_entropy": gen["agent_entropy"],
         "turn_term_mean": gen["turn_term_mean"], "cost_term_mean": gen["cost_term_mean"],
-        "wall_s": gen["wall_s"], "elapsed_s": elapsed_s, "eta_s": eta, "stop_reason": run["stop_reason"],
+        "wall_s": gen["wall_s"], "elapsed_s": elapsed_s, "eta_s": eta, "stop_reason": run.stop_reason,
         **{k: gen.get(k) for k in WORK_KEYS},
     }
-    val = "" if gen["validation_reward"] is None else f" | val{_modes(run['validation_routing'], gen)}"
-    validated_after_x0 = any(r["validation_reward"] is not None for r in run["generation_rows"])
+    val = "" if gen["validation_reward"] is None else f" | val{_modes(run.validation_routing, gen)}"
+    validated_after_x0 = any(r["validation_reward"] is not None for r in run.generation_rows)
     report["line"] = (
         f"evolve gen {done}/{generations} | episodes {totals['episodes_done']} | calls {totals['calls']} | "
         f"cache {totals['cache_hit_share']:.1%} | cost ${totals['cost_usd']:.4f} | "

@@ -12,9 +12,10 @@ It knows nothing of the pool, the coordinator or the episode runner: the caller 
   the loop calls `evaluate_population(generation, copies of the policy, record_decisions=True)`, which
   returns `(traces per copy, {episode key: routing decisions in turn order})`; the episodes of
   different copies should then use different random streams (they are all the same policy).
-- `evaluate_mean(generation, params, mode) -> traces` on the validation items, the mean routed with
-  `mode` ("sample" or "argmax"). Every validation runs both modes (VALIDATION_MODES, in that order); the
-  one named by `coordinator.routing` (default "sample") is `validation_reward` and picks the best.
+- `evaluate_mean`: an Evaluator (trinity.evolve.evaluators) whose `validate(generation, params, modes)`
+  gives every mode's validation of the mean, or a plain `(generation, params, mode) -> traces` callable run
+  once per mode. Every validation runs both modes (VALIDATION_MODES, in that order); the one named by
+  `coordinator.routing` (default "sample") is `validation_reward` and picks the best.
 - `save_coordinator(path, params, meta)` whenever the validated mean improves.
 - optional `describe_mean(generation, params) -> {"routing": {suite: {model: {"argmax_share", "mean_prob"}}}}`:
   the mean's routing matrix P(model | suite), computed without pool calls, for x0 and after every tell
@@ -31,8 +32,9 @@ far (trinity.evolve.selection): `max` keeps x0 unless a later validation beats i
 x0 (`beats_x0`). x0's validation is a committed step of the checkpointed run like a generation.
 
 A generation is atomic: it is committed only once finished, first its episode rows as their own Parquet
-part (trinity.evolve.episode_parts), then the checkpoint (strategy state, RNG state, per-generation
-summaries, best, and references to the parts). A run killed at any moment resumes at the start of the
+part (trinity.evolve.episode_parts), then the checkpoint (strategy state, its random stream included,
+per-generation summaries, best, and references to the parts): the run state, an immutable RunState
+(trinity.evolve.run_state) that every step replaces. The loop draws from no global random generator. A run killed at any moment resumes at the start of the
 generation it was in (a part written after the last checkpoint is removed and written again) and, given
 deterministic evaluations, ends with the same coordinator and tables as a run never stopped.
 
@@ -52,7 +54,7 @@ import time
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, Union
 
 import numpy as np
 
@@ -61,14 +63,16 @@ from trinity.contracts import ROUTING_MODES
 from trinity.episodes.trace import Trace
 from trinity.errors import TrinityError
 from trinity.evolve.algorithms import Algorithm, make_algorithm
-from trinity.evolve.checkpoint import capture_rng, load_checkpoint, restore_rng, save_checkpoint, seed_global_rngs
+from trinity.evolve.checkpoint import load_checkpoint, save_checkpoint
 from trinity.evolve.diagnostics import routing_rows, training_diagnostics, x0_comparison
 from trinity.evolve.efficiency import Throughput, efficiency, generation_summary
 from trinity.evolve.episode_parts import prune_parts, read_parts, write_part
 from trinity.evolve.errors import BudgetExhausted
-from trinity.evolve.fitness import FitnessParts, FitnessWeights, shaped_fitness
+from trinity.evolve.evaluators import Evaluator, as_evaluator
+from trinity.evolve.fitness import FitnessParts, shaped_fitness
 from trinity.evolve.on_policy import EpisodeBatch, EpisodeRecord, OnPolicyMethod
 from trinity.evolve.outputs import RunPaths, totals, write_outputs
+from trinity.evolve.run_state import RunState
 from trinity.evolve.selection import Validated, select
 from trinity.evolve.generation_report import progress_report, x0_report
 from trinity.evolve.strategies import BlackBoxStrategy
@@ -80,7 +84,7 @@ from trinity.seeding import derive_seed
 log = logging.getLogger("trinity.evolve")
 
 EvaluatePopulation = Callable[[int, list[np.ndarray]], list[list[Trace]]]
-EvaluateMean = Callable[[int, np.ndarray, str], list[Trace]]
+EvaluateMean = Union[Evaluator, Callable[[int, np.ndarray, str], list[Trace]]]
 SaveCoordinator = Callable[[Path, np.ndarray, dict], None]
 DescribeMean = Callable[[int, np.ndarray], dict]
 TrainReward = Callable[[np.ndarray, str], float]
@@ -91,43 +95,40 @@ X0_GENERATION = -1
 
 @dataclass(frozen=True)
 class EvolveSettings:
-    strategy: str
-    sigma0: float
-    popsize: int | None
-    generations: int
-    validate_every: int | None   # None/0: validate only at the end
-    patience: int | None         # validations without improvement before stopping; None: never
-    resume: bool
+    """What the loop reads: the typed `evolve` section (its one definition and defaults:
+    trinity.config_schema.evolve.EvolveConfig) and the facts it needs from the rest of the config, which
+    trinity.pipeline.evolution_inputs reads: `coordinator.routing` (the validation mode whose reward
+    selects the kept mean), `protocol.max_turns` and the pool models' throughputs (what each generation's
+    floor_s is computed with; None: not measured)."""
+
+    evolve: EvolveConfig
+    routing: str
     max_turns: int
-    weights: FitnessWeights
-    options: dict          # evolve.<strategy>: the algorithm's own settings (e.g. evolve.reinforce.learning_rate)
-    routing: str = "sample"  # coordinator.routing: the validation mode whose reward selects the best mean
-    # pool.models.<m>.throughput: what each generation's floor_s is computed with (None: not measured)
     throughputs: dict[str, Throughput | None] = field(default_factory=dict)
-    l2_weight: float = 0.0   # evolve.fitness.l2_weight: - w * mean(params^2) in what black-box strategies are told
-    select: str = "max"      # evolve.validation.select: which validated mean is kept (trinity.evolve.selection)
-    select_margin: float = 1.0  # evolve.validation.margin: standard errors a gain must exceed (paired_gain, one_se)
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """evolve.<strategy>: the algorithm's own settings (e.g. evolve.reinforce.learning_rate), as plain values."""
+        options = getattr(self.evolve, self.evolve.strategy, None)
+        return {k: (v.value if isinstance(v, Enum) else v) for k, v in vars(options).items()} if options else {}
+
+    @property
+    def patience(self) -> int | None:
+        """Validations without improvement before stopping early; None (evolve.early_stop_patience null or 0): never."""
+        return self.evolve.early_stop_patience or None
+
+    @property
+    def select(self) -> str:
+        """evolve.validation.select: which validated mean is kept (trinity.evolve.selection)."""
+        return self.evolve.validation.select.value
 
     def told(self, fitness: float, params: np.ndarray) -> float:
-        """What a black-box strategy is told for a candidate: its fitness less the capacity penalty."""
-        if not self.l2_weight:
+        """What a black-box strategy is told for a candidate: its fitness less the capacity penalty
+        (evolve.fitness.l2_weight)."""
+        l2_weight = self.evolve.fitness.l2_weight
+        if not l2_weight:
             return float(fitness)
-        return float(fitness) - self.l2_weight * float(np.mean(np.square(np.asarray(params, dtype=np.float64))))
-
-    @classmethod
-    def from_sections(cls, ev: EvolveConfig, *, routing: str = "sample", max_turns: int,
-                      throughputs: dict[str, Throughput | None] | None = None) -> "EvolveSettings":
-        """From the typed `evolve` section, `coordinator.routing`, `protocol.max_turns` and the pool models'
-        throughputs (trinity.pipeline.evolution_inputs reads them from the config)."""
-        options = getattr(ev, ev.strategy, None)   # evolve.<strategy>: that algorithm's own settings
-        options = {k: (v.value if isinstance(v, Enum) else v) for k, v in vars(options).items()} if options else {}
-        fitness = ev.fitness
-        return cls(ev.strategy, float(ev.sigma0), ev.popsize, int(ev.generations),
-                   ev.validation.every or None, ev.early_stop_patience or None, ev.resume, int(max_turns),
-                   FitnessWeights(float(fitness.entropy_weight), float(fitness.turn_weight),
-                                  float(fitness.cost_weight), fitness.cost_unit.value),
-                   options, routing, dict(throughputs or {}), float(fitness.l2_weight), ev.validation.select.value,
-                   float(ev.validation.margin))
+        return float(fitness) - float(l2_weight) * float(np.mean(np.square(np.asarray(params, dtype=np.float64))))
 
 
 @dataclass(frozen=True)
@@ -177,84 +178,84 @@ def run_evolution(
     are part of the checkpoint's fingerprint: a run is resumed only from the same start."""
     s = settings
     if sigma0 is not None:
-        s = dataclasses.replace(s, sigma0=float(sigma0))
+        s = dataclasses.replace(s, evolve=dataclasses.replace(s.evolve, sigma0=float(sigma0)))
     if x0 is not None:
         x0 = np.asarray(x0, dtype=np.float64).ravel()
         if x0.size != n_params:
             raise TrinityError(f"x0 has {x0.size} numbers, the coordinator {n_params}")
     paths = RunPaths(Path(out_dir), Path(metrics_dir), Path(reports_dir))
     paths.out_dir.mkdir(parents=True, exist_ok=True)
-    fingerprint = start_fingerprint(config_key, x0, s.sigma0 if x0 is not None else None)
-    algorithm = make_algorithm(s.strategy, n_params, popsize=s.popsize, options=s.options)
-    if fresh or not s.resume:
+    fingerprint = start_fingerprint(config_key, x0, float(s.evolve.sigma0) if x0 is not None else None)
+    algorithm = make_algorithm(s.evolve.strategy, n_params, popsize=s.evolve.popsize, options=s.options)
+    if fresh or not s.evolve.resume:
         paths.clear()
     resumed = paths.checkpoint.exists()
-    run = load_checkpoint(paths.checkpoint, fingerprint) if resumed else None
-    if run is not None:
-        run = upgrade(run, paths)
-    if run is not None and run.get("version") != CHECKPOINT_VERSION:
+    payload = load_checkpoint(paths.checkpoint, fingerprint) if resumed else None
+    if payload is not None:
+        payload = upgrade(payload, paths)
+    if payload is not None and payload.get("version") != CHECKPOINT_VERSION:
         log.warning("evolve: %s was written by an older evolution loop (version %s, no x0 baseline or learning "
-                    "diagnostics); starting this run over", paths.checkpoint, run.get("version"))
+                    "diagnostics); starting this run over", paths.checkpoint, payload.get("version"))
         paths.clear()
-        run, resumed = None, False
-    if run is not None:
-        restore_rng(run["rng"])
-        log.info("evolve: resuming %s at generation %d/%d", paths.checkpoint, run["next_generation"], s.generations)
+        payload, resumed = None, False
+    evaluator = as_evaluator(evaluate_mean)
+    if payload is not None:
+        run = RunState.from_payload(payload)
+        log.info("evolve: resuming %s at generation %d/%d", paths.checkpoint, run.next_generation, s.evolve.generations)
     else:
-        seed_global_rngs(derive_seed(seed, "evolve", "global-rng"))
-        run = _new_run(algorithm, s, fingerprint, derive_seed(seed, "evolve", s.strategy), x0)
+        run = _new_run(algorithm, s, fingerprint, derive_seed(seed, "evolve", s.evolve.strategy), x0)
     # Parts past the checkpoint are from a step it did not commit: that step runs again and rewrites them.
-    removed = prune_parts(paths.parts, run["episode_parts"])
+    removed = prune_parts(paths.parts, run.episode_parts)
     if removed:
         log.info("evolve: removed episode parts the checkpoint does not reference: %s", ", ".join(removed))
-    frames = read_parts(paths.parts, run["episode_parts"], paths.checkpoint)
+    frames = read_parts(paths.parts, run.episode_parts, paths.checkpoint)
     episodes = concat_episodes(frames)
     write_outputs(paths, run, episodes, final=False, references=reference_lines)
     started, walls = time.perf_counter(), []
-    while not run["finished"]:
-        g = run["next_generation"]
+    while not run.finished:
+        g = run.next_generation
         t0 = time.perf_counter()
-        x0_step = run["x0"] is None
+        x0_step = run.x0 is None
         try:
             if x0_step:
-                run, rows = _validate_x0(run, algorithm, s, evaluate_mean, describe_mean, save_coordinator, paths,
+                run, rows = _validate_x0(run, algorithm, s, evaluator, describe_mean, save_coordinator, paths,
                                          train_reward)
             else:
-                run, rows = _generation(run, g, algorithm, s, evaluate_population, evaluate_mean, describe_mean,
+                run, rows = _generation(run, g, algorithm, s, evaluate_population, evaluator, describe_mean,
                                         save_coordinator, paths, train_reward)
         except BudgetExhausted as e:
             run = _stop_on_budget(run, str(e), algorithm, save_coordinator, paths)
-            save_checkpoint(paths.checkpoint, run)
+            save_checkpoint(paths.checkpoint, run.payload())
             where = "the validation of x0" if x0_step else f"generation {g}"
             log.warning("evolve: budget exhausted in %s, stopped at its start: %s", where, e)
             break
         frame = episodes_frame(rows)
         ref = write_part(paths.parts, X0_GENERATION if x0_step else g, frame)  # before the checkpoint naming it
-        run = {**run, "episode_parts": run["episode_parts"] + [ref]}
-        save_checkpoint(paths.checkpoint, run)
+        run = dataclasses.replace(run, episode_parts=run.episode_parts + [ref])
+        save_checkpoint(paths.checkpoint, run.payload())
         frames.append(frame)
         episodes = concat_episodes(frames)
         write_outputs(paths, run, episodes, final=False, references=reference_lines)
         if x0_step:
-            report = x0_report(run, totals(episodes), s.generations, time.perf_counter() - started)
+            report = x0_report(run, totals(episodes), s.evolve.generations, time.perf_counter() - started)
         else:
             walls.append(time.perf_counter() - t0)
-            report = progress_report(run, totals(episodes), s.generations, walls, time.perf_counter() - started)
+            report = progress_report(run, totals(episodes), s.evolve.generations, walls, time.perf_counter() - started)
         log.info(report["line"])
         if progress is not None:
             progress(report)
     write_outputs(paths, run, episodes, final=True, references=reference_lines)
     versus = x0_comparison(run)
-    if versus["beats_x0"] is False and any(r["validation_reward"] is not None for r in run["generation_rows"]):
+    if versus["beats_x0"] is False and any(r["validation_reward"] is not None for r in run.generation_rows):
         log.warning("evolve: no validation of the mean beat x0 (the initial mean; uniform routing when x0 = 0), "
                     "validation reward %.4f (%s routing): the saved coordinator is x0",
                     versus["x0_validation_reward"], s.routing)
-    best = run["best"]
+    best = run.best
     return EvolutionResult(
         params=np.array(best["params"]), best_generation=best["generation"],
-        best_validation_reward=best["validation_reward"], final_mean=algorithm.mean(run["state"]),
-        generations_completed=run["next_generation"], stop_reason=run["stop_reason"],
-        stop_detail=run["stop_detail"], resumed=resumed, paths=paths,
+        best_validation_reward=best["validation_reward"], final_mean=algorithm.mean(run.state),
+        generations_completed=run.next_generation, stop_reason=run.stop_reason,
+        stop_detail=run.stop_detail, resumed=resumed, paths=paths,
         x0_validation_reward=versus["x0_validation_reward"], beats_x0=versus["beats_x0"])
 
 
@@ -271,14 +272,14 @@ def start_fingerprint(fingerprint: str, x0: np.ndarray | None, sigma0: float | N
 
 
 def _new_run(algorithm: Algorithm, s: EvolveSettings, fingerprint: str, seed: int,
-             x0: np.ndarray | None = None) -> dict[str, Any]:
+             x0: np.ndarray | None = None) -> RunState:
     x0 = np.zeros(algorithm.n_params) if x0 is None else x0  # the spec's x0: W = 0 routes uniformly
-    return {"version": CHECKPOINT_VERSION, "fingerprint": fingerprint, "strategy": algorithm.name,
-            "n_params": algorithm.n_params, "popsize": algorithm.popsize, "generations_planned": s.generations,
-            "validation_routing": s.routing, "validation_select": s.select,
-            "state": _KINDS[algorithm.kind].init(algorithm, x0, s, seed), "next_generation": 0, "rng": capture_rng(), "x0": None, "episode_parts": [], "generation_rows": [],
-            "routing_rows": [], "best": None, "validations": [], "stale_validations": 0, "finished": False,
-            "stop_reason": None, "stop_detail": None}
+    return RunState(version=CHECKPOINT_VERSION, fingerprint=fingerprint, strategy=algorithm.name,
+                    n_params=algorithm.n_params, popsize=algorithm.popsize, generations_planned=int(s.evolve.generations),
+                    validation_routing=s.routing, validation_select=s.select,
+                    state=_KINDS[algorithm.kind].init(algorithm, x0, s, seed), next_generation=0,
+                    x0=None, episode_parts=[], generation_rows=[], routing_rows=[], best=None, validations=[],
+                    stale_validations=0, finished=False, stop_reason=None, stop_detail=None)
 
 
 def _check_budget(traces: Sequence[Trace], where: str) -> None:
@@ -310,17 +311,12 @@ def _per_item(done: Any) -> list[float] | None:
     return [float(np.mean(by_item[k])) for k in sorted(by_item)]
 
 
-def _validate(g: int, params: np.ndarray, s: EvolveSettings, evaluate_mean: EvaluateMean,
+def _validate(g: int, params: np.ndarray, s: EvolveSettings, evaluator: Evaluator,
               train_reward: TrainReward | None = None) -> _Validation:
-    """Both routing modes' validations. When `evaluate_mean` offers `all_modes(g, params, modes) ->
-    {mode: traces}` (the evolve stage's does), they run at once, so the pool slots that one mode's tail
-    leaves idle serve the other; each mode's episodes and seeds are its own, so the results do not depend
-    on the overlap. Rows keep VALIDATION_MODES order."""
-    all_modes = getattr(evaluate_mean, "all_modes", None)
-    if all_modes is not None:
-        done = all_modes(g, params, VALIDATION_MODES)
-    else:
-        done = {mode: evaluate_mean(g, params, mode) for mode in VALIDATION_MODES}
+    """Both routing modes' validations, asked of the evaluator at once (the evolve stage's runs them
+    together, so the pool slots that one mode's tail leaves idle serve the other). Rows keep
+    VALIDATION_MODES order."""
+    done = evaluator.validate(g, params, VALIDATION_MODES)
     by_mode, rows, episodes, all_traces = {}, [], 0, []
     for mode in VALIDATION_MODES:
         traces = done[mode]
@@ -332,7 +328,7 @@ def _validate(g: int, params: np.ndarray, s: EvolveSettings, evaluate_mean: Eval
             continue
         all_traces += traces
         if not traces:
-            raise TrinityError(f"evaluate_mean returned no episodes in generation {g} ({mode} routing)")
+            raise TrinityError(f"the evaluator returned no validation episodes in generation {g} ({mode} routing)")
         _check_budget(traces, f"validation ({mode})")
         by_mode[mode] = float(np.mean([t.reward for t in traces]))
         rows += [episode_row(t, phase="validation", generation=g, candidate=-1, candidate_fitness=None, routing=mode)
@@ -348,7 +344,7 @@ def _describe(describe_mean: DescribeMean | None, g: int, params: np.ndarray) ->
 
 
 def _entry(g: int, params: np.ndarray, val: _Validation, describe: dict[str, Any]) -> dict[str, Any]:
-    """One validated mean as the checkpoint keeps it (run["validations"]): what the selection rule reads and
+    """One validated mean as the checkpoint keeps it (RunState.validations): what the selection rule reads and
     what the coordinator is saved with should the rule pick it later."""
     return {"generation": g, "params": np.array(params, dtype=np.float64), "validation_reward": val.reward,
             "by_mode": dict(val.by_mode), "episodes": val.episodes, "per_item": val.per_item,
@@ -360,7 +356,7 @@ def _kept(validations: list[dict[str, Any]], s: EvolveSettings) -> dict[str, Any
     history = [Validated(int(e["generation"]), float(e["validation_reward"]),
                          None if e.get("per_item") is None else np.asarray(e["per_item"], dtype=np.float64))
                for e in validations]
-    return validations[select(s.select, history, s.select_margin)]
+    return validations[select(s.select, history, float(s.evolve.validation.margin))]
 
 
 def _best(entry: dict[str, Any]) -> dict[str, Any]:
@@ -368,7 +364,7 @@ def _best(entry: dict[str, Any]) -> dict[str, Any]:
             "validation_reward": entry["validation_reward"], "train_reward": entry.get("train_reward")}
 
 
-def _meta(run: dict[str, Any], algorithm: Algorithm, entry: dict[str, Any], s: EvolveSettings,
+def _meta(run: RunState, algorithm: Algorithm, entry: dict[str, Any], s: EvolveSettings,
           x0_reward: float | None) -> dict[str, Any]:
     """The saved coordinator's metadata from its validation entry; `beats_x0` is None while x0 is unvalidated."""
     g, reward = entry["generation"], entry["validation_reward"]
@@ -376,30 +372,34 @@ def _meta(run: dict[str, Any], algorithm: Algorithm, entry: dict[str, Any], s: E
     return {"generation": g, "validation_reward": reward, "validation_routing": s.routing,
             "validation_select": s.select, "x0_validation_reward": x0_reward, "beats_x0": beats,
             "strategy": algorithm.name, **entry["describe"], "n_params": algorithm.n_params,
-            "fingerprint": run["fingerprint"], "validation_episodes": entry["episodes"],
+            "fingerprint": run.fingerprint, "validation_episodes": entry["episodes"],
             **{f"validation_reward_{m}": r for m, r in entry["by_mode"].items()},
             "train_reward": entry.get("train_reward")}
 
 
-def _validate_x0(run: dict[str, Any], algorithm: Algorithm, s: EvolveSettings, evaluate_mean: EvaluateMean,
+def _validate_x0(run: RunState, algorithm: Algorithm, s: EvolveSettings, evaluator: Evaluator,
                  describe_mean: DescribeMean | None, save_coordinator: SaveCoordinator,
-                 paths: RunPaths, train_reward: TrainReward | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+                 paths: RunPaths, train_reward: TrainReward | None = None) -> tuple[RunState, list[dict[str, Any]]]:
     """Generation -1: the initial mean, validated like any later mean; it is the first best. Returns the
     run and x0's episode rows (the caller writes them as a part)."""
     t0 = time.perf_counter()
-    x0 = algorithm.mean(run["state"])
-    val = _validate(X0_GENERATION, x0, s, evaluate_mean, train_reward)
-    entry = _entry(X0_GENERATION, x0, val, algorithm.describe(run["state"]))
+    x0 = algorithm.mean(run.state)
+    val = _validate(X0_GENERATION, x0, s, evaluator, train_reward)
+    entry = _entry(X0_GENERATION, x0, val, algorithm.describe(run.state))
     save_coordinator(paths.coordinator, x0, _meta(run, algorithm, entry, s, val.reward))
     x0_info = {"validation_reward": val.reward, "validation_episodes": len(val.rows), "train_reward": val.train_reward,
                **{f"validation_reward_{m}": r for m, r in val.by_mode.items()},
                "calls": sum(r["calls"] for r in val.rows), "cost_usd": float(sum(r["cost_usd"] for r in val.rows)),
                **generation_summary(val.traces, s.throughputs), "wall_s": time.perf_counter() - t0}
     x0_info["efficiency"] = efficiency(x0_info["floor_s"], x0_info["wall_s"])
-    return {**run, "x0": x0_info, "rng": capture_rng(),
-            "routing_rows": run["routing_rows"] + _describe(describe_mean, X0_GENERATION, x0),
-            "best": _best(entry), "validations": [entry],
-            "stale_validations": 0, "stop_reason": None, "stop_detail": None}, val.rows
+    return dataclasses.replace(run, x0=x0_info,
+                               routing_rows=run.routing_rows + _describe(describe_mean, X0_GENERATION, x0),
+                               best=_best(entry), validations=[entry], stale_validations=0, stop_reason=None,
+                               stop_detail=None), val.rows
+
+
+# a generation step's (new algorithm state, its step metrics, traces per candidate, fitness per candidate)
+StepResult = tuple[Any, dict[str, float], list[list[Trace]], list[FitnessParts]]
 
 
 def _evaluated(population: list[list[Trace]], copies: int, s: EvolveSettings) -> list[FitnessParts]:
@@ -408,11 +408,11 @@ def _evaluated(population: list[list[Trace]], copies: int, s: EvolveSettings) ->
         raise TrinityError(f"evaluate_population returned {len(population)} trace lists for {copies} candidates")
     for traces in population:
         _check_budget(traces, "training")
-    return [shaped_fitness(traces, max_turns=s.max_turns, weights=s.weights) for traces in population]
+    return [shaped_fitness(traces, max_turns=s.max_turns, weights=s.evolve.fitness) for traces in population]
 
 
 def _black_box_step(algorithm: BlackBoxStrategy, state: Any, g: int, s: EvolveSettings,
-                    evaluate_population: EvaluatePopulation) -> tuple[Any, list[list[Trace]], list[FitnessParts]]:
+                    evaluate_population: EvaluatePopulation) -> StepResult:
     candidates, state = algorithm.ask(state)
     population = evaluate_population(g, candidates)
     if population and all(isinstance(p, FitnessParts) for p in population):
@@ -420,13 +420,14 @@ def _black_box_step(algorithm: BlackBoxStrategy, state: Any, g: int, s: EvolveSe
         if len(population) != len(candidates):
             raise TrinityError(f"evaluate_population returned {len(population)} fitnesses for {len(candidates)} candidates")
         told = [s.told(p.fitness, c) for p, c in zip(population, candidates)]
-        return algorithm.tell(state, candidates, told), [[] for _ in candidates], list(population)
+        return (*algorithm.tell(state, candidates, told), [[] for _ in candidates], list(population))
     parts = _evaluated(population, len(candidates), s)
-    return algorithm.tell(state, candidates, [s.told(p.fitness, c) for p, c in zip(parts, candidates)]), population, parts
+    return (*algorithm.tell(state, candidates, [s.told(p.fitness, c) for p, c in zip(parts, candidates)]),
+            population, parts)
 
 
 def _on_policy_step(algorithm: OnPolicyMethod, state: Any, g: int, s: EvolveSettings,
-                    evaluate_population: EvaluatePopulation) -> tuple[Any, list[list[Trace]], list[FitnessParts]]:
+                    evaluate_population: EvaluatePopulation) -> StepResult:
     # popsize copies of the one policy: the same episode budget as a strategy's population, each copy
     # (a "candidate" in the episode ids) its own random streams
     policy = algorithm.mean(state)
@@ -435,10 +436,10 @@ def _on_policy_step(algorithm: OnPolicyMethod, state: Any, g: int, s: EvolveSett
     parts = _evaluated(population, algorithm.popsize, s)
     episodes = tuple(EpisodeRecord(t.reward, tuple(decisions.get(t.episode.key(), ())))
                      for traces in population for t in traces)
-    return algorithm.update(state, EpisodeBatch(g, episodes)), population, parts
+    return (*algorithm.update(state, EpisodeBatch(g, episodes)), population, parts)
 
 
-Step = Callable[[Any, Any, int, EvolveSettings, EvaluatePopulation], tuple[Any, list[list[Trace]], list[FitnessParts]]]
+Step = Callable[[Any, Any, int, EvolveSettings, EvaluatePopulation], StepResult]
 
 
 @dataclass(frozen=True)
@@ -450,34 +451,35 @@ class _Kind:
 
 
 _KINDS = {
-    "black_box": _Kind(init=lambda a, x0, s, seed: a.init(x0, sigma0=s.sigma0, seed=seed), step=_black_box_step),
+    "black_box": _Kind(init=lambda a, x0, s, seed: a.init(x0, sigma0=float(s.evolve.sigma0), seed=seed), step=_black_box_step),
     # no sampling distribution (no sigma0) and no randomness of its own: the episodes carry it
     "on_policy": _Kind(init=lambda a, x0, s, seed: a.init(x0), step=_on_policy_step),
 }
 
 
-def _generation(run: dict[str, Any], g: int, algorithm: Algorithm, s: EvolveSettings,
-                evaluate_population: EvaluatePopulation, evaluate_mean: EvaluateMean,
+def _generation(run: RunState, g: int, algorithm: Algorithm, s: EvolveSettings,
+                evaluate_population: EvaluatePopulation, evaluator: Evaluator,
                 describe_mean: DescribeMean | None, save_coordinator: SaveCoordinator,
-                paths: RunPaths, train_reward: TrainReward | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+                paths: RunPaths, train_reward: TrainReward | None = None) -> tuple[RunState, list[dict[str, Any]]]:
     """One generation; returns the run and the generation's episode rows (the caller writes them as a part).
     A validation joins the run's validations; the coordinator is saved again whenever the rule keeps
     another one. `stale` counts validations since the highest validation reward last rose (early stop)."""
     t0 = time.perf_counter()
-    state, population, parts = _KINDS[algorithm.kind].step(algorithm, run["state"], g, s, evaluate_population)
+    state, metrics, population, parts = _KINDS[algorithm.kind].step(algorithm, run.state, g, s, evaluate_population)
     fitness = np.array([p.fitness for p in parts])
     rows = [episode_row(t, phase="train", generation=g, candidate=c, candidate_fitness=parts[c].fitness)
             for c, traces in enumerate(population) for t in traces]
 
-    best, stale, validations = run["best"], run["stale_validations"], run["validations"]
-    x0_reward = (run["x0"] or {}).get("validation_reward")
-    last = g == s.generations - 1
+    best, stale, validations = run.best, run.stale_validations, run.validations
+    x0_reward = (run.x0 or {}).get("validation_reward")
+    last = g == s.evolve.generations - 1
     mean = algorithm.mean(state)
     val: _Validation | None = None
-    if last or (s.validate_every and (g + 1) % s.validate_every == 0):
-        val = _validate(g, mean, s, evaluate_mean, train_reward)
+    every = s.evolve.validation.every   # None or 0: validate only at the end
+    if last or (every and (g + 1) % every == 0):
+        val = _validate(g, mean, s, evaluator, train_reward)
         highest = max((e["validation_reward"] for e in validations), default=None)
-        validations = validations + [_entry(g, mean, val, algorithm.describe(state))]
+        validations = validations + [_entry(g, mean, val, metrics)]
         kept = _kept(validations, s)
         if best is None or best["validation_reward"] is None or kept["generation"] != best["generation"]:
             save_coordinator(paths.coordinator, kept["params"], _meta(run, algorithm, kept, s, x0_reward))
@@ -495,7 +497,7 @@ def _generation(run: dict[str, Any], g: int, algorithm: Algorithm, s: EvolveSett
         "generation": g, "episodes": len(rows), "fitness_min": float(fitness.min()),
         "fitness_mean": float(fitness.mean()), "fitness_max": float(fitness.max()),
         "reward_mean": float(np.mean([p.reward for p in parts])), "best_candidate": int(np.argmax(fitness)),
-        "sigma": None, "learning_rate": None, **algorithm.describe(state),  # the kind's own step size
+        "sigma": None, "learning_rate": None, **metrics,  # the kind's own step size
         "mean_norm": float(np.linalg.norm(mean)),
         "validation_reward": val.reward if val is not None else None,
         "validation_reward_sample": by_mode.get("sample"), "validation_reward_argmax": by_mode.get("argmax"),
@@ -515,26 +517,25 @@ def _generation(run: dict[str, Any], g: int, algorithm: Algorithm, s: EvolveSett
     gen_row["efficiency"] = efficiency(gen_row["floor_s"], gen_row["wall_s"])
     plateau = val is not None and s.patience is not None and stale >= s.patience and not last
     stop = "completed" if last else "plateau" if plateau else None
-    return {**run, "state": state, "next_generation": g + 1, "rng": capture_rng(),
-            "generation_rows": run["generation_rows"] + [gen_row],
-            "routing_rows": run["routing_rows"] + routing, "best": best, "validations": validations,
-            "stale_validations": stale,
-            "finished": stop is not None, "stop_reason": stop,
-            "stop_detail": f"no validation improvement in {stale} validations" if plateau else None}, all_rows
+    return dataclasses.replace(
+        run, state=state, next_generation=g + 1, generation_rows=run.generation_rows + [gen_row],
+        routing_rows=run.routing_rows + routing, best=best, validations=validations, stale_validations=stale,
+        finished=stop is not None, stop_reason=stop,
+        stop_detail=f"no validation improvement in {stale} validations" if plateau else None), all_rows
 
 
-def _stop_on_budget(run: dict[str, Any], detail: str, algorithm: Algorithm, save_coordinator: SaveCoordinator,
-                    paths: RunPaths) -> dict[str, Any]:
+def _stop_on_budget(run: RunState, detail: str, algorithm: Algorithm, save_coordinator: SaveCoordinator,
+                    paths: RunPaths) -> RunState:
     """Keep the committed state (and RNG) of the last finished step; make sure a coordinator exists (x0,
     unvalidated, when the budget ran out while validating it)."""
-    best = run["best"]
+    best = run.best
     if best is None:
-        mean = algorithm.mean(run["state"])
-        g = run["next_generation"] - 1
+        mean = algorithm.mean(run.state)
+        g = run.next_generation - 1
         save_coordinator(paths.coordinator, mean, {"generation": g, "validation_reward": None,
                                                    "x0_validation_reward": None, "beats_x0": None,
-                                                   "strategy": algorithm.name, **algorithm.describe(run["state"]),
-                                                   "n_params": algorithm.n_params, "fingerprint": run["fingerprint"],
+                                                   "strategy": algorithm.name, **algorithm.describe(run.state),
+                                                   "n_params": algorithm.n_params, "fingerprint": run.fingerprint,
                                                    "stop_reason": "budget"})
         best = {"params": mean, "generation": g, "validation_reward": None}
-    return {**run, "best": best, "finished": False, "stop_reason": "budget", "stop_detail": detail}
+    return dataclasses.replace(run, best=best, finished=False, stop_reason="budget", stop_detail=detail)

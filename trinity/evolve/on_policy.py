@@ -6,12 +6,13 @@ no sigma. Every generation the loop runs `popsize` groups of episodes with the p
 with every turn's routing decision recorded, and hands them over as one EpisodeBatch:
 
     state = method.init(x0)
-    state = method.update(state, EpisodeBatch(generation, episodes))
+    state, metrics = method.update(state, EpisodeBatch(generation, episodes))
 
 The state is an immutable, picklable value. A batch of the generation the state has already learnt
 from returns the state unchanged, so a repeated update is harmless; a batch of any other generation is
-an error. Settings (the learning rate among them) come from `evolve.<name>`
-(e.g. `evolve.reinforce.learning_rate`); `describe(state)` is the generation table's step-size column.
+an error. `update` returns the new state and its step metrics (`describe(state)`: the generation table's
+step-size column). Settings (the learning rate among them) come from `evolve.<name>`
+(e.g. `evolve.reinforce.learning_rate`).
 """
 
 from __future__ import annotations
@@ -71,13 +72,15 @@ class OnPolicyMethod:
     def _learn(self, state: Any, episodes: Sequence[EpisodeRecord]) -> Any:
         raise NotImplementedError
 
-    def update(self, state: PolicyState, batch: EpisodeBatch) -> PolicyState:
+    def update(self, state: PolicyState, batch: EpisodeBatch) -> tuple[PolicyState, dict[str, float]]:
+        """(the state after one step on the batch's episodes, its step metrics)."""
         if batch.generation == state.generation - 1 >= 0:
-            return state
+            return state, self.describe(state)
         if batch.generation != state.generation:
             raise ValueError(f"update: method {self.name!r} is at generation {state.generation}, the episodes "
                              f"are from generation {batch.generation}")
-        return replace(self._learn(state, batch.episodes), generation=state.generation + 1)
+        new = replace(self._learn(state, batch.episodes), generation=state.generation + 1)
+        return new, self.describe(new)
 
     def mean(self, state: PolicyState) -> np.ndarray:
         return np.array(state.mean)

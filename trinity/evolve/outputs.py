@@ -24,6 +24,7 @@ import polars as pl
 
 from trinity.evolve.checkpoint import atomic_write_bytes
 from trinity.evolve.diagnostics import matrix_from_rows, x0_comparison
+from trinity.evolve.run_state import RunState
 from trinity.evolve.tables import (
     EPISODE_ID_COLUMNS,
     EPISODE_RUN_FACTS,
@@ -129,31 +130,31 @@ def median_efficiency(generations: pl.DataFrame) -> float | None:
     return float(known.median()) if known.len() else None
 
 
-def selection_summary(run: dict[str, Any]) -> dict[str, Any]:
+def selection_summary(run: RunState) -> dict[str, Any]:
     """Which rule kept the mean (evolve.validation.select, trinity.evolve.selection) and, beside it, the
     validation with the highest reward, so a rule that kept an earlier mean says how much higher the
     luckiest validation scored."""
-    validations = run.get("validations") or []
+    validations = run.validations
     if not validations:
         return {"validation_select": None, "validations": 0, "max_validation_generation": None,
                 "max_validation_reward": None}
     top = max(validations, key=lambda e: e["validation_reward"])   # first of equals, like the `max` rule
-    return {"validation_select": (run.get("validation_select") or "max"), "validations": len(validations),
+    return {"validation_select": run.validation_select, "validations": len(validations),
             "max_validation_generation": top["generation"], "max_validation_reward": top["validation_reward"]}
 
 
-def metrics_summary(run: dict[str, Any], episodes: pl.DataFrame, generations: pl.DataFrame) -> dict[str, Any]:
-    best = run["best"] or {}
-    x0 = run["x0"] or {}
+def metrics_summary(run: RunState, episodes: pl.DataFrame, generations: pl.DataFrame) -> dict[str, Any]:
+    best = run.best or {}
+    x0 = run.x0 or {}
     last = generations.row(-1, named=True) if generations.height else {}
     validated = generations.filter(pl.col("validation_reward").is_not_null())
     last_val = validated.row(-1, named=True) if validated.height else {}
-    routing = run["routing_rows"]
+    routing = run.routing_rows
     routing_generation = routing[-1]["generation"] if routing else None
     return {
-        "strategy": run["strategy"], "n_params": run["n_params"], "popsize": run["popsize"],
-        "generations_completed": run["next_generation"], "generations_planned": run["generations_planned"],
-        "stop_reason": run["stop_reason"], "finished": run["finished"], "validation_routing": run["validation_routing"],
+        "strategy": run.strategy, "n_params": run.n_params, "popsize": run.popsize,
+        "generations_completed": run.next_generation, "generations_planned": run.generations_planned,
+        "stop_reason": run.stop_reason, "finished": run.finished, "validation_routing": run.validation_routing,
         "best_generation": best.get("generation"), "best_validation_reward": best.get("validation_reward"),
         # train beside validation (null without a train_reward callback): a train reward far above the
         # validation reward is a head that learned its training items
@@ -173,14 +174,14 @@ def metrics_summary(run: dict[str, Any], episodes: pl.DataFrame, generations: pl
     }
 
 
-def write_outputs(paths: RunPaths, run: dict[str, Any], episodes: pl.DataFrame, *, final: bool,
+def write_outputs(paths: RunPaths, run: RunState, episodes: pl.DataFrame, *, final: bool,
                   references: dict[str, float] | None = None) -> None:
     """`episodes`: the committed steps' episodes (concat_episodes of the parts). `final`: the run stopped;
     only then is the episodes table written (every generation it would re-write all rows so far) and are
     the plots drawn. `references`: named expected rewards on the validation items (e.g. the simulated
     pool's oracle and random routing), written to the metrics and drawn as lines on the evolution plot."""
-    generations = generations_frame(run["generation_rows"])
-    routing = routing_frame(run["routing_rows"])
+    generations = generations_frame(run.generation_rows)
+    routing = routing_frame(run.routing_rows)
     if final:
         write_parquet(episodes, paths.episodes)
     else:
@@ -197,10 +198,10 @@ def write_outputs(paths: RunPaths, run: dict[str, Any], episodes: pl.DataFrame, 
     if final:
         from trinity.evolve.plots import plot_evolution, plot_routing
 
-        plot_evolution(generations, paths.plot, title=f"{run['strategy']}: fitness and validation",
-                       x0=run["x0"], selection=run["validation_routing"], references=references)
+        plot_evolution(generations, paths.plot, title=f"{run.strategy}: fitness and validation",
+                       x0=run.x0, selection=run.validation_routing, references=references)
         if routing.height:
-            plot_routing(routing, paths.routing_plot, title=f"{run['strategy']}: P(model | suite) of the mean")
+            plot_routing(routing, paths.routing_plot, title=f"{run.strategy}: P(model | suite) of the mean")
 
 
 def publish_tables(run_out: Path, dest: Path, timings_dir: Path | None,

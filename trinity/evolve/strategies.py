@@ -6,12 +6,13 @@ checkpoint is that value and a strategy never keeps or touches hidden or global 
 
     state = strategy.init(x0, sigma0=..., seed=...)
     candidates, state = strategy.ask(state)         # a state with candidates pending returns them again
-    state = strategy.tell(state, candidates, fitness)
+    state, metrics = strategy.tell(state, candidates, fitness)
 
-Fitness is MAXIMISED, one value per candidate asked. Telling a state that already took this
-generation's fitness (the same candidates) returns it unchanged, so a repeated tell is harmless; telling
-candidates the state did not ask for is an error. `mean(state)` is the point validated and kept as the
-coordinator; `describe(state)` the generation table's step-size column.
+Fitness is MAXIMISED, one value per candidate asked. `tell` returns the new state and its step metrics
+(`describe(state)`: the generation table's step-size column); it never changes the state it was given.
+Telling a state that already took this generation's fitness (the same candidates) returns it unchanged,
+so a repeated tell is harmless; telling candidates the state did not ask for is an error. `mean(state)`
+is the point validated and kept as the coordinator.
 
 Learning from episodes instead of fitness is another interface: trinity.evolve.on_policy. Both kinds
 share one registry, trinity.evolve.algorithms.
@@ -98,11 +99,12 @@ class BlackBoxStrategy:
         return [np.array(x) for x in state.pending], state
 
     def tell(self, state: SearchState, candidates: Sequence[np.ndarray],
-             fitness: Sequence[float] | np.ndarray) -> SearchState:
+             fitness: Sequence[float] | np.ndarray) -> tuple[SearchState, dict[str, float]]:
+        """(the state after learning from the fitness of the pending candidates, its step metrics)."""
         digest = _digest(candidates)
         if state.pending is None:
             if digest == state.told:
-                return state
+                return state, self.describe(state)
             raise ValueError(f"tell: strategy {self.name!r} did not ask for these candidates (generation "
                              f"{state.generation} has nothing pending; ask first)")
         if digest != _digest(state.pending):
@@ -111,8 +113,8 @@ class BlackBoxStrategy:
         f = np.asarray(fitness, dtype=np.float64)
         if f.shape != (len(state.pending),):
             raise ValueError(f"tell needs {len(state.pending)} fitness values, got shape {f.shape}")
-        new = self._update(state, f)
-        return replace(new, generation=state.generation + 1, pending=None, told=digest)
+        new = replace(self._update(state, f), generation=state.generation + 1, pending=None, told=digest)
+        return new, self.describe(new)
 
     def mean(self, state: SearchState) -> np.ndarray:
         return np.array(state.mean)

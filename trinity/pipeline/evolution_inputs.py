@@ -46,9 +46,8 @@ def config_fingerprint(cfg: DictConfig, n_params: int) -> str:
 
 
 def evolution_settings(cfg: DictConfig) -> EvolveSettings:
-    return EvolveSettings.from_sections(group(cfg, "evolve"), routing=setting(cfg, "coordinator.routing").value,
-                                        max_turns=int(cfg.protocol.max_turns),
-                                        throughputs=pool_throughputs(cfg.get("pool")))
+    return EvolveSettings(group(cfg, "evolve"), routing=setting(cfg, "coordinator.routing").value,
+                          max_turns=int(cfg.protocol.max_turns), throughputs=pool_throughputs(cfg.get("pool")))
 
 
 def run_evolution_from_config(cfg: DictConfig, *, n_params: int, metrics_dir: Path | None = None,

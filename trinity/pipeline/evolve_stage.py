@@ -4,8 +4,8 @@ parameters, rollouts on the pool.
 `run(cfg, submit=...)` is plain Python; the Prefect flow passes a `submit` that turns each
 candidate's rollout into a task on its task runner (threads or Dask). The loop's callbacks (see
 trinity.evolve.loop): `evaluate_population` (each candidate's rollouts on the generation's training
-items), `evaluate_mean(generation, params, mode)` (the validation items, routed by `mode`: sample |
-argmax), `save_coordinator`, and `describe_mean(generation, params)` (the mean's routing matrix on the
+items), `evaluate_mean` (an Evaluator, trinity.evolve.evaluators: the validation items routed by every
+mode, sample and argmax), `save_coordinator`, and `describe_mean(generation, params)` (the mean's routing matrix on the
 validation items, from first-turn features, without pool calls).
 """
 
@@ -24,6 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 from trinity.config_schema.protocol import ProtocolConfig
 from trinity.episodes.trace import Trace
 from trinity.pipeline import items as item_sel
+from trinity.pipeline.mean_evaluators import ExactEvaluation, SampledEvaluator
 from trinity.coordinator.saved import coordinator_file
 from trinity.pipeline.rollouts import RolloutContext, config_key, replay_misses, stop_on_replay_misses
 from trinity.pipeline.workspace import timings_dir
@@ -194,20 +195,8 @@ def evolve(cfg: DictConfig, *, out_dir: Path, submit: Submit = inline_submit,
                 bar.at_least(finished)
             return results
 
-    def evaluate_mean(generation: int, mean: np.ndarray, mode: str) -> list[Trace]:
-        with counted(f"generation {generation}: validation ({mode})", len(val)):
-            return ctx.run_candidate(np.asarray(mean), val, generation=generation, candidate=-1, mode=mode)
-
-    def all_modes(generation: int, mean: np.ndarray, modes) -> dict[str, list[Trace]]:
-        """Every routing mode's validation at once on the rollout loop (the loop's `_validate`)."""
-        if exact is not None:
-            return {mode: exact.value(np.asarray(mean), val, mode) for mode in modes}
-        chunks = [(ctx.specs_for(ctx.router_for(np.asarray(mean), mode), val, generation=generation, candidate=-1),
-                   cfg.protocol) for mode in modes]
-        with counted(f"generation {generation}: validation", sum(len(c[0]) for c in chunks)):
-            return dict(zip(modes, ctx.run_chunks(chunks)))
-
-    evaluate_mean.all_modes = all_modes  # type: ignore[attr-defined]
+    # the loop's validations of the mean, every routing mode at once (trinity.pipeline.mean_evaluators)
+    evaluate_mean = ExactEvaluation(exact, val) if exact is not None else SampledEvaluator(ctx, val, cfg.protocol, counted)
 
     describe_mean = routing_describer(coord, val, ProtocolConfig.from_cfg(cfg.protocol))
 
@@ -294,11 +283,10 @@ def exact_evaluator(cfg: DictConfig, ctx: Any) -> Any:
     """The ExactEvaluator when the run's fitness estimate is exact (fitness_estimate), else None."""
     if fitness_estimate(cfg) != "exact":
         return None
-    from trinity.evolve.fitness import FitnessWeights
     from trinity.pipeline.recorded import ExactEvaluator, world_for
 
     coord = ctx.coordinator
-    return ExactEvaluator(coord, world_for(cfg, ctx.pool, coord.roles), FitnessWeights.from_cfg(cfg.evolve.fitness))
+    return ExactEvaluator(coord, world_for(cfg, ctx.pool, coord.roles), group(cfg, "evolve").fitness)
 
 
 def routing_describer(coord: Any, items: list[TaskItem], protocol: ProtocolConfig) -> Callable[[int, np.ndarray], dict]:

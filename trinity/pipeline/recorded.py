@@ -19,8 +19,9 @@ from typing import Any, Sequence
 import numpy as np
 from omegaconf import DictConfig
 
+from trinity.config_schema.evolve import Fitness
 from trinity.config_schema.protocol import ProtocolConfig
-from trinity.evolve.fitness import FitnessParts, FitnessWeights
+from trinity.evolve.fitness import FitnessParts
 from trinity.record import store
 from trinity.record.exact import (CompiledItem, CompiledSet, compile_items, entropy, expectations, one_hot_ties,
                                   recorded_lookup)
@@ -102,7 +103,7 @@ class ExactValue:
 class ExactEvaluator:
     """Expected fitness of candidate parameter vectors on compiled item trees."""
 
-    def __init__(self, coordinator: Any, world: RecordedWorld, weights: FitnessWeights):
+    def __init__(self, coordinator: Any, world: RecordedWorld, weights: Fitness):
         if coordinator.svf is not None:
             raise store.RecordingError("evolve.fitness.estimate=exact needs coordinator.svf.enabled=false (with SVF "
                                        "every candidate reads its own features)")
@@ -215,11 +216,10 @@ def exact_item_values(cfg: DictConfig, ctx: Any, params: np.ndarray | None, item
     from trinity.config_schema import group
     from trinity.coordinator.head import section_roles
     from trinity.record import bounds
-    from trinity.evolve.fitness import FitnessWeights
 
     roles = section_roles(group(cfg, "coordinator").roles)
     world = world_for(cfg, ctx.pool, roles)
-    evaluator = ExactEvaluator(ctx.coordinator, world, FitnessWeights())
+    evaluator = ExactEvaluator(ctx.coordinator, world, Fitness())
     compiled = world.compiled(items)
     routing = str(cfg.coordinator.routing)
     zero = np.zeros(ctx.coordinator.num_params)

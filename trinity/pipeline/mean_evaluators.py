@@ -1,0 +1,42 @@
+"""The evolve stage's validations of the mean: Evaluator implementations (trinity.evolve.evaluators).
+
+- SampledEvaluator: every routing mode's validation episodes at once on the rollout loop, so the pool
+  slots that one mode's tail leaves idle serve the other. The pool may be live or a replayed recording;
+  each mode's episodes and seeds are its own, so the results do not depend on the overlap.
+- ExactEvaluation: on a recording with exact fitness, each mode's expected reward over the validation
+  items (an ExactValue, no episodes and no pool call).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, ContextManager, Sequence
+
+import numpy as np
+
+from trinity.tasks.types import TaskItem
+
+
+class SampledEvaluator:
+    """Validation episodes of `items` for every mode, one batch on `ctx`'s rollout loop; `counted(label,
+    total)` is the progress context the episodes are counted in."""
+
+    def __init__(self, ctx: Any, items: Sequence[TaskItem], protocol: Any,
+                 counted: Callable[[str, int], ContextManager[Any]]) -> None:
+        self.ctx, self.items, self.protocol, self.counted = ctx, list(items), protocol, counted
+
+    def validate(self, generation: int, params: np.ndarray, modes: Sequence[str]) -> dict[str, Any]:
+        mean = np.asarray(params)
+        chunks = [(self.ctx.specs_for(self.ctx.router_for(mean, mode), self.items, generation=generation,
+                                      candidate=-1), self.protocol) for mode in modes]
+        with self.counted(f"generation {generation}: validation", sum(len(c[0]) for c in chunks)):
+            return dict(zip(modes, self.ctx.run_chunks(chunks)))
+
+
+class ExactEvaluation:
+    """Each mode's exact expected reward on `items` through `exact` (trinity.pipeline.recorded.ExactEvaluator)."""
+
+    def __init__(self, exact: Any, items: Sequence[TaskItem]) -> None:
+        self.exact, self.items = exact, list(items)
+
+    def validate(self, generation: int, params: np.ndarray, modes: Sequence[str]) -> dict[str, Any]:
+        return {mode: self.exact.value(np.asarray(params), self.items, mode) for mode in modes}
