@@ -13,7 +13,8 @@ from pool_stub import StubServer, completion, stub_pool_cfg
 from recording_support import grade, recording_cfg, write_prepared
 from trinity.config import compose
 from trinity.errors import ConfigError
-from trinity.pool.agents import BARE, Setup, agent_request, program_of, python_tool, request_model
+from trinity.config_schema.pool import AgentSetup
+from trinity.pool.agents import agent_request, program_of, python_tool, request_model
 from trinity.pool.client import PoolClient
 from trinity.pool.servers import server_specs
 from trinity.sandbox import SandboxLimits, run_python
@@ -35,7 +36,7 @@ def test_agents_that_give_one_port_share_one_server_and_must_agree_on_it():
 
 
 def test_an_agent_setup_shapes_only_its_own_roles():
-    setup = Setup(instructions={"worker": "Answer with a program."}, max_tokens={"worker": 99}, tool="python")
+    setup = AgentSetup(instructions={"worker": "Answer with a program."}, max_tokens={"worker": 99}, tool="python")
     worker = agent_request(setup, "worker", TASK, 384)
     assert worker.messages[0] == TASK[0]                       # the role's system prompt is untouched
     assert worker.messages[-1]["content"] == "What is 6 x 7?\n\nAnswer with a program."
@@ -45,7 +46,7 @@ def test_an_agent_setup_shapes_only_its_own_roles():
     judge = agent_request(setup, None, TASK, 512)               # a call outside the protocol
     assert judge.messages == TASK and judge.max_tokens == 512 and judge.tool is None
     assert TASK[-1]["content"] == "What is 6 x 7?"              # the caller's messages are not changed
-    assert agent_request(BARE, "worker", TASK, 7).messages == TASK
+    assert agent_request(AgentSetup(), "worker", TASK, 7).messages == TASK
     assert request_model("m", None) == "m" and request_model("m", "python") != "m"
 
 

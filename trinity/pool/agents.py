@@ -22,35 +22,21 @@ same messages but run different tools never share a reply.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
+from trinity.config_schema.pool import AgentSetup
 from trinity.pool.errors import PoolConfigError
 from trinity.sandbox import SandboxLimits, SandboxResult, run_python
 
 Messages = list[dict[str, str]]
 
 
-@dataclass(frozen=True)
-class Setup:
-    """The runtime form of the schema's AgentSetup (config_schema.pool)."""
-    instructions: Mapping[str, str] = field(default_factory=dict)
-    max_tokens: Mapping[str, int] = field(default_factory=dict)
-    tool: str | None = None
-
-    @classmethod
-    def from_schema(cls, typed) -> "Setup":
-        if typed is None:
-            return BARE
-        if typed.tool is not None and typed.tool not in TOOLS:
-            raise PoolConfigError(f"unknown agent tool {typed.tool!r}; known: {', '.join(sorted(TOOLS))}")
-        return cls(dict(typed.instructions), {str(k): int(v) for k, v in typed.max_tokens.items()}, typed.tool)
-
-    def tool_for(self, role: str | None) -> str | None:
-        return self.tool if role == "worker" else None
-
-
-BARE = Setup()
+def check_tool(setup: AgentSetup, key: str) -> None:
+    """The setup's tool is a TOOLS name (the schema cannot know the registry)."""
+    if setup.tool is not None and setup.tool not in TOOLS:
+        raise PoolConfigError(f"config key '{key}.tool': unknown agent tool {setup.tool!r}; "
+                              f"known: {', '.join(sorted(TOOLS))}")
 
 
 @dataclass(frozen=True)
@@ -61,7 +47,7 @@ class AgentRequest:
     tool: str | None
 
 
-def agent_request(setup: Setup, role: str | None, messages: Sequence[Mapping[str, str]],
+def agent_request(setup: AgentSetup, role: str | None, messages: Sequence[Mapping[str, str]],
                   max_tokens: int | None) -> AgentRequest:
     """The request an agent sends when it plays `role` (None: a call outside the turn protocol, such as a
     judge's, which the agent's setup does not touch)."""
@@ -76,7 +62,7 @@ def agent_request(setup: Setup, role: str | None, messages: Sequence[Mapping[str
         else:
             out[last]["content"] = out[last]["content"].rstrip() + "\n\n" + extra.strip()
     cap = setup.max_tokens.get(role, max_tokens)
-    return AgentRequest(out, cap, setup.tool_for(role))
+    return AgentRequest(out, cap, setup.tool if role == "worker" else None)   # tools run on answers only
 
 
 def request_model(model_id: str, tool: str | None) -> str:

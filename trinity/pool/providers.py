@@ -13,7 +13,8 @@ from typing import Any, Mapping
 
 from trinity.config_schema import section
 from trinity.config_schema.pool import PoolConfig, PoolModel, Sampling
-from trinity.pool.agents import BARE, Setup
+from trinity.config_schema.pool import AgentSetup
+from trinity.pool.agents import check_tool
 from trinity.pool.errors import MissingApiKeyError, PoolConfigError
 
 
@@ -88,7 +89,7 @@ class ModelEndpoint:
     requests_per_minute: float | None = None
     extra_body: Mapping[str, Any] = field(default_factory=dict)
     api_key: str | None = field(default=None, repr=False)
-    setup: Setup = BARE            # the agent's instructions, caps and tool (trinity.pool.agents)
+    setup: AgentSetup = field(default_factory=AgentSetup)   # the agent's instructions, caps, tool (trinity.pool.agents)
 
     @property
     def url(self) -> str:
@@ -139,6 +140,8 @@ def resolve_endpoint(name: str, model_cfg: Mapping[str, Any], pool_cfg: Mapping[
     provider = get_provider(str(m.provider or _opt(pool_cfg, "provider", PoolConfig.provider)))
     if not m.model_id:
         raise PoolConfigError(f"config key 'pool.models.{name}.model_id' is missing")
+    if m.setup is not None:
+        check_tool(m.setup, f"pool.models.{name}.setup")
 
     base_url = m.base_url
     port = m.port if m.port is not None else _opt(pool_cfg, "port")   # a pool served by one server gives pool.port
@@ -172,5 +175,5 @@ def resolve_endpoint(name: str, model_cfg: Mapping[str, Any], pool_cfg: Mapping[
                     **{k: _plain(model_cfg[k]) for k in provider.body_keys if model_cfg.get(k) is not None},
                     **{k: pool_cfg[k] for k in provider.pool_body_keys if _opt(pool_cfg, k) is not None}},
         api_key=api_key,
-        setup=Setup.from_schema(m.setup),
+        setup=m.setup if m.setup is not None else AgentSetup(),
     )
