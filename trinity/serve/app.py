@@ -193,8 +193,9 @@ def create_app(settings: ServeSettings, runner: Runner, *, metrics: Metrics | No
         raw = await read_body(request.headers, request.stream(), settings.config.max_request_bytes)
         try:
             body = json.loads(raw)
-        except ValueError as e:
-            raise RequestError(400, f"the request body is not valid JSON: {e.msg}", code="invalid_json") from None
+        except ValueError as e:   # JSONDecodeError, or UnicodeDecodeError (no .msg) for a body that is not UTF-8
+            detail = e.msg if isinstance(e, json.JSONDecodeError) else str(e)
+            raise RequestError(400, f"the request body is not valid JSON: {detail}", code="invalid_json") from None
         return schema.parse_chat_request(body, settings)
 
     @app.post("/v1/route")
