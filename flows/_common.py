@@ -8,7 +8,8 @@ import logging
 import os
 import signal
 import sys
-from typing import Callable, Iterator
+from typing import Callable, Iterator, cast
+from uuid import UUID
 
 from omegaconf import DictConfig
 
@@ -158,8 +159,9 @@ def work_artifact(stage: str) -> Callable[[str, int, int], None]:
     label as the description. Created here, in the flow's thread; updated from any thread by id."""
     from prefect.artifacts import create_progress_artifact, update_progress_artifact
 
-    artifact = create_progress_artifact(progress=0.0, key=f"{stage.replace('_', '-')}-work",
-                                        description=f"{stage}: starting")
+    # sync_compatible: a UUID when called from the (sync) flow
+    artifact = cast(UUID, create_progress_artifact(progress=0.0, key=f"{stage.replace('_', '-')}-work",
+                                                   description=f"{stage}: starting"))
 
     def on_work(label: str, done: int, total: int) -> None:
         share = 100.0 * done / total if total else 100.0

@@ -4,6 +4,9 @@ progress artifact follows the variants and their generations."""
 
 from __future__ import annotations
 
+from typing import cast
+from uuid import UUID
+
 from prefect import flow
 from prefect.artifacts import create_progress_artifact, create_table_artifact, update_progress_artifact
 
@@ -20,8 +23,9 @@ def ablate_flow(params: str | None = "params.yaml", overrides: list[str] | None 
     cfg = stage_cfg(params, overrides, output_paths, "ablate")
     logger = prefect_logger()
     generations = int(cfg.evolve.generations)
-    progress_id = create_progress_artifact(progress=0.0, key="ablate-progress",
-                                           description="ablation variants x generations done (%)")
+    # sync_compatible: a UUID when called from this (sync) flow
+    progress_id = cast(UUID, create_progress_artifact(progress=0.0, key="ablate-progress",
+                                                     description="ablation variants x generations done (%)"))
 
     def on_progress(info: dict) -> None:
         logger.info("%s", info.get("line") or info)

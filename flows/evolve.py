@@ -3,6 +3,9 @@ runner (threads by default, or Dask), and each generation publishes a progress a
 
 from __future__ import annotations
 
+from typing import cast
+from uuid import UUID
+
 from prefect import flow
 from prefect.artifacts import create_progress_artifact, create_table_artifact, update_progress_artifact
 
@@ -19,7 +22,9 @@ def evolve_flow(params: str | None = "params.yaml", overrides: list[str] | None 
     cfg = stage_cfg(params, overrides, output_paths, "evolve")
     logger = prefect_logger()
     total = int(cfg.evolve.generations)
-    progress_id = create_progress_artifact(progress=0.0, key="evolve-progress", description="generations done (%)")
+    # sync_compatible: a UUID when called from this (sync) flow
+    progress_id = cast(UUID, create_progress_artifact(progress=0.0, key="evolve-progress",
+                                                     description="generations done (%)"))
 
     def on_progress(info: dict) -> None:
         logger.info("%s", info.get("line") or info)

@@ -5,6 +5,9 @@ metrics/frontier.json and reports/frontier.png."""
 
 from __future__ import annotations
 
+from typing import cast
+from uuid import UUID
+
 from prefect import flow
 from prefect.artifacts import create_progress_artifact, create_table_artifact, update_progress_artifact
 
@@ -21,8 +24,9 @@ def frontier_flow(params: str | None = "params.yaml", overrides: list[str] | Non
     cfg = stage_cfg(params, overrides, output_paths, "frontier")
     logger = prefect_logger()
     generations = int(cfg.evolve.generations)
-    progress_id = create_progress_artifact(progress=0.0, key="frontier-progress",
-                                           description="cost weights x generations done (%)")
+    # sync_compatible: a UUID when called from this (sync) flow
+    progress_id = cast(UUID, create_progress_artifact(progress=0.0, key="frontier-progress",
+                                                     description="cost weights x generations done (%)"))
 
     def on_progress(info: dict) -> None:
         logger.info("%s", info.get("line") or info)

@@ -6,6 +6,8 @@ Started from a deployment (the UI, the retraining schedule), every stage writes 
 
 from __future__ import annotations
 
+from typing import Any
+
 from prefect import flow
 
 from flows._common import cli, load_cfg, run_outputs
@@ -24,7 +26,7 @@ def pipeline_flow(params: str | None = None, overrides: list[str] | None = None,
 
     cfg = load_cfg(params, overrides)
     out = run_outputs(cfg, PIPELINE, "pipeline", output_paths)
-    kw = {"params": params, "overrides": overrides, "output_paths": out}
+    kw: dict[str, Any] = {"params": params, "overrides": overrides, "output_paths": out}
     prepare_flow(**kw)
     cache_states_flow(**kw)
     evolve_flow(**kw)

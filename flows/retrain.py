@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import uuid
 from pathlib import Path
+from typing import Any
 
 from omegaconf import DictConfig, open_dict
 from prefect import flow
@@ -50,7 +51,7 @@ def retrain_flow(params: str | None = None, overrides: list[str] | None = None,
     folder.mkdir(parents=True, exist_ok=True)
     run_params = folder / f"retrain-params-{uuid.uuid4().hex[:8]}.yaml"
     run_params.write_text(config.to_yaml(cfg))
-    kw = {"params": str(run_params), "overrides": None, "output_paths": out}
+    kw: dict[str, Any] = {"params": str(run_params), "overrides": None, "output_paths": out}
     # what changed since earlier runs is prepared and computed again; the rest is copied from them
     earlier = {key: earlier_outputs(cfg, "retrain", key, exclude=(out or {}).get(key)) for key in ("prepared", "states")}
     prepared = prepare_flow(**kw, reuse_from=earlier["prepared"])

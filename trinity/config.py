@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 import os
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, cast
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -121,7 +121,7 @@ def load(params: str | os.PathLike | None = None, overrides: Iterable[str] = ())
         if not path.exists():
             raise ConfigError(f"params file {path} does not exist; run `make params` or pass overrides")
         try:
-            cfg = OmegaConf.load(path)
+            cfg = cast(DictConfig, OmegaConf.load(path))   # a params file is a mapping
         except Exception as e:  # yaml errors come in several types
             raise ConfigError(f"params file {path} is not valid YAML: {_first_line(e)}") from None
         validate(cfg)

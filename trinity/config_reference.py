@@ -115,11 +115,11 @@ def _schema_rows(cls: type, prefix: str) -> list[tuple[str, str, str, str]]:
     for f in dataclasses.fields(cls):
         key = f"{prefix}{f.name}"
         tp, optional = _unwrap(hints[f.name])
-        if dataclasses.is_dataclass(tp):
+        if isinstance(tp, type) and dataclasses.is_dataclass(tp):
             out += _schema_rows(tp, f"{key}.")
             continue
         dict_args = typing.get_args(tp) if typing.get_origin(tp) in (dict, typing.Dict) else ()
-        if dict_args and dataclasses.is_dataclass(dict_args[1]):
+        if dict_args and isinstance(dict_args[1], type) and dataclasses.is_dataclass(dict_args[1]):
             out += _schema_rows(dict_args[1], f"{key}.<name>.")
             continue
         value = getattr(default_obj, f.name)

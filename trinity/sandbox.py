@@ -58,7 +58,7 @@ import time
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Callable
+from typing import Callable, cast
 
 _OUTPUT_CAP = 64 * 1024
 _SHM_BYTES = 64 * 1024 * 1024
@@ -242,12 +242,13 @@ def _bwrap_prefix(outer: str, home: str, env: dict[str, str]) -> list[str]:
 def _tools() -> dict[str, str] | None:
     found = {name: shutil.which(name, path="/usr/sbin:/usr/bin:/sbin:/bin")
              for name in ("unshare", "mount", "umount", "pivot_root", "setpriv", "sh")}
-    return None if None in found.values() else found
+    return None if None in found.values() else cast("dict[str, str]", found)
 
 
 def _namespace_script(outer: str, home: str) -> str:
     """The shell step that builds the new root inside `unshare -rnpfm` and then starts "$@"."""
     layout, tool = root_layout(), _tools()
+    assert tool is not None  # the namespaces layer is used only where every tool was found
     q = shlex.quote
     mount, root = q(tool["mount"]), q(os.path.join(outer, "root"))
     ro = "remount,bind,ro,nosuid,nodev"
@@ -287,6 +288,7 @@ def _namespace_script(outer: str, home: str) -> str:
 def _unshare_prefix(outer: str, home: str, env: dict[str, str]) -> list[str]:
     os.mkdir(os.path.join(outer, "root"), 0o700)
     tool = _tools()
+    assert tool is not None  # the namespaces layer is used only where every tool was found
     return [tool["unshare"], "-rnpfm", "--kill-child", tool["sh"], "-c", _namespace_script(outer, home), "sh"]
 
 

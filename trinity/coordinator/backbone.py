@@ -143,7 +143,8 @@ def converted_folder(gguf: Path, target: Path) -> Path:
     tmp = target.with_name(f"{target.name}.partial-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     try:
-        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+        # Any: torch types the GGUF marks below as module attributes (Tensor | Module)
+        model: Any = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
         # The GGUF loader marks the model as quantised although the weights are dequantised floats;
         # clearing the marks lets save_pretrained write a plain float32 checkpoint.
         model.hf_quantizer = None

@@ -43,6 +43,10 @@ def scaled_singular_values(s: torch.Tensor, delta: torch.Tensor) -> torch.Tensor
 class _SVFWrapper(nn.Module):
     """Holds the original module and its SVD factors; per-row offsets are set only around a forward."""
 
+    u: torch.Tensor   # the buffers registered below
+    s: torch.Tensor
+    vh: torch.Tensor
+
     def __init__(self, inner: nn.Module, weight: torch.Tensor):
         super().__init__()
         self.inner = inner
@@ -62,6 +66,7 @@ class _SVFWrapper(nn.Module):
         if self.row_values is None:
             return self.inner(x)
         active = self.row_active
+        assert active is not None  # set together with row_values
         if bool(active.all()):
             return self._adapted(x, self.row_values)
         out_active = self._adapted(x[active], self.row_values)
@@ -76,6 +81,8 @@ class _SVFWrapper(nn.Module):
 
 
 class SVFLinear(_SVFWrapper):
+    inner: nn.Linear
+
     def __init__(self, inner: nn.Linear):
         super().__init__(inner, inner.weight)
 
@@ -151,7 +158,7 @@ class SVFAdapter:
         live = [s for s in self.slots if s.kind != "inert"]
         if not live or any(s.kind != "layer" for s in live):
             return 0
-        return min(s.layer for s in live)
+        return min(s.layer for s in live if s.layer is not None)  # every "layer" slot has its layer
 
     @property
     def reuses_activations(self) -> bool:
@@ -178,7 +185,8 @@ class SVFAdapter:
                 parts = [None if r is None else r[start : start + slot.rank] for r in rows]
                 active = [p is not None and bool(np.any(p != 0)) for p in parts]
                 if any(active):
-                    delta = torch.as_tensor(np.stack([p for p, a in zip(parts, active) if a]), dtype=wrapper.s.dtype, device=wrapper.s.device)
+                    chosen = [p for p, a in zip(parts, active) if a and p is not None]   # active: p is not None
+                    delta = torch.as_tensor(np.stack(chosen), dtype=wrapper.s.dtype, device=wrapper.s.device)
                     wrapper.row_values = scaled_singular_values(wrapper.s, delta)
                     wrapper.row_active = torch.tensor(active, device=wrapper.s.device)
                 else:

@@ -284,6 +284,7 @@ async def run_episode(
             turn.verdict = reading.verdict
         state, end = state.after_reply(role, reading.outcome)
         if end is not None:
+            assert answer is not None  # only a Verifier's accept ends here, and never before an answer
             return await _score(trace, item, answer, end, grader)
 
     if answer is None:

@@ -21,6 +21,7 @@ latest promotion.
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import datetime as dt
 import fcntl
@@ -117,7 +118,7 @@ class Registry:
             raise RegistryError(f"version {name} at {folder} has no readable {META_FILE}: {e}") from None
         return Version(name, folder, meta)
 
-    def history(self) -> list[dict[str, Any]]:
+    def history(self) -> builtins.list[dict[str, Any]]:  # `list` is the method above here
         return list(self.state()["history"])
 
     # ------------------------------------------------------------------------------------------ writing

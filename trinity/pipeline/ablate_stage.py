@@ -22,7 +22,7 @@ import json
 import logging
 import shutil
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -48,7 +48,7 @@ def variants(cfg: DictConfig) -> dict[str, tuple[dict[str, Any], DictConfig]]:
     configs = trinity_config.ablation_variants(cfg)
     popsize = None
     for name, variant in configs.items():
-        overrides = OmegaConf.to_container(cfg.ablations.definitions[name], resolve=True) or {}
+        overrides = cast("dict[str, Any]", OmegaConf.to_container(cfg.ablations.definitions[name], resolve=True) or {})
         if variant.evolve.get("popsize") is None:
             popsize = popsize or main_popsize(cfg)
             OmegaConf.update(variant, "evolve.popsize", popsize, merge=False)
@@ -128,7 +128,9 @@ def run(cfg: DictConfig, *, submit: evolve_stage.Submit = evolve_stage.inline_su
 
 def load_overrides(variant_dir: Path) -> dict[str, Any]:
     """The overrides mapping of a published variant (apply with trinity.config.apply_overrides)."""
-    return OmegaConf.to_container(OmegaConf.load(Path(variant_dir) / "variant.yaml"), resolve=True) or {}
+    # variant.yaml is a mapping (publish_variant writes one)
+    loaded = OmegaConf.load(Path(variant_dir) / "variant.yaml")
+    return cast("dict[str, Any]", OmegaConf.to_container(loaded, resolve=True) or {})
 
 
 def final_validation_reward(generations: Path) -> float | None:

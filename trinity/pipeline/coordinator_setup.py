@@ -79,9 +79,10 @@ def fit_feature_norm(states_dir: str | Path, prepared_dir: str | Path, train_sui
                 "run the cache_states stage first (`dvc repro cache_states` or `python -m flows.cache_states`)")
         train = [it for it in load_items(prepared_dir, suite, "train") if uids is None or it.uid in uids]
         cached, features, index = read_state_cache(path)
-        mismatch = [k for k in (expect or {}) if k in STATE_IDENTITY and index.get(k) != expect[k]]
+        expected = expect or {}
+        mismatch = [k for k in expected if k in STATE_IDENTITY and index.get(k) != expected[k]]
         if mismatch:
-            what = ", ".join(f"{k}: cached {index.get(k)!r}, configured {expect[k]!r}" for k in mismatch)
+            what = ", ".join(f"{k}: cached {index.get(k)!r}, configured {expected[k]!r}" for k in mismatch)
             if compute is None:
                 raise FeatureNormError(f"the states in {path} were computed for another coordinator ({what}); "
                                        "run the cache_states stage with this configuration")

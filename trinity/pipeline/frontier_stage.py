@@ -34,7 +34,7 @@ import json
 import logging
 import shutil
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 import polars as pl
 from omegaconf import DictConfig, OmegaConf
@@ -192,11 +192,15 @@ def evaluate(cfg: DictConfig, dest: Path, heads: dict[str, float], *, on_work=No
     ctx = RolloutContext.get(cfg)
     mode = routing_mode(cfg)
     mctx = registry.MethodContext(agents=ctx.agents, strongest=0, moa=group(cfg, "eval").moa)
+
+    def head_router(params: Any) -> Callable[[registry.MethodContext], Any]:
+        return lambda _c: ctx.router_for(params, mode)
+
     methods = []
     for name in heads:
         params = load_checked_params(ctx.coordinator, coordinator_file(dest / name))
         methods.append(registry.Method(
-            f"{METHOD_PREFIX}{name}", lambda c, p=params: ctx.router_for(p, mode),
+            f"{METHOD_PREFIX}{name}", head_router(params),
             fingerprint=mode_fingerprint(fingerprint(params), mode)))
     baselines, skipped = registry.expand_with_skips(list(BASELINES), mctx)
     for s in skipped:
@@ -223,7 +227,7 @@ def test_items(cfg: DictConfig) -> dict[str, list]:
     `eval.sets` says: the frontier is measured on held-out items only."""
     from trinity.pipeline.evaluate_plan import eval_sets
 
-    only_test = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
+    only_test = cast(DictConfig, OmegaConf.create(OmegaConf.to_container(cfg, resolve=True)))   # a mapping stays one
     only_test.eval.sets = ["test"]
     return eval_sets(only_test)["test"]
 
@@ -238,7 +242,7 @@ def write_outputs(cfg: DictConfig, dest: Path, table: pl.DataFrame, results: pl.
     table.write_parquet(dest / "frontier.parquet")
     items = results.filter(pl.col("method") == f"{fr.METHOD_PREFIX}{reference}").height
     rows = {r["name"]: {k: fr.finite(v) for k, v in r.items()} for r in table.to_dicts()}
-    manifest = {
+    manifest: dict[str, Any] = {
         "enabled": True, "cost_unit": unit, "routing": routing_mode(cfg), "items": items,
         "suites": sorted(set(results["suite"].to_list())), "cost_weights": cost_weights(cfg),
         "reference_head": reference,

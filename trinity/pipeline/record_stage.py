@@ -24,7 +24,7 @@ import shlex
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, cast
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -71,7 +71,7 @@ def verifier_groups(cfg: DictConfig) -> int:
     from trinity.pool.providers import resolve_endpoint
 
     probe = [{"role": "system", "content": ""}, {"role": "user", "content": ""}]
-    keys = set()
+    keys: set[tuple[Any, ...]] = set()
     for name in cfg.pool.models:
         try:
             ep = resolve_endpoint(str(name), cfg.pool.models[name], cfg.pool)
@@ -231,7 +231,7 @@ def live_config(cfg: DictConfig) -> DictConfig:
     `pool=recorded` records from the pool it replays."""
     if cfg.pool.get("replay") is None:
         return cfg
-    live = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
+    live = cast(DictConfig, OmegaConf.create(OmegaConf.to_container(cfg, resolve=True)))   # a mapping stays one
     del live.pool["replay"]
     return live
 
@@ -248,7 +248,7 @@ def with_own_items(cfg: DictConfig, progress: Callable[[str], None] = lambda _m:
     manifest = prepare_from_config(cfg, Path(own), reuse_from=[own])
     counts = ", ".join(f"{name} {entry.get('items')}" for name, entry in manifest["suites"].items())
     progress(f"record: items prepared in {own} ({counts})")
-    out = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
+    out = cast(DictConfig, OmegaConf.create(OmegaConf.to_container(cfg, resolve=True)))   # a mapping stays one
     out.paths.prepared = str(own)
     return out
 
@@ -275,7 +275,7 @@ def grown_items(cfg: DictConfig, new: dict[str, int]) -> dict[str, int]:
     from collections import Counter
 
     root = recording_dir(cfg)
-    held = Counter()
+    held: Counter[tuple[str, str]] = Counter()
     if (root / store.MANIFEST).exists():
         held = Counter((it["split"], it["suite"]) for it in store.read_manifest(root).get("items", []))
     r = record_section(cfg)
@@ -291,7 +291,7 @@ def extend(cfg: DictConfig, new: dict[str, int], *, progress: Callable[[str], No
     """Record `new[split]` more items per suite and split into the recording (retrain.new_items), with the
     live pool and the run's budget; returns the config with the raised `record.items` and the recorder's
     summary. A run stopped by the budget keeps what it recorded (a later run resumes)."""
-    grown = OmegaConf.create(OmegaConf.to_container(cfg, resolve=False))
+    grown = cast(DictConfig, OmegaConf.create(OmegaConf.to_container(cfg, resolve=False)))   # a mapping stays one
     grown.record["items"] = grown_items(cfg, new)
     progress(f"record: adding {dict(new)} items per suite and split to {recording_dir(cfg)} "
              f"(record.items now {dict(grown.record['items'])})")

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
@@ -82,7 +82,7 @@ UNHASHED_SECTIONS = ("paths", "runner", "schedule", "serve", "retrain")
 
 def config_sha256(cfg: DictConfig) -> str:
     """The hash a registered version records of the config that trained it (where and how it ran left out)."""
-    data = OmegaConf.to_container(cfg, resolve=True)
+    data = cast("dict[str, Any]", OmegaConf.to_container(cfg, resolve=True))   # a DictConfig gives a dict
     data = {k: v for k, v in data.items() if k not in UNHASHED_SECTIONS}
     return sha256_text(json.dumps(data, sort_keys=True, default=str))
 
@@ -109,6 +109,7 @@ def run(cfg: DictConfig, *, coordinator_path: Path | None = None, source_run: st
     if champion is not None:
         ctx = context if context is not None else RolloutContext.get(cfg)
         coord = ctx.coordinator
+        assert coord is not None  # RolloutContext.get builds its context with the coordinator
         mine = coord.read_params(path)
         theirs, note = champion_params(coord, champion)
         if note:

@@ -79,7 +79,7 @@ def publish_variant(run_out: Path, dest: Path, overrides: dict[str, Any], timing
     for name in ("coordinator.safetensors", "coordinator.json"):
         if (coordinator / name).exists():
             shutil.copy2(coordinator / name, dest / name)
-    for src, name in (("evolve.json", "summary.json"), ("evolution.png", None), ("routing.png", None)):
+    for src, renamed in (("evolve.json", "summary.json"), ("evolution.png", None), ("routing.png", None)):
         if (run_out / src).exists():
-            shutil.copy2(run_out / src, dest / (name or src))
+            shutil.copy2(run_out / src, dest / (renamed or src))
     (dest / "variant.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(overrides)))

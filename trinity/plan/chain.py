@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from trinity.contracts import ROLES
 from trinity.episodes.protocol import TurnState
@@ -32,7 +32,7 @@ class EpisodeShape:
         return self.ends["accept"] + self.ends["turn_limit"]
 
 
-def episode_shape(role_cycle: list[Mapping[str, float]], max_turns: int, accept: float,
+def episode_shape(role_cycle: Sequence[Mapping[str, float]], max_turns: int, accept: float,
                   suggest_worker: float) -> EpisodeShape:
     """The exact expectation over the protocol's states, stepped by the protocol's own turn rules
     (trinity.episodes.protocol.TurnState). `role_cycle[t % len]`: P(router role) at turn t; every call

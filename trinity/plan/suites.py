@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import cast
 
 from omegaconf import DictConfig
 
@@ -12,7 +13,7 @@ from trinity.pipeline.workload import SuiteInfo
 
 # suite -> (rows after filtering, mean prompt characters, fixed test rows or None). The first block was
 # measured on the offline packages (`prepare`, tasks=offline_mix options, no cap); the rest is assumed.
-DEFAULT_SUITES: dict[str, tuple[int, int, int | None]] = {
+DEFAULT_SUITES: dict[str, tuple[int, float, int | None]] = {
     "mmlu": (14015, 633, None), "gsm8k": (1319, 341, None), "math500": (311, 285, None),
     "humaneval": (164, 639, None), "gpqa_diamond": (198, 727, None), "aime": (60, 450, None),
     "bigcodebench": (473, 1375, None), "mtbench": (80, 300, None),
@@ -45,7 +46,7 @@ def _suite_info(cfg: DictConfig, suite: str, parquet: Path, manifest: dict) -> S
 
         frame = pl.read_parquet(parquet, columns=["split", "prompt"])
         if frame.height:
-            chars = float(frame["prompt"].str.len_chars().mean())
+            chars = float(cast(float, frame["prompt"].str.len_chars().mean()))   # a number: the frame has rows
             source += ", prompt lengths prepared"
         if _manifest_matches(cfg, suite, manifest):
             counts = {s: int(n) for s, n in frame.group_by("split").len().iter_rows()}

@@ -66,6 +66,7 @@ def _moa_usage(route: Route, tk: SuiteTokens, fraction: float) -> Usage:
         u.call(m, 1.0, tk.base["worker"], fraction * tk.caps[("worker", m)])
         proposals += fraction * tk.caps[("worker", m)] + tk.proposal_overhead
     agg = route.aggregator
+    assert agg is not None  # episode_usage comes here only for a route with an aggregator
     u.call(agg, 1.0, tk.base["aggregator"] + proposals, fraction * tk.caps[("worker", agg)])
     _judge_call(u, tk, 1.0, fraction * tk.caps[("worker", agg)], fraction)
     return u

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from trinity.episodes.parsing import ThinkerAdvice
 from trinity.episodes.protocol import SharedMessage, TurnState, read_reply, review_messages, worker_messages
@@ -34,7 +35,8 @@ from trinity.tasks.types import TaskItem
 Messages = list[dict[str, str]]
 
 
-def request_hash(model_id: str, messages: Sequence[dict], temperature: float | None, max_tokens: int | None) -> str:
+def request_hash(model_id: str, messages: Sequence[Mapping[str, Any]], temperature: float | None,
+                 max_tokens: int | None) -> str:
     """The identity of one call in a recording: model id, messages and the sampling that changes the
     reply; never the sample index (a recording holds `samples` replies per request) or the base URL."""
     return canonical_digest({"model": str(model_id), "messages": [dict(m) for m in messages],

@@ -24,10 +24,11 @@ from typing import Any, AsyncIterator, Callable
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import Receive, Scope, Send
 
 from trinity.serve import schema
 from trinity.serve.admission import ADMITTED, Admission, NotAdmitted
-from trinity.serve.request_episode import EpisodeResult, EpisodeRunner
+from trinity.serve.request_episode import EpisodeResult, Runner
 from trinity.serve.limits import check_bearer, read_body
 from trinity.serve.metrics import Metrics
 from trinity.serve.schema import RequestError
@@ -74,7 +75,7 @@ class SlotStreamingResponse(StreamingResponse):
         super().__init__(content, **kwargs)
         self._release = release
 
-    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
             await super().__call__(scope, receive, send)
         finally:
@@ -106,7 +107,7 @@ async def _client_gone(receive: Callable) -> None:
         pass
 
 
-def create_app(settings: ServeSettings, runner: EpisodeRunner, *, metrics: Metrics | None = None,
+def create_app(settings: ServeSettings, runner: Runner, *, metrics: Metrics | None = None,
                on_shutdown: Callable[[], Any] | None = None) -> FastAPI:
     admission = Admission(settings.config.max_concurrency, settings.config.max_queue, settings.config.queue_timeout_s,
                           settings.config.retry_after_s)
@@ -192,8 +193,9 @@ def create_app(settings: ServeSettings, runner: EpisodeRunner, *, metrics: Metri
         raw = await read_body(request.headers, request.stream(), settings.config.max_request_bytes)
         try:
             body = json.loads(raw)
-        except ValueError as e:
-            raise RequestError(400, f"the request body is not valid JSON: {e.msg}", code="invalid_json") from None
+        except ValueError as e:   # JSONDecodeError, or UnicodeDecodeError (no .msg) for a body that is not UTF-8
+            detail = e.msg if isinstance(e, json.JSONDecodeError) else str(e)
+            raise RequestError(400, f"the request body is not valid JSON: {detail}", code="invalid_json") from None
         return schema.parse_chat_request(body, settings)
 
     @app.post("/v1/route")

@@ -20,6 +20,7 @@ The trace's `frontier` field names the head, its cost weight, its measured figur
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,7 +48,7 @@ class ServedFrontier:
     heads: tuple[FrontierHead, ...]
 
     @classmethod
-    def load(cls, folder: str | Path) -> "ServedFrontier":
+    def load(cls, folder: str | os.PathLike[str]) -> "ServedFrontier":
         """The frontier heads of a frontier folder; a folder that is not one, holds no frontier, or misses a
         head's file is refused naming --frontier."""
         folder = Path(folder)

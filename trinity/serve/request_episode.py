@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Collection
+from typing import Any, Awaitable, Callable, Collection, Protocol
 
 from trinity.episodes.parsing import ThinkerAdvice, extract_tag, parse_thinker, strip_reasoning, visible_answer
 from trinity.episodes.protocol import ChatPool, TurnState, first_turn_transcript, read_reply, run_episode
@@ -104,6 +104,7 @@ class RequestPool:
             if role == "thinker" and result.ok:
                 reading = read_reply(role, result.text)
                 if reading.outcome == "advise_verifier" and self.answer_first and not self.answered:
+                    assert reading.advice is not None  # an advise_* outcome carries its advice (read_reply)
                     result = _suggesting_worker(result, reading.advice)
                     reading = read_reply(role, result.text)
                     self.overridden.add(turn)
@@ -164,6 +165,20 @@ def _pool_calls(trace: Trace) -> int:
 
 async def _no_grade(item: TaskItem, answer: str) -> float:
     return 0.0
+
+
+class Runner(Protocol):
+    """What the app serves requests with: an EpisodeRunner, or one that dispatches to several
+    (trinity.serve.registry_runner.RegistryRunner, trinity.serve.frontier_heads.FrontierRunner)."""
+
+    metrics: Any
+
+    @property
+    def agents(self) -> list[str]: ...
+
+    async def route(self, request: ChatRequest) -> Any: ...
+
+    async def run(self, request: ChatRequest, request_id: str, on_event: OnEvent | None = None) -> EpisodeResult: ...
 
 
 class EpisodeRunner:

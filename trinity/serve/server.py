@@ -24,7 +24,7 @@ import uvicorn
 from omegaconf import DictConfig
 
 from trinity.serve.app import create_app
-from trinity.serve.request_episode import EpisodeRunner
+from trinity.serve.request_episode import EpisodeRunner, Runner
 from trinity.serve.preflight import check_saved_pool, reserve_port
 from trinity.serve.settings import ServeSettings
 
@@ -69,6 +69,7 @@ def build_app(cfg: DictConfig, coordinator_path: str | os.PathLike | None = None
                 "the frontier's figures were measured with %s routing; serve.routing is %s, so the heads' real "
                 "costs and rewards may differ from frontier.json", served.routing, settings.config.routing)
         coordinator_path = served.heads[0].file
+    assert coordinator_path is not None  # exactly one of the three was given (checked above)
     coordinator, params = load_coordinator(coordinator_file(Path(coordinator_path)), cfg, backbone=backbone)
     own_pool = pool is None
     if own_pool:
@@ -88,8 +89,8 @@ def build_app(cfg: DictConfig, coordinator_path: str | os.PathLike | None = None
             loaded = params if version.coordinator == coordinator_path else coordinator.read_params(version.coordinator)
             return runner_for(loaded)
 
-        runner = RegistryRunner(registry, version_runner,
-                                poll_s=float(group(cfg, "serve").registry_poll_s)).start()
+        watcher = RegistryRunner(registry, version_runner, poll_s=float(group(cfg, "serve").registry_poll_s)).start()
+        runner: Runner = watcher
     elif served is None:
         runner = runner_for(params)
     else:
@@ -100,7 +101,7 @@ def build_app(cfg: DictConfig, coordinator_path: str | os.PathLike | None = None
 
     async def close() -> None:
         if registry is not None:
-            runner.stop()
+            watcher.stop()
         if own_pool:
             await pool.aclose()
         coordinator.service.close()
@@ -135,6 +136,7 @@ def serve(cfg: DictConfig, coordinator_path: str | os.PathLike | None = None, *,
             raise RegistryError(f"--registry {registry}: no champion to serve (`trinity models promote V`)")
         check_saved_pool(cfg, champion.coordinator)
     else:
+        assert coordinator_path is not None  # `trinity serve` takes exactly one of the three
         check_saved_pool(cfg, coordinator_path)
     local = local_servers(cfg.pool, model_cache=cfg.paths.model_cache)  # a pool config error, too, before the port is taken
     with contextlib.closing(reserve_port(settings.config.host, settings.config.port)) as sock:

@@ -38,7 +38,7 @@ baseline), the best routing restricted to one agent, and uniformly random agent 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 from trinity.simulated.profile import SimulatedModel, worker_right
 from trinity.contracts import ROLES
@@ -117,7 +117,7 @@ def best_routing(models: Sequence[SimulatedModel], suite: str, max_turns: int,
                  actions: Sequence[Action]) -> tuple[float, dict[int, Action]]:
     """The best deterministic n -> action over `actions`: depth-first over turns, choosing an action for
     each n the first time mass reaches it, pruned by the bound `collected + alive mass`."""
-    best = [-1.0, {}]
+    best: list[Any] = [-1.0, {}]  # [value, routing]
     # try the most accurate Workers first so good routings (and tight bounds) come early
     order = sorted(actions, key=lambda a: (a[1] != "worker", -models[a[0]].worker_accuracy(suite)))
 

@@ -134,6 +134,7 @@ def prepare_suites(settings: SuiteSettings, out_dir: str | Path, *, reuse_from: 
     seed = int(settings.seed)
     suites = {name: get_suite(name, settings) for name in train + transfer}
     out = Path(out_dir)
+    manifest: dict[str, Any]
     frames, copies, manifest = {}, {}, {"seed": seed, "splits": fractions, "max_items_per_suite": max_items, "suites": {}}
     report = changes if changes is not None else {}
     report.update(reused={}, prepared={})

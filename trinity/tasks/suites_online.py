@@ -99,7 +99,7 @@ class LiveCodeBench(CodeSuite):
     def load_source_rows(self) -> list[dict[str, Any]]:
         train_rel = str(self.options.get("train_release", "release_v1"))
         test_rel = str(self.options.get("test_release", "release_v6"))
-        kw = dict(config=None, split="test", columns_doc=self.LOCAL_COLUMNS, trust_remote_code=True)
+        kw: dict[str, Any] = dict(config=None, split="test", columns_doc=self.LOCAL_COLUMNS, trust_remote_code=True)
         train_ids = {r["question_id"] for r in load_hub_rows(self.name, self.source[3:], version_tag=train_rel, **kw)}
         rows = load_hub_rows(self.name, self.source[3:], version_tag=test_rel, **kw)
         for row in rows:

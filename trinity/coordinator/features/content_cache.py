@@ -8,6 +8,7 @@ are therefore computed once per backbone, across candidates, generations and run
 from __future__ import annotations
 
 import hashlib
+import os
 import sqlite3
 import threading
 from collections import OrderedDict
@@ -18,7 +19,7 @@ import numpy as np
 
 
 class FeatureCache:
-    def __init__(self, namespace: str, memory_items: int = 4096, disk_path: str | Path | None = None):
+    def __init__(self, namespace: str, memory_items: int = 4096, disk_path: str | os.PathLike[str] | None = None):
         self.namespace = namespace
         self.memory_items = int(memory_items)
         self._memory: OrderedDict[str, np.ndarray] = OrderedDict()
@@ -27,7 +28,7 @@ class FeatureCache:
         self.disk_path = Path(disk_path) if disk_path else None
         self.hits = {"memory": 0, "disk": 0, "miss": 0}
 
-    def key(self, token_ids: Sequence[int], svf_deltas: np.ndarray | None) -> str:
+    def key(self, token_ids: Sequence[int] | np.ndarray, svf_deltas: np.ndarray | None) -> str:
         h = hashlib.sha256(self.namespace.encode())
         h.update(np.asarray(token_ids, dtype=np.int64).tobytes())
         if svf_deltas is not None:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Sequence, cast
 
 import numpy as np
 import torch
@@ -108,13 +108,13 @@ class FeatureEngine:
         starts from an empty store, so which prompts were computed before, in which batches, cannot
         change the rounding (the cache_states stage). The results still go into the content cache."""
         with self._lock, torch.inference_mode():
-            requests = [r if isinstance(r, FeatureRequest) else FeatureRequest(r) for r in requests]
+            batch = [r if isinstance(r, FeatureRequest) else FeatureRequest(r) for r in requests]
             if not isolated:
-                return self._features(requests)
+                return self._features(batch)
             store = self.prefix_store
             self.prefix_store = PrefixStore(store.max_tokens) if store is not None else None
             try:
-                return self._features(requests, read_cache=False)
+                return self._features(batch, read_cache=False)
             finally:
                 self.prefix_store = store
 
@@ -124,7 +124,7 @@ class FeatureEngine:
             ids = self.tokens(transcript)
             deltas = self._effective_deltas(svf_deltas)
             if deltas is not None:
-                self.svf.set_rows([deltas])
+                self._adapter.set_rows([deltas])
             try:
                 out = self.backbone.decoder(input_ids=torch.as_tensor(ids, device=self.backbone.device)[None], use_cache=False)
             finally:
@@ -146,6 +146,7 @@ class FeatureEngine:
             ident = (job.tokens.tobytes(), None if job.deltas is None else job.deltas.tobytes())
             if ident not in unique:
                 if self.cache is not None and read_cache:
+                    assert job.key is not None  # every job has a key when there is a cache
                     job.feature = self.cache.get(job.key)
                 unique[ident] = job
             sources.append(unique[ident])
@@ -166,7 +167,8 @@ class FeatureEngine:
             self._run_base(plain, want_entering=False)
         self._run_svf(adapted)
         if self.cache is not None:
-            self.cache.put_many([(j.key, j.feature) for j in todo])
+            # every job has a key (there is a cache) and, after the passes above, its feature
+            self.cache.put_many([(cast(str, j.key), cast(np.ndarray, j.feature)) for j in todo])
         out = np.empty((len(jobs), self.hidden_size), dtype=np.float32)
         for i, source in enumerate(sources):
             out[i] = source.feature
@@ -179,6 +181,12 @@ class FeatureEngine:
         if deltas.size != self.svf.size:
             raise FeatureError(f"SVF offsets have {deltas.size} numbers, the configured matrices need {self.svf.size}")
         return None if self.svf.is_identity(deltas) else deltas
+
+    @property
+    def _adapter(self) -> SVFAdapter:
+        """The SVF adapter, on the paths that run only with one (effective offsets, the partial SVF pass)."""
+        assert self.svf is not None
+        return self.svf
 
     def _feature_index(self, length: int) -> int | None:
         index = length + self.token_position if self.token_position < 0 else self.token_position
@@ -201,7 +209,9 @@ class FeatureEngine:
         """The stored prompt whose KV this job can reuse, and how many of its tokens."""
         entry, common = self.prefix_store.lookup(job.tokens) if self.prefix_store is not None else (None, 0)
         # The feature token itself must be recomputed: its final hidden state is not in a KV cache.
-        reuse = min(common, self._feature_index(len(job.tokens)))
+        index = self._feature_index(len(job.tokens))
+        assert index is not None  # self.tokens() refused prompts without one
+        reuse = min(common, index)
         if entry is None or reuse <= 0 or (want_entering and entry.entering is None):
             return None, 0
         return entry, reuse
@@ -228,7 +238,7 @@ class FeatureEngine:
         captured: list[torch.Tensor] = []
         hook = None
         if want_entering:
-            layer = self.backbone.layers[self.svf.first_adapted_layer]
+            layer = self.backbone.layers[self._adapter.first_adapted_layer]
             hook = layer.register_forward_pre_hook(
                 lambda _m, args, kwargs: captured.append(args[0] if args else kwargs["hidden_states"]), with_kwargs=True
             )
@@ -250,10 +260,16 @@ class FeatureEngine:
         kv = [(layer.keys, layer.values) for layer in out.past_key_values.layers]
         for i, (job, (entry, p)) in enumerate(zip(jobs, pasts)):
             n = new_lens[i]
-            job.feature = _to_numpy(hidden[i, self._feature_index(len(job.tokens)) - p])
+            index = self._feature_index(len(job.tokens))
+            assert index is not None  # self.tokens() refused prompts without one
+            job.feature = _to_numpy(hidden[i, index - p])
             if want_entering:
                 rows = captured[0][i, :n]
-                job.entering = rows if entry is None else torch.cat([entry.entering[:p], rows])
+                if entry is None:
+                    job.entering = rows
+                else:
+                    assert entry.entering is not None  # _reusable(want_entering=True) skips entries without
+                    job.entering = torch.cat([entry.entering[:p], rows])
             if self.prefix_store is not None:
                 own = slice(past_len - p, past_len + n)
                 # A lone row owns the whole KV tensor: store views of it. Rows of a batch are copied out,
@@ -266,14 +282,17 @@ class FeatureEngine:
             return DynamicCache(config=self.backbone.model.config)
         if len(pasts) == 1:  # one row: the stored tensors as they are (the cache concatenates, never writes in place)
             entry, p = pasts[0]
+            assert entry is not None  # a row reusing p > 0 tokens has its entry (_reusable)
             return DynamicCache([(k[None, :, :p], v[None, :, :p]) for k, v in entry.kv])
         layers = []
         reference = next(e for e, p in pasts if p == past_len)
+        assert reference is not None  # a row reusing p > 0 tokens has its entry (_reusable)
         for layer_index, (k_ref, v_ref) in enumerate(reference.kv):
             keys = k_ref.new_zeros((len(pasts), k_ref.shape[0], past_len, k_ref.shape[2]))
             values = v_ref.new_zeros((len(pasts), v_ref.shape[0], past_len, v_ref.shape[2]))
             for i, (entry, p) in enumerate(pasts):
                 if p:
+                    assert entry is not None  # a row reusing p > 0 tokens has its entry (_reusable)
                     keys[i, :, past_len - p :] = entry.kv[layer_index][0][:, :p]
                     values[i, :, past_len - p :] = entry.kv[layer_index][1][:, :p]
             layers.append((keys, values))
@@ -294,9 +313,11 @@ class FeatureEngine:
         position_ids = torch.arange(width)[None].expand(len(jobs), width)
         kwargs: dict[str, Any] = {"attention_mask": mask.to(device) if len(set(lengths)) > 1 else None}
         if self._partial_svf:
-            embeds = jobs[0].entering.new_zeros((len(jobs), width, self.hidden_size))
-            for i, job in enumerate(jobs):
-                embeds[i, : lengths[i]] = job.entering
+            # _features gave every candidate the activations entering the first adapted layer
+            entering = [cast(torch.Tensor, j.entering) for j in jobs]
+            embeds = entering[0].new_zeros((len(jobs), width, self.hidden_size))
+            for i, rows in enumerate(entering):
+                embeds[i, : lengths[i]] = rows
             kwargs["inputs_embeds"] = embeds
         else:
             ids = torch.full((len(jobs), width), self.pad_id, dtype=torch.long)
@@ -305,14 +326,14 @@ class FeatureEngine:
             kwargs["input_ids"] = ids.to(device)
         decoder = self.backbone.decoder
         all_layers = decoder.layers
-        self.svf.set_rows([j.deltas for j in jobs])
+        self._adapter.set_rows([j.deltas for j in jobs])
         try:
             if self._partial_svf:
-                decoder.layers = torch.nn.ModuleList(list(all_layers)[self.svf.first_adapted_layer :])
+                decoder.layers = torch.nn.ModuleList(list(all_layers)[self._adapter.first_adapted_layer :])
             out = decoder(position_ids=position_ids.to(device), use_cache=False, **kwargs)
         finally:
             decoder.layers = all_layers
-            self.svf.clear()
+            self._adapter.clear()
         self.stats["forward_passes"] += 1
         self.stats["svf_rows"] += len(jobs)
         for i, job in enumerate(jobs):
@@ -321,7 +342,7 @@ class FeatureEngine:
     def _partial_svf_matches_full(self) -> bool:
         """Self-check: layers rerun from cached activations give the same feature as the full forward."""
         rng = np.random.default_rng(0)
-        deltas = rng.normal(0.0, 0.05, self.svf.size)
+        deltas = rng.normal(0.0, 0.05, self._adapter.size)
         text = "Check the partial SVF path."
         with torch.inference_mode():
             job = _Job(self.tokens(text), deltas, None)

@@ -92,6 +92,7 @@ class GradeCache:
                 future = self._running[key] = Future()
                 # running: a cancelled waiter then cannot cancel the run under the others
                 future.set_running_or_notify_cancel()
+        assert future is not None  # found running, or made above
         if owner:
             asyncio.get_running_loop().run_in_executor(None, self._fill, key, future, compute, keep)
         return await asyncio.wrap_future(future)

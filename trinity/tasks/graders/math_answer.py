@@ -175,7 +175,8 @@ def answers_equivalent(candidate: str, reference: str, timeout_s: float = VERIFY
     fa, fb = _as_fraction(ca), _as_fraction(rb)
     if fa is not None and fb is not None:   # plain numbers: exact, and no worker round trip
         # in fractions, not floats: float(10**400) overflows
-        return abs(fa - fb) <= max(1, abs(fb)) / 10**9
+        scale: Fraction | int = abs(fb) if abs(fb) > 1 else 1   # max(1, |fb|), typed
+        return abs(fa - fb) <= scale / 10**9
     if not ca or not rb:
         return False
     return verify_equal(ca, rb, timeout_s)
