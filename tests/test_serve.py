@@ -258,6 +258,8 @@ def test_malformed_json_and_oversized_bodies(running):
     url = f"{server.base_url}/chat/completions"
     r = httpx.post(url, content=b"{not json", headers={"Content-Type": "application/json"})
     assert r.status_code == 400 and r.json()["error"]["code"] == "invalid_json"
+    r = httpx.post(url, content=b'{"a": "\xff"}', headers={"Content-Type": "application/json"})   # not UTF-8
+    assert r.status_code == 400 and r.json()["error"]["code"] == "invalid_json"
     with pytest.raises(openai.APIStatusError) as e:
         ask(client(server), "REQ-big " + "x" * 5000)
     assert e.value.status_code == 413 and e.value.body["code"] == "request_too_large"
