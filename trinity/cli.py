@@ -250,6 +250,7 @@ def _cmd_models(args) -> int:
     elif args.action == "show":
         import json
 
+        assert args.version is not None  # checked above
         version = registry.show(args.version)
         events = [h for h in registry.history() if h["version"] == version.name]
         print(json.dumps({"version": version.name, "champion": version.name == registry.champion_name(),
@@ -257,6 +258,7 @@ def _cmd_models(args) -> int:
                          indent=2, default=str))
     elif args.action == "promote":
         before = registry.champion_name()
+        assert args.version is not None  # checked above
         version = registry.promote(args.version, args.reason or "promoted by hand (trinity models promote)")
         print(f"champion: {version.name} (was {before or 'none'})")
     else:

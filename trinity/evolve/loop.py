@@ -54,7 +54,7 @@ import time
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Any, Callable, Sequence, Union
+from typing import Any, Callable, Literal, Protocol, Sequence, Union, cast, overload
 
 import numpy as np
 
@@ -83,7 +83,21 @@ from trinity.seeding import derive_seed
 
 log = logging.getLogger("trinity.evolve")
 
-EvaluatePopulation = Callable[[int, list[np.ndarray]], list[list[Trace]]]
+
+class EvaluatePopulation(Protocol):
+    """`evaluate_population(generation, candidates)`: traces per candidate, or (exact fitness) a FitnessParts per
+    candidate; an on-policy method calls it with `record_decisions=True`: (traces per candidate, {episode key:
+    routing decisions in turn order})."""
+
+    @overload
+    def __call__(self, generation: int, candidates: list[np.ndarray], /
+                 ) -> list[list[Trace]] | list[FitnessParts]: ...
+
+    @overload
+    def __call__(self, generation: int, candidates: list[np.ndarray], /, *, record_decisions: Literal[True]
+                 ) -> tuple[list[list[Trace]], dict[str, list[Any]]]: ...
+
+
 EvaluateMean = Union[Evaluator, Callable[[int, np.ndarray, str], list[Trace]]]
 SaveCoordinator = Callable[[Path, np.ndarray, dict], None]
 DescribeMean = Callable[[int, np.ndarray], dict]
@@ -251,6 +265,9 @@ def run_evolution(
                     "validation reward %.4f (%s routing): the saved coordinator is x0",
                     versus["x0_validation_reward"], s.routing)
     best = run.best
+    # the loop ends on a finished generation (x0 validated, so a best; a stop reason) or on a budget stop,
+    # which keeps a best (x0, unvalidated, at the latest) and the stop reason "budget"
+    assert best is not None and run.stop_reason is not None
     return EvolutionResult(
         params=np.array(best["params"]), best_generation=best["generation"],
         best_validation_reward=best["validation_reward"], final_mean=algorithm.mean(run.state),
@@ -414,13 +431,15 @@ def _evaluated(population: list[list[Trace]], copies: int, s: EvolveSettings) ->
 def _black_box_step(algorithm: BlackBoxStrategy, state: Any, g: int, s: EvolveSettings,
                     evaluate_population: EvaluatePopulation) -> StepResult:
     candidates, state = algorithm.ask(state)
-    population = evaluate_population(g, candidates)
-    if population and all(isinstance(p, FitnessParts) for p in population):
+    evaluated = evaluate_population(g, candidates)
+    if evaluated and all(isinstance(p, FitnessParts) for p in evaluated):
         # exact fitness (evolve.fitness.estimate=exact): expectations over a recording, no episodes
-        if len(population) != len(candidates):
-            raise TrinityError(f"evaluate_population returned {len(population)} fitnesses for {len(candidates)} candidates")
-        told = [s.told(p.fitness, c) for p, c in zip(population, candidates)]
-        return (*algorithm.tell(state, candidates, told), [[] for _ in candidates], list(population))
+        exact = cast(list[FitnessParts], evaluated)
+        if len(exact) != len(candidates):
+            raise TrinityError(f"evaluate_population returned {len(exact)} fitnesses for {len(candidates)} candidates")
+        told = [s.told(p.fitness, c) for p, c in zip(exact, candidates)]
+        return (*algorithm.tell(state, candidates, told), [[] for _ in candidates], list(exact))
+    population = cast(list[list[Trace]], evaluated)
     parts = _evaluated(population, len(candidates), s)
     return (*algorithm.tell(state, candidates, [s.told(p.fitness, c) for p, c in zip(parts, candidates)]),
             population, parts)

@@ -121,7 +121,7 @@ class Reinforce(OnPolicyMethod):
         return ReinforceState(generation=0, mean=frozen_array(x0), adam_m=zeros, adam_v=zeros, step=0,
                               grad_norm=0.0, baseline=None)
 
-    def describe(self, state: ReinforceState) -> dict[str, float]:
+    def describe(self, state: PolicyState) -> dict[str, float]:
         return {"learning_rate": self.learning_rate}
 
     def gradient(self, params: np.ndarray, records: Sequence[EpisodeRecord]) -> tuple[np.ndarray, float | None]:
