@@ -15,7 +15,7 @@ so a repeated tell is harmless; telling candidates the state did not ask for is 
 is the point validated and kept as the coordinator.
 
 Learning from episodes instead of fitness is another interface: trinity.evolve.on_policy. Both kinds
-share one registry, trinity.evolve.algorithms.
+share one registry, trinity.evolve.strategy_registry.
 """
 
 from __future__ import annotations

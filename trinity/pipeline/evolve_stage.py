@@ -86,9 +86,9 @@ def warm_start_source(cfg: DictConfig) -> Path | None:
     if choice in (None, "", "none", "null"):
         return None
     if str(choice) == "champion":
-        from trinity.models.store import Registry
+        from trinity.models.store import ModelRegistry
 
-        champion = Registry(str(cfg.paths.registry)).champion()
+        champion = ModelRegistry(str(cfg.paths.registry)).champion()
         if champion is None:
             log.info("evolve: evolve.warm_start=champion but the registry at %s has no champion: x0 = 0",
                      cfg.paths.registry)
@@ -171,13 +171,13 @@ def evolve(cfg: DictConfig, *, out_dir: Path, submit: Submit = inline_submit,
     if exact is not None:
         log.info("evolve: exact fitness over %d training items of %s", len(train), exact.world.replies.recording.root)
 
-    def evaluate_population(generation: int, candidates: list[np.ndarray], record_decisions: bool = False):
-        if exact is not None and not record_decisions:   # an on-policy method learns from sampled episodes
+    def evaluate_population(generation: int, candidates: list[np.ndarray], keep_decisions: bool = False):
+        if exact is not None and not keep_decisions:   # an on-policy method learns from sampled episodes
             return exact.population(candidates, train)
         chosen = item_sel.generation_items(cfg, train, generation)
         total = len(candidates) * len(chosen) * repeats
         with counted(f"generation {generation}: episodes", total) as bar:
-            if record_decisions:  # on-policy strategies: one batch in this process, decisions recorded
+            if keep_decisions:  # on-policy strategies: one batch in this process, decisions recorded
                 return ctx.run_recorded(candidates, chosen, generation=generation, repeats=repeats)
             if getattr(ctx.pool, "replay", None) is not None:
                 # replayed episodes cost microseconds: one batch on this process's loop, no task per candidate
@@ -199,7 +199,7 @@ def evolve(cfg: DictConfig, *, out_dir: Path, submit: Submit = inline_submit,
     # the loop's validations of the mean, every routing mode at once (trinity.pipeline.mean_evaluators)
     evaluate_mean = ExactEvaluation(exact, val) if exact is not None else SampledEvaluator(ctx, val, cfg.protocol, counted)
 
-    describe_mean = routing_describer(coord, val, ProtocolConfig.from_cfg(cfg.protocol))
+    describe_mean = routing_describer(coord, val, ProtocolConfig.from_config(cfg.protocol))
 
     warm = None
     source = warm_start_source(cfg) if warm_start else None

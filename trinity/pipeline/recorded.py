@@ -57,7 +57,7 @@ class RecordedWorld:
     def __init__(self, cfg: DictConfig, replies: Any, roles: Sequence[str]):
         from trinity.pool.providers import resolve_endpoint
 
-        self.protocol = ProtocolConfig.from_cfg(cfg.protocol)
+        self.protocol = ProtocolConfig.from_config(cfg.protocol)
         self.agents = tuple(str(m) for m in cfg.pool.models)
         self.roles = tuple(roles)
         self.replies = replies
