@@ -2,7 +2,7 @@
 
 The YAML files carry their own documentation (a header comment, a comment per key), so the reference is
 those files, grouped and titled, with the keys each option sets. `trinity config --reference` prints it;
-tests/test_config_reference.py fails when the committed file is behind conf/.
+tests/unit/test_config_reference.py fails when the committed file is behind conf/.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from trinity.coordinator.saved import save_params
 from trinity.pipeline.eval_arguments import prepare_request
 from trinity.errors import ConfigError
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 OUTPUTS = ("reports/report.md", "data/eval/results.parquet", "metrics/eval.json", "data/evolve/coordinator/x")
 
 

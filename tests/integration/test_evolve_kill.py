@@ -19,7 +19,7 @@ from evolve_fixture import run, toy_cfg
 from trinity.evolve.checkpoint import load_checkpoint
 from trinity.pipeline.evolution_inputs import config_fingerprint
 
-FIXTURE = Path(__file__).with_name("evolve_fixture.py")
+FIXTURE = Path(__file__).resolve().parents[1] / "evolve_fixture.py"
 GENERATIONS = 6
 
 
@@ -28,7 +28,7 @@ pytestmark = pytest.mark.integration   # real processes and services: make test,
 
 def _start(out_dir: Path, markers: Path) -> subprocess.Popen:
     markers.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     return subprocess.Popen([sys.executable, str(FIXTURE), str(out_dir), "--marker-dir", str(markers),
                              "--sleep", "0.05", "--generations", str(GENERATIONS)],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

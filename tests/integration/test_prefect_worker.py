@@ -23,7 +23,7 @@ from trinity import config
 
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 POOL = yaml.safe_load((REPO / "prefect.yaml").read_text())["definitions"]["work_pool"]["name"]
 

@@ -48,7 +48,7 @@ def live_cfg(tmp: Path, port: int):
 
 
 def record_main(tmp: str, port: str) -> None:
-    """`python tests/test_recording_live.py TMP PORT`: what `trinity record` does, on live_cfg."""
+    """`python tests/integration/test_recording_live.py TMP PORT`: what `trinity record` does, on live_cfg."""
     import contextlib
 
     from trinity.pipeline import record_stage
@@ -141,5 +141,5 @@ def test_killed_recording_resumes_and_replays_without_a_call(tmp_path):
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     record_main(sys.argv[1], sys.argv[2])

@@ -24,7 +24,7 @@ from trinity import config
 
 pytestmark = pytest.mark.slow
 
-DRIVER = Path(__file__).with_name("repro_stage.py")
+DRIVER = Path(__file__).resolve().parents[1] / "repro_stage.py"
 BIN = Path(sys.executable).parent
 
 

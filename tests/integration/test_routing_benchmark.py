@@ -28,10 +28,11 @@ from trinity.pipeline.rollouts import RolloutContext
 from trinity.assembly.local_pool import LocalPool
 from trinity.pipeline.suites import prepare_from_config
 
+pytestmark = pytest.mark.slow
+
 RIGHT_MODEL = {"mmlu": "mc-specialist", "gsm8k": "math-specialist"}
 
 
-@pytest.mark.slow
 def test_a_short_benchmark_run_learns_to_route_suites_to_their_specialists(tmp_path):
     import socket
 

@@ -1,6 +1,7 @@
 """`trinity serve` refuses, before it starts any pool server or binds its port, a coordinator trained on
 another pool and a serve port that is taken. Through the real command line, over the simulated pool
-(which `trinity serve` would start as a server process if it got that far)."""
+(which `trinity serve` would start as a server process if it got that far). The pool difference itself:
+tests/unit/test_serve_cli_pool.py."""
 
 from __future__ import annotations
 
@@ -16,8 +17,9 @@ import pytest
 from trinity import config
 from trinity.coordinator.saved import save_params
 from trinity.pool.servers import port_in_use
-from trinity.serve.preflight import pool_difference
 from pool_stub import free_ports
+
+pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
@@ -53,7 +55,6 @@ def assert_nothing_started(setup) -> None:
     (lambda p: p[:-1], "it was trained on {n1} models, this config has {n}"),
     (lambda p: p[:-1] + ["retired-model"], "[retired-model] is not in this config's pool"),
 ])
-@pytest.mark.integration
 def test_a_coordinator_trained_on_another_pool_is_refused_before_anything_starts(setup, change, expected):
     trained = change(list(setup["pool"]))
     done = trinity_serve(setup, saved_for(setup["tmp"], trained))
@@ -66,7 +67,6 @@ def test_a_coordinator_trained_on_another_pool_is_refused_before_anything_starts
     assert_nothing_started(setup)
 
 
-@pytest.mark.integration
 def test_a_taken_serve_port_is_refused_naming_it_before_the_pool_starts(setup):
     coordinator = saved_for(setup["tmp"], setup["pool"])
     with socket.socket() as busy:
@@ -81,7 +81,6 @@ def test_a_taken_serve_port_is_refused_naming_it_before_the_pool_starts(setup):
     assert "Traceback" not in done.stderr
 
 
-@pytest.mark.integration
 def test_the_pool_is_checked_before_the_port(setup):
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", setup["serve_port"]))
@@ -90,20 +89,7 @@ def test_the_pool_is_checked_before_the_port(setup):
     assert done.returncode == 2 and "the order differs" in done.stderr and "already in use" not in done.stderr
 
 
-@pytest.mark.integration
 def test_a_missing_coordinator_is_refused_before_anything_starts(setup):
     done = trinity_serve(setup, setup["tmp"] / "nowhere")
     assert done.returncode == 2 and "no saved coordinator at" in done.stderr
     assert_nothing_started(setup)
-
-
-def test_pool_difference_names_order_count_and_names():
-    assert pool_difference(["a", "b", "c"], ["a", "b", "c"]) is None
-    assert pool_difference(["a", "b", "c"], ["a", "c", "b"]) == \
-        "the order differs (the head's agent rows follow the trained order)"
-    assert pool_difference(["a", "b", "c"], ["a", "b"]) == \
-        "it was trained on 3 models, this config has 2; [c] is not in this config's pool"
-    assert pool_difference(["a", "b"], ["a", "x"]) == \
-        "[b] is not in this config's pool; [x] was not in the pool it was trained on"
-    assert pool_difference(["a"], ["a", "x", "y"]) == \
-        "it was trained on 1 model, this config has 3; [x, y] were not in the pool it was trained on"

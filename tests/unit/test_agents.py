@@ -1,10 +1,10 @@
-"""Agents (trinity.pool.agents): setups of one model over one server, the program-of-thought tool in the
-sandbox, and recordings of agents that replay and walk exactly."""
+"""Agents (trinity.pool.agents): setups of one model over one server, the program-of-thought tool's
+answers, and recordings of agents that replay and walk exactly. A hostile program in the sandbox:
+tests/integration/test_agents_sandbox.py."""
 
 from __future__ import annotations
 
 import asyncio
-import uuid
 
 import pytest
 from omegaconf import OmegaConf
@@ -102,19 +102,6 @@ def test_program_of_thought_answer_reads_as_the_answer_to_every_grader():
     assert python_tool(out) == out                          # already run: not run again
     assert python_tool("no program here") == "no program here"
     assert program_of("```python\nprint(1)") == "print(1)"  # a fence cut off by the cap still counts
-
-
-@pytest.mark.integration
-def test_a_hostile_program_is_contained(tmp_path):
-    target = tmp_path / f"escaped-{uuid.uuid4().hex}"
-    limits = SandboxLimits(wall_s=3, cpu_s=2)
-    hostile = (f"```python\nopen({str(target)!r}, 'w').write('x')\nimport os\nos.system('touch {target}')\n"
-               "print(1)\n```")
-    out = python_tool(hostile, run=lambda p: run_python(p, limits=limits))
-    assert not target.exists()
-    assert "Program error" in out and "The answer is" not in out
-    spin = python_tool("```python\nwhile True:\n    pass\n```", run=lambda p: run_python(p, limits=limits))
-    assert spin.endswith("Program error: timed out") or "Program error" in spin
 
 
 def _agents_recording(tmp_path):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 # Bottom to top. A part is a sub-package of trinity (or a top-level module); it may import its own
 # modules and any part on a lower floor, never one on its own floor or above.

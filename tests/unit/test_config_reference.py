@@ -5,7 +5,7 @@ from pathlib import Path
 from trinity.config import conf_dir
 from trinity.config_reference import render
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_committed_reference_is_current():

@@ -16,8 +16,7 @@ import numpy as np
 import polars as pl
 import pytest
 from omegaconf import OmegaConf
-from coordinator_support import tiny_backbone
-from test_reinforce import _numeric_grad
+from coordinator_support import numeric_grad, tiny_backbone
 
 from trinity import config
 from trinity.assembly.coordinator import load_coordinator
@@ -281,7 +280,7 @@ def test_log_prob_gradient_matches_finite_differences_under_normalisation(roles)
     for feature in raw[:3]:
         for agent, role in [(0, "worker"), (2, roles[-1])]:
             analytic = RoutingHead(w, 3, roles, norm).log_prob_grad(feature, agent, role)
-            numeric = _numeric_grad(lambda x: RoutingHead(x, 3, roles, norm).log_prob(feature, agent, role), w)
+            numeric = numeric_grad(lambda x: RoutingHead(x, 3, roles, norm).log_prob(feature, agent, role), w)
             assert np.allclose(analytic, numeric, atol=1e-6)
             assert not np.allclose(analytic, RoutingHead(w, 3, roles).log_prob_grad(feature, agent, role))
 
@@ -311,7 +310,7 @@ def test_reinforce_gradient_from_recorded_decisions_is_the_normalised_one(setup)
         return sum((rec.reward - baseline) * sum(head.log_prob(f, d.agent, d.role) for d, f in zip(rec.decisions, fs))
                    for rec, fs in zip(records, raw)) / len(records)
 
-    numeric = _numeric_grad(surrogate, params, h=1e-5)
+    numeric = numeric_grad(surrogate, params, h=1e-5)
     assert np.allclose(grad, numeric, atol=1e-4)
 
 

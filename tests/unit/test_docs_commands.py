@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from omegaconf import DictConfig
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PH = "PLACEHOLDERX"           # what a `<...>` placeholder becomes before tokenising
 SHELL_LANGS = {"", "bash", "sh", "shell", "console"}
 TRINITY = {"trinity", ".venv/bin/trinity", "$(BIN)/trinity"}

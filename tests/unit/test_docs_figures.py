@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _json(path: str) -> Any:

@@ -10,8 +10,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from scripted_pool import Fail, ScriptedPool
-from trinity.config import compose
+from scripted_pool import Fail
 from trinity.coordinator.head import RoutingHead
 from trinity.episodes.protocol import sample_index_for
 from trinity.config_schema.protocol import ProtocolConfig
@@ -23,68 +22,8 @@ from trinity.eval.moa import aggregator_messages, moa_episode, moa_prompts
 from trinity.eval.tables import paired_tests, results_frame, summarize, trace_rows
 from trinity.routers.baselines import RoleOnlyRouter, SingleWorkerRouter
 from trinity.coordinator.router import CoordinatorRouter
-from trinity.tasks.types import TaskItem
 
-CFG = compose(["experiment=local_live", "eval.methods=[trinity,trinity:argmax,single_worker,role_select,random,loop,moa,ablations]"])
-PROTOCOL = ProtocolConfig.from_cfg(CFG.protocol)
-AGENTS = list(CFG.pool.models)                 # three local models; the last one answers correctly
-GOOD = len(AGENTS) - 1
-D = 4
-ITEMS = [TaskItem(suite="toy", item_id=str(i), prompt=f"Question {i}: repeat the word w{i}.", reference=f"w{i}")
-         for i in range(4)]
-
-
-async def grade(item: TaskItem, answer: str) -> float:
-    return 1.0 if re.search(rf"\b{item.reference}\b", answer or "") else 0.0
-
-
-def _word(messages) -> str | None:
-    m = re.search(r"repeat the word (\w+)", messages[-1]["content"])
-    return m.group(1) if m else None
-
-
-def good_worker(messages, _index):
-    return f"The word is {_word(messages)}. <idea>copied it</idea>"
-
-
-def aggregate(messages, _index):
-    """The aggregator keeps the word some proposal gave, if any."""
-    found = re.search(r"The word is (w\d+)", messages[-1]["content"])
-    return f"Merged: {found.group(1)}" if found else "Merged: nothing"
-
-
-class Pool(ScriptedPool):
-    """ScriptedPool that also recognises the Mixture-of-Agents aggregator's system prompt."""
-
-    def __init__(self, script, **kw):
-        super().__init__(CFG.protocol, script, **kw)
-        self._role_of_system[moa_prompts(CFG.eval.moa).aggregator_system] = "aggregator"
-
-
-def script(extra=None, **by_role):
-    base = {(AGENTS[GOOD], "worker"): good_worker, "worker": "I do not know. <idea>none</idea>",
-            "verifier": "ACCEPT", "aggregator": aggregate,
-            "thinker": "<suggestion>check</suggestion><suggested_role>verifier</suggested_role>"}
-    return {**base, **by_role, **(extra or {})}
-
-
-class FixedFeatures:
-    """A feature service that returns the same feature for every transcript (the head decides)."""
-
-    def __init__(self):
-        self.calls = 0
-
-    async def features(self, transcript, deltas=None):
-        self.calls += 1
-        await asyncio.sleep(0)
-        return np.ones(D)
-
-
-def head_weights(agent: int, role: int, strength: float = 5.0) -> np.ndarray:
-    w = np.zeros((len(AGENTS) + 3, D))
-    w[agent] = strength
-    w[len(AGENTS) + role] = strength
-    return w
+from eval_support import CFG, AGENTS, GOOD, ITEMS, grade, Pool, script, FixedFeatures, head_weights  # noqa: E402
 
 
 def coordinator(agent: int, role: int, strength: float = 5.0, mode: str = "sample") -> CoordinatorRouter:

@@ -1,6 +1,7 @@
 """Learning diagnostics of an evolution run: x0 validated as generation -1 (the baseline and first best),
 both validation routing modes, per-generation episode shares and fitness terms on hand-built traces, and
-the mean's routing matrix, on the toy problem and through the evolve stage on a scripted pool."""
+the mean's routing matrix, on the toy problem. Through the evolve stage on a scripted pool:
+tests/integration/test_evolve_diagnostics_run.py."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import polars as pl
 import pytest
 
 from evolve_fixture import AGENTS, ToyProblem, run, save_coordinator, toy_cfg
-from test_ablations import scripted  # noqa: F401  (fixture: a composed config on a scripted pool)
+from stage_support import scripted  # noqa: F401  (fixture: a composed config on a scripted pool)
 from trinity.episodes.trace import EpisodeId, Trace, Turn
 from trinity.errors import ConfigError
 from trinity.evolve.diagnostics import ended_without_answer, routing_matrix, training_diagnostics
@@ -61,6 +62,8 @@ def _same_run(a: Path, b: Path) -> None:
 
 
 # ---------------------------------------------------------------------- x0: generation -1
+
+
 def test_x0_is_validated_once_as_generation_minus_one_and_resume_does_not_redo_it(tmp_path):
     cfg = toy_cfg(generations=4, every=2, tmp=tmp_path)
     straight = _Recorder(ToyProblem(cfg))
@@ -130,6 +133,8 @@ def test_a_run_that_never_beats_x0_keeps_x0_and_says_so(tmp_path, caplog):
 
 
 # ---------------------------------------------------------------------- both validation modes
+
+
 def test_both_validation_modes_and_selection_by_the_configured_routing(tmp_path):
     cfg = toy_cfg(generations=4, every=1, tmp=tmp_path)
     cfg.coordinator.routing = "argmax"
@@ -153,6 +158,8 @@ def test_both_validation_modes_and_selection_by_the_configured_routing(tmp_path)
 
 
 # ---------------------------------------------------------------------- per-generation diagnostics
+
+
 def _turn(i, role, *, agent=0, called=True, ok=True, finish=None, cost=0.0):
     return Turn(i, AGENTS[agent], agent, role, False, called=called, ok=ok, finish_reason=finish, cost_usd=cost,
                 price_usd=cost,
@@ -226,6 +233,8 @@ def test_generation_columns_on_hand_built_traces(tmp_path):
 
 
 # ---------------------------------------------------------------------- the routing matrix
+
+
 def test_routing_matrix_on_hand_built_probabilities():
     probs = np.array([[0.5, 0.3, 0.2], [0.1, 0.6, 0.3], [0.2, 0.2, 0.6], [0.4, 0.4, 0.2]])
     matrix = routing_matrix(["b", "a", "b", "b"], probs, ["x", "y", "z"])
@@ -253,46 +262,3 @@ def test_routing_table_has_x0_and_every_generation(tmp_path):
     metrics = json.loads((tmp_path / "metrics" / "evolve.json").read_text())
     assert metrics["routing_generation"] == 2 and metrics["routing"] == expected
     assert (tmp_path / "reports" / "routing.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-
-
-# ---------------------------------------------------------------------- the evolve stage's callbacks
-@pytest.mark.integration
-def test_evolve_stage_records_both_modes_x0_and_routing_without_recomputing_features(scripted, monkeypatch):  # noqa: F811
-    from trinity.pipeline import evolve_stage
-    from trinity.pipeline.rollouts import RolloutContext
-
-    cfg, _ = scripted
-    coord = RolloutContext.get(cfg).coordinator
-    precomputed = []
-    original = coord.precompute
-    monkeypatch.setattr(coord, "precompute", lambda texts, *a: precomputed.append(len(texts)) or original(texts, *a))
-    out = evolve_stage.run(cfg)
-    assert precomputed == [2]  # the validation items' first-turn features, once per run
-    assert out["result"].x0_validation_reward is not None
-
-    runs = Path(cfg.paths.runs)
-    routing = pl.read_parquet(runs / "routing.parquet")
-    models = list(cfg.pool.models)
-    assert routing["generation"].unique().sort().to_list() == [-1, 0, 1]
-    assert routing["suite"].unique().to_list() == ["mmlu"] and routing["model"].unique(maintain_order=True).to_list() == models
-    x0 = routing.filter(pl.col("generation") == -1)
-    assert np.allclose(x0["mean_prob"].to_numpy(), 1 / len(models))
-    assert x0["argmax_share"].to_list() == [1.0] + [0.0] * (len(models) - 1)
-    sums = routing.group_by("generation").agg(pl.col("mean_prob").sum())
-    assert np.allclose(sums["mean_prob"].to_numpy(), 1.0)
-
-    gens = pl.read_parquet(runs / "generations.parquet")
-    assert gens["validation_reward_sample"].is_not_null().all() and gens["validation_reward_argmax"].is_not_null().all()
-    episodes = pl.read_parquet(runs / "episodes.parquet")
-    validation = episodes.filter(pl.col("phase") == "validation")
-    assert validation.group_by("generation", "routing").len().height == 3 * 2  # x0, 0, 1 x sample, argmax
-    assert "truncated_calls" in episodes.columns
-
-    metrics = json.loads((Path(cfg.paths.metrics) / "evolve.json").read_text())
-    assert {"x0_validation_reward", "best_minus_x0", "beats_x0"} <= set(metrics)
-    final = routing.filter(pl.col("generation") == 1)
-    assert metrics["routing"]["mmlu"] == {r["model"]: {"argmax_share": r["argmax_share"], "mean_prob": r["mean_prob"]}
-                                          for r in final.iter_rows(named=True)}
-    meta = json.loads((runs / "coordinator" / "coordinator.json").read_text())
-    assert meta["beats_x0"] == metrics["beats_x0"] and meta["validation_routing"] == "sample"
-    assert (Path(cfg.paths.reports) / "routing.png").exists() and (Path(cfg.paths.reports) / "evolution.png").exists()

@@ -12,7 +12,7 @@ from omegaconf import OmegaConf
 
 from evolve_fixture import AGENTS, run, toy_cfg
 from pool_stub import StubServer, completion
-from test_pool_client import chat_once, client_for
+from pool_client_support import chat_once, client_for
 from trinity import config
 from trinity.episodes.protocol import _record_call
 from trinity.episodes.trace import EpisodeId, Trace, Turn

@@ -1,39 +1,22 @@
-"""The code sandbox: hostile programs end as failed tests and harm nothing."""
+"""The code sandbox: hostile programs end as failed tests and harm nothing. The wall-clock, process and
+fallback limits under real load: tests/integration/test_graders_sandbox_limits.py."""
 
 import os
 import shutil
 import subprocess
-import time
 
 import pytest
 
 from trinity.tasks.graders.code import grade_program
-from trinity.sandbox import SandboxLimits, isolation_mode, pids_cgroup_parent, run_python
+from trinity.sandbox import isolation_mode, pids_cgroup_parent, run_python
 
-FAST = SandboxLimits(wall_s=6, cpu_s=3, memory_mb=1024, nproc=16)
+from graders_support import FAST
 
 
 def test_plain_program_passes_and_failures_fail():
     assert run_python("assert 1 + 1 == 2\nprint('ok')", limits=FAST).ok
     assert not run_python("assert 1 + 1 == 3", limits=FAST).ok
     assert not run_python("def f(:\n  pass", limits=FAST).ok
-
-
-@pytest.mark.integration
-def test_infinite_loop_is_killed():
-    start = time.monotonic()
-    result = run_python("while True:\n    pass", limits=FAST)
-    assert not result.ok
-    assert time.monotonic() - start < FAST.wall_s + 5
-
-
-@pytest.mark.integration
-def test_fork_bomb_is_contained():
-    start = time.monotonic()
-    result = run_python("import os\nwhile True:\n    os.fork()", limits=FAST)
-    assert not result.ok
-    assert time.monotonic() - start < FAST.wall_s + 5
-    assert run_python("print('still fine')", limits=FAST).ok   # nothing left hogging the machine
 
 
 def test_fork_bomb_hits_the_process_cap_not_the_wall_clock():
@@ -88,23 +71,6 @@ def test_isolation_mode_reported():
     assert isolation_mode() in ("bwrap", "namespaces", "rlimits+audit")
 
 
-@pytest.mark.integration
-def test_fallback_without_namespaces_still_contains(tmp_path, monkeypatch):
-    monkeypatch.setenv("TRINITY_SANDBOX_NO_NAMESPACES", "1")
-    isolation_mode.cache_clear()
-    try:
-        assert isolation_mode() == "rlimits+audit"
-        target = tmp_path / "w.txt"
-        assert not run_python(f"open({str(target)!r}, 'w').write('x')", limits=FAST).ok
-        assert not target.exists()
-        assert not run_python("import os\nwhile True:\n    os.fork()", limits=FAST).ok
-        assert not run_python("while True:\n    pass", limits=FAST).ok
-        assert run_python("print(sum(range(10)))", limits=FAST).ok
-    finally:
-        monkeypatch.delenv("TRINITY_SANDBOX_NO_NAMESPACES")
-        isolation_mode.cache_clear()
-
-
 # -- early exits: the tests after them never run, so the program must not pass
 
 _FAILING_TESTS = "\n\ndef answer():\n    return 1\n\nassert answer() == 2, 'the tests ran'\n"
@@ -144,6 +110,7 @@ def test_stdin_still_reaches_the_program():
 
 
 # -- the new root: host files do not exist for the program or its children, under each layer
+
 
 def _userns_works() -> bool:
     if not shutil.which("unshare"):

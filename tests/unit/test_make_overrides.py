@@ -12,7 +12,7 @@ import pytest
 
 from trinity.cli import main
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _make_dry(*args: str) -> str:

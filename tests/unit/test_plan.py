@@ -1,17 +1,13 @@
-"""`trinity plan`: the expected-calls Markov chain against the real turn protocol, episode counts, dollars,
-wall time, and the command line."""
+"""`trinity plan`: the expected-calls Markov chain against the real turn protocol, episode counts, dollars
+and wall time. The command line: tests/integration/test_plan_cli.py."""
 
 from __future__ import annotations
 
 import os
 
 import asyncio
-import json
 import math
 import random
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -33,14 +29,13 @@ from trinity.plan.render import render_table
 from trinity.plan.tokens import suite_tokens
 from trinity.plan.usage import Usage, cost_usd, episode_usage, wall_s
 from trinity.tasks.types import TaskItem
-
-REPO = Path(__file__).resolve().parents[1]
 AGENTS = ["a", "b", "c"]
 PROTOCOL = ProtocolConfig(max_turns=4, collaboration_instructions="Work together.", worker_system="WORKER SYSTEM",
                           thinker_system="THINKER SYSTEM", verifier_system="VERIFIER SYSTEM")
 
 
 # ------------------------------------------------------------------ the chain against run_episode
+
 
 def _random_pool(accept: float, suggest_worker: float, seed: int) -> ScriptedPool:
     draw = random.Random(seed)
@@ -298,40 +293,3 @@ def test_typical_is_below_at_cap_and_the_fraction_is_checked(small_cfg):
 
     with pytest.raises(ConfigError, match="fraction"):
         Assumptions.from_cfg(small_cfg, output_fraction=1.5)
-
-
-# ------------------------------------------------------------------ the command line
-
-def _trinity() -> list[str]:
-    exe = Path(sys.executable).parent / "trinity"
-    return [str(exe)] if exe.exists() else [sys.executable, "-m", "trinity.cli"]
-
-
-@pytest.mark.integration
-def test_cli_json_has_the_stages():
-    out = subprocess.run(_trinity() + ["plan", "experiment=local_small", "--json"], cwd=REPO, capture_output=True,
-                         text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    plan = json.loads(out.stdout)
-    stages = [s["stage"] for s in plan["stages"]]
-    assert stages[0] == "evolve" and stages[-1] == "evaluate"
-    assert plan["total"]["episodes"] == sum(s["totals"]["episodes"] for s in plan["stages"])
-
-
-@pytest.mark.integration
-def test_cli_config_errors_read_as_for_the_other_subcommands():
-    plan = subprocess.run(_trinity() + ["plan", "experiment=local_small", "evolve.nosuch=1"], cwd=REPO,
-                          capture_output=True, text=True, timeout=120)
-    config = subprocess.run(_trinity() + ["config", "experiment=local_small", "evolve.nosuch=1"], cwd=REPO,
-                            capture_output=True, text=True, timeout=120)
-    assert plan.returncode == config.returncode == 2
-    assert plan.stderr == config.stderr and "evolve.nosuch" in plan.stderr
-
-
-@pytest.mark.integration
-def test_cli_needs_no_api_keys(monkeypatch):
-    from trinity.cli import main
-
-    for env in ("OPENAI_API_KEY", "OPENROUTER_API_KEY", "TOGETHER_API_KEY"):
-        monkeypatch.delenv(env, raising=False)
-    assert main(["plan", "--output-fraction", "0.5", "experiment=paper"]) == 0

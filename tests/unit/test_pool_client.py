@@ -19,26 +19,9 @@ from trinity.pool.client import PoolClient
 from trinity.pool.errors import MissingApiKeyError, PoolConfigError, UnknownModelError
 from trinity.pool.providers import PROVIDERS
 from trinity.pool.retry import backoff_delay_s, parse_retry_after
+from pool_client_support import USER, chat_once, client_for
 
-REPO = Path(__file__).resolve().parents[1]
-FAST_RETRY = Retry(max_retries=3, backoff_base_s=0.01, backoff_max_s=0.05)
-USER = [{"role": "user", "content": "What is 2+2?"}]
-
-
-def client_for(server_or_url, *, retry=FAST_RETRY, cache_path=None, cache_mode="read_write", budget=None,
-               **cfg_kwargs) -> PoolClient:
-    url = server_or_url if isinstance(server_or_url, str) else server_or_url.base_url
-    return PoolClient.from_config(stub_pool_cfg(url, **cfg_kwargs), cache_path=cache_path, cache_mode=cache_mode,
-                                  budget=budget, retry=retry)
-
-
-def chat_once(client: PoolClient, messages=USER, **kwargs):
-    async def go():
-        async with client:
-            return await client.chat(client.model_names[0], messages, **kwargs)
-    return asyncio.run(go())
-
-
+REPO = Path(__file__).resolve().parents[2]
 def chat_many(client: PoolClient, requests: list[dict]) -> list:
     """Runs chat(**request) for every request at once; request keys: model, messages, sample_index..."""
     async def go():

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from coordinator_support import numeric_grad
 from evolve_fixture import save_coordinator, toy_cfg
 from trinity.coordinator.head import Decision, RoutingHead
 from trinity.episodes.trace import EpisodeId, Trace, Turn
@@ -20,16 +21,6 @@ N_AGENTS, D = 3, 5
 ALL, NO_THINKER, NO_ROLES = ROLES, ("worker", "verifier"), ("worker",)
 
 
-def _numeric_grad(fn, w: np.ndarray, h: float = 1e-6) -> np.ndarray:
-    out = np.zeros_like(w)
-    for idx in np.ndindex(w.shape):
-        up, down = w.copy(), w.copy()
-        up[idx] += h
-        down[idx] -= h
-        out[idx] = (fn(up) - fn(down)) / (2 * h)
-    return out
-
-
 @pytest.mark.parametrize("roles", [ALL, NO_THINKER, NO_ROLES])
 def test_log_prob_gradient_matches_finite_differences(roles):
     r = np.random.default_rng(0)
@@ -37,7 +28,7 @@ def test_log_prob_gradient_matches_finite_differences(roles):
     feature = r.normal(size=D)
     for agent, role in [(0, "worker"), (2, roles[-1]), (1, roles[0])]:
         analytic = RoutingHead(w, N_AGENTS, roles).log_prob_grad(feature, agent, role)
-        numeric = _numeric_grad(lambda x: RoutingHead(x, N_AGENTS, roles).log_prob(feature, agent, role), w)
+        numeric = numeric_grad(lambda x: RoutingHead(x, N_AGENTS, roles).log_prob(feature, agent, role), w)
         assert np.allclose(analytic, numeric, atol=1e-6), (roles, agent, role)
         for i, name in enumerate(ROLES):  # a role the head may not pick gets no gradient
             if name not in roles:
@@ -61,7 +52,7 @@ def test_gradient_is_the_baselined_score_function():
         return sum((rec.reward - baseline) * sum(head.log_prob(d.feature, d.agent, d.role) for d in rec.decisions)
                    for rec in records) / len(records)
 
-    assert np.allclose(grad.reshape(w.shape), _numeric_grad(surrogate, w), atol=1e-6)
+    assert np.allclose(grad.reshape(w.shape), numeric_grad(surrogate, w), atol=1e-6)
     assert not grad.reshape(w.shape)[N_AGENTS + 1].any()  # thinker row untouched under no-thinker
 
 

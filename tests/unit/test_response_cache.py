@@ -17,7 +17,7 @@ import pytest
 from trinity.pool.cache import CachedReply, ResponseCache, cache_key
 from trinity.pool.errors import CacheError
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 MESSAGES = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
 SAMPLING = {"temperature": 0.1, "max_tokens": 64}
 

@@ -10,7 +10,7 @@ import pytest
 
 from trinity.stats import paired_test
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "routing_benchmark.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "routing_benchmark.py"
 
 
 @pytest.fixture(scope="module")

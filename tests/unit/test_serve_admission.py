@@ -1,7 +1,7 @@
 """The episode slots and the wait queue in front of them (trinity.serve.admission), first on their own
 (one event loop, no server), then inside the app with a runner whose episodes the test holds and
 releases, so each step is observed rather than timed. The same behaviour against a real `trinity serve`
-process is in test_serve_process.py."""
+process is in tests/integration/test_serve_process.py."""
 
 from __future__ import annotations
 

@@ -1,11 +1,9 @@
 """The simulated pool: profile checks, replies the real graders grade as intended, deterministic
-outcomes that follow the profile, refusals, and the same pool-manager life cycle as the llama.cpp
-servers (up, status, down, restart on a changed profile, a server that does not come up)."""
+outcomes that follow the profile, refusals, a server that does not come up, the oracle and the hindsight
+bound. Over HTTP (up, status, down, calibrate): tests/integration/test_simulated_pool_http.py."""
 
 import asyncio
-import socket
 
-import httpx
 import numpy as np
 import pytest
 from omegaconf import OmegaConf
@@ -14,9 +12,8 @@ from trinity import config
 from trinity.episodes.runner import EpisodeSpec, run_episodes
 from trinity.errors import ConfigError
 from trinity.pipeline.rollouts import make_grader
-from trinity.pool.client import PoolClient
 from trinity.assembly.local_pool import LocalPool
-from trinity.pool.servers import PoolServerError, port_in_use
+from trinity.pool.servers import PoolServerError
 from trinity.simulated.launcher import simulated_world
 from trinity.simulated.oracle import policy_value
 from trinity.simulated.profile import parse_model, parse_profile
@@ -26,38 +23,9 @@ from trinity.pool.types import CallResult
 from trinity.routers.baselines import RandomRouter
 from trinity.tasks.registry import get_suite
 from trinity.tasks.prepare import load_items
-from trinity.pipeline.suites import prepare_from_config
 
-
-def _free_port() -> int:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-@pytest.fixture(scope="module")
-def prepared(tmp_path_factory):
-    root = tmp_path_factory.mktemp("sim")
-    cfg = config.compose(["experiment=routing_benchmark", "tasks.train=[mmlu,gsm8k]",
-                          "tasks.max_items_per_suite=12", f"paths.prepared={root / 'prepared'}"])
-    prepare_from_config(cfg, cfg.paths.prepared)
-    return root
-
-
-def _cfg(root, tmp_path, *overrides):
-    cfg = config.compose(["experiment=routing_benchmark", "tasks.train=[mmlu,gsm8k]",
-                          f"paths.prepared={root / 'prepared'}", f"pool.state_dir={tmp_path / 'pool'}",
-                          f"pool.port={_free_port()}", *overrides])
-    OmegaConf.set_struct(cfg, False)
-    return cfg
-
-
-def _worker_body(cfg, model: str, item, seed: int, **extra) -> dict:
-    return {"model": cfg.pool.models[model].model_id, "seed": seed, **extra,
-            "messages": [{"role": "system", "content": cfg.protocol.worker_system},
-                         {"role": "user", "content": item.prompt + "\n\n" + cfg.protocol.collaboration_instructions}]}
+from simulated_pool_support import _free_port, _cfg, _worker_body
+from simulated_pool_support import prepared  # noqa: F401  (fixture)
 
 
 def test_profile_values_are_checked_and_named():
@@ -71,7 +39,7 @@ def test_profile_values_are_checked_and_named():
         parse_model("m", {"simulated": {"worker": {"default": 0.5}, "tokens": {"worker": 0}}})
 
 
-def test_replies_are_graded_by_the_real_graders_as_intended(prepared):
+def test_replies_are_graded_by_the_real_graders_as_intended(prepared):  # noqa: F811
     async def grades():
         out = []
         for suite in ("mmlu", "gsm8k"):
@@ -90,7 +58,7 @@ def test_replies_are_graded_by_the_real_graders_as_intended(prepared):
     assert all(right == 1.0 and wrong == 0.0 for right, wrong in results)
 
 
-def test_outcomes_are_deterministic_and_follow_the_profile(prepared, tmp_path):
+def test_outcomes_are_deterministic_and_follow_the_profile(prepared, tmp_path):  # noqa: F811
     cfg = _cfg(prepared, tmp_path)
     sim = SimulatedPool(simulated_world(cfg.pool))
     items = load_items(prepared / "prepared", "mmlu")
@@ -112,7 +80,7 @@ def test_outcomes_are_deterministic_and_follow_the_profile(prepared, tmp_path):
     assert abs(asyncio.run(accuracy("math-specialist")) - 0.2) < 0.06
 
 
-def test_each_seed_has_its_own_outcome_table_and_a_seed_repeats_its_own(prepared, tmp_path):
+def test_each_seed_has_its_own_outcome_table_and_a_seed_repeats_its_own(prepared, tmp_path):  # noqa: F811
     """Issue 28: every seed used to see the same outcomes. The outcome seed comes with the request (from
     pool.outcome_seed = ${seed}): the same seed gives the same replies, another seed an independent draw
     at the same rate, and seed 0 keeps the table runs had before (a request without the key)."""
@@ -161,7 +129,7 @@ def test_the_run_seed_reaches_every_simulated_request_and_its_cache_key(tmp_path
     assert "outcome_seed" not in resolve_endpoint(name, local.pool.models[name], local.pool).extra_body
 
 
-def test_an_output_cap_truncates_and_says_length(prepared, tmp_path):
+def test_an_output_cap_truncates_and_says_length(prepared, tmp_path):  # noqa: F811
     cfg = _cfg(prepared, tmp_path)
     sim = SimulatedPool(simulated_world(cfg.pool))
     item = load_items(prepared / "prepared", "gsm8k")[0]
@@ -172,7 +140,7 @@ def test_an_output_cap_truncates_and_says_length(prepared, tmp_path):
     assert len(cut["choices"][0]["message"]["content"]) < len(full["choices"][0]["message"]["content"])
 
 
-def test_requests_it_cannot_place_are_refused_never_answered(prepared, tmp_path):
+def test_requests_it_cannot_place_are_refused_never_answered(prepared, tmp_path):  # noqa: F811
     cfg = _cfg(prepared, tmp_path)
     sim = SimulatedPool(simulated_world(cfg.pool))
     item = load_items(prepared / "prepared", "gsm8k")[0]
@@ -192,44 +160,6 @@ def test_requests_it_cannot_place_are_refused_never_answered(prepared, tmp_path)
     sent["worker"]["gsm8k"] = 0.1
     with pytest.raises(Refused, match="another profile"):
         asyncio.run(sim.complete({**_worker_body(cfg, "math-specialist", item, 0), "simulated": sent}))
-
-
-@pytest.mark.integration
-def test_pool_up_status_chat_down_over_http(prepared, tmp_path):
-    cfg = _cfg(prepared, tmp_path)
-    pool = LocalPool(cfg.pool, progress=lambda *_: None)
-    item = load_items(prepared / "prepared", "gsm8k")[0]
-    try:
-        statuses = pool.up()
-        assert [(s.name, s.state) for s in statuses] == [("simulated", "healthy")]
-        assert [s.pid for s in pool.up()] == [s.pid for s in statuses]   # a second `up` is a no-op
-
-        async def calls():
-            client = PoolClient.from_config(cfg.pool, cache_path=tmp_path / "responses.sqlite")
-            try:
-                body = _worker_body(cfg, "math-specialist", item, 3)
-                first = await client.chat("math-specialist", body["messages"], sample_index=3)
-                second = await client.chat("math-specialist", body["messages"], sample_index=3)
-                refused = await client.chat("math-specialist", [{"role": "user", "content": "hello"}])
-                return first, second, refused
-            finally:
-                await client.aclose()
-
-        first, second, refused = asyncio.run(calls())
-        assert first.ok and not first.cached and first.finish_reason == "stop" and "<idea>" in first.text
-        assert second.cached and second.text == first.text       # the same response cache as real models
-        assert not refused.ok and "400" in refused.error and "cannot place" in refused.error
-        r = httpx.get(f"http://127.0.0.1:{cfg.pool.port}/v1/models", timeout=10)
-        assert [m["id"] for m in r.json()["data"]] == [m.model_id for m in cfg.pool.models.values()]
-
-        # a changed profile restarts the server instead of answering from the old one
-        cfg.pool.models["weak"].simulated.worker.default = 0.3
-        restarted = LocalPool(cfg.pool, progress=lambda *_: None).up()
-        assert restarted[0].state == "healthy" and restarted[0].pid != statuses[0].pid
-    finally:
-        pool.down(progress=lambda *_: None)
-    assert [s.state for s in pool.status()] == ["stopped"]
-    assert not port_in_use("127.0.0.1", cfg.pool.port)
 
 
 def test_a_simulated_server_that_does_not_come_up_is_reported_by_name(tmp_path):
@@ -258,7 +188,7 @@ class InProcessPool:
                           finish_reason=reply["choices"][0]["finish_reason"])
 
 
-def test_the_oracle_agrees_with_the_protocol_run_on_the_simulated_pool(prepared, tmp_path):
+def test_the_oracle_agrees_with_the_protocol_run_on_the_simulated_pool(prepared, tmp_path):  # noqa: F811
     """Random routing through the real turn protocol and graders: its mean reward matches the exact
     expectation the oracle module computes (so the oracle models the protocol the project runs)."""
     cfg = _cfg(prepared, tmp_path)
@@ -277,7 +207,7 @@ def test_the_oracle_agrees_with_the_protocol_run_on_the_simulated_pool(prepared,
     assert abs(rewards.mean() - expected) < 4 * se, (rewards.mean(), expected, se)
 
 
-def test_calibrate_recovers_the_profile_it_measures(prepared, tmp_path):
+def test_calibrate_recovers_the_profile_it_measures(prepared, tmp_path):  # noqa: F811
     """Calibrating against the simulated pool itself gives back its profile (within sampling error),
     and the written file composes as a profile the simulated pool can play."""
     import yaml
@@ -304,30 +234,6 @@ def test_calibrate_recovers_the_profile_it_measures(prepared, tmp_path):
     assert [m.name for m in models] == agents
 
 
-@pytest.mark.integration
-def test_the_calibrate_command_measures_a_pool_and_writes_a_profile_that_composes(prepared, tmp_path):
-    """`trinity pool calibrate` through the real CLI, against the simulated pool (so no local model is
-    needed): it starts the pool's server, measures, writes the profile, and refuses to overwrite it."""
-    import subprocess
-    import sys
-
-    import yaml
-
-    out = tmp_path / "profile" / "rehearsal.yaml"
-    args = [sys.executable, "-m", "trinity.cli", "pool", "calibrate", "--items", "3", "--output", str(out),
-            "experiment=routing_benchmark", "tasks.train=[mmlu,gsm8k]", f"paths.prepared={prepared / 'prepared'}",
-            f"pool.state_dir={tmp_path / 'pool'}", f"pool.port={_free_port()}", f"paths.cache={tmp_path / 'cache'}"]
-    done = subprocess.run(args, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    assert "pool=simulated pool/profile=rehearsal" in done.stdout
-    profile = yaml.safe_load(out.read_text())
-    assert profile["profile"] == "rehearsal" and list(profile["models"]) == list(config.compose(
-        ["experiment=routing_benchmark"]).pool.models)
-    assert sum(profile["measured"]["weak"]["worker_answers"].values()) == 6
-    again = subprocess.run(args, capture_output=True, text=True, timeout=300)
-    assert again.returncode == 2 and "exists; pass --force" in again.stderr
-
-
 class Scripted:
     """A router that plays a fixed (agent, role) per turn."""
 
@@ -338,7 +244,7 @@ class Scripted:
         return self.turns[turn]
 
 
-def test_the_hindsight_bound_bounds_every_routing_and_is_reached(prepared, tmp_path):
+def test_the_hindsight_bound_bounds_every_routing_and_is_reached(prepared, tmp_path):  # noqa: F811
     """The realised hindsight bound (oracle.realised_hindsight), against the real turn protocol and
     graders on the simulated pool: no episode of random routing or of any fixed routing scores above
     its item's bound, and on every item where the bound is 1 the path it names (Workers, the right

@@ -16,7 +16,7 @@ from trinity.tasks import get_suite
 from trinity.tasks.base import KINDS
 from trinity.tasks.prepare import build_items
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "TASKS.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "TASKS.md"
 EXAMPLE = re.compile(r"^### (\w+): `(\w+)`\n+```json\n(.+?)\n```", re.MULTILINE)
 
 RIGHT_ANSWER = {

@@ -13,7 +13,7 @@ import trinity.tasks
 from trinity.tasks.base import TaskSuite
 from trinity.tasks.registry import SUITES
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 TASKS = REPO / "trinity" / "tasks"
 NAMES = ["aime", "aime2024", "aime2025", "bigcodebench", "gpqa_diamond", "gsm8k", "humaneval", "livecodebench",
          "math500", "math500_full", "mbpp", "mmlu", "mtbench", "rlpr"]

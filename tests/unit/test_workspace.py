@@ -14,7 +14,7 @@ from trinity.errors import ConfigError
 from trinity.pipeline.workspace import (PIPELINE, STAGE_OUTPUTS, apply_output_paths, new_run_folder,
                                         output_paths)
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _dvc_outputs(stage: dict) -> list[str]:

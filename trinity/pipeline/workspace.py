@@ -20,7 +20,7 @@ from trinity.errors import ConfigError
 from trinity.config_schema import group
 
 # The `paths.*` keys each stage writes (dvc.yaml's outs, metrics and plots of that stage live under
-# them; tests/test_workspace.py checks this against dvc.yaml).
+# them; tests/unit/test_workspace.py checks this against dvc.yaml).
 STAGE_OUTPUTS: dict[str, tuple[str, ...]] = {
     "prepare": ("prepared",),
     "cache_states": ("states", "metrics"),

@@ -13,7 +13,7 @@ nothing else. It does NOT bound sampled routing: n stays the same across a Think
 Verifier turn, so one observation can recur within an episode, the expected reward is not multilinear
 in the choice probabilities, and a randomised choice can beat every deterministic one (on
 `complementary`, K = 5, mixing Worker and Verifier half and half once two answers exist is worth 0.865
-against the oracle's 0.859; tests/test_simulated_oracle.py). And a reward measured on a finite set of
+against the oracle's 0.859; tests/unit/test_simulated_oracle.py). And a reward measured on a finite set of
 items is one draw of the outcomes, which can land above any expectation.
 
 The **hindsight bound** is the upper bound for any routing, sampled or not, deterministic or not, seeing
