@@ -68,8 +68,9 @@ def _stop(proc: subprocess.Popen) -> None:
 def dask_cluster(tmp_path):
     """A scheduler and two single-process workers (two threads each), stopped again on any outcome."""
     scheduler_file = tmp_path / "scheduler.json"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "tests"), str(REPO),
-                                                        os.environ.get("PYTHONPATH", "")])}
+    # the workers unpickle functions of this module (its folder) that import the support modules (tests/)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parent), str(REPO / "tests"),
+                                                        str(REPO), os.environ.get("PYTHONPATH", "")])}
     procs: list[subprocess.Popen] = []
     logs = []
 
