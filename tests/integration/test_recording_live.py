@@ -85,7 +85,9 @@ def test_killed_recording_resumes_and_replays_without_a_call(tmp_path):
     assert list(cfg.pool.models) == [MODEL]
     root = tmp_path / "rec" / "live"
     cmd = [sys.executable, __file__, str(tmp_path), str(port)]
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    tests = str(Path(__file__).resolve().parents[1])   # the support modules this script imports
+    env = {**os.environ, "PYTHONUNBUFFERED": "1",
+           "PYTHONPATH": os.pathsep.join(p for p in (tests, os.environ.get("PYTHONPATH")) if p)}
     try:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
         deadline = time.monotonic() + 300
@@ -141,5 +143,4 @@ def test_killed_recording_resumes_and_replays_without_a_call(tmp_path):
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     record_main(sys.argv[1], sys.argv[2])
