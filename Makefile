@@ -92,8 +92,9 @@ test: setup ## run the whole test suite, tests/unit/ and tests/integration/ (inc
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=15 $(PYTEST_ARGS); rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$rc
 
-lint: $(STAMP_DEPS) ## ruff: undefined names, unused imports and variables, syntax errors ([tool.ruff] in pyproject.toml)
+lint: $(STAMP_DEPS) ## ruff (undefined names, unused imports and variables, syntax errors) and mypy (types of trinity/ and flows/); settings in pyproject.toml
 	$(BIN)/ruff check trinity flows tests benchmarks scripts
+	$(BIN)/python -m mypy
 
 test-fast: setup ## the edit loop: every test but those marked slow (local models) or integration (real processes end to end), that is tests/unit/, one pytest worker per core
 	$(BIN)/python -m pytest -m "not slow and not integration" -n auto --dist loadfile $(PYTEST_ARGS); rc=$$?; [ $$rc -eq 5 ] && exit 1; exit $$rc

@@ -55,7 +55,7 @@ async def live_rows(cfg, items, progress) -> list[dict]:
     live = record_stage.with_own_items(record_stage.live_config(cfg))
     root = record_stage.recording_dir(live)
     root.mkdir(parents=True, exist_ok=True)
-    protocol = ProtocolConfig.from_cfg(live.protocol)
+    protocol = ProtocolConfig.from_config(live.protocol)
     pool = PoolClient.from_config(live.pool, cache_path=root / store.JOURNAL, cache_mode="read_write")
     grader = make_grader(live, judge=pool)
     agents = list(live.pool.models)

@@ -54,7 +54,7 @@ def summarise(rows: list[dict], limit: int) -> dict:
 
 
 async def measure(client: PoolClient, cfg, agents: list[str], items: list, limit: int, review: int) -> list[dict]:
-    protocol = ProtocolConfig.from_cfg(cfg.protocol)
+    protocol = ProtocolConfig.from_config(cfg.protocol)
     grader = make_grader(cfg, judge=client)
     rows: list[dict] = []
 

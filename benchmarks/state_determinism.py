@@ -42,7 +42,7 @@ from trinity.pipeline.items import load_split
 n, out = int(sys.argv[1]), sys.argv[2]
 cfg = config.compose([])
 coord = coordinator_from_config(cfg)
-protocol = ProtocolConfig.from_cfg(cfg.protocol)
+protocol = ProtocolConfig.from_config(cfg.protocol)
 items = load_split(cfg, list(cfg.tasks.train), "test")[:n]
 texts = [first_turn_transcript(protocol, it.prompt) for it in items]
 t0 = time.perf_counter()

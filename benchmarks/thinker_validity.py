@@ -38,7 +38,7 @@ def main() -> None:
     ap.add_argument("overrides", nargs="*")
     args = ap.parse_args()
     cfg = record_stage.live_config(config.load(None, args.overrides))
-    protocol = ProtocolConfig.from_cfg(cfg.protocol)
+    protocol = ProtocolConfig.from_config(cfg.protocol)
     rec = store.open_recording(record_stage.recording_dir(cfg))
     prompts = {}
     for it in record_stage.chosen_items(record_stage.with_own_items(cfg)):

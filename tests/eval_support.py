@@ -28,7 +28,7 @@ from trinity.pipeline.rollouts import LoopThread, RolloutContext
 from trinity.contracts import ROLES
 
 CFG = compose(["experiment=local_live", "eval.methods=[trinity,trinity:argmax,single_worker,role_select,random,loop,moa,ablations]"])
-PROTOCOL = ProtocolConfig.from_cfg(CFG.protocol)
+PROTOCOL = ProtocolConfig.from_config(CFG.protocol)
 AGENTS = list(CFG.pool.models)                 # three local models; the last one answers correctly
 GOOD = len(AGENTS) - 1
 D = 4

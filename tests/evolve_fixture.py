@@ -28,7 +28,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from trinity.coordinator.head import Decision, RoutingHead
 from trinity.episodes.trace import EpisodeId, Trace, Turn
-from trinity.evolve.algorithms import ALGORITHMS
+from trinity.evolve.strategy_registry import STRATEGIES
 from trinity.contracts import ROLES
 from trinity.seeding import derive_seed, rng
 
@@ -41,7 +41,7 @@ def toy_cfg(*, strategy: str = "sep_cma", generations: int = 6, popsize: int | N
     """`learning_rate` goes to an on-policy method (`evolve.<strategy>.learning_rate`): the code default
     is sized for the real head, far too slow for a few toy generations."""
     paths = {"metrics": str(tmp / "metrics"), "reports": str(tmp / "reports")} if tmp else {}
-    own = {strategy: {"learning_rate": learning_rate}} if ALGORITHMS[strategy].kind == "on_policy" else {}
+    own = {strategy: {"learning_rate": learning_rate}} if STRATEGIES[strategy].kind == "on_policy" else {}
     return OmegaConf.create({
         "seed": seed,
         "paths": paths,
@@ -73,7 +73,7 @@ class ToyProblem:
         self.train_items = np.arange(n_items - self.val_items)
         self.valid_items = np.arange(n_items - self.val_items, n_items)
         self.n_features = n_features
-        self.on_policy = ALGORITHMS[str(cfg.evolve.strategy)].kind == "on_policy"
+        self.on_policy = STRATEGIES[str(cfg.evolve.strategy)].kind == "on_policy"
         self.n_params = (len(AGENTS) + (len(ROLES) if self.on_policy else 0)) * n_features
 
     def probabilities(self, params: np.ndarray, item: int) -> np.ndarray:
@@ -115,7 +115,7 @@ class ToyProblem:
         # Common random numbers: the items depend on the generation only, never on the candidate.
         return rng(self.seed, "items", generation).choice(self.train_items, self.episodes, replace=False)
 
-    def evaluate_population(self, generation: int, candidates: list[np.ndarray], record_decisions: bool = False):
+    def evaluate_population(self, generation: int, candidates: list[np.ndarray], keep_decisions: bool = False):
         items = self.items_for(generation)
         out, decisions = [], {}
         for c, params in enumerate(candidates):
@@ -123,7 +123,7 @@ class ToyProblem:
                 (self.marker_dir / f"g{generation}_c{c}").touch()
             if self.sleep:
                 time.sleep(self.sleep)
-            if not record_decisions:
+            if not keep_decisions:
                 out.append([self.trace(params, int(i), generation, c) for i in items])
                 continue
             head = RoutingHead(np.asarray(params).reshape(-1, self.n_features), len(AGENTS))
@@ -135,7 +135,7 @@ class ToyProblem:
                 decision = Decision(feature, agent, ROLES.index(role), tuple(head.role_mask))
                 decisions[traces[-1].episode.key()] = [decision]
             out.append(traces)
-        return (out, decisions) if record_decisions else out
+        return (out, decisions) if keep_decisions else out
 
     def evaluate_mean(self, generation: int, params: np.ndarray, mode: str) -> list[Trace]:
         if self.marker_dir is not None:

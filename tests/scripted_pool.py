@@ -40,7 +40,7 @@ Reply = Any  # str | Fail | CallResult | Callable[[list[dict], int], str | Fail 
 class ScriptedPool:
     def __init__(self, protocol_cfg: Any, script: dict[Any, Reply | list[Reply]] | None = None,
                  *, delay_s: float | Callable[[str, int], float] = 0.0, cost_per_token: float = 1e-6):
-        cfg = ProtocolConfig.from_cfg(protocol_cfg)
+        cfg = ProtocolConfig.from_config(protocol_cfg)
         self._role_of_system = {cfg.system_prompt(r): r for r in ("worker", "thinker", "verifier")}
         self._script = {k: (list(v) if isinstance(v, list) else v) for k, v in (script or {}).items()}
         self._delay_s = delay_s

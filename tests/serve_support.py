@@ -108,7 +108,7 @@ def make_app(cfg, router: SteeredRouter, **settings_changes: Any):
     from trinity.serve.request_episode import EpisodeRunner
     from trinity.serve.settings import ServeSettings
 
-    settings = ServeSettings.from_cfg(cfg)
+    settings = ServeSettings.from_config(cfg)
     settings = dataclasses.replace(settings, config=dataclasses.replace(settings.config, **settings_changes))
     pool = PoolClient.from_config(cfg.pool, cache_mode="off")
     runner = EpisodeRunner(pool, list(AGENTS), cfg.protocol, router, root_seed=int(cfg.seed),

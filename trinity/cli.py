@@ -79,7 +79,7 @@ def _cmd_plan(args) -> int:
     from trinity.plan.render import render_table
 
     cfg = config.compose(args.overrides)   # no API keys needed: nothing is called
-    assumptions = Assumptions.from_cfg(cfg, accept=args.accept, suggest_worker=args.suggest_worker,
+    assumptions = Assumptions.from_config(cfg, accept=args.accept, suggest_worker=args.suggest_worker,
                                        output_fraction=args.output_fraction)
     if args.record:
         from trinity.plan.recording import recording_plan
@@ -223,7 +223,7 @@ def _cmd_record(args) -> int:
 def _cmd_models(args) -> int:
     from trinity import config
     from trinity.models.listing import versions_table
-    from trinity.models.store import Registry
+    from trinity.models.store import ModelRegistry
 
     overrides = list(args.overrides)
     if args.version is not None and "=" in args.version:   # `trinity models list key=value`
@@ -238,7 +238,7 @@ def _cmd_models(args) -> int:
         return 2
     cfg = config.compose(overrides)
     root = args.registry or str(cfg.paths.registry)
-    registry = Registry(root)
+    registry = ModelRegistry(root)
     if args.action == "list":
         champion = registry.champion_name()
         versions = registry.list()
@@ -250,6 +250,7 @@ def _cmd_models(args) -> int:
     elif args.action == "show":
         import json
 
+        assert args.version is not None  # checked above
         version = registry.show(args.version)
         events = [h for h in registry.history() if h["version"] == version.name]
         print(json.dumps({"version": version.name, "champion": version.name == registry.champion_name(),
@@ -257,6 +258,7 @@ def _cmd_models(args) -> int:
                          indent=2, default=str))
     elif args.action == "promote":
         before = registry.champion_name()
+        assert args.version is not None  # checked above
         version = registry.promote(args.version, args.reason or "promoted by hand (trinity models promote)")
         print(f"champion: {version.name} (was {before or 'none'})")
     else:

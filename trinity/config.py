@@ -168,13 +168,13 @@ def check_registry_names(typed: TrinityConfig, known: list[str] | None = None) -
     the rule that an on-policy strategy (it learns from the head's recorded routing decisions, and SVF
     parameters make none) runs without SVF. `known`: the suite names, when the caller has just listed them
     (the ablation variants of one config); returns them."""
-    from trinity.evolve.algorithms import ALGORITHMS
+    from trinity.evolve.strategy_registry import STRATEGIES
     from trinity.tasks.registry import SUITES, suite_class, suite_names
 
     strategy = typed.evolve.strategy
-    if strategy not in ALGORITHMS:
-        raise ConfigError(f"config key 'evolve.strategy': unknown strategy {strategy!r}; known: {sorted(ALGORITHMS)}")
-    if ALGORITHMS[strategy].kind == "on_policy" and typed.coordinator.svf.enabled:
+    if strategy not in STRATEGIES:
+        raise ConfigError(f"config key 'evolve.strategy': unknown strategy {strategy!r}; known: {sorted(STRATEGIES)}")
+    if STRATEGIES[strategy].kind == "on_policy" and typed.coordinator.svf.enabled:
         raise ConfigError(f"config key 'coordinator.svf.enabled' must be false with evolve.strategy="
                           f"{strategy} (policy gradient trains the routing head only)")
     if known is None:

@@ -134,7 +134,7 @@ def test_killed_recording_resumes_and_replays_without_a_call(tmp_path):
     async def grade(item, answer):
         return 0.0
 
-    traces = asyncio.run(run_episodes(specs, client, [MODEL], ProtocolConfig.from_cfg(cfg.protocol), grade,
+    traces = asyncio.run(run_episodes(specs, client, [MODEL], ProtocolConfig.from_config(cfg.protocol), grade,
                                       max_concurrency=16))
     totals = client.totals()["overall"]
     assert totals["replay_misses"] == 0 and totals["calls"] == totals["replayed"] > 0

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from trinity.cli import main
-from trinity.models.store import Registry
+from trinity.models.store import ModelRegistry
 from trinity.models.tracking import track
 
 BIN = Path(sys.executable).parent
@@ -52,7 +52,7 @@ def test_git_checkout_plus_dvc_checkout_brings_back_that_commits_champion(tmp_pa
     _dvc(repo, "init", "-q")
     _dvc(repo, "config", "core.analytics", "false")
     models = repo / "models"
-    reg = Registry(models)
+    reg = ModelRegistry(models)
     reg.register(_coordinator(tmp_path, "one"), {"source_run": "r1"})
     reg.register(_coordinator(tmp_path, "two"), {"source_run": "r2"})
     assert main(["models", "promote", "v1", "--registry", str(models)]) == 0
@@ -65,24 +65,24 @@ def test_git_checkout_plus_dvc_checkout_brings_back_that_commits_champion(tmp_pa
     assert main(["models", "promote", "v2", "--registry", str(models)]) == 0
     assert _git(repo, "status", "--porcelain").strip() == "M models.dvc", "the registry change is in models.dvc"
     _git(repo, "commit", "-q", "-am", "champion v2")
-    assert Registry(models).champion_name() == "v2"
+    assert ModelRegistry(models).champion_name() == "v2"
 
     _git(repo, "checkout", "-q", first)
     _dvc(repo, "checkout", "-q", "models.dvc")
     assert (models / "registry.json").read_bytes() == registry_v1
-    assert Registry(models).champion_name() == "v1"
+    assert ModelRegistry(models).champion_name() == "v1"
     assert (models / "versions" / "v1" / "coordinator.safetensors").read_bytes() == b"weights of one"
 
     _git(repo, "checkout", "-q", "-")
     _dvc(repo, "checkout", "-q", "models.dvc")
-    assert Registry(models).champion_name() == "v2"
+    assert ModelRegistry(models).champion_name() == "v2"
     history = json.loads((models / "registry.json").read_text())["history"]
     assert [h["action"] for h in history][-1] == "promote"
 
 
 def test_outside_a_dvc_repository_the_change_stands_and_nothing_is_tracked(tmp_path, capsys):
     models = tmp_path / "models"
-    reg = Registry(models)
+    reg = ModelRegistry(models)
     reg.register(_coordinator(tmp_path, "one"))
     assert main(["models", "promote", "v1", "--registry", str(models)]) == 0
     out = capsys.readouterr().out

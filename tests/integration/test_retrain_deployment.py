@@ -47,7 +47,7 @@ def test_scheduled_retraining_promotes_only_a_better_challenger_and_serving_foll
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
     from trinity.pipeline.coordinator_setup import build_coordinator
-    from trinity.models.store import Registry
+    from trinity.models.store import ModelRegistry
     from trinity.serve.server import ServerThread, build_app
     from trinity.tasks.prepare import load_items
     from trinity.pipeline.suites import prepare_from_config
@@ -87,7 +87,7 @@ def test_scheduled_retraining_promotes_only_a_better_challenger_and_serving_foll
         coord = build_coordinator(cfg)
         coord.save(tmp_path / "bad" / "coordinator.safetensors", _steering(coord, test_items, cfg.protocol, "other"))
         coord.save(tmp_path / "good" / "coordinator.safetensors", _steering(coord, test_items, cfg.protocol, "right"))
-        registry = Registry(tmp_path / "models")
+        registry = ModelRegistry(tmp_path / "models")
         registry.promote(registry.register(tmp_path / "bad", {"source_run": "seeded"}).name, "the first champion")
 
         def params_file(name: str, **changes) -> str:

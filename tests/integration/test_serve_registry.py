@@ -15,7 +15,7 @@ from serve_support import echo_roles, serve_cfg, tag_of
 
 from trinity.coordinator.coordinator import Coordinator
 from trinity.assembly.coordinator import coordinator_from_config
-from trinity.models.store import Registry, RegistryError
+from trinity.models.store import ModelRegistry, ModelRegistryError
 from trinity.serve.server import ServerThread, build_app
 
 
@@ -36,7 +36,7 @@ def stub():
         yield server
 
 
-def register(reg: Registry, coord: Coordinator, tmp_path, name: str, scale: float):
+def register(reg: ModelRegistry, coord: Coordinator, tmp_path, name: str, scale: float):
     params = np.full(coord.num_params, scale)
     coord.save(tmp_path / name / "coordinator.safetensors", params)
     return reg.register(tmp_path / name, {"source_run": name})
@@ -60,7 +60,7 @@ def wait_for(predicate, timeout_s: float = 10.0):
 def test_a_promoted_champion_is_served_without_a_restart_and_in_flight_requests_finish_on_the_old(stub, tmp_path):
     cfg = serve_cfg(stub.base_url, tmp_path / "cache", "serve.registry_poll_s=0.05")
     coord = coordinator_from_config(cfg, backbone=tiny_backbone())
-    reg = Registry(tmp_path / "models")
+    reg = ModelRegistry(tmp_path / "models")
     reg.promote(register(reg, coord, tmp_path, "one", 0.0).name, "first")
     v2 = register(reg, coord, tmp_path, "two", 0.01)
     app = build_app(cfg, registry=tmp_path / "models", backbone=tiny_backbone())
@@ -84,8 +84,8 @@ def test_a_promoted_champion_is_served_without_a_restart_and_in_flight_requests_
 def test_a_champion_that_cannot_be_served_is_refused_and_the_old_one_stays(stub, tmp_path, caplog):
     cfg = serve_cfg(stub.base_url, tmp_path / "cache", "serve.registry_poll_s=0.05")
     coord = coordinator_from_config(cfg, backbone=tiny_backbone())
-    reg = Registry(tmp_path / "models")
-    with pytest.raises(RegistryError, match="no champion"):
+    reg = ModelRegistry(tmp_path / "models")
+    with pytest.raises(ModelRegistryError, match="no champion"):
         build_app(cfg, registry=tmp_path / "models", backbone=tiny_backbone())
     reg.promote(register(reg, coord, tmp_path, "one", 0.0).name, "first")
     other = serve_cfg(stub.base_url, tmp_path / "cache")

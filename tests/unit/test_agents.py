@@ -152,7 +152,7 @@ def test_a_recording_of_agents_is_complete_for_exact_fitness_and_shares_their_ve
     verifier_nodes = rec.nodes.filter(rec.nodes["role"] == "verifier")
     assert verifier_nodes.height >= 3 * len(reviewed)
 
-    protocol = ProtocolConfig.from_cfg(cfg.protocol)
+    protocol = ProtocolConfig.from_config(cfg.protocol)
     endpoints = {m: resolve_endpoint(m, cfg.pool.models[m], cfg.pool) for m in agents}
     grades = {(r["item"], r["reply"]): r["grade"] for r in rec.nodes.iter_rows(named=True) if r["grade"] is not None}
     items = chosen_items(cfg)

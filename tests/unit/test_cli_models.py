@@ -7,12 +7,12 @@ import json
 import pytest
 
 from trinity.cli import build_parser, main
-from trinity.models.store import Registry
+from trinity.models.store import ModelRegistry
 
 
 @pytest.fixture
 def registry(tmp_path):
-    reg = Registry(tmp_path / "models")
+    reg = ModelRegistry(tmp_path / "models")
     for name, reward in (("one", 0.4), ("two", 0.6)):
         folder = tmp_path / name
         folder.mkdir()

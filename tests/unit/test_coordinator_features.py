@@ -286,8 +286,8 @@ def test_log_prob_gradient_matches_finite_differences_under_normalisation(roles)
 
 
 def test_reinforce_gradient_from_recorded_decisions_is_the_normalised_one(setup):
-    from trinity.evolve.algorithms import make_algorithm
-    from trinity.evolve.on_policy import EpisodeRecord
+    from trinity.evolve.strategy_registry import make_strategy
+    from trinity.evolve.on_policy import EpisodeDecisions
 
     coord = build_coordinator(setup["cfg"], backbone=tiny_backbone())
     params = np.random.default_rng(3).normal(0, 0.3, coord.num_params)
@@ -299,10 +299,10 @@ def test_reinforce_gradient_from_recorded_decisions_is_the_normalised_one(setup)
         for t in range(2):
             asyncio.run(router.choose(text + " more" * t, t, rng))
         raw.append([coord.engine.reference_feature(text + " more" * t) for t in range(2)])
-        records.append(EpisodeRecord(float(e), list(router.decisions)))
+        records.append(EpisodeDecisions(float(e), list(router.decisions)))
     for dec, f in zip(records[0].decisions, raw[0]):  # a decision holds what W multiplied
         assert np.allclose(dec.feature, coord.feature_norm.apply(f), atol=1e-4 * max(1.0, np.abs(dec.feature).max()))
-    method = make_algorithm("reinforce", coord.num_params, popsize=2)
+    method = make_strategy("reinforce", coord.num_params, popsize=2)
     grad, baseline = method.gradient(params, records)
 
     def surrogate(x: np.ndarray) -> float:  # 1/N sum (R - b) sum_t log pi(a_t | raw f_t), with the coordinator's head

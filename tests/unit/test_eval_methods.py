@@ -37,7 +37,7 @@ def ctx(**kw) -> methods.MethodContext:
 def run_method(m: methods.Method, pool, items=ITEMS, protocol=None):
     protocol = protocol if protocol is not None else (m.protocol or CFG.protocol)
     if m.max_turns is not None:
-        protocol = {**dict(ProtocolConfig.from_cfg(protocol).__dict__), "max_turns": m.max_turns}
+        protocol = {**dict(ProtocolConfig.from_config(protocol).__dict__), "max_turns": m.max_turns}
     router = m.build(ctx()) if m.episode is None else None
     specs = [EpisodeSpec.create(0, it, router, repeat=0, shared_across_candidates=True) for it in items]
     if m.episode is not None:

@@ -15,14 +15,14 @@ import pytest
 from evolve_fixture import ToyProblem, run, toy_cfg
 from trinity.coordinator.head import Decision
 from trinity.errors import ConfigError
-from trinity.evolve.algorithms import ALGORITHMS, KINDS, make_algorithm
+from trinity.evolve.strategy_registry import STRATEGIES, KINDS, make_strategy
 from trinity.evolve.checkpoint import load_checkpoint
 from trinity.pipeline.evolution_inputs import config_fingerprint
-from trinity.evolve.on_policy import EpisodeBatch, EpisodeRecord
+from trinity.evolve.on_policy import EpisodeBatch, EpisodeDecisions
 from trinity.evolve.strategies import default_popsize
 
-BLACK_BOX = sorted(n for n, cls in ALGORITHMS.items() if cls.kind == "black_box")
-ON_POLICY = sorted(n for n, cls in ALGORITHMS.items() if cls.kind == "on_policy")
+BLACK_BOX = sorted(n for n, cls in STRATEGIES.items() if cls.kind == "black_box")
+ON_POLICY = sorted(n for n, cls in STRATEGIES.items() if cls.kind == "on_policy")
 MEASURED = ("wall_s", "efficiency")  # measured time: the columns identical runs differ in
 
 
@@ -35,17 +35,17 @@ def _tables(out):
 
 def test_registry_kinds_and_popsize_rule():
     assert {"sep_cma", "random_search"} <= set(BLACK_BOX) and "reinforce" in ON_POLICY
-    assert {cls.kind for cls in ALGORITHMS.values()} <= set(KINDS)
+    assert {cls.kind for cls in STRATEGIES.values()} <= set(KINDS)
     assert default_popsize(15_000) == 33  # ceil(4 + 3 ln 15000) = ceil(32.85)
     assert default_popsize(24) == 14
-    assert make_algorithm("sep_cma", 24).popsize == 14 == make_algorithm("reinforce", 24).popsize
+    assert make_strategy("sep_cma", 24).popsize == 14 == make_strategy("reinforce", 24).popsize
     with pytest.raises(ConfigError, match="unknown strategy"):
-        make_algorithm("nope", 4)
+        make_strategy("nope", 4)
     with pytest.raises(ConfigError, match="evolve.sep_cma.learning_rate"):
-        make_algorithm("sep_cma", 4, options={"learning_rate": 0.1})
+        make_strategy("sep_cma", 4, options={"learning_rate": 0.1})
 
 
-@pytest.mark.parametrize("name", sorted(ALGORITHMS))
+@pytest.mark.parametrize("name", sorted(STRATEGIES))
 def test_every_algorithm_learns_the_toy_problem_and_resumes_to_the_same_result(tmp_path, name):
     generations, stop_at = 8, 5
     cfg = toy_cfg(strategy=name, generations=generations, every=4, tmp=tmp_path / "straight")
@@ -90,7 +90,7 @@ def _fitness(xs):
 
 @pytest.mark.parametrize("name", BLACK_BOX)
 def test_black_box_state_is_a_value_and_a_repeated_tell_is_harmless(name):
-    strategy = make_algorithm(name, 12, popsize=5)
+    strategy = make_strategy(name, 12, popsize=5)
     state = strategy.init(np.zeros(12), sigma0=0.3, seed=5)
     xs, asked = strategy.ask(state)
     again, same = strategy.ask(asked)  # pending candidates come back unchanged
@@ -112,7 +112,7 @@ def test_black_box_state_is_a_value_and_a_repeated_tell_is_harmless(name):
     restored = pickle.loads(pickle.dumps(told))
     np.random.seed(12345)
     a, _ = strategy.ask(told)
-    b, _ = make_algorithm(name, 12, popsize=5).ask(restored)
+    b, _ = make_strategy(name, 12, popsize=5).ask(restored)
     assert all(np.array_equal(x, y) for x, y in zip(a, b))
 
     nxt, pending = strategy.ask(told)
@@ -127,7 +127,7 @@ def test_black_box_state_is_a_value_and_a_repeated_tell_is_harmless(name):
 @pytest.mark.parametrize("name", BLACK_BOX)
 def test_black_box_strategies_leave_numpy_global_rng_alone_and_improve(name):
     problem = ToyProblem(toy_cfg())
-    strategy = make_algorithm(name, problem.n_params, popsize=10)
+    strategy = make_strategy(name, problem.n_params, popsize=10)
     state = strategy.init(np.zeros(problem.n_params), sigma0=0.5, seed=11)
     start = problem.accuracy(strategy.mean(state))
     np.random.seed(4)
@@ -158,7 +158,7 @@ def test_sep_cma_draws_what_pycma_seeded_numpy_global_rng_drew():
             reference.append((np.array(xs), es.mean.copy(), es.sigma))
     finally:
         np.random.set_state(saved)
-    strategy = make_algorithm("sep_cma", n, popsize=popsize)
+    strategy = make_strategy("sep_cma", n, popsize=popsize)
     state = strategy.init(np.zeros(n), sigma0=sigma0, seed=seed)
     for xs0, mean0, sigma in reference:
         xs, state = strategy.ask(state)
@@ -167,7 +167,7 @@ def test_sep_cma_draws_what_pycma_seeded_numpy_global_rng_drew():
 
 
 def test_sep_cma_maximises_by_negating_for_pycma():
-    strategy = make_algorithm("sep_cma", 4, popsize=8)
+    strategy = make_strategy("sep_cma", 4, popsize=8)
     state = strategy.init(np.zeros(4), sigma0=0.2, seed=2)
     target = np.array([1.0, -1.0, 0.5, 0.0])
     for _ in range(40):
@@ -183,13 +183,13 @@ def _batch(generation, params):
     out = []
     for e in range(6):
         agent = (generation + e) % 3
-        out.append(EpisodeRecord(float(agent == 0), [Decision(np.array([1.0, -0.5 * e]), agent, e % 3, (True,) * 3)]))
+        out.append(EpisodeDecisions(float(agent == 0), [Decision(np.array([1.0, -0.5 * e]), agent, e % 3, (True,) * 3)]))
     return EpisodeBatch(generation, out)
 
 
 @pytest.mark.parametrize("name", ON_POLICY)
 def test_on_policy_state_is_a_value_and_a_repeated_update_is_harmless(name):
-    method = make_algorithm(name, 12, popsize=2)
+    method = make_strategy(name, 12, popsize=2)
     start = method.init(np.zeros(12))
     assert "sigma" not in method.describe(start)  # no sampling distribution: its step is its own setting
     state = start
@@ -200,7 +200,7 @@ def test_on_policy_state_is_a_value_and_a_repeated_update_is_harmless(name):
     assert state.generation == 3 and start.generation == 0 and not np.array_equal(method.mean(state), np.zeros(12))
     restored = pickle.loads(pickle.dumps(state))
     a, _ = method.update(state, _batch(3, None))
-    b, _ = make_algorithm(name, 12, popsize=2).update(restored, _batch(3, None))
+    b, _ = make_strategy(name, 12, popsize=2).update(restored, _batch(3, None))
     assert np.array_equal(method.mean(a), method.mean(b))
     with pytest.raises(ValueError, match="generation"):
         method.update(state, _batch(7, None))

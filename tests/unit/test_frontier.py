@@ -133,7 +133,7 @@ def test_quality_is_validated_and_needs_a_frontier_server():
     from trinity.serve.settings import ServeSettings
 
     assert QUALITY_LEVELS == fr.QUALITY_LEVELS
-    plain = ServeSettings.from_cfg(config.compose(["experiment=local_live"]))
+    plain = ServeSettings.from_config(config.compose(["experiment=local_live"]))
     front = dataclasses.replace(plain, frontier=True)
     body = {"model": "trinity", "messages": [{"role": "user", "content": "hi"}]}
     assert parse_chat_request({**body, "trinity": {"quality": "medium"}}, front).quality == "medium"
@@ -198,7 +198,7 @@ def test_a_frontier_server_picks_a_head_per_request_and_names_it_in_the_trace(tm
     with StubServer(echo_roles) as stub:
         cfg = serve_cfg(stub.base_url, tmp_path / "cache")
         coord = coordinator_from_config(cfg, backbone=tiny_backbone())
-        feature = np.asarray(coord.precompute([first_turn_transcript(ProtocolConfig.from_cfg(cfg.protocol), prompt)])[0])
+        feature = np.asarray(coord.precompute([first_turn_transcript(ProtocolConfig.from_config(cfg.protocol), prompt)])[0])
         cheap = np.zeros(coord.num_params)
         head = cheap[-(3 + 3) * feature.size:].reshape(3 + 3, feature.size)   # the head's (L + 3) x d block
         head[2] = 50.0 * feature / float(feature @ feature)                 # agent gamma

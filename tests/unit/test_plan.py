@@ -292,4 +292,4 @@ def test_typical_is_below_at_cap_and_the_fraction_is_checked(small_cfg):
     from trinity.errors import ConfigError
 
     with pytest.raises(ConfigError, match="fraction"):
-        Assumptions.from_cfg(small_cfg, output_fraction=1.5)
+        Assumptions.from_config(small_cfg, output_fraction=1.5)

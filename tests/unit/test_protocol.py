@@ -137,10 +137,10 @@ def test_parse_verdict(reply, verdict):
 
 def test_config_from_composed_hydra_config():
     cfg = compose()
-    protocol = ProtocolConfig.from_cfg(cfg.protocol)
+    protocol = ProtocolConfig.from_config(cfg.protocol)
     assert protocol.max_turns == cfg.protocol.max_turns
     assert protocol.worker_system.startswith("You are the Worker")
-    assert ProtocolConfig.from_cfg(protocol) is protocol
+    assert ProtocolConfig.from_config(protocol) is protocol
 
 
 @pytest.mark.parametrize("override, key", [
@@ -151,7 +151,7 @@ def test_config_from_composed_hydra_config():
 def test_config_errors_name_the_key(override, key):
     values = {"worker_system": "w", "thinker_system": "t", "verifier_system": "v", **override}
     with pytest.raises(ConfigError, match=key):
-        ProtocolConfig.from_cfg(values)
+        ProtocolConfig.from_config(values)
 
 
 def test_fill_leaves_other_braces_and_inserted_text_alone():
@@ -367,7 +367,7 @@ def test_caps_per_role_and_suite_reach_the_pool():
     import dataclasses
 
     cfg = dataclasses.replace(CFG, max_tokens={"worker": {"default": 200, "toy": 111}, "thinker": 48, "verifier": 8})
-    cfg = ProtocolConfig.from_cfg(dataclasses.asdict(cfg))   # through validation, as a config file would
+    cfg = ProtocolConfig.from_config(dataclasses.asdict(cfg))   # through validation, as a config file would
     trace, _, pool, _ = run([(0, "thinker"), (0, "worker"), (1, "verifier")], {
         "thinker": "<suggestion>check</suggestion><suggested_role>worker</suggested_role>",
         "worker": "4 <idea>add</idea>", "verifier": "ACCEPT"}, cfg=cfg)
@@ -383,7 +383,7 @@ def test_caps_per_role_and_suite_reach_the_pool():
     ({"worker": {"toy": 90}}, {"worker": 90, "thinker": None}),
 ])
 def test_cap_forms(caps, expected):
-    cfg = ProtocolConfig.from_cfg({**{k: getattr(CFG, k) for k in ("worker_system", "thinker_system",
+    cfg = ProtocolConfig.from_config({**{k: getattr(CFG, k) for k in ("worker_system", "thinker_system",
                                                                     "verifier_system")}, "max_tokens": caps})
     assert {role: cfg.max_tokens_for(role, "toy") for role in expected} == expected
 
@@ -396,7 +396,7 @@ def test_cap_forms(caps, expected):
 ])
 def test_bad_caps_name_the_key(caps, key):
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
-        ProtocolConfig.from_cfg({**{k: getattr(CFG, k) for k in ("worker_system", "thinker_system",
+        ProtocolConfig.from_config({**{k: getattr(CFG, k) for k in ("worker_system", "thinker_system",
                                                                   "verifier_system")}, "max_tokens": caps})
 
 

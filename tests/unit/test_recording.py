@@ -120,7 +120,7 @@ def test_replay_serves_every_recorded_call_and_names_a_miss(tmp_path):
     cfg, root, _ = make_recording(tmp_path, roles=("worker", "verifier"))
     rec = store.open_recording(root)
     client = _replay_client(cfg, root)
-    protocol = ProtocolConfig.from_cfg(cfg.protocol)
+    protocol = ProtocolConfig.from_config(cfg.protocol)
     from trinity.pipeline.record_stage import chosen_items
     from trinity.record.tree import messages_for
     from trinity.episodes.protocol import SharedMessage
@@ -162,7 +162,7 @@ class _FixedHeadRouter:
 def test_exact_fitness_matches_10000_sampled_episodes(tmp_path, roles):
     cfg, root, _ = make_recording(tmp_path, roles=roles)
     rec = store.open_recording(root)
-    protocol = ProtocolConfig.from_cfg(cfg.protocol)
+    protocol = ProtocolConfig.from_config(cfg.protocol)
     from trinity.pipeline.record_stage import chosen_items
     from trinity.pool.providers import resolve_endpoint
 
@@ -222,7 +222,7 @@ def test_bounds_order_and_bound_every_head(tmp_path):
 
     cfg, root, _ = make_recording(tmp_path, roles=ROLES)
     rec = store.open_recording(root)
-    protocol = ProtocolConfig.from_cfg(cfg.protocol)
+    protocol = ProtocolConfig.from_config(cfg.protocol)
     from trinity.pipeline.record_stage import chosen_items
     from trinity.pool.providers import resolve_endpoint
 
@@ -311,7 +311,7 @@ def test_exact_fitness_walks_shared_states_of_a_hand_built_dag():
     from trinity.record.exact import Recorded
     from trinity.tasks.types import TaskItem
 
-    protocol = ProtocolConfig.from_cfg(compose(["experiment=local_small", "protocol.max_turns=3"]).protocol)
+    protocol = ProtocolConfig.from_config(compose(["experiment=local_small", "protocol.max_turns=3"]).protocol)
     item = TaskItem("gsm8k", "q1", "What is 3 + 4?", "7")
 
     def lookup(model, role, _item, messages, _sample):
@@ -371,7 +371,7 @@ def test_plan_counts_the_distinct_requests_of_a_dag():
     from trinity.record.exact import Recorded
     from trinity.tasks.types import TaskItem
 
-    protocol = ProtocolConfig.from_cfg(compose(["experiment=local_small", "protocol.max_turns=3"]).protocol)
+    protocol = ProtocolConfig.from_config(compose(["experiment=local_small", "protocol.max_turns=3"]).protocol)
     item = TaskItem("gsm8k", "q1", "What is 3 + 4?", "7")
     requests = set()
 

@@ -8,7 +8,7 @@ import os
 import pytest
 
 from trinity.models.meta import differences
-from trinity.models.store import Registry, RegistryError
+from trinity.models.store import ModelRegistry, ModelRegistryError
 
 
 def coordinator(tmp_path, name: str, content: bytes = b"weights") -> str:
@@ -20,7 +20,7 @@ def coordinator(tmp_path, name: str, content: bytes = b"weights") -> str:
 
 
 def test_register_promote_list_show(tmp_path):
-    reg = Registry(tmp_path / "models")
+    reg = ModelRegistry(tmp_path / "models")
     assert reg.champion() is None and reg.list() == []
     v1 = reg.register(coordinator(tmp_path, "one"), {"source_run": "run-1", "metrics": {"reward": 0.5}})
     assert v1.name == "v1" and v1.coordinator.read_bytes() == b"weightsone"
@@ -41,32 +41,32 @@ def test_register_promote_list_show(tmp_path):
 
 
 def test_rollback_walks_back_through_promotions(tmp_path):
-    reg = Registry(tmp_path / "models")
+    reg = ModelRegistry(tmp_path / "models")
     for name in ("a", "b", "c"):
         reg.promote(reg.register(coordinator(tmp_path, name)).name, "up")
     assert reg.champion().name == "v3"
     assert reg.rollback().name == "v2"
     assert reg.rollback().name == "v1"
-    with pytest.raises(RegistryError, match="first champion"):
+    with pytest.raises(ModelRegistryError, match="first champion"):
         reg.rollback()
     assert reg.champion().name == "v1"
 
 
 def test_errors_name_what_is_wrong(tmp_path):
-    reg = Registry(tmp_path / "models")
-    with pytest.raises(RegistryError, match="no champion"):
+    reg = ModelRegistry(tmp_path / "models")
+    with pytest.raises(ModelRegistryError, match="no champion"):
         reg.rollback()
-    with pytest.raises(RegistryError, match="no version 'v9'"):
+    with pytest.raises(ModelRegistryError, match="no version 'v9'"):
         reg.promote("v9", "x")
-    with pytest.raises(RegistryError, match="no trained coordinator"):
+    with pytest.raises(ModelRegistryError, match="no trained coordinator"):
         reg.register(tmp_path / "missing")
     (tmp_path / "models" / "registry.json").write_text("{not json")
-    with pytest.raises(RegistryError, match="not valid JSON"):
+    with pytest.raises(ModelRegistryError, match="not valid JSON"):
         reg.champion()
 
 
 def test_an_interrupted_register_never_changes_the_champion_or_the_versions(tmp_path, monkeypatch):
-    reg = Registry(tmp_path / "models")
+    reg = ModelRegistry(tmp_path / "models")
     reg.promote(reg.register(coordinator(tmp_path, "a")).name, "first")
     before = (tmp_path / "models" / "registry.json").read_bytes()
 
@@ -86,7 +86,7 @@ def test_an_interrupted_register_never_changes_the_champion_or_the_versions(tmp_
 
 
 def test_an_interrupted_index_write_leaves_the_old_registry_json(tmp_path, monkeypatch):
-    reg = Registry(tmp_path / "models")
+    reg = ModelRegistry(tmp_path / "models")
     reg.promote(reg.register(coordinator(tmp_path, "a")).name, "first")
     reg.register(coordinator(tmp_path, "b"))
     before = json.loads((tmp_path / "models" / "registry.json").read_text())

@@ -12,8 +12,8 @@ from evolve_fixture import save_coordinator, toy_cfg
 from trinity.coordinator.head import Decision, RoutingHead
 from trinity.episodes.trace import EpisodeId, Trace, Turn
 from trinity.errors import ConfigError
-from trinity.evolve.algorithms import make_algorithm
-from trinity.evolve.on_policy import EpisodeBatch, EpisodeRecord
+from trinity.evolve.strategy_registry import make_strategy
+from trinity.evolve.on_policy import EpisodeBatch, EpisodeDecisions
 from trinity.contracts import ROLES
 from trinity.seeding import rng as seeded_rng
 
@@ -42,8 +42,8 @@ def test_gradient_is_the_baselined_score_function():
     for e in range(6):
         decisions = [Decision(r.normal(size=D), int(r.integers(N_AGENTS)), int(r.choice([0, 2])), (True, False, True))
                      for _ in range(1 + e % 3)]
-        records.append(EpisodeRecord(float(e % 2), decisions))
-    method = make_algorithm("reinforce", w.size, popsize=2)
+        records.append(EpisodeDecisions(float(e % 2), decisions))
+    method = make_strategy("reinforce", w.size, popsize=2)
     grad, baseline = method.gradient(w.ravel(), records)
     assert baseline == 0.5
 
@@ -66,7 +66,7 @@ def _scripted_episodes(params: np.ndarray, generation: int, candidates: int, epi
             r = seeded_rng(7, "scripted", generation, c, e)
             feature = r.normal(size=D) + np.array([1.0, 0, 0, 0, 0])
             agent, role = head.choose(feature, r)
-            rows.append((EpisodeRecord(1.0 if agent == 0 else 0.0,
+            rows.append((EpisodeDecisions(1.0 if agent == 0 else 0.0,
                                        [Decision(feature, agent, ROLES.index(role), tuple(head.role_mask))]), agent))
         out.append(rows)
     return out
@@ -81,7 +81,7 @@ def _p_agent0(params: np.ndarray) -> float:
 @pytest.mark.parametrize("optimizer, lr", [("adam", 0.05), ("sgd", 0.5)])
 def test_reinforce_raises_the_probability_of_the_rewarded_agent(optimizer, lr):
     n = (N_AGENTS + 3) * D
-    method = make_algorithm("reinforce", n, popsize=4, options={"learning_rate": lr, "optimizer": optimizer})
+    method = make_strategy("reinforce", n, popsize=4, options={"learning_rate": lr, "optimizer": optimizer})
     state = method.init(np.zeros(n))
     start = _p_agent0(method.mean(state))
     for g in range(30):
@@ -94,20 +94,20 @@ def test_reinforce_raises_the_probability_of_the_rewarded_agent(optimizer, lr):
 
 def test_options_are_checked_and_svf_is_refused():
     with pytest.raises(ConfigError, match="evolve.reinforce.lr"):
-        make_algorithm("reinforce", 12, popsize=2, options={"lr": 0.1})
+        make_strategy("reinforce", 12, popsize=2, options={"lr": 0.1})
     with pytest.raises(ConfigError, match="evolve.reinforce.optimizer"):
-        make_algorithm("reinforce", 12, popsize=2, options={"optimizer": "lbfgs"})
+        make_strategy("reinforce", 12, popsize=2, options={"optimizer": "lbfgs"})
     with pytest.raises(ConfigError, match="evolve.reinforce.learning_rate"):
-        make_algorithm("reinforce", 12, popsize=2, options={"learning_rate": 0})
-    method = make_algorithm("reinforce", 13, popsize=2)  # 13 is no (L + 3) x d head
-    rec = EpisodeRecord(1.0, [Decision(np.ones(2), 0, 0, (True, True, True))])
+        make_strategy("reinforce", 12, popsize=2, options={"learning_rate": 0})
+    method = make_strategy("reinforce", 13, popsize=2)  # 13 is no (L + 3) x d head
+    rec = EpisodeDecisions(1.0, [Decision(np.ones(2), 0, 0, (True, True, True))])
     with pytest.raises(ConfigError, match="head only"):
-        method.update(method.init(np.zeros(13)), EpisodeBatch(0, [rec, EpisodeRecord(0.0, rec.decisions)]))
+        method.update(method.init(np.zeros(13)), EpisodeBatch(0, [rec, EpisodeDecisions(0.0, rec.decisions)]))
 
 
 def test_an_update_learns_once_per_generation():
     n = (N_AGENTS + 3) * D
-    method = make_algorithm("reinforce", n, popsize=2, options={"learning_rate": 0.1})
+    method = make_strategy("reinforce", n, popsize=2, options={"learning_rate": 0.1})
     start = method.init(np.zeros(n))
     batch = EpisodeBatch(0, [rec for rows in _scripted_episodes(method.mean(start), 0, 2, 6) for rec, _ in rows])
     once, _ = method.update(start, batch)
@@ -142,8 +142,8 @@ class ScriptedOnPolicy:
             population.append(traces)
         return population, decisions
 
-    def evaluate_population(self, generation, candidates, record_decisions=False):
-        assert record_decisions, "an on-policy method must ask for recorded decisions"
+    def evaluate_population(self, generation, candidates, keep_decisions=False):
+        assert keep_decisions, "an on-policy method must ask for recorded decisions"
         if generation == self.stop_at:
             raise KeyboardInterrupt
         self.record_calls += 1

@@ -14,7 +14,7 @@ from trinity.episodes.trace import EpisodeId, Trace
 from trinity.errors import ConfigError
 from trinity.pipeline import retrain_stage
 from trinity.models.gate import GateRule, decide
-from trinity.models.store import Registry
+from trinity.models.store import ModelRegistry
 from trinity.tasks.types import TaskItem
 
 D = 2
@@ -41,11 +41,11 @@ def test_paired_test_rule_promotes_only_a_significant_win():
 
 def test_rule_comes_from_config_and_bad_values_name_the_key():
     cfg = OmegaConf.create({"retrain": {"promote_rule": "always", "alpha": 0.01, "min_items": 5}})
-    assert GateRule.from_section(group(cfg, "retrain")) == GateRule("always", 0.01, 5)
-    assert GateRule.from_section(group(OmegaConf.create({}), "retrain")) == GateRule()
+    assert GateRule.from_config(group(cfg, "retrain")) == GateRule("always", 0.01, 5)
+    assert GateRule.from_config(group(OmegaConf.create({}), "retrain")) == GateRule()
     for key, value in (("promote_rule", "sometimes"), ("alpha", 2), ("min_items", 0)):
         with pytest.raises(ConfigError, match=f"retrain.{key}"):
-            GateRule.from_section(group(OmegaConf.create({"retrain": {key: value}}), "retrain"))
+            GateRule.from_config(group(OmegaConf.create({"retrain": {key: value}}), "retrain"))
 
 
 # ------------------------------------------------------------------------------------------ the step
@@ -100,7 +100,7 @@ def cfg(tmp_path, monkeypatch):
 
 
 def test_first_run_promotes_then_a_worse_challenger_keeps_the_champion_and_a_better_one_replaces_it(cfg, tmp_path):
-    reg = Registry(cfg.paths.registry)
+    reg = ModelRegistry(cfg.paths.registry)
     first = retrain_stage.run(cfg, coordinator_path=save(tmp_path / "r1", "ab", 0.5), source_run="run-1",
                               context=FakeContext("ab"))
     assert first["promoted"] and reg.champion_name() == "v1" and first["reason"].startswith("no champion yet")
@@ -124,7 +124,7 @@ def test_first_run_promotes_then_a_worse_challenger_keeps_the_champion_and_a_bet
 
 
 def test_a_pool_change_runs_the_champion_with_rows_mapped_by_name(cfg, tmp_path):
-    reg = Registry(cfg.paths.registry)
+    reg = ModelRegistry(cfg.paths.registry)
     retrain_stage.run(cfg, coordinator_path=save(tmp_path / "r1", "ab", 0.5), context=FakeContext("ab"))
     cfg.pool.models = {"a": {}, "b": {}, "c": {}}
     out = retrain_stage.run(cfg, coordinator_path=save(tmp_path / "r2", "abc", 0.9), context=FakeContext("abc"))
@@ -135,7 +135,7 @@ def test_a_pool_change_runs_the_champion_with_rows_mapped_by_name(cfg, tmp_path)
 
 
 def test_a_failed_evaluation_never_touches_the_registry(cfg, tmp_path):
-    reg = Registry(cfg.paths.registry)
+    reg = ModelRegistry(cfg.paths.registry)
     retrain_stage.run(cfg, coordinator_path=save(tmp_path / "r1", "ab", 0.5), context=FakeContext("ab"))
     before = (tmp_path / "models" / "registry.json").read_bytes()
 

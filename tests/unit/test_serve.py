@@ -287,7 +287,7 @@ def test_bearer_token_is_required_when_configured(running, monkeypatch):
 
 
 def test_non_loopback_host_needs_a_token(cfg, monkeypatch):
-    settings = ServeSettings.from_cfg(cfg)
+    settings = ServeSettings.from_config(cfg)
     import dataclasses
     exposed = dataclasses.replace(settings, config=dataclasses.replace(settings.config, host="0.0.0.0"))
     with pytest.raises(ConfigError, match="serve.host"):
@@ -411,15 +411,15 @@ def test_masked_choice_respects_the_effective_role():
 
 
 def test_serve_settings_from_the_default_config_and_bad_policies(cfg, stub, tmp_path):
-    s = ServeSettings.from_cfg(cfg)
+    s = ServeSettings.from_config(cfg)
     assert (s.config.host, s.config.port, s.config.routing, s.max_turns) == ("127.0.0.1", 8700, "argmax", 4)
     assert s.policy.to_dict() == {r: list(AGENTS) for r in ("worker", "thinker", "verifier")}
     with pytest.raises(ConfigError, match="serve.roles.thinker.allow"):
-        ServeSettings.from_cfg(serve_cfg(stub.base_url, tmp_path, "serve.roles.thinker.allow=[nobody]"))
+        ServeSettings.from_config(serve_cfg(stub.base_url, tmp_path, "serve.roles.thinker.allow=[nobody]"))
     with pytest.raises(ConfigError, match="serve.roles.verifier"):
-        ServeSettings.from_cfg(serve_cfg(stub.base_url, tmp_path, "serve.roles.verifier.deny=[alpha,beta,gamma]"))
+        ServeSettings.from_config(serve_cfg(stub.base_url, tmp_path, "serve.roles.verifier.deny=[alpha,beta,gamma]"))
     with pytest.raises(ConfigError, match="serve.routing"):
-        ServeSettings.from_cfg(serve_cfg(stub.base_url, tmp_path, "serve.routing=greedy"))
+        ServeSettings.from_config(serve_cfg(stub.base_url, tmp_path, "serve.routing=greedy"))
 
 
 def test_build_app_loads_a_saved_coordinator_with_the_real_feature_path(stub, tmp_path):

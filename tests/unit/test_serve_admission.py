@@ -180,7 +180,7 @@ def settings(tmp_path_factory):
 
     cfg = serve_cfg("http://127.0.0.1:9/v1", tmp_path_factory.mktemp("cache"))   # no pool call is made
     cfg.pool = stub_pool_cfg("http://127.0.0.1:9/v1", models=["alpha"])
-    return ServeSettings.from_cfg(cfg)
+    return ServeSettings.from_config(cfg)
 
 
 @pytest.fixture

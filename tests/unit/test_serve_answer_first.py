@@ -31,7 +31,7 @@ def run(cfg, router, script, *, answer_first=True, max_turns=None, routing=None,
             "trinity": {k: v for k, v in (("max_turns", max_turns), ("routing", routing)) if v is not None}}
     if seed is not None:
         body["seed"] = seed
-    result = asyncio.run(runner.run(parse_chat_request(body, ServeSettings.from_cfg(cfg)), "req-af"))
+    result = asyncio.run(runner.run(parse_chat_request(body, ServeSettings.from_config(cfg)), "req-af"))
     return result, pool
 
 

@@ -57,7 +57,7 @@ def run(cfg, plan, script, *, answer_first=True, max_turns=None):
     body = {"model": "trinity", "messages": [{"role": "user", "content": "What is 6*7?"}]}
     if max_turns is not None:
         body["trinity"] = {"max_turns": max_turns}
-    result = asyncio.run(runner.run(parse_chat_request(body, ServeSettings.from_cfg(cfg)), "req-answers"))
+    result = asyncio.run(runner.run(parse_chat_request(body, ServeSettings.from_config(cfg)), "req-answers"))
     return result, pool
 
 

@@ -46,7 +46,7 @@ def test_route_in_python_and_over_http_picks_the_steered_agent_with_no_pool_call
     with StubServer() as stub:
         cfg = serve_cfg(stub.base_url, tmp_path / "cache")
         coord = coordinator_from_config(cfg, backbone=tiny_backbone())
-        transcript = first_turn_transcript(ProtocolConfig.from_cfg(cfg.protocol), PROMPT)
+        transcript = first_turn_transcript(ProtocolConfig.from_config(cfg.protocol), PROMPT)
         params = _steered(coord, transcript, "beta", "worker")
 
         route = coord.route(params, transcript)
@@ -56,7 +56,7 @@ def test_route_in_python_and_over_http_picks_the_steered_agent_with_no_pool_call
         assert np.allclose(list(route.agent_probabilities.values()), p_agent, atol=1e-4)
         assert route.role_probabilities["worker"] > 0.9
         # another transcript gets another feature: the same head is far less sure of it
-        other = coord.route(params, first_turn_transcript(ProtocolConfig.from_cfg(cfg.protocol), "Name a prime."))
+        other = coord.route(params, first_turn_transcript(ProtocolConfig.from_config(cfg.protocol), "Name a prime."))
         assert other.agent_probabilities["beta"] < route.agent_probabilities["beta"]
 
         coord.save(tmp_path / "coord" / "coordinator.safetensors", params)

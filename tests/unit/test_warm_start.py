@@ -85,7 +85,7 @@ def test_evolve_warm_start_resolves_the_champion_or_a_path(tmp_path):
 
     from trinity.errors import ConfigError
     from trinity.pipeline.evolve_stage import run_dir, warm_start_source
-    from trinity.models.store import Registry
+    from trinity.models.store import ModelRegistry
 
     cfg = OmegaConf.create({"seed": 0, "paths": {"registry": str(tmp_path / "models"), "cache": str(tmp_path / "c")},
                             "evolve": {"warm_start": None}})
@@ -96,7 +96,7 @@ def test_evolve_warm_start_resolves_the_champion_or_a_path(tmp_path):
     folder = tmp_path / "trained"
     folder.mkdir()
     (folder / "coordinator.safetensors").write_bytes(b"x")
-    reg = Registry(tmp_path / "models")
+    reg = ModelRegistry(tmp_path / "models")
     reg.promote(reg.register(folder).name, "first")
     assert warm_start_source(cfg) == tmp_path / "models" / "versions" / "v1" / "coordinator.safetensors"
     assert run_dir(cfg) != cold_dir

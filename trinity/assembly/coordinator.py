@@ -22,7 +22,7 @@ def coordinator_from_config(cfg: Any, backbone: Backbone | None = None, *,
     protocol's coordinator prompt, paths.cache and paths.model_cache), with no feature statistics fitted
     unless `fit_norm` is given (build_coordinator fits them on the training states)."""
     paths = group(cfg, "paths")
-    return Coordinator.from_sections(group(cfg, "coordinator"), [str(m) for m in cfg.pool.models],
+    return Coordinator.from_config(group(cfg, "coordinator"), [str(m) for m in cfg.pool.models],
                                      str(cfg.protocol.coordinator_system), cache_dir=paths.cache,
                                      model_cache=paths.model_cache, backbone=backbone, fit_norm=fit_norm)
 

@@ -67,7 +67,7 @@ class CostWeights:
 
 @dataclass
 class EvolveConfig:
-    strategy: str = "sep_cma"                  # a name in trinity.evolve.algorithms.ALGORITHMS
+    strategy: str = "sep_cma"                  # a name in trinity.evolve.strategy_registry.STRATEGIES
     sigma0: float = number(0.03, gt=0)
     popsize: Optional[int] = number(None, gt=0)   # null: ceil(4 + 3 ln n)
     generations: int = number(60, gt=0)

@@ -1,5 +1,5 @@
 """The `protocol` group: the turn protocol's prompts, formats and output caps, as one frozen object that is
-both the config's schema and what the episode code reads (`ProtocolConfig.from_cfg(cfg.protocol)`), so a
+both the config's schema and what the episode code reads (`ProtocolConfig.from_config(cfg.protocol)`), so a
 protocol key is declared, defaulted and checked in one place."""
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ class ProtocolConfig:
         check_protocol(self, key)
 
     @classmethod
-    def from_cfg(cls, cfg: Any) -> "ProtocolConfig":
+    def from_config(cls, cfg: Any) -> "ProtocolConfig":
         """From a ProtocolConfig, a mapping or an OmegaConf node (cfg.protocol), absent keys at their defaults;
         an unknown key or a broken rule is a ConfigError naming it."""
         if isinstance(cfg, cls):
@@ -51,7 +51,7 @@ class ProtocolConfig:
         return section(cfg, cls, "protocol")
 
     def validate(self) -> None:
-        """The protocol's rules, for an object built in code (from_cfg has applied them already)."""
+        """The protocol's rules, for an object built in code (from_config has applied them already)."""
         check_protocol(self)
 
     def max_tokens_for(self, role: str, suite: str | None = None) -> int | None:

@@ -1,6 +1,6 @@
 """The Coordinator facade that evolution, evaluation and serving use.
 
-    coord = Coordinator.from_sections(c, pool_models, system_template, cache_dir=...)   # c: the typed section
+    coord = Coordinator.from_config(c, pool_models, system_template, cache_dir=...)   # c: the typed section
     # (from a whole config: trinity.assembly.coordinator.coordinator_from_config / load_coordinator)
     coord.num_params, coord.layout, coord.hidden_size
     router = coord.router_for(params)               # one candidate; all routers share one batching service
@@ -121,7 +121,7 @@ class Coordinator:
         self._norm_lock = threading.Lock()
 
     @classmethod
-    def from_sections(cls, c: CoordinatorConfig, pool_models: Sequence[str], system_template: str, *,
+    def from_config(cls, c: CoordinatorConfig, pool_models: Sequence[str], system_template: str, *,
                       cache_dir: str | os.PathLike, model_cache: str | None = None, backbone: Backbone | None = None,
                       fit_norm: Callable[["Coordinator"], FeatureNorm] | None = None) -> "Coordinator":
         """The coordinator of the typed `coordinator` section `c`, routing among `pool_models` (the head's agent
@@ -264,7 +264,7 @@ class Coordinator:
     def load(cls, path: str | os.PathLike, c: CoordinatorConfig, pool_models: Sequence[str], system_template: str, *,
              cache_dir: str | os.PathLike, model_cache: str | None = None,
              backbone: Backbone | None = None) -> tuple["Coordinator", np.ndarray]:
-        """Build the coordinator (as from_sections) and load saved parameters, refusing any mismatch. Its
+        """Build the coordinator (as from_config) and load saved parameters, refusing any mismatch. Its
         feature statistics (standardize|rebalance) are the stored ones, not fitted from any states."""
         _, meta, _ = load_saved(path)
         # Cheap checks first, so a wrong pool fails before the backbone loads.
@@ -278,7 +278,7 @@ class Coordinator:
         if not c.svf.enabled:
             early["svf_matrices"] = []
         check_metadata(meta, early, path)
-        coord = cls.from_sections(c, pool_models, system_template, cache_dir=cache_dir, model_cache=model_cache,
+        coord = cls.from_config(c, pool_models, system_template, cache_dir=cache_dir, model_cache=model_cache,
                                   backbone=backbone)
         coord._fit_norm = None  # a loaded coordinator routes with what it was saved with, never refits
         params = coord.read_params(path)

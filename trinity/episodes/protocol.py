@@ -222,7 +222,7 @@ async def run_episode(
     """Run one episode and return its Trace. `agents` are the pool model names in config order (the
     head's agent-logit order); the router's rng is numpy's default_rng(seed). Router errors (a bug)
     raise; pool failures never do (they are failed turns); grader errors are recorded (module doc)."""
-    cfg = ProtocolConfig.from_cfg(protocol_cfg)
+    cfg = ProtocolConfig.from_config(protocol_cfg)
     rng = np.random.default_rng(seed)
     trace = Trace(episode=episode_id, seed=seed)
     shared = SharedMessage(item.prompt, cfg.collaboration_instructions, cfg.thought_format)

@@ -88,7 +88,7 @@ async def run_episodes(
     """Run every spec, at most `max_concurrency` episodes at a time; traces come back in spec order."""
     if max_concurrency < 1:
         raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")
-    cfg = ProtocolConfig.from_cfg(protocol_cfg)  # validate once, before any episode starts
+    cfg = ProtocolConfig.from_config(protocol_cfg)  # validate once, before any episode starts
     slots = asyncio.Semaphore(max_concurrency)
     total = len(specs)
     done = 0

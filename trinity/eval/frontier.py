@@ -69,9 +69,9 @@ def frontier_table(results: pl.DataFrame, heads: Mapping[str, float], unit: str,
                    seed: int = 0) -> pl.DataFrame:
     """One row per head (`heads`: name -> cost weight; its episodes are method `frontier:<name>`) and per
     other method in `results` (a baseline), all suites pooled; heads marked on the frontier."""
-    rows = []
-    for method, g in results.group_by("method", maintain_order=True):
-        method = str(method[0] if isinstance(method, tuple) else method)
+    rows: list[dict[str, Any]] = []
+    for key, g in results.group_by("method", maintain_order=True):
+        method = str(key[0] if isinstance(key, tuple) else key)
         head = method[len(METHOD_PREFIX):] if method.startswith(METHOD_PREFIX) else None
         if head is not None and head not in heads:
             continue

@@ -56,7 +56,7 @@ def moa_episode(aggregator: int, prompts: MoA) -> EpisodeFn:
 
     async def episode(item: TaskItem, pool: ChatPool, agents: list[str], protocol_cfg: Any,
                       episode_id: EpisodeId, seed: int, grader: Grader) -> Trace:
-        cfg = ProtocolConfig.from_cfg(protocol_cfg)
+        cfg = ProtocolConfig.from_config(protocol_cfg)
         trace = Trace(episode=episode_id, seed=seed)
         shared = SharedMessage(item.prompt, cfg.collaboration_instructions, cfg.thought_format)
         messages = worker_messages(cfg, shared, None)

@@ -116,7 +116,8 @@ def verdicts(summary: pl.DataFrame, paired: pl.DataFrame, set_name: str, method:
     the verdict from the paired test on their shared items (`paired`, from tables.paired_tests)."""
     s = summary.filter(pl.col("set") == set_name)
     suites = [x for x in s["suite"].unique(maintain_order=True).to_list() if x != "all"]
-    lines, tally = [], {"win": [], "loss": [], "none": [], "few": []}
+    lines: list[str] = []
+    tally: dict[str, list[str]] = {"win": [], "loss": [], "none": [], "few": []}
     for suite in [*suites, "all"]:
         g = s.filter(pl.col("suite") == suite)
         mine = g.filter(pl.col("method") == method)

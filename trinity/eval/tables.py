@@ -8,14 +8,17 @@ are averaged first (`item_means`, `per_item`) and the statistics run over the it
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import polars as pl
 
 from trinity.episodes.trace import Trace
 from trinity.stats import ALPHA, interval, paired_test, too_few, verdict
 
-RESULTS_SCHEMA = {
+if TYPE_CHECKING:
+    from polars._typing import PolarsDataType
+
+RESULTS_SCHEMA: dict[str, PolarsDataType] = {
     "set": pl.Utf8,            # validation | test
     "method": pl.Utf8,
     "suite": pl.Utf8,
@@ -221,4 +224,4 @@ def truncation(results: pl.DataFrame, by: str, role: str | None = None) -> pl.Da
                 (pl.col("finish_reasons") == TRUNCATED).sum().cast(pl.Int64).alias("truncated"))
            .rename({by: "key"})
            .with_columns((pl.col("truncated") / pl.col("replies")).alias("share")))
-    return out.select(list(TRUNCATION_SCHEMA)).cast(TRUNCATION_SCHEMA).sort(["set", "key"])
+    return out.select(list(TRUNCATION_SCHEMA)).cast(pl.Schema(TRUNCATION_SCHEMA)).sort(["set", "key"])

@@ -93,8 +93,9 @@ def pool_throughputs(pool_cfg: Mapping[str, Any] | None, cores: int | None = Non
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     per_thread = min(1.0, cores / sum(threads.values()))
     for name, n in threads.items():
-        if out.get(name) is not None:
-            out[name] = replace(out[name], loaded_cores=n * per_thread, max_cores=float(min(n, cores)))
+        tp = out.get(name)
+        if tp is not None:
+            out[name] = replace(tp, loaded_cores=n * per_thread, max_cores=float(min(n, cores)))
     return out
 
 
@@ -169,7 +170,7 @@ def work_floor(seconds: Mapping[str, float], throughputs: Mapping[str, Throughpu
         bounds["cpu"] = local_core_s / cores     # together, the local servers share the machine's cores
     if not bounds:
         return 0.0, "none"
-    bound = max(bounds, key=bounds.get)
+    bound = max(bounds, key=bounds.__getitem__)
     return bounds[bound], bound
 
 

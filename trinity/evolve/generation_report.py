@@ -65,6 +65,7 @@ def x0_report(run: RunState, episodes: dict[str, Any], generations: int, elapsed
     """The report of x0's validation (generation -1, before generation 0); `episodes`: the committed
     episodes' totals (trinity.evolve.outputs.totals)."""
     x0 = run.x0
+    assert x0 is not None  # reported once x0's validation is committed
     totals = _totals(episodes)
     report = {
         "event": "x0", "generation": -1, "generations_done": 0, "generations": generations, **totals,

@@ -1,6 +1,6 @@
 """The evolution loop: ask -> evaluate -> fitness -> tell, validation of the mean, checkpoint per generation.
 
-The algorithm comes from the registry (trinity.evolve.algorithms, `evolve.strategy`); its `kind` picks
+The algorithm comes from the registry (trinity.evolve.strategy_registry, `evolve.strategy`); its `kind` picks
 the generation step, and its state (an immutable value, RNG included) is what the checkpoint keeps:
 - "black_box" (sep-CMA-ES, random search): ask for candidates, evaluate them, tell their shaped fitness.
 - "on_policy" (REINFORCE): run the current policy `popsize` times with every routing decision recorded,
@@ -9,7 +9,7 @@ the generation step, and its state (an immutable value, RNG included) is what th
 It knows nothing of the pool, the coordinator or the episode runner: the caller passes callbacks.
 - `evaluate_population(generation, candidates) -> traces per candidate`: the caller gives every candidate
   of a generation the same items and sampling seeds (common random numbers). For an on-policy method
-  the loop calls `evaluate_population(generation, copies of the policy, record_decisions=True)`, which
+  the loop calls `evaluate_population(generation, copies of the policy, keep_decisions=True)`, which
   returns `(traces per copy, {episode key: routing decisions in turn order})`; the episodes of
   different copies should then use different random streams (they are all the same policy).
 - `evaluate_mean`: an Evaluator (trinity.evolve.evaluators) whose `validate(generation, params, modes)`
@@ -54,7 +54,7 @@ import time
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Any, Callable, Sequence, Union
+from typing import Any, Callable, Literal, Protocol, Sequence, Union, cast, overload
 
 import numpy as np
 
@@ -62,7 +62,7 @@ from trinity.config_schema.evolve import EvolveConfig
 from trinity.contracts import ROUTING_MODES
 from trinity.episodes.trace import Trace
 from trinity.errors import TrinityError
-from trinity.evolve.algorithms import Algorithm, make_algorithm
+from trinity.evolve.strategy_registry import Algorithm, make_strategy
 from trinity.evolve.checkpoint import load_checkpoint, save_checkpoint
 from trinity.evolve.diagnostics import routing_rows, training_diagnostics, x0_comparison
 from trinity.evolve.efficiency import Throughput, efficiency, generation_summary
@@ -70,7 +70,7 @@ from trinity.evolve.episode_parts import prune_parts, read_parts, write_part
 from trinity.evolve.errors import BudgetExhausted
 from trinity.evolve.evaluators import Evaluator, as_evaluator
 from trinity.evolve.fitness import FitnessParts, shaped_fitness
-from trinity.evolve.on_policy import EpisodeBatch, EpisodeRecord, OnPolicyMethod
+from trinity.evolve.on_policy import EpisodeBatch, EpisodeDecisions, OnPolicyMethod
 from trinity.evolve.outputs import RunPaths, totals, write_outputs
 from trinity.evolve.run_state import RunState
 from trinity.evolve.selection import Validated, select
@@ -83,7 +83,21 @@ from trinity.seeding import derive_seed
 
 log = logging.getLogger("trinity.evolve")
 
-EvaluatePopulation = Callable[[int, list[np.ndarray]], list[list[Trace]]]
+
+class EvaluatePopulation(Protocol):
+    """`evaluate_population(generation, candidates)`: traces per candidate, or (exact fitness) a FitnessParts per
+    candidate; an on-policy method calls it with `keep_decisions=True`: (traces per candidate, {episode key:
+    routing decisions in turn order})."""
+
+    @overload
+    def __call__(self, generation: int, candidates: list[np.ndarray], /
+                 ) -> list[list[Trace]] | list[FitnessParts]: ...
+
+    @overload
+    def __call__(self, generation: int, candidates: list[np.ndarray], /, *, keep_decisions: Literal[True]
+                 ) -> tuple[list[list[Trace]], dict[str, list[Any]]]: ...
+
+
 EvaluateMean = Union[Evaluator, Callable[[int, np.ndarray, str], list[Trace]]]
 SaveCoordinator = Callable[[Path, np.ndarray, dict], None]
 DescribeMean = Callable[[int, np.ndarray], dict]
@@ -186,7 +200,7 @@ def run_evolution(
     paths = RunPaths(Path(out_dir), Path(metrics_dir), Path(reports_dir))
     paths.out_dir.mkdir(parents=True, exist_ok=True)
     fingerprint = start_fingerprint(config_key, x0, float(s.evolve.sigma0) if x0 is not None else None)
-    algorithm = make_algorithm(s.evolve.strategy, n_params, popsize=s.evolve.popsize, options=s.options)
+    algorithm = make_strategy(s.evolve.strategy, n_params, popsize=s.evolve.popsize, options=s.options)
     if fresh or not s.evolve.resume:
         paths.clear()
     resumed = paths.checkpoint.exists()
@@ -251,6 +265,9 @@ def run_evolution(
                     "validation reward %.4f (%s routing): the saved coordinator is x0",
                     versus["x0_validation_reward"], s.routing)
     best = run.best
+    # the loop ends on a finished generation (x0 validated, so a best; a stop reason) or on a budget stop,
+    # which keeps a best (x0, unvalidated, at the latest) and the stop reason "budget"
+    assert best is not None and run.stop_reason is not None
     return EvolutionResult(
         params=np.array(best["params"]), best_generation=best["generation"],
         best_validation_reward=best["validation_reward"], final_mean=algorithm.mean(run.state),
@@ -414,13 +431,15 @@ def _evaluated(population: list[list[Trace]], copies: int, s: EvolveSettings) ->
 def _black_box_step(algorithm: BlackBoxStrategy, state: Any, g: int, s: EvolveSettings,
                     evaluate_population: EvaluatePopulation) -> StepResult:
     candidates, state = algorithm.ask(state)
-    population = evaluate_population(g, candidates)
-    if population and all(isinstance(p, FitnessParts) for p in population):
+    evaluated = evaluate_population(g, candidates)
+    if evaluated and all(isinstance(p, FitnessParts) for p in evaluated):
         # exact fitness (evolve.fitness.estimate=exact): expectations over a recording, no episodes
-        if len(population) != len(candidates):
-            raise TrinityError(f"evaluate_population returned {len(population)} fitnesses for {len(candidates)} candidates")
-        told = [s.told(p.fitness, c) for p, c in zip(population, candidates)]
-        return (*algorithm.tell(state, candidates, told), [[] for _ in candidates], list(population))
+        exact = cast(list[FitnessParts], evaluated)
+        if len(exact) != len(candidates):
+            raise TrinityError(f"evaluate_population returned {len(exact)} fitnesses for {len(candidates)} candidates")
+        told = [s.told(p.fitness, c) for p, c in zip(exact, candidates)]
+        return (*algorithm.tell(state, candidates, told), [[] for _ in candidates], list(exact))
+    population = cast(list[list[Trace]], evaluated)
     parts = _evaluated(population, len(candidates), s)
     return (*algorithm.tell(state, candidates, [s.told(p.fitness, c) for p, c in zip(parts, candidates)]),
             population, parts)
@@ -432,9 +451,9 @@ def _on_policy_step(algorithm: OnPolicyMethod, state: Any, g: int, s: EvolveSett
     # (a "candidate" in the episode ids) its own random streams
     policy = algorithm.mean(state)
     population, decisions = evaluate_population(g, [policy.copy() for _ in range(algorithm.popsize)],
-                                                record_decisions=True)
+                                                keep_decisions=True)
     parts = _evaluated(population, algorithm.popsize, s)
-    episodes = tuple(EpisodeRecord(t.reward, tuple(decisions.get(t.episode.key(), ())))
+    episodes = tuple(EpisodeDecisions(t.reward, tuple(decisions.get(t.episode.key(), ())))
                      for traces in population for t in traces)
     return (*algorithm.update(state, EpisodeBatch(g, episodes)), population, parts)
 
@@ -444,7 +463,7 @@ Step = Callable[[Any, Any, int, EvolveSettings, EvaluatePopulation], StepResult]
 
 @dataclass(frozen=True)
 class _Kind:
-    """How the loop starts and steps an algorithm of one kind (trinity.evolve.algorithms)."""
+    """How the loop starts and steps an algorithm of one kind (trinity.evolve.strategy_registry)."""
 
     init: Callable[[Any, np.ndarray, EvolveSettings, int], Any]
     step: Step

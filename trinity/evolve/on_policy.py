@@ -31,7 +31,7 @@ from trinity.evolve.strategies import check_options, default_popsize, frozen_arr
 
 
 @dataclass(frozen=True)
-class EpisodeRecord:
+class EpisodeDecisions:
     """What an on-policy method learns from: an episode's reward and its routing decisions in turn
     order (trinity.coordinator.head.Decision: feature, agent, role index, allowed-role mask, and
     `log_prob_grad(weights)`, the head's score function at the given weights)."""
@@ -45,7 +45,7 @@ class EpisodeBatch:
     """One generation's episodes, all run with the policy of the state that generation started from."""
 
     generation: int
-    episodes: Sequence[EpisodeRecord]
+    episodes: Sequence[EpisodeDecisions]
 
 
 @dataclass(frozen=True, eq=False, kw_only=True)
@@ -69,7 +69,7 @@ class OnPolicyMethod:
     def init(self, x0: np.ndarray) -> PolicyState:
         raise NotImplementedError
 
-    def _learn(self, state: Any, episodes: Sequence[EpisodeRecord]) -> Any:
+    def _learn(self, state: Any, episodes: Sequence[EpisodeDecisions]) -> Any:
         raise NotImplementedError
 
     def update(self, state: PolicyState, batch: EpisodeBatch) -> tuple[PolicyState, dict[str, float]]:
@@ -121,10 +121,10 @@ class Reinforce(OnPolicyMethod):
         return ReinforceState(generation=0, mean=frozen_array(x0), adam_m=zeros, adam_v=zeros, step=0,
                               grad_norm=0.0, baseline=None)
 
-    def describe(self, state: ReinforceState) -> dict[str, float]:
+    def describe(self, state: PolicyState) -> dict[str, float]:
         return {"learning_rate": self.learning_rate}
 
-    def gradient(self, params: np.ndarray, records: Sequence[EpisodeRecord]) -> tuple[np.ndarray, float | None]:
+    def gradient(self, params: np.ndarray, records: Sequence[EpisodeDecisions]) -> tuple[np.ndarray, float | None]:
         """(flat gradient of the expected reward estimate at `params`, the baseline used)."""
         turns = [d for r in records for d in r.decisions]
         if not turns:
@@ -146,7 +146,7 @@ class Reinforce(OnPolicyMethod):
                 grad += advantage * dec.log_prob_grad(weights)
         return grad.ravel() / len(records), baseline
 
-    def _learn(self, state: ReinforceState, episodes: Sequence[EpisodeRecord]) -> ReinforceState:
+    def _learn(self, state: ReinforceState, episodes: Sequence[EpisodeDecisions]) -> ReinforceState:
         mean = np.array(state.mean, dtype=np.float64)
         grad, baseline = self.gradient(mean, episodes)
         lr = self.learning_rate

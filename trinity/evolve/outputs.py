@@ -18,7 +18,7 @@ import json
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import polars as pl
 
@@ -127,7 +127,7 @@ def median_efficiency(generations: pl.DataFrame) -> float | None:
     if "efficiency" not in generations.columns:
         return None
     known = generations["efficiency"].drop_nulls()
-    return float(known.median()) if known.len() else None
+    return float(cast(float, known.median())) if known.len() else None   # a Float64 column's median
 
 
 def selection_summary(run: RunState) -> dict[str, Any]:
@@ -165,7 +165,7 @@ def metrics_summary(run: RunState, episodes: pl.DataFrame, generations: pl.DataF
         "final_validation_reward_sample": last_val.get("validation_reward_sample"),
         "final_validation_reward_argmax": last_val.get("validation_reward_argmax"),
         **{f"final_{c}": last.get(c) for c in FINAL_COLUMNS},
-        "best_fitness_max": float(generations["fitness_max"].max()) if generations.height else None,
+        "best_fitness_max": float(cast(float, generations["fitness_max"].max())) if generations.height else None,
         **totals(episodes),
         "wall_s": (float(generations["wall_s"].sum()) if generations.height else 0.0) + float(x0.get("wall_s", 0.0)),
         "median_efficiency": median_efficiency(generations),

@@ -26,7 +26,7 @@ class RunState:
     generations_planned: int
     validation_routing: str      # coordinator.routing: the mode whose validation reward selects
     validation_select: str       # evolve.validation.select: the rule that keeps a validated mean
-    state: Any                   # the algorithm's own immutable state (trinity.evolve.algorithms)
+    state: Any                   # the algorithm's own immutable state (trinity.evolve.strategy_registry)
     next_generation: int
     x0: dict[str, Any] | None    # x0's validation (generation -1); None until it ran
     episode_parts: list[dict[str, Any]]    # the committed steps' Parquet parts (trinity.evolve.episode_parts)

@@ -15,7 +15,7 @@ so a repeated tell is harmless; telling candidates the state did not ask for is 
 is the point validated and kept as the coordinator.
 
 Learning from episodes instead of fitness is another interface: trinity.evolve.on_policy. Both kinds
-share one registry, trinity.evolve.algorithms.
+share one registry, trinity.evolve.strategy_registry.
 """
 
 from __future__ import annotations
@@ -93,10 +93,12 @@ class BlackBoxStrategy:
         raise NotImplementedError
 
     def ask(self, state: SearchState) -> tuple[list[np.ndarray], SearchState]:
-        if state.pending is None:
+        pending = state.pending
+        if pending is None:
             xs, state = self._sample(state)
-            state = replace(state, pending=tuple(frozen_array(x) for x in xs))
-        return [np.array(x) for x in state.pending], state
+            pending = tuple(frozen_array(x) for x in xs)
+            state = replace(state, pending=pending)
+        return [np.array(x) for x in pending], state
 
     def tell(self, state: SearchState, candidates: Sequence[np.ndarray],
              fitness: Sequence[float] | np.ndarray) -> tuple[SearchState, dict[str, float]]:
@@ -189,7 +191,9 @@ class SepCMA(BlackBoxStrategy):
 
     def _update(self, state: SepCMAState, fitness: np.ndarray) -> SepCMAState:
         # the blob was pickled right after ask: it expects exactly the pending population
-        _, blob, rng, es = self._run(state, lambda es: es.tell([np.array(x) for x in state.pending], list(-fitness)))
+        pending = state.pending
+        assert pending is not None  # tell updates only a state with candidates pending
+        _, blob, rng, es = self._run(state, lambda es: es.tell([np.array(x) for x in pending], list(-fitness)))
         return replace(state, es=blob, rng=rng, mean=frozen_array(es.mean), sigma=float(es.sigma))
 
 
@@ -198,7 +202,7 @@ class SepCMA(BlackBoxStrategy):
 class RandomSearchState(SearchState):
     center: np.ndarray        # x0: every generation samples around it
     best_fitness: float       # of `mean`; -inf before any tell
-    rng: dict[str, Any]       # numpy Generator bit_generator.state
+    rng: Mapping[str, Any]    # numpy Generator bit_generator.state
 
 
 class RandomSearch(BlackBoxStrategy):
@@ -218,6 +222,7 @@ class RandomSearch(BlackBoxStrategy):
         return list(xs), replace(state, rng=rng.bit_generator.state)
 
     def _update(self, state: RandomSearchState, fitness: np.ndarray) -> RandomSearchState:
+        assert state.pending is not None  # tell updates only a state with candidates pending
         i = int(np.argmax(fitness))
         if fitness[i] > state.best_fitness:
             return replace(state, mean=state.pending[i], best_fitness=float(fitness[i]))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence, cast
 
 import polars as pl
 
@@ -20,7 +20,10 @@ from trinity.evolve.checkpoint import atomic_write_bytes
 from trinity.evolve.diagnostics import ended_without_answer, truncated_calls
 from trinity.evolve.efficiency import episode_work
 
-EPISODES_SCHEMA = pl.Schema({
+if TYPE_CHECKING:
+    from polars._typing import PolarsDataType
+
+EPISODES_SCHEMA = pl.Schema(cast("dict[str, PolarsDataType]", {  # dtype classes and instances
     "phase": pl.String,            # train | validation
     "generation": pl.Int64,
     "candidate": pl.Int64,         # -1: the distribution mean (validation)
@@ -49,7 +52,7 @@ EPISODES_SCHEMA = pl.Schema({
     "end_reason": pl.String,
     "answered": pl.Boolean,        # False: ended without an answer (trinity.evolve.diagnostics)
     "candidate_fitness": pl.Float64,  # shaped fitness of the episode's candidate (null for validation)
-})
+}))
 EPISODE_ID_COLUMNS = ("phase", "generation", "candidate", "routing", "item", "repeat")
 
 GENERATIONS_SCHEMA = pl.Schema({
@@ -140,7 +143,7 @@ def concat_episodes(frames: Sequence[pl.DataFrame]) -> pl.DataFrame:
     """One episodes table from per-step frames (in memory or read back from their parts)."""
     if not frames:
         return EPISODES_SCHEMA.to_frame()
-    df = pl.concat([f.select(EPISODES_SCHEMA.names()).cast(dict(EPISODES_SCHEMA)) for f in frames], how="vertical")
+    df = pl.concat([f.select(EPISODES_SCHEMA.names()).cast(EPISODES_SCHEMA) for f in frames], how="vertical")
     return df.unique(subset=list(EPISODE_ID_COLUMNS), keep="last", maintain_order=True)
 
 

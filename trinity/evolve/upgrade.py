@@ -34,7 +34,7 @@ log = logging.getLogger("trinity.evolve")
 
 # 2: x0 validated as generation -1, both validation modes, diagnostics, routing rows
 # 3: episode rows in per-step Parquet parts, the checkpoint holds references to them
-# 4: the strategy state is the algorithm's typed, immutable state (trinity.evolve.algorithms)
+# 4: the strategy state is the algorithm's typed, immutable state (trinity.evolve.strategy_registry)
 # 5: every validated mean is kept (run["validations"]) for the selection rule (trinity.evolve.selection)
 CHECKPOINT_VERSION = 5
 

@@ -29,7 +29,7 @@ class GateRule:
     min_items: int = 20
 
     @classmethod
-    def from_section(cls, r: Retrain) -> "GateRule":
+    def from_config(cls, r: Retrain) -> "GateRule":
         """From the typed `retrain` section: promote_rule, alpha, min_items (schema: trinity.config_schema.root.Retrain)."""
         if not 0 < float(r.alpha) < 1:
             raise ConfigError(f"config key 'retrain.alpha' must be in (0, 1), got {r.alpha}")

@@ -45,7 +45,7 @@ META_FILE = "meta.json"
 _VERSION = re.compile(r"^v(\d+)$")
 
 
-class RegistryError(TrinityError):
+class ModelRegistryError(TrinityError):
     """A registry operation that cannot be done (unknown version, nothing to roll back to, bad file)."""
 
 
@@ -68,7 +68,7 @@ def now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
-class Registry:
+class ModelRegistry:
     """One registry folder. Every method re-reads registry.json: another process may have changed it."""
 
     def __init__(self, root: str | os.PathLike):
@@ -90,9 +90,9 @@ class Registry:
         try:
             state = json.loads(self.file.read_text())
         except ValueError as e:
-            raise RegistryError(f"{self.file} is not valid JSON: {e}") from None
+            raise ModelRegistryError(f"{self.file} is not valid JSON: {e}") from None
         if not isinstance(state, dict) or state.get("format") != FORMAT:
-            raise RegistryError(f"{self.file} is not a trinity model registry (format {FORMAT!r})")
+            raise ModelRegistryError(f"{self.file} is not a trinity model registry (format {FORMAT!r})")
         return state
 
     def champion_name(self) -> str | None:
@@ -110,12 +110,12 @@ class Registry:
         name = self._name(name)
         if name not in self.state()["versions"]:
             known = ", ".join(self.state()["versions"]) or "none"
-            raise RegistryError(f"no version {name!r} in the registry at {self.root} (versions: {known})")
+            raise ModelRegistryError(f"no version {name!r} in the registry at {self.root} (versions: {known})")
         folder = self.versions_dir / name
         try:
             meta = json.loads((folder / META_FILE).read_text())
         except (OSError, ValueError) as e:
-            raise RegistryError(f"version {name} at {folder} has no readable {META_FILE}: {e}") from None
+            raise ModelRegistryError(f"version {name} at {folder} has no readable {META_FILE}: {e}") from None
         return Version(name, folder, meta)
 
     def history(self) -> builtins.list[dict[str, Any]]:  # `list` is the method above here
@@ -142,7 +142,7 @@ class Registry:
         if source.is_dir():
             source = source / COORDINATOR_FILE
         if not source.is_file():
-            raise RegistryError(f"no trained coordinator at {coordinator}")
+            raise ModelRegistryError(f"no trained coordinator at {coordinator}")
         self.versions_dir.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=self.root))
         try:
@@ -193,12 +193,12 @@ class Registry:
         with self._locked() as state:
             current = state["champion"]
             if current is None:
-                raise RegistryError(f"the registry at {self.root} has no champion to roll back")
+                raise ModelRegistryError(f"the registry at {self.root} has no champion to roll back")
             promotion = next((h for h in reversed(state["history"])
                               if h["action"] == "promote" and h["version"] == current), None)
             previous = promotion.get("previous") if promotion else None
             if previous is None:
-                raise RegistryError(f"{current} is the first champion of the registry at {self.root}: "
+                raise ModelRegistryError(f"{current} is the first champion of the registry at {self.root}: "
                                     "there is no earlier champion to roll back to")
             state["history"].append({"at": now(), "action": "rollback", "version": previous,
                                      "previous": current, "reason": reason})

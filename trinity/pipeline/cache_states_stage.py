@@ -38,7 +38,7 @@ def run(cfg: DictConfig, *, on_work: Listener | None = None, reuse_from: Sequenc
     from trinity.assembly.coordinator import coordinator_from_config
     from trinity.pipeline.state_files import reuse_state_cache, write_state_cache
 
-    protocol = ProtocolConfig.from_cfg(cfg.protocol)
+    protocol = ProtocolConfig.from_config(cfg.protocol)
     coord = coordinator_from_config(cfg)
     out_dir = Path(cfg.paths.states)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -106,7 +106,7 @@ def recorded_transcripts(cfg: DictConfig, items: list) -> list[tuple[str, str]]:
         return []
     replies = RecordedReplies.open(path)
     world = RecordedWorld(cfg, replies, tuple(replies.recording.manifest["tree"]["roles"]))
-    protocol = ProtocolConfig.from_cfg(cfg.protocol)
+    protocol = ProtocolConfig.from_config(cfg.protocol)
     world.compiled(items)
     first = {first_turn_transcript(protocol, it.prompt) for it in items}
     later = [t for t in world.transcripts if t not in first]

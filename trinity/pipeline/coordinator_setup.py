@@ -1,7 +1,7 @@
 """The coordinator a stage runs: built from the config, with its feature statistics
 (`coordinator.features.normalize=standardize|rebalance`) fitted on the training split's cached first-turn
 states. The coordinator never reads the cache_states stage's files itself; this module reads them and
-hands the fit in (`Coordinator.from_sections(..., fit_norm=...)`). A coordinator built or loaded from a
+hands the fit in (`Coordinator.from_config(..., fit_norm=...)`). A coordinator built or loaded from a
 whole config without statistics is trinity.assembly.coordinator's."""
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def build_coordinator(cfg: Any, backbone: Backbone | None = None) -> Coordinator
 
 def first_turn_features(coord: Coordinator, items: Sequence[Any], protocol_cfg: Any) -> np.ndarray:
     """First-turn features of task items, exactly as the router reads them at turn 0 (no SVF)."""
-    protocol = ProtocolConfig.from_cfg(protocol_cfg)
+    protocol = ProtocolConfig.from_config(protocol_cfg)
     return coord.precompute([first_turn_transcript(protocol, it.prompt) for it in items])
 
 

@@ -13,13 +13,16 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence, cast
 
 import yaml
 from omegaconf import DictConfig
 
 from trinity.errors import ConfigError, TrinityError
 from trinity.config_schema import group
+
+if TYPE_CHECKING:
+    from trinity.contracts import Router
 
 
 @dataclass(frozen=True)
@@ -86,7 +89,8 @@ def check_methods(cfg: DictConfig, methods: Sequence[str], pool_models: Sequence
             raise MethodSkipped(f"no trained ablation '{name}' under {cfg.paths.ablations}")
         return SimpleNamespace(router=lambda: None, protocol=None, fingerprint="")
 
-    ctx = MethodContext(agents=list(pool_models), strongest=0, coordinator_router=lambda mode: None,
+    # names only: no router is ever built from this context
+    ctx = MethodContext(agents=list(pool_models), strongest=0, coordinator_router=lambda mode: cast("Router", None),
                         moa=group(cfg, "eval").moa, ablation_names=lambda: ablation_names(cfg),
                         load_ablation=present)
     for name in methods:

@@ -66,11 +66,12 @@ def load_ablation(cfg: DictConfig, ctx: RolloutContext, name: str) -> method_reg
     path = folder / "coordinator.safetensors"
     if not path.is_file():
         raise method_registry.MethodSkipped(f"no {path} (its training has not finished)")
-    overrides = {}
+    overrides: dict = {}
     if (folder / "variant.yaml").is_file():
-        overrides = OmegaConf.to_container(OmegaConf.load(folder / "variant.yaml"), resolve=True) or {}
-        if not isinstance(overrides, dict):
+        loaded = OmegaConf.to_container(OmegaConf.load(folder / "variant.yaml"), resolve=True) or {}
+        if not isinstance(loaded, dict):
             raise method_registry.MethodSkipped(f"{folder / 'variant.yaml'} is not a mapping of config keys to values")
+        overrides = loaded
     variant = variant_config(cfg, overrides)
     own_context = not _same_router_config(cfg, variant)
     same_features = (variant.coordinator.backbone == cfg.coordinator.backbone

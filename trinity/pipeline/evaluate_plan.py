@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import polars as pl
 from omegaconf import DictConfig, OmegaConf
 
 from trinity.config_schema import group
 from trinity.config_schema.eval import EvalConfig
+from trinity.contracts import Router
 from trinity.errors import ConfigError
 from trinity.eval import methods as method_registry
 from trinity.eval.tables import RESULTS_SCHEMA
@@ -103,7 +104,8 @@ def plan_chunks(cfg: DictConfig, ctx: RolloutContext, mctx: method_registry.Meth
                 protocol = m.protocol if m.protocol is not None else cfg.protocol
                 if m.max_turns is not None:
                     protocol = OmegaConf.merge(protocol, {"max_turns": m.max_turns})
-                router = m.build(mctx) if m.episode is None else None
+                # no router (None) for a method with its own episode function: its episodes use none
+                router = cast(Router, m.build(mctx) if m.episode is None else None)
                 specs = ctx.specs_for(router, items, generation=-1, candidate=-1, repeats=int(cfg.eval.repeats))
                 pending.append(Chunk(set_name, suite, m.name, path, specs, protocol, m.episode))
     return finished, pending

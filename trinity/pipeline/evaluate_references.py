@@ -75,6 +75,7 @@ def simulated_references(cfg: DictConfig, summary: pl.DataFrame, sets: dict) -> 
     weights = {suite: len(items) for suite, items in sets["test"].items()}
     refs = references(cfg.pool, list(weights), max_turns=int(cfg.protocol.max_turns),
                       roles=group(cfg, "coordinator").roles, weights=weights)
+    assert refs is not None  # None only for a real pool or no suites, both ruled out above
     test = summary.filter(pl.col("set") == "test")
     measured: dict[str, dict[str, float]] = {}
     for r in test.filter(pl.col("method").is_in(SIMULATED_METHODS)).iter_rows(named=True):

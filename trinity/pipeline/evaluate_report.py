@@ -59,7 +59,9 @@ def write_report(cfg: DictConfig, ctx: RolloutContext, methods: list, skipped: l
         "",
         "Test suites: " + ", ".join(f"{s} ({k})" for s, k in kinds.items()) + "." if kinds else "",
     ]
-    title, reference_section, reference_metrics = "TRINITY evaluation", [], {}
+    title = "TRINITY evaluation"
+    reference_section: list[str] = []
+    reference_metrics: dict = {}
     simulated = simulated_references(cfg, summary, sets)
     if simulated is not None:
         from trinity.simulated.references import label

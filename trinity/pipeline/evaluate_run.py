@@ -5,7 +5,7 @@ prices when it knows them."""
 from __future__ import annotations
 
 import asyncio
-from typing import Callable, Protocol, runtime_checkable
+from typing import Callable, Protocol, cast, runtime_checkable
 
 import polars as pl
 
@@ -43,7 +43,7 @@ def run_chunks(ctx: RolloutContext, finished: dict[tuple, pl.DataFrame], pending
         done += len(chunk.specs)
         bar.at_least(done)   # episodes of methods with their own episode function are counted here
         say(f"eval {done}/{total} episodes: {chunk.set_name}/{chunk.suite} {chunk.method} "
-            f"mean reward {frame['reward'].mean():.3f}")
+            f"mean reward {cast(float, frame['reward'].mean()):.3f}")
 
     with Progress("evaluate: episodes", total, listeners=[on_work]) as bar, ctx.counting_episodes(bar.advance):
         run_all(ctx, pending, save)

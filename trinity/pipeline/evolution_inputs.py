@@ -46,7 +46,7 @@ def config_fingerprint(cfg: DictConfig, n_params: int) -> str:
 
 
 def evolution_settings(cfg: DictConfig) -> EvolveSettings:
-    return EvolveSettings(group(cfg, "evolve"), routing=group(cfg, "coordinator").routing.value,
+    return EvolveSettings(group(cfg, "evolve"), routing=setting(cfg, "coordinator.routing").value,
                           max_turns=int(cfg.protocol.max_turns), throughputs=pool_throughputs(cfg.get("pool")))
 
 

@@ -16,7 +16,7 @@ import json
 import logging
 import shutil
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, cast
 
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
@@ -67,7 +67,7 @@ def _candidate_setup(cfg_yaml: str) -> tuple[DictConfig, str, dict[str, TaskItem
     once per candidate (both cost more than a candidate's episodes on the simulated pool: ~0.17 s each,
     measured). Re-read when the prepared files change."""
     cached = _SETUPS.get(cfg_yaml)
-    cfg = cached[0] if cached else OmegaConf.create(cfg_yaml)
+    cfg = cached[0] if cached else cast(DictConfig, OmegaConf.create(cfg_yaml))  # a YAML mapping
     folder = Path(str(cfg.paths.prepared))
     stamp = tuple((p.name, p.stat().st_mtime_ns) for p in sorted(folder.glob("*.parquet")))
     if cached is None or cached[3] != stamp:
@@ -86,9 +86,9 @@ def warm_start_source(cfg: DictConfig) -> Path | None:
     if choice in (None, "", "none", "null"):
         return None
     if str(choice) == "champion":
-        from trinity.models.store import Registry
+        from trinity.models.store import ModelRegistry
 
-        champion = Registry(str(cfg.paths.registry)).champion()
+        champion = ModelRegistry(str(cfg.paths.registry)).champion()
         if champion is None:
             log.info("evolve: evolve.warm_start=champion but the registry at %s has no champion: x0 = 0",
                      cfg.paths.registry)
@@ -156,6 +156,7 @@ def evolve(cfg: DictConfig, *, out_dir: Path, submit: Submit = inline_submit,
     repeats = group(cfg, "evolve").repeats
     ctx = RolloutContext.get(cfg)
     coord = ctx.coordinator
+    assert coord is not None  # RolloutContext.get builds one unless asked not to
     log.info("coordinator: %d parameters; pool: %s; %d train items, %d validation items",
              coord.num_params, ", ".join(ctx.agents), len(train), len(val))
 
@@ -170,13 +171,13 @@ def evolve(cfg: DictConfig, *, out_dir: Path, submit: Submit = inline_submit,
     if exact is not None:
         log.info("evolve: exact fitness over %d training items of %s", len(train), exact.world.replies.recording.root)
 
-    def evaluate_population(generation: int, candidates: list[np.ndarray], record_decisions: bool = False):
-        if exact is not None and not record_decisions:   # an on-policy method learns from sampled episodes
+    def evaluate_population(generation: int, candidates: list[np.ndarray], keep_decisions: bool = False):
+        if exact is not None and not keep_decisions:   # an on-policy method learns from sampled episodes
             return exact.population(candidates, train)
         chosen = item_sel.generation_items(cfg, train, generation)
         total = len(candidates) * len(chosen) * repeats
         with counted(f"generation {generation}: episodes", total) as bar:
-            if record_decisions:  # on-policy strategies: one batch in this process, decisions recorded
+            if keep_decisions:  # on-policy strategies: one batch in this process, decisions recorded
                 return ctx.run_recorded(candidates, chosen, generation=generation, repeats=repeats)
             if getattr(ctx.pool, "replay", None) is not None:
                 # replayed episodes cost microseconds: one batch on this process's loop, no task per candidate
@@ -198,7 +199,7 @@ def evolve(cfg: DictConfig, *, out_dir: Path, submit: Submit = inline_submit,
     # the loop's validations of the mean, every routing mode at once (trinity.pipeline.mean_evaluators)
     evaluate_mean = ExactEvaluation(exact, val) if exact is not None else SampledEvaluator(ctx, val, cfg.protocol, counted)
 
-    describe_mean = routing_describer(coord, val, ProtocolConfig.from_cfg(cfg.protocol))
+    describe_mean = routing_describer(coord, val, ProtocolConfig.from_config(cfg.protocol))
 
     warm = None
     source = warm_start_source(cfg) if warm_start else None
@@ -329,7 +330,7 @@ def recorded_reference_lines(cfg: DictConfig, ctx: Any, val: list[TaskItem]) -> 
         return None
     values = exact_item_values(cfg, ctx, None, val)["values"]
     singles = {k: float(np.mean(v)) for k, v in values.items() if k.startswith("single:")}
-    best = max(singles, key=singles.get)
+    best = max(singles, key=singles.__getitem__)
     out = {"recording: x0 (uniform), exact": float(np.mean(values["x0 (= random)"])),
            f"recording: best single ({best.removeprefix('single:')})": singles[best]}
     for name in ("bound: hindsight", "bound: best prompt-independent policy (hindsight)"):
@@ -348,8 +349,10 @@ def simulated_reference_lines(cfg: DictConfig, val: list[TaskItem]) -> dict[str,
     weights: dict[str, float] = {}
     for it in val:
         weights[it.suite] = weights.get(it.suite, 0) + 1
-    pooled = references(cfg.pool, sorted(weights), max_turns=int(cfg.protocol.max_turns),
-                        roles=group(cfg, "coordinator").roles, weights=weights)["pooled"]
+    refs = references(cfg.pool, sorted(weights), max_turns=int(cfg.protocol.max_turns),
+                      roles=group(cfg, "coordinator").roles, weights=weights)
+    assert refs is not None  # None only for a real pool or no suites, both ruled out above
+    pooled = refs["pooled"]
     best = max(pooled["single_worker"], key=pooled["single_worker"].get)
     lines = {"simulated best deterministic policy (oracle)": pooled["oracle"],
              "simulated random (= x0 expected)": pooled["random"],

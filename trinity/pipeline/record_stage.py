@@ -84,7 +84,7 @@ def verifier_groups(cfg: DictConfig) -> int:
 
 
 def protocol_identity(cfg: DictConfig) -> dict[str, Any]:
-    p = ProtocolConfig.from_cfg(cfg.protocol)
+    p = ProtocolConfig.from_config(cfg.protocol)
     from dataclasses import fields
 
     out = {f.name: _plain(getattr(p, f.name)) for f in fields(p)}
@@ -163,7 +163,7 @@ class Recorder:
         self.pool = pool
         self.grader = grader
         self.progress = progress
-        self.protocol = ProtocolConfig.from_cfg(cfg.protocol)
+        self.protocol = ProtocolConfig.from_config(cfg.protocol)
         self.settings = tree_settings(cfg)
         self.r = record_section(cfg)
         self.new_calls = 0

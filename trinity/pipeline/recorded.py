@@ -57,7 +57,7 @@ class RecordedWorld:
     def __init__(self, cfg: DictConfig, replies: Any, roles: Sequence[str]):
         from trinity.pool.providers import resolve_endpoint
 
-        self.protocol = ProtocolConfig.from_cfg(cfg.protocol)
+        self.protocol = ProtocolConfig.from_config(cfg.protocol)
         self.agents = tuple(str(m) for m in cfg.pool.models)
         self.roles = tuple(roles)
         self.replies = replies
@@ -116,7 +116,7 @@ class ExactEvaluator:
         """Raw backbone features of every compiled transcript (from the feature cache the states stage filled)."""
         n = len(self.world.transcripts)
         have = 0 if self._features is None else len(self._features)
-        if have < n:
+        if self._features is None or have < n:   # None with no transcript: precompute gives (0, hidden)
             new = self.coord.precompute(self.world.transcripts[have:])
             self._features = new if self._features is None else np.concatenate([self._features, new])
         return self._features
@@ -132,9 +132,10 @@ class ExactEvaluator:
             if head.norm is None or not len(F):
                 inputs = F
             else:
-                inputs = normalised.get(id(head.norm))
-                if inputs is None:
-                    inputs = normalised[id(head.norm)] = head.norm.apply(F)
+                cached = normalised.get(id(head.norm))
+                if cached is None:
+                    cached = normalised[id(head.norm)] = head.norm.apply(F)
+                inputs = cached
             z = inputs @ head.weights.T
             pa, pr = _softmax(z[:, :L]), _softmax(np.where(mask, z[:, L:], -np.inf))
             if mode == "argmax":
@@ -243,7 +244,7 @@ def exact_item_values(cfg: DictConfig, ctx: Any, params: np.ndarray | None, item
 
     def best_fixed(on: list) -> tuple | None:
         fixed = bounds.fixed_policies(on, len(world.agents), roles, world.protocol.max_turns)
-        return max(fixed, key=fixed.get) if fixed else None
+        return max(fixed, key=fixed.__getitem__) if fixed else None
 
     def describe(policy: tuple | None) -> str | None:
         return None if policy is None else " -> ".join(f"{world.agents[a]} as {r}" for a, r in policy)

@@ -30,7 +30,7 @@ from trinity.pipeline import items as item_sel
 from trinity.coordinator.saved import coordinator_file
 from trinity.models.gate import GateDecision, GateRule, decide
 from trinity.models.meta import differences, run_meta
-from trinity.models.store import Registry, Version, sha256_text
+from trinity.models.store import ModelRegistry, Version, sha256_text
 from trinity.config_schema import group
 
 log = logging.getLogger("trinity.retrain")
@@ -98,8 +98,8 @@ def run(cfg: DictConfig, *, coordinator_path: Path | None = None, source_run: st
     from trinity.pipeline.rollouts import RolloutContext
 
     say = progress or log.info
-    rule = GateRule.from_section(group(cfg, "retrain"))
-    registry = Registry(str(cfg.paths.registry))
+    rule = GateRule.from_config(group(cfg, "retrain"))
+    registry = ModelRegistry(str(cfg.paths.registry))
     path = coordinator_file(Path(coordinator_path) if coordinator_path else Path(cfg.paths.runs) / "coordinator")
     _, saved_meta, _ = load_saved(path)
     champion = registry.champion()

@@ -18,7 +18,7 @@ import threading
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Coroutine, Iterator, Sequence
 
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
@@ -27,6 +27,9 @@ from trinity.episodes.runner import EpisodeSpec, run_episodes
 from trinity.episodes.trace import Trace
 from trinity.contracts import Router
 from trinity.tasks.types import TaskItem
+
+if TYPE_CHECKING:
+    from trinity.tasks.base import TaskSuite
 
 
 def config_key(cfg: DictConfig) -> str:
@@ -46,14 +49,14 @@ class LoopThread:
         self._thread = threading.Thread(target=self.loop.run_forever, name="trinity-rollouts", daemon=True)
         self._thread.start()
 
-    def submit(self, coro: Awaitable) -> Future:
+    def submit(self, coro: Coroutine[Any, Any, Any]) -> Future:
         if self._stopped.is_set():
             if asyncio.iscoroutine(coro):
                 coro.close()
             raise RolloutsStopped("the rollout loop has been stopped")
         return asyncio.run_coroutine_threadsafe(coro, self.loop)
 
-    def run(self, coro: Awaitable) -> Any:
+    def run(self, coro: Coroutine[Any, Any, Any]) -> Any:
         """Wait for `coro` in short slices, so Ctrl-C / SIGTERM in the calling thread is handled at once
         (the coroutine is then cancelled, and context managers up the stack stop the pool). A caller in
         another thread (a task runner's worker) is released as soon as the loop is stopped, instead of
@@ -109,7 +112,7 @@ def make_grader(cfg: DictConfig, judge=None) -> Callable[[TaskItem, str], Awaita
     from trinity.tasks.registry import get_suite
 
     settings = suite_settings(cfg)
-    suites: dict[str, object] = {}
+    suites: dict[str, TaskSuite] = {}
     memo: OrderedDict[tuple[str, str], float] = OrderedDict()
 
     async def grade(item: TaskItem, answer: str) -> float:
@@ -176,13 +179,15 @@ class RolloutContext:
 
         from trinity.pipeline.state_files import preload_state_cache
 
-        if self.coordinator.svf is not None:
+        coordinator = self.coordinator
+        assert coordinator is not None  # called once the coordinator is built
+        if coordinator.svf is not None:
             return
         for path in sorted(Path(self.cfg.paths.states).glob("*.safetensors")):
             index = path.with_suffix(".json")
-            if index.exists() and json.loads(index.read_text()).get("token_position") != self.coordinator.token_position:
+            if index.exists() and json.loads(index.read_text()).get("token_position") != coordinator.token_position:
                 continue
-            preload_state_cache(self.coordinator, path)
+            preload_state_cache(coordinator, path)
 
     @classmethod
     def get(cls, cfg: DictConfig, *, with_coordinator: bool = True, key: str | None = None) -> "RolloutContext":
@@ -312,7 +317,8 @@ class RolloutContext:
                                                     candidate=c, repeat=r, shared_across_candidates=False))
                     routers.append(router)
         traces = self.run_specs(specs)
-        decisions = {spec.episode_id.key(): list(router.decisions) for spec, router in zip(specs, routers)}
+        decisions = {spec.episode_id.key(): list(router.decisions or ())  # a list: record=True
+                     for spec, router in zip(specs, routers)}
         per = len(items) * repeats
         return [traces[c * per:(c + 1) * per] for c in range(len(candidates))], decisions
 

@@ -16,12 +16,12 @@ and the configured roles under sampling; the first model as a Worker under argma
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
+from typing import Callable, Mapping, cast
 
 from omegaconf import DictConfig
 
 from trinity.config_schema import group
-from trinity.contracts import ROLES
+from trinity.contracts import ROLES, Router
 
 
 @dataclass(frozen=True)
@@ -181,9 +181,10 @@ def expand_methods(cfg: DictConfig, agents: list[str], variants: Mapping[str, Di
     def load(name: str) -> registry.Ablation:
         if name not in variants:
             raise registry.MethodSkipped(f"no enabled ablation variant '{name}'")
-        return registry.Ablation(router=lambda: None, protocol=variants[name].protocol)
+        return registry.Ablation(router=lambda: cast(Router, None), protocol=variants[name].protocol)
 
-    ctx = registry.MethodContext(agents=agents, strongest=0, coordinator_router=lambda mode: None,
+    # names only: no router is ever built from this context
+    ctx = registry.MethodContext(agents=agents, strongest=0, coordinator_router=lambda mode: cast(Router, None),
                                  coordinator_routing=group(cfg, "coordinator").routing.value,
                                  moa=cfg.eval.get("moa"), ablation_names=names, load_ablation=load)
     return registry.expand_with_skips([str(n) for n in cfg.eval.methods], ctx)

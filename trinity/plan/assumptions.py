@@ -20,7 +20,7 @@ class Assumptions:
     output_fraction: float = _PLAN.typical_output_fraction  # typical reply length / its cap
 
     @classmethod
-    def from_cfg(cls, cfg: DictConfig, **given: float | None) -> "Assumptions":
+    def from_config(cls, cfg: DictConfig, **given: float | None) -> "Assumptions":
         """`plan.accept_probability`, `plan.thinker_suggests_worker`, `plan.typical_output_fraction` when
         the config has them (optional keys), overridden by the non-None keyword arguments."""
         plan = group(cfg, "plan")

@@ -44,7 +44,7 @@ class SuiteTokens:
 def suite_tokens(cfg: DictConfig, suite: SuiteInfo, agents: list[str], notes: set[str]) -> SuiteTokens:
     from trinity.config_schema.protocol import ProtocolConfig
 
-    pc = ProtocolConfig.from_cfg(cfg.protocol)
+    pc = ProtocolConfig.from_config(cfg.protocol)
     query = suite.prompt_chars / CHARS_PER_TOKEN
     review = _template_tok(pc.review_format, "{query}", "{answer}") + query + 2 * MESSAGE_OVERHEAD
     base = {"worker": _tok(pc.worker_system) + query + _tok(pc.collaboration_instructions) + 2 * MESSAGE_OVERHEAD,

@@ -16,7 +16,7 @@ import os
 import threading
 from typing import Any, Callable
 
-from trinity.models.store import Registry, RegistryError, Version
+from trinity.models.store import ModelRegistry, ModelRegistryError, Version
 from trinity.serve.request_episode import EpisodeResult, EpisodeRunner, OnEvent
 from trinity.serve.schema import ChatRequest
 
@@ -26,7 +26,7 @@ log = logging.getLogger("trinity.serve")
 class RegistryRunner:
     """EpisodeRunner's interface over the registry's current champion."""
 
-    def __init__(self, registry: Registry, make_runner: Callable[[Version], EpisodeRunner], *, poll_s: float = 1.0):
+    def __init__(self, registry: ModelRegistry, make_runner: Callable[[Version], EpisodeRunner], *, poll_s: float = 1.0):
         self.registry = registry
         self.poll_s = float(poll_s)
         self._make = make_runner
@@ -34,7 +34,7 @@ class RegistryRunner:
         self._stamp = self._file_stamp()
         champion = registry.champion()
         if champion is None:
-            raise RegistryError(f"--registry {registry.root}: the registry has no champion to serve "
+            raise ModelRegistryError(f"--registry {registry.root}: the registry has no champion to serve "
                                 "(`trinity models promote V`, or run the retraining flow)")
         self._current: tuple[str, EpisodeRunner] = (champion.name, make_runner(champion))
         self._stop = threading.Event()

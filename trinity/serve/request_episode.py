@@ -188,7 +188,7 @@ class EpisodeRunner:
                  metrics: Any = None, answer_first: bool = False):
         self.pool = pool
         self.agents = list(agents)
-        self.protocol = dataclasses.replace(ProtocolConfig.from_cfg(protocol), record_replies=False)
+        self.protocol = dataclasses.replace(ProtocolConfig.from_config(protocol), record_replies=False)
         self.base_router = base_router   # a CoordinatorRouter: head, service, svf_deltas
         self.root_seed = int(root_seed)
         self.metrics = metrics

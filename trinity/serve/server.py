@@ -46,16 +46,16 @@ def build_app(cfg: DictConfig, coordinator_path: str | os.PathLike | None = None
 
     if sum(x is not None for x in (coordinator_path, frontier, registry)) != 1:
         raise ValueError("serve one coordinator, one frontier or one registry")
-    settings = ServeSettings.from_cfg(cfg)
+    settings = ServeSettings.from_config(cfg)
     settings.check_exposure()
     served = None
     if registry is not None:
-        from trinity.models.store import Registry, RegistryError
+        from trinity.models.store import ModelRegistry, ModelRegistryError
 
-        registry = Registry(registry)
+        registry = ModelRegistry(registry)
         champion = registry.champion()
         if champion is None:
-            raise RegistryError(f"--registry {registry.root}: no champion to serve (`trinity models promote V`)")
+            raise ModelRegistryError(f"--registry {registry.root}: no champion to serve (`trinity models promote V`)")
         coordinator_path = champion.coordinator
     if frontier is not None:
         from trinity.serve.frontier_heads import ServedFrontier
@@ -121,7 +121,7 @@ def serve(cfg: DictConfig, coordinator_path: str | os.PathLike | None = None, *,
 
     from trinity.assembly.local_pool import local_servers
 
-    settings = ServeSettings.from_cfg(cfg)
+    settings = ServeSettings.from_config(cfg)
     settings.check_exposure()
     if frontier is not None:
         from trinity.serve.frontier_heads import ServedFrontier
@@ -129,11 +129,11 @@ def serve(cfg: DictConfig, coordinator_path: str | os.PathLike | None = None, *,
         for head in ServedFrontier.load(frontier).heads:
             check_saved_pool(cfg, head.file)
     elif registry is not None:
-        from trinity.models.store import Registry, RegistryError
+        from trinity.models.store import ModelRegistry, ModelRegistryError
 
-        champion = Registry(registry).champion()
+        champion = ModelRegistry(registry).champion()
         if champion is None:
-            raise RegistryError(f"--registry {registry}: no champion to serve (`trinity models promote V`)")
+            raise ModelRegistryError(f"--registry {registry}: no champion to serve (`trinity models promote V`)")
         check_saved_pool(cfg, champion.coordinator)
     else:
         assert coordinator_path is not None  # `trinity serve` takes exactly one of the three

@@ -81,7 +81,7 @@ class ServeSettings:
     frontier: bool = False       # serving a cost-quality frontier (--frontier): requests may pick a head
 
     @classmethod
-    def from_cfg(cls, cfg: DictConfig) -> "ServeSettings":
+    def from_config(cls, cfg: DictConfig) -> "ServeSettings":
         """From the whole composed config (needs cfg.serve, cfg.pool.models, cfg.protocol.max_turns).
         Types, choices and ranges are the schema's (trinity.config_schema.serve); this adds the role policy."""
         s = section(cfg.serve, ServeConfig, "serve")

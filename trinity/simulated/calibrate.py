@@ -46,7 +46,7 @@ def _rate(values: list, fallback: float = 0.5) -> tuple[float, int]:
 async def measure(pool, agents: list[str], items: list, protocol_cfg: Any, grader,
                   progress: Callable[[str], None] = print) -> dict[str, Measured]:
     """Run the calibration calls on `pool` (a ChatPool) and return the raw measurements per model."""
-    cfg = ProtocolConfig.from_cfg(protocol_cfg)
+    cfg = ProtocolConfig.from_config(protocol_cfg)
     out = {a: Measured(defaultdict(list), [], {True: [], False: []}, [], [], [], []) for a in agents}
 
     async def work(agent: str, item):

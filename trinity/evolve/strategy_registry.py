@@ -20,19 +20,19 @@ from trinity.evolve.strategies import BlackBoxStrategy, RandomSearch, SepCMA
 Algorithm = Union[BlackBoxStrategy, OnPolicyMethod]
 KINDS = ("black_box", "on_policy")
 
-ALGORITHMS: dict[str, type[BlackBoxStrategy] | type[OnPolicyMethod]] = {
+STRATEGIES: dict[str, type[BlackBoxStrategy] | type[OnPolicyMethod]] = {
     "sep_cma": SepCMA,
     "random_search": RandomSearch,
     "reinforce": Reinforce,
 }
 
 
-def make_algorithm(name: str, n_params: int, *, popsize: int | None = None,
+def make_strategy(name: str, n_params: int, *, popsize: int | None = None,
                    options: Mapping[str, Any] | None = None) -> Algorithm:
     """`popsize` None: the spec's rule (trinity.evolve.strategies.default_popsize)."""
     try:
-        cls = ALGORITHMS[name]
+        cls = STRATEGIES[name]
     except KeyError:
         raise ConfigError(f"config key 'evolve.strategy': unknown strategy {name!r}; "
-                          f"known: {sorted(ALGORITHMS)}") from None
+                          f"known: {sorted(STRATEGIES)}") from None
     return cls(n_params, popsize=popsize, options=options)
