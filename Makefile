@@ -88,7 +88,7 @@ responses-pull: ## fetch the shared response cache (dvc pull) and merge it into 
 replay: setup ## rerun the whole pipeline from the response cache alone (no pool call; a miss stops it)
 	TRINITY_RESPONSE_CACHE=replay_only $(BIN)/trinity run --force experiment=$(EXPERIMENT) $(OVERRIDES)
 
-test: setup ## run the whole test suite (includes the real local-model tests marked slow) on TEST_WORKERS pytest-xdist workers; ends with the 15 slowest tests
+test: setup ## run the whole test suite, tests/unit/ and tests/integration/ (includes the real local-model tests marked slow) on TEST_WORKERS pytest-xdist workers; ends with the 15 slowest tests
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=15 $(PYTEST_ARGS); rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$rc
 
@@ -96,7 +96,7 @@ lint: $(STAMP_DEPS) ## ruff (undefined names, unused imports and variables, synt
 	$(BIN)/ruff check trinity flows tests benchmarks scripts
 	$(BIN)/python -m mypy
 
-test-fast: setup ## the edit loop: every test but those marked slow (local models) or integration (real processes end to end), one pytest worker per core
+test-fast: setup ## the edit loop: every test but those marked slow (local models) or integration (real processes end to end), that is tests/unit/, one pytest worker per core
 	$(BIN)/python -m pytest -m "not slow and not integration" -n auto --dist loadfile $(PYTEST_ARGS); rc=$$?; [ $$rc -eq 5 ] && exit 1; exit $$rc
 
 pool-up: setup ## start the local pool's llama.cpp servers (one per model, loopback)

@@ -31,8 +31,10 @@ def per_file(junit: Path) -> list[dict]:
     """Rows {file, tests, seconds, slowest, slowest_s} from a JUnit XML report, slowest file first."""
     files: dict[str, dict] = defaultdict(lambda: {"tests": 0, "seconds": 0.0, "slowest": "", "slowest_s": 0.0})
     for case in ET.parse(junit).getroot().iter("testcase"):
-        module = (case.get("classname") or "?").split(".")
-        name = (module[-1] if module[-1].startswith("test_") else ".".join(module)) + ".py"
+        module = (case.get("classname") or "?").split(".")   # tests.unit.test_x[.TestClass]
+        files_at = [i for i, part in enumerate(module) if part.startswith("test_")]
+        parts = module[: files_at[0] + 1] if files_at else module
+        name = "/".join(parts[1:] if parts[0] == "tests" and len(parts) > 1 else parts) + ".py"   # unit/test_x.py
         seconds = float(case.get("time") or 0.0)
         row = files[name]
         row["tests"] += 1

@@ -1,5 +1,5 @@
 """Rewrite the code deps of dvc.yaml's flow stages to exactly the modules each stage imports (found by
-the analyser of tests/test_dvc_deps.py: module-level and lazy imports, packages on the way, modules named
+the analyser of tests/dvc_analysis.py: module-level and lazy imports, packages on the way, modules named
 in strings), so that editing code a stage never runs leaves it up to date in `dvc status`.
 
     python scripts/dvc_deps.py           # rewrite dvc.yaml in place (data deps and comments kept)
@@ -16,7 +16,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from test_dvc_deps import PACKAGES, _flow_stages, minimal_deps, reachable_files  # noqa: E402
+from dvc_analysis import PACKAGES, _flow_stages, minimal_deps, reachable_files  # noqa: E402
 
 
 def rewrite(text: str, wanted: dict[str, list[str]]) -> str:

@@ -1,6 +1,9 @@
-"""Shared test set-up. Helper modules beside the tests (pool_stub, scripted_pool, serve_support,
-coordinator_support, evolve_fixture, process_support) are imported by name: pytest puts this folder on sys.path, so no
-test edits sys.path or imports another test module."""
+"""Shared test set-up. The tests are in two folders: tests/unit/ (no test marked slow or integration: `make
+test-fast`) and tests/integration/ (every test marked slow or integration); the collection guard below fails the
+run when a test is in the wrong one. Helper modules beside this file (pool_stub, scripted_pool, serve_support,
+coordinator_support, evolve_fixture, process_support, ...) are imported by name from both folders: pyproject's
+`pythonpath = ["tests"]` puts this folder on sys.path, so no test edits sys.path, and a helper both a unit and an
+integration test need lives in such a module, not in a test module."""
 
 import os
 
@@ -8,11 +11,53 @@ import os
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 
 
+from pathlib import Path
+
 import pytest
 
 
 # Test files that share one pytest-xdist worker: they use the session's one Prefect server (`deployed_flows`).
-SHARED_PREFECT_SERVER = ("tests/test_deployments.py", "tests/test_retrain_deployment.py")
+SHARED_PREFECT_SERVER = ("tests/integration/test_deployments.py", "tests/integration/test_retrain_deployment.py")
+
+# The folders of tests/ that hold test files; what is marked slow or integration goes in the second.
+TESTS = Path(__file__).resolve().parent
+UNIT, INTEGRATION = "unit", "integration"
+MARKS = ("slow", "integration")
+
+
+def misplaced(items) -> list[str]:
+    """The tests in the wrong folder, each with why: under tests/unit/ one marked slow or integration, under
+    tests/integration/ one marked neither, anywhere else in tests/ any test."""
+    wrong = []
+    for item in items:
+        try:
+            folder = item.path.resolve().relative_to(TESTS).parts[0]
+        except ValueError:      # not under tests/ (a path given on the command line)
+            continue
+        marks = [m for m in MARKS if item.get_closest_marker(m)]
+        if folder == UNIT and marks:
+            wrong.append(f"{item.nodeid}: marked {' and '.join(marks)}, so it belongs under tests/{INTEGRATION}/")
+        elif folder == INTEGRATION and not marks:
+            wrong.append(f"{item.nodeid}: marked neither slow nor integration, so it belongs under tests/{UNIT}/ "
+                         "(or mark it)")
+        elif folder not in (UNIT, INTEGRATION):
+            wrong.append(f"{item.nodeid}: tests go under tests/{UNIT}/ or tests/{INTEGRATION}/")
+    return wrong
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector):
+    """A test file with a test in the wrong folder (`misplaced`) fails to collect, naming the test and where it
+    belongs; as a collection error the run stops before any test, under pytest-xdist too, whatever `-m` says."""
+    report = yield
+    if report.passed and isinstance(collector, (pytest.Module, pytest.Class)):
+        wrong = misplaced([node for node in report.result if isinstance(node, pytest.Item)])
+        if wrong:
+            report.outcome, report.result = "failed", []
+            report.longrepr = (f"{len(wrong)} test(s) in the wrong folder: tests/{UNIT}/ holds the tests marked neither "
+                               f"slow nor integration, tests/{INTEGRATION}/ those marked slow or integration\n  "
+                               + "\n  ".join(wrong))
+    return report
 
 
 def pytest_collection_modifyitems(config, items):

@@ -1,7 +1,9 @@
-"""Support for the coordinator tests (no tests here): a tiny random Llama backbone with a byte-level chat tokenizer."""
+"""Support for the coordinator tests (no tests here): a tiny random Llama backbone with a byte-level chat tokenizer,
+and finite-difference gradients to check the routing head's analytic ones against."""
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from tokenizers import Tokenizer, decoders, models
 from tokenizers.pre_tokenizers import ByteLevel
@@ -60,3 +62,14 @@ def save_tiny_backbone(folder) -> list[str]:
         tiny.model.save_pretrained(folder)
         tiny.tokenizer.save_pretrained(folder)
     return ["coordinator.backbone.source=hub", f"coordinator.backbone.id={folder}"]
+
+
+def numeric_grad(fn, w: np.ndarray, h: float = 1e-6) -> np.ndarray:
+    """Central finite differences of the scalar `fn` at `w`: the check of an analytic gradient."""
+    out = np.zeros_like(w)
+    for idx in np.ndindex(w.shape):
+        up, down = w.copy(), w.copy()
+        up[idx] += h
+        down[idx] -= h
+        out[idx] = (fn(up) - fn(down)) / (2 * h)
+    return out

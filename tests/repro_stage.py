@@ -1,5 +1,5 @@
 """One pipeline stage on params.yaml in the current folder, without Prefect: the stage command of the temp
-DVC repository that tests/test_replay_dvc.py builds (the real flows would add a Prefect server per stage).
+DVC repository that tests/integration/test_replay_dvc.py builds (the real flows would add a Prefect server per stage).
 
     python tests/repro_stage.py prepare|cache_states|evolve|frontier|evaluate
 """

@@ -1,5 +1,5 @@
 """Support for tests and benchmarks that drive a real `trinity serve` process over the simulated pool
-(no tests here): test_serve_process.py, benchmarks/serve_load.py.
+(no tests here): integration/test_serve_process.py, benchmarks/serve_load.py.
 
 `prepare_served(root)` writes what the command needs into `root`: prepared items (the simulated pool
 answers only those), a tiny random Llama backbone saved as a Hugging Face folder (the process loads it

@@ -1,0 +1,114 @@
+"""The figures the README and the benchmark pages quote are the committed files' figures: each claim below
+names the sentence it is in (a pattern with one number) and the committed file and key it must equal, at
+the precision it is quoted. A rerun that changes a metric without the text (or a text edited without a
+rerun) fails here, naming both numbers."""
+
+from __future__ import annotations
+
+import collections
+import json
+import re
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _json(path: str) -> Any:
+    return json.loads((ROOT / path).read_text())
+
+
+def _metric(path: str, *keys: str) -> Callable[[], float]:
+    def read() -> float:
+        value: Any = _json(path)
+        for key in keys:
+            value = value[key]
+        return float(value)
+    return read
+
+
+def _agent_accuracy(agent: str | None) -> Callable[[], float]:
+    """Accuracy of one agent over every item of docs/benchmarks/agent_suites/results.json, or (None) the
+    share of items some agent answers right."""
+    def read() -> float:
+        grades: dict[str, dict[str, float]] = collections.defaultdict(dict)
+        for row in _json("docs/benchmarks/agent_suites/results.json")["rows"]:
+            grades[row["item"]][row["agent"]] = float(row["grade"])
+        if agent is None:
+            return sum(max(g.values()) for g in grades.values()) / len(grades)
+        return sum(g[agent] for g in grades.values()) / len(grades)
+    return read
+
+
+def _state_row(label: str, key: str) -> Callable[[], Any]:
+    def read() -> Any:
+        rows = [json.loads(line) for line in (ROOT / "docs/benchmarks/state_determinism/results.jsonl").read_text().splitlines()]
+        return next(r for r in rows if r["label"] == label)[key]
+    return read
+
+
+EVAL = "metrics/eval.json"
+README = "README.md"
+# (document, pattern with one group: the quoted number, reader of the committed figure)
+CLAIMS: list[tuple[str, str, Callable[[], Any]]] = [
+    (README, r"`trinity` (\d\.\d{3}) against x0", _metric(EVAL, "test/recording/trinity")),
+    (README, r"against x0 \(= random routing\) (\d\.\d{3})", _metric(EVAL, "test/recording/x0_(=_random)")),
+    (README, r"`single:qwen-coder-1\.5b` (\d\.\d{3})", _metric(EVAL, "test/recording/singleqwen-coder-1.5b")),
+    (README, r"validation items \(the 1\.5B as Worker twice\) scores (\d\.\d{3}) on test",
+     _metric(EVAL, "test/recording/fixed_policy_(chosen_on_train+validation)")),
+    (README, r"knowing every reply in advance reaches (\d\.\d{3})", _metric(EVAL, "test/recording/bound_hindsight")),
+    (README, r"exact reward is (\d\.\d{3}) on\s+its \d+ training items", _metric("metrics/evolve.json", "kept_mean_fit", "train")),
+    (README, r"training items, (\d\.\d{3}) on the \d+ validation items",
+     _metric("metrics/evolve.json", "kept_mean_fit", "validation")),
+    (README, r"`entropy_bonus` and\s+`sampled_fitness` ablations, (\d\.\d{3})", _metric(EVAL, "test/all/ablation:entropy_bonus")),
+    (README, r"`sampled_fitness` ablations, \d\.\d{3} and (\d\.\d{3})", _metric(EVAL, "test/all/ablation:sampled_fitness")),
+    ("docs/benchmarks/agent_suites/README.md", r"\| all \| 30 \| (\d\.\d\d) ", _agent_accuracy("qwen-direct")),
+    ("docs/benchmarks/agent_suites/README.md", r"\| all \| 30 \| [^|]+\| (\d\.\d\d) ", _agent_accuracy("qwen-steps")),
+    ("docs/benchmarks/agent_suites/README.md", r"\| all \| 30 \| [^|]+\|[^|]+\| (\d\.\d\d) ", _agent_accuracy("qwen-python")),
+    ("docs/benchmarks/agent_suites/README.md", r"\| all \| 30 \|(?:[^|]+\|){4} (\d\.\d\d) \|", _agent_accuracy(None)),
+    ("docs/benchmarks/state_determinism/README.md", r"library's own choice[^|]*\| ([0-9a-f]{16}) \|",
+     _state_row("this CPU, library default", "sha256")),
+    ("docs/benchmarks/state_determinism/README.md", r"trinity's default[^|]*\| ([0-9a-f]{16}) \|",
+     _state_row("trinity pinned (this CPU)", "sha256")),
+    ("docs/benchmarks/state_determinism/README.md", r"library's own choice[^|]*\|[^|]+\|[^|]+\| (\d\.\de-\d+) \|",
+     _state_row("this CPU, library default", "max_abs_diff_to_avx2_cpu")),
+]
+
+
+def _as_quoted(quoted: str, actual: Any) -> Any:
+    """The committed figure at the quoted precision (decimals, or scientific with its mantissa digits)."""
+    if isinstance(actual, str):
+        return actual[: len(quoted)]
+    if "e" in quoted:
+        digits = len(quoted.split("e")[0].split(".")[1])
+        return f"{float(actual):.{digits}e}".replace("e-0", "e-")
+    return f"{float(actual):.{len(quoted.split('.')[1])}f}"
+
+
+@pytest.mark.parametrize("doc,pattern,read", CLAIMS, ids=[f"{d}:{p[:40]}" for d, p, _ in CLAIMS])
+def test_quoted_figure_is_the_committed_one(doc, pattern, read):
+    text = re.sub(r"\s+", " ", (ROOT / doc).read_text())
+    found = re.search(re.sub(r"\\s\+", " ", pattern), text)
+    assert found, f"{doc}: no sentence matches {pattern!r} (reworded? update the claim here)"
+    quoted = found.group(1)
+    assert quoted == _as_quoted(quoted, read()), f"{doc} quotes {quoted}; the committed file says {read()}"
+
+
+def test_every_picture_a_committed_page_shows_is_committed():
+    """A Markdown page in git links only pictures that are in git too (a copied report keeps its charts)."""
+    import subprocess
+
+    pages = subprocess.run(["git", "ls-files", "*.md"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    tracked = set(subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split())
+    missing = []
+    for page in pages:
+        for target in re.findall(r"!\[[^\]]*\]\(([^)\s]+)\)", (ROOT / page).read_text()):
+            if "://" in target:
+                continue
+            path = (ROOT / page).parent / target
+            rel = str(path.resolve().relative_to(ROOT)) if path.resolve().is_relative_to(ROOT) else target
+            if rel not in tracked:
+                missing.append(f"{page} -> {target}")
+    assert not missing, "pictures linked but not committed:\n" + "\n".join(missing)
