@@ -10,6 +10,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 from trinity import config
+from trinity.pipeline.workspace import timings_dir
 
 pytestmark = pytest.mark.integration
 
@@ -116,14 +117,16 @@ def test_frontier_stage_end_to_end_and_a_rerun_makes_no_pool_call(simulated):
     metrics = json.loads((Path(cfg.paths.metrics) / "frontier.json").read_text())
     assert metrics["enabled"] and set(metrics["heads"]) == {"cost_w0", "cost_w200"}
     train = metrics["training"]["cost_w200"]
-    assert train["generations_completed"] == 2 and train["calls"] > 0 and not train["resumed"]
+    assert train["generations_completed"] == 2 and train["calls"] > 0 and "resumed" not in train
+    facts = timings_dir(cfg, "frontier", "cost_w200") / "training.json"
+    assert json.loads(facts.read_text())["resumed"] is False
     assert (Path(cfg.paths.reports) / "frontier.png").stat().st_size > 0
 
     # the rerun: the weight resumes from its finished checkpoint, every chunk from the eval cache
     before = len(pools)
     again = frontier_stage.run(cfg)
     assert sum(p.calls for p in pools[before:]) == 0
-    assert json.loads((Path(cfg.paths.metrics) / "frontier.json").read_text())["training"]["cost_w200"]["resumed"]
+    assert json.loads(facts.read_text())["resumed"] is True
     assert again["table"].equals(out["table"])
 
     # the evaluate stage (same config) reports which head to serve, and finds the baselines' chunks done

@@ -19,3 +19,44 @@ def test_isolated_features_ignore_what_the_caches_hold(tmp_path):
     again = coord.precompute(texts, isolated=True)
     assert np.array_equal(first, again)
     assert np.array_equal(coord.precompute(texts[:1]), again[:1])  # isolated results replace cached ones
+
+
+def test_isolated_features_read_pinned_state_entries_and_nothing_else(tmp_path):
+    """A state file's features are pinned: an isolated computation reads them as they are (no forward pass
+    for them), while an ordinary cache entry of another prompt is recomputed."""
+    coord = _coordinator(tmp_path, "p")
+    texts = [t for _, t in _items(12)]
+    reference = coord.precompute(texts, isolated=True)
+    keys = [coord.cache.key(coord.engine.tokens(t), None) for t in texts]
+    marker = np.full(coord.hidden_size, 7.0, dtype=np.float32)
+    coord.cache.pin_many([(keys[0], marker)])            # as preload_state_cache does
+    coord.cache.put_many([(keys[1], marker)])            # an entry an earlier, non-isolated run left
+    before = coord.engine.stats["requests"], coord.engine.stats["computed_tokens"]
+    again = coord.precompute(texts, isolated=True)
+    assert np.array_equal(again[0], marker)
+    assert not np.array_equal(again[1], marker)          # recomputed, not read
+    assert np.allclose(again[1:], reference[1:], rtol=0, atol=1e-4 * np.abs(reference).max())
+    assert coord.engine.stats["computed_tokens"] > before[1]
+    only_pinned = coord.precompute(texts[:1], isolated=True)
+    assert np.array_equal(only_pinned[0], marker)
+
+
+def test_exact_fitness_features_do_not_depend_on_a_warm_feature_cache(tmp_path):
+    """Exact fitness on a recording reads every compiled transcript's feature: computed isolated, in fixed
+    slices, so a feature cache that earlier (non-isolated) runs filled cannot change a reward's last digits."""
+    from types import SimpleNamespace
+
+    from trinity.config_schema.evolve import Fitness
+    from trinity.pipeline.recorded import ExactEvaluator
+
+    texts = [t for _, t in _items(70)]       # more than one slice
+    world = SimpleNamespace(transcripts=texts, agents=("a", "b"))
+    cold = ExactEvaluator(_coordinator(tmp_path, "cold"), world, Fitness()).features()
+
+    warm_coord = _coordinator(tmp_path, "warm")
+    warm_coord.precompute(texts[::-1])                  # a warm cache, filled in other batches
+    keys = [warm_coord.cache.key(warm_coord.engine.tokens(t), None) for t in texts]
+    warm_coord.cache.put_many([(keys[3], np.ones(warm_coord.hidden_size))])
+    warm = ExactEvaluator(warm_coord, world, Fitness()).features()
+    assert warm.shape == (70, warm_coord.hidden_size)
+    assert np.array_equal(cold, warm)

@@ -108,15 +108,15 @@ def run(cfg: DictConfig, *, submit: evolve_stage.Submit = evolve_stage.inline_su
                                submit=submit, progress=progress, evolve=evolve, log=log, describe=describe):
         name, overrides, variant, plan = done.name, done.overrides, done.config, plans[done.name]
         result = done.out["result"]
-        # the variant's wall time is a run fact: beside its tables' run facts, not in metrics/ablations.json
-        _write_json(done.timings / "wall.json", {"wall_s": done.wall_s})
+        # the variant's wall time and whether it resumed from a checkpoint are run facts: beside its tables'
+        # run facts, not in metrics/ablations.json (a rerun in a warm checkout must write the same metrics)
+        _write_json(done.timings / "wall.json", {"wall_s": done.wall_s, "resumed": result.resumed})
         summary["variants"][name] = {
             "overrides": overrides, "strategy": str(variant.evolve.strategy), "budget": plan,
             "final_validation_reward": final_validation_reward(dest_root / name / "generations.parquet"),
             "best_validation_reward": result.best_validation_reward, "best_generation": result.best_generation,
             "x0_validation_reward": result.x0_validation_reward, "beats_x0": result.beats_x0,
             "generations_completed": result.generations_completed, "stop_reason": result.stop_reason,
-            "resumed": result.resumed,
             **_totals(dest_root / name / "summary.json"),
         }
         log.info("ablation %s: done, best validation reward %s (generation %s), stop: %s", name,

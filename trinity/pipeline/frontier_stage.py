@@ -159,12 +159,13 @@ def train(cfg: DictConfig, chosen: dict, dest: Path, *, submit, progress, evolve
         calls, hits = totals.get("calls") or 0, measured.get("cache_hits") or 0
         out[name] = {"overrides": overrides, "best_validation_reward": r.best_validation_reward,
                      "best_generation": r.best_generation, "generations_completed": r.generations_completed,
-                     "stop_reason": r.stop_reason, "resumed": r.resumed, "episodes": totals.get("episodes"),
+                     "stop_reason": r.stop_reason, "episodes": totals.get("episodes"),
                      "calls": calls}
-        # run facts (wall time, response-cache hits, paid cost): beside the tables' run facts, outside DVC's outputs
+        # run facts (wall time, resumed or not, response-cache hits, paid cost): beside the tables' run facts,
+        # outside DVC's outputs
         wall = done.wall_s
-        _write_json(timings / "training.json", {"wall_s": wall, "cache_hits": hits, "pool_calls": calls - hits,
-                                                "paid_usd": measured.get("cost_usd")})
+        _write_json(timings / "training.json", {"wall_s": wall, "resumed": r.resumed, "cache_hits": hits,
+                                                "pool_calls": calls - hits, "paid_usd": measured.get("cost_usd")})
         log.info("frontier %s: done in %.1f s, best validation reward %s, %d of %d calls from the response cache", name,
                  wall, r.best_validation_reward, hits, calls)
         _write_json(metrics_path, {"enabled": True, "training": out})   # where a long stage is

@@ -113,11 +113,18 @@ class ExactEvaluator:
         self._features: np.ndarray | None = None
 
     def features(self) -> np.ndarray:
-        """Raw backbone features of every compiled transcript (from the feature cache the states stage filled)."""
+        """Raw backbone features of every compiled transcript: the states stage's (pinned in the feature
+        cache) where it computed them, else computed isolated in fixed slices (a variant that reads another
+        token position), so the bytes never depend on what the feature cache held from earlier runs."""
+        from trinity.pipeline.state_files import STATE_SLICE
+
         n = len(self.world.transcripts)
         have = 0 if self._features is None else len(self._features)
         if self._features is None or have < n:   # None with no transcript: precompute gives (0, hidden)
-            new = self.coord.precompute(self.world.transcripts[have:])
+            todo = self.world.transcripts[have:]
+            parts = [self.coord.precompute(todo[i:i + STATE_SLICE], isolated=True)
+                     for i in range(0, len(todo), STATE_SLICE)] or [self.coord.precompute([])]
+            new = np.concatenate(parts)
             self._features = new if self._features is None else np.concatenate([self._features, new])
         return self._features
 

@@ -107,8 +107,9 @@ def read_state_cache(path: str | os.PathLike) -> tuple[list[str], np.ndarray, di
 
 
 def preload_state_cache(coord: Coordinator, path: str | os.PathLike) -> int:
-    """Put a state cache's features into the coordinator's feature cache; returns how many."""
+    """Put a state cache's features into the coordinator's feature cache, pinned (an isolated computation
+    reads them: their bytes depend only on their prompts); returns how many."""
     uids, features, index = read_state_cache(path)
     check_metadata(index, coord.state_identity(), path)
-    coord.cache.put_many(list(zip(index["cache_keys"], features)))
+    coord.cache.pin_many(list(zip(index["cache_keys"], features)))
     return len(uids)

@@ -3,6 +3,10 @@
 A key is the SHA-256 of the backbone identity (id, revision, dtype, token position, SVF matrices), the
 prompt's token ids and the candidate's SVF offsets (none for the plain backbone). Identical prompts
 are therefore computed once per backbone, across candidates, generations and runs.
+
+Pinned entries (`pin_many`) are features read from the cache_states stage's files: their bytes depend only
+on their prompts, so an isolated computation (FeatureEngine.features(isolated=True)) may read them where it
+reads nothing else of the cache.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ class FeatureCache:
         self._db: sqlite3.Connection | None = None
         self.disk_path = Path(disk_path) if disk_path else None
         self.hits = {"memory": 0, "disk": 0, "miss": 0}
+        self._pinned: dict[str, np.ndarray] = {}
 
     def key(self, token_ids: Sequence[int] | np.ndarray, svf_deltas: np.ndarray | None) -> str:
         h = hashlib.sha256(self.namespace.encode())
@@ -67,6 +72,18 @@ class FeatureCache:
             if db is not None and rows:
                 with db:
                     db.executemany("INSERT OR REPLACE INTO features (key, vec) VALUES (?, ?)", rows)
+
+    def pin_many(self, items: Sequence[tuple[str, np.ndarray]]) -> None:
+        """Keep features whose bytes depend only on their prompts (a state file's), never evicted; they are
+        also put into the cache as usual."""
+        items = [(key, np.asarray(vec, dtype=np.float32)) for key, vec in items]
+        with self._lock:
+            self._pinned.update(items)
+        self.put_many(items)
+
+    def pinned(self, key: str) -> np.ndarray | None:
+        with self._lock:
+            return self._pinned.get(key)
 
     def clear_memory(self) -> None:
         with self._lock:

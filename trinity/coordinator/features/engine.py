@@ -104,9 +104,10 @@ class FeatureEngine:
         """Features of many requests, (n, d) float32, in request order.
 
         `isolated=True` gives bytes that depend only on the requests (and backbone, dtype, device class,
-        max_batch, max_padding), never on earlier calls: the content cache is not read and prefix reuse
-        starts from an empty store, so which prompts were computed before, in which batches, cannot
-        change the rounding (the cache_states stage). The results still go into the content cache."""
+        max_batch, max_padding), never on earlier calls: of the content cache only its pinned entries (the
+        state files' features, themselves computed isolated) are read, and prefix reuse starts from an empty
+        store, so which prompts were computed before, in which batches, cannot change the rounding (the
+        cache_states stage, exact fitness on a recording). The results still go into the content cache."""
         with self._lock, torch.inference_mode():
             batch = [r if isinstance(r, FeatureRequest) else FeatureRequest(r) for r in requests]
             if not isolated:
@@ -145,9 +146,9 @@ class FeatureEngine:
         for job in jobs:
             ident = (job.tokens.tobytes(), None if job.deltas is None else job.deltas.tobytes())
             if ident not in unique:
-                if self.cache is not None and read_cache:
+                if self.cache is not None:
                     assert job.key is not None  # every job has a key when there is a cache
-                    job.feature = self.cache.get(job.key)
+                    job.feature = self.cache.get(job.key) if read_cache else self.cache.pinned(job.key)
                 unique[ident] = job
             sources.append(unique[ident])
         todo = [j for j in unique.values() if j.feature is None]
