@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import polars as pl
 import pytest
 from omegaconf import OmegaConf
@@ -48,6 +49,38 @@ def test_states_cover_every_transcript_of_the_recording(recorded_cfg):
     index = json.loads(open(f"{recorded_cfg.paths.states}/{cache_states_stage.RECORDED_STATES}.json").read())
     # every Worker answer with an idea adds a transcript: 3 per item at K = 2
     assert index["count"] == 3 * 7
+
+
+def test_states_at_the_ablations_positions_serve_the_last_token_variant_without_a_forward_pass(recorded_cfg, tmp_path):
+    """With the last-token ablation enabled, cache_states also writes every file at token position -1 (one
+    pass per prompt); the variant's coordinator preloads them and exact fitness computes no feature."""
+    from pathlib import Path
+
+    from trinity.config import apply_overrides
+    from trinity.pipeline import cache_states_stage, evolve_stage
+    from trinity.pipeline.state_files import read_state_cache
+
+    cfg = recorded_cfg.copy()
+    cfg.paths.states, cfg.paths.cache = str(tmp_path / "states"), str(tmp_path / "cache")
+    cfg.ablations.enabled, cfg.ablations.variants = True, ["last_token", "no_roles"]
+    assert cache_states_stage.token_positions(cfg) == [-2, -1]
+    out = cache_states_stage.run(cfg)
+    assert out["other_token_positions"] == [-1]
+    for name in ("gsm8k", cache_states_stage.RECORDED_STATES):
+        uids, main, index = read_state_cache(Path(cfg.paths.states) / f"{name}.safetensors")
+        uids_at, last, index_at = read_state_cache(Path(cfg.paths.states) / f"{name}@-1.safetensors")
+        assert uids_at == uids and index["token_position"] == -2 and index_at["token_position"] == -1
+        assert last.shape == main.shape and not np.allclose(last, main)
+    variant = apply_overrides(cfg, {"coordinator.token_position": -1}, where="test")
+    ctx = RolloutContext.get(variant)
+    evaluator = evolve_stage.exact_evaluator(variant, ctx)
+    evaluator.world.compiled(cache_states_stage.by_suite_items(variant, list(variant.tasks.train)))
+    before = ctx.coordinator.engine.stats["computed_tokens"]
+    features = evaluator.features()
+    assert len(features) > 0 and ctx.coordinator.engine.stats["computed_tokens"] == before   # all preloaded
+    # the -1 states equal what the variant's coordinator computes itself, up to float rounding
+    own = ctx.coordinator.precompute(evaluator.world.transcripts[:5], isolated=False)
+    assert np.allclose(features[:5], own, rtol=0, atol=1e-4 * np.abs(own).max())
 
 
 @pytest.mark.parametrize("estimate", ["exact", "sampled"])

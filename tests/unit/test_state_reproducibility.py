@@ -8,6 +8,8 @@ import numpy as np
 
 
 from state_reproducibility_support import _items, _coordinator
+from trinity import config
+from trinity.assembly.coordinator import coordinator_from_config
 
 
 def test_isolated_features_ignore_what_the_caches_hold(tmp_path):
@@ -60,3 +62,23 @@ def test_exact_fitness_features_do_not_depend_on_a_warm_feature_cache(tmp_path):
     warm = ExactEvaluator(warm_coord, world, Fitness()).features()
     assert warm.shape == (70, warm_coord.hidden_size)
     assert np.array_equal(cold, warm)
+
+
+def test_features_at_several_positions_in_one_pass_match_each_position_alone(tmp_path):
+    """features_at reads every asked position from one forward pass per prompt: the configured one has the
+    same bytes as an isolated computation, another one equals what a coordinator reading it computes."""
+    from trinity.config import apply_overrides
+
+    coord = _coordinator(tmp_path, "a")
+    texts = [t for _, t in _items(30)]
+    both = coord.engine.features_at(texts, [-2, -1])
+    assert set(both) == {-2, -1} and both[-1].shape == (30, coord.hidden_size)
+    assert np.array_equal(both[-2], coord.engine.features_at(texts, [-2])[-2])
+    alone = coord.precompute(texts, isolated=True)
+    assert np.allclose(both[-2], alone, rtol=0, atol=1e-4 * np.abs(alone).max())
+    cfg = apply_overrides(config.compose(["experiment=local_live", f"paths.cache={tmp_path / 'b'}",
+                                          "coordinator.features.normalize=none"]),
+                          {"coordinator.token_position": -1}, where="test")
+    last = coordinator_from_config(cfg, backbone=coord.backbone).precompute(texts, isolated=True)
+    assert np.allclose(both[-1], last, rtol=0, atol=1e-4 * np.abs(last).max())
+    assert not np.allclose(both[-1], both[-2])

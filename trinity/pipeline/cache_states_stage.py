@@ -3,6 +3,11 @@
 The first turn's transcript is the shared message before any reference thought (task prompt +
 collaboration instructions), built by the protocol's own SharedMessage so it is exactly what the
 router reads at turn 0. Written per suite to `data/states/<suite>.safetensors` (on GPU when present).
+On a recording (pool=recorded) it also computes every later-turn transcript of the recording's trees
+(`recorded-transcripts.safetensors`), each suite's together with its first turns, so a later turn reuses the
+prefix of the turn it extends. Every token position the run reads (the configured one, and another that an
+enabled ablation reads, e.g. the last-token ablation's -1) comes from one forward pass per prompt; the other
+positions' files are named `<name>@<position>.safetensors`.
 
 It also measures how much of that feature depends on the prompt at all (feature_stats.py: norm of the
 mean feature, rms deviation from it, their ratio, same-suite and cross-suite cosines), over all cached
@@ -14,7 +19,7 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 from omegaconf import DictConfig
@@ -30,49 +35,73 @@ log = logging.getLogger("trinity.cache_states")
 
 def run(cfg: DictConfig, *, on_work: Listener | None = None, reuse_from: Sequence[str | Path] = (),
         changes: dict | None = None) -> dict:
-    """`on_work(label, done, total)`: the first-turn states computed so far (trinity.progress).
+    """`on_work(label, done, total)`: the states computed so far (trinity.progress).
 
     `reuse_from`: earlier states folders (a retraining run's earlier runs): a suite whose prompts, backbone,
     dtype and device class are the same as there is copied, not computed. `changes`, when given, is
     filled with {"reused": {suite: folder}, "computed": [suite, ...]}."""
     from trinity.assembly.coordinator import coordinator_from_config
-    from trinity.pipeline.state_files import reuse_state_cache, write_state_cache
+    from trinity.pipeline.state_files import features_at_positions, reuse_state_cache, save_state_cache
 
     protocol = ProtocolConfig.from_config(cfg.protocol)
     coord = coordinator_from_config(cfg)
+    views = position_views(cfg, coord)
     out_dir = Path(cfg.paths.states)
     out_dir.mkdir(parents=True, exist_ok=True)
+    for stale in out_dir.glob("*@*.*"):     # another position's files of an earlier run: written again below
+        stale.unlink()
     suites = list(dict.fromkeys(list(cfg.tasks.train) + list(cfg.tasks.transfer)))
     counts = {}
-    by_suite = {}
+    firsts, laters = {}, {}
     for suite in suites:
         # the items the run uses: every prepared item on a live pool, the recording's under pool=recorded (the
         # feature statistics are fitted on the same items' training split)
         items = by_suite_items(cfg, [suite])
-        by_suite[suite] = [(it.uid, first_turn_transcript(protocol, it.prompt)) for it in items]
+        firsts[suite] = [(it.uid, first_turn_transcript(protocol, it.prompt)) for it in items]
+        # pool=recorded: every later-turn transcript of the recording's trees, so that evolution on the
+        # recording (SVF off) runs no backbone forward pass at all
+        laters[suite] = recorded_transcripts(cfg, items)
     report = changes if changes is not None else {}
     report.update(reused={}, computed=[])
-    for suite, pairs in list(by_suite.items()):
-        earlier = reuse_state_cache(coord, pairs, out_dir / f"{suite}.safetensors", reuse_from) if reuse_from else None
+    for suite in list(firsts):
+        # an earlier run's file of the same inputs is copied (retraining); only with no other position to write
+        earlier = (reuse_state_cache(coord, firsts[suite], out_dir / f"{suite}.safetensors", reuse_from)
+                   if reuse_from and len(views) == 1 else None)
         if earlier is not None:
             report["reused"][suite] = str(earlier)
-            counts[suite] = len(by_suite.pop(suite))
+            counts[suite] = len(firsts[suite])
+            firsts[suite] = []                 # its recorded later turns, if any, are still computed below
             log.info("cache_states: %s: %d first-turn features reused from %s", suite, counts[suite], earlier)
-    with Progress("cache_states: first-turn states", sum(map(len, by_suite.values())), listeners=[on_work]) as bar:
-        for suite, pairs in by_suite.items():
+    later_pairs: list[tuple[str, str]] = []
+    later_features: dict[int, list[np.ndarray]] = {p: [] for p in views}
+    total = sum(len(firsts[s]) + len(laters[s]) for s in firsts)
+    with Progress("cache_states: states", total, listeners=[on_work]) as bar:
+        for suite, pairs in firsts.items():
+            # a suite's first turns and its recorded later turns in one computation: a later turn reuses the
+            # prefix of the turns it extends
+            computed = features_at_positions(coord, [t for _, t in pairs + laters[suite]], list(views),
+                                             progress=bar.advance)
+            for position, view in views.items():
+                later_features[position].append(_rows(computed[position], laters[suite], coord.hidden_size))
+            later_pairs += laters[suite]
+            if suite in report["reused"]:
+                continue
+            for position, view in views.items():
+                save_state_cache(view, pairs, _rows(computed[position], pairs, coord.hidden_size),
+                                 out_dir / f"{state_name(suite, position, coord)}.safetensors")
             report["computed"].append(suite)
-            write_state_cache(coord, pairs, out_dir / f"{suite}.safetensors", progress=bar.advance)
             counts[suite] = len(pairs)
             log.info("cache_states: %s: %d first-turn features", suite, len(pairs))
     counts = {suite: counts[suite] for suite in suites}   # suite order, however each was made
-    later = recorded_transcripts(cfg, by_suite_items(cfg, suites))
-    if later:
-        # pool=recorded: every later-turn transcript of the recording's trees, so that evolution on the
-        # recording (SVF off) runs no backbone forward pass at all
-        with Progress("cache_states: recorded transcripts", len(later), listeners=[on_work]) as bar:
-            write_state_cache(coord, later, out_dir / f"{RECORDED_STATES}.safetensors", progress=bar.advance)
-        counts[RECORDED_STATES] = len(later)
-        log.info("cache_states: %d later-turn transcripts of the recording", len(later))
+    if later_pairs:
+        for position, view in views.items():
+            save_state_cache(view, later_pairs, np.concatenate(later_features[position]),
+                             out_dir / f"{state_name(RECORDED_STATES, position, coord)}.safetensors")
+        counts[RECORDED_STATES] = len(later_pairs)
+        log.info("cache_states: %d later-turn transcripts of the recording", len(later_pairs))
+    if len(views) > 1:
+        log.info("cache_states: also at token position(s) %s, which ablations read (files <name>@<position>)",
+                 ", ".join(str(p) for p in views if p != coord.token_position))
     stats = write_feature_stats(out_dir, suites, Path(cfg.paths.metrics) / "states.json",
                                 seed=derive_seed(int(cfg.seed), "feature_stats"))
     log.info("cache_states: prompt-dependent share of the feature %s (mean norm %s, rms deviation %s), "
@@ -80,8 +109,47 @@ def run(cfg: DictConfig, *, on_work: Listener | None = None, reuse_from: Sequenc
                  "prompt_dependent_share", "mean_norm", "rms_deviation_norm", "cosine_same_suite", "cosine_cross_suite")))
     manifest = {"backbone": cfg.coordinator.backbone.id, "token_position": cfg.coordinator.token_position,
                 "hidden_size": coord.hidden_size, "counts": counts, "feature_stats": stats}
+    if len(views) > 1:
+        manifest["other_token_positions"] = [p for p in views if p != coord.token_position]
     (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=2))
     return {"path": str(out_dir), "count": sum(counts.values()), **manifest}
+
+
+def token_positions(cfg: DictConfig) -> list[int]:
+    """The configured token position, then every other one that an enabled ablation of the same backbone
+    reads (the last-token ablation): cache_states computes them all in one pass, so no variant recomputes."""
+    positions = [int(cfg.coordinator.token_position)]
+    ablations = cfg.get("ablations")
+    if ablations is not None and ablations.get("enabled"):
+        definitions = ablations.get("definitions") or {}
+        for name in ablations.get("variants") or []:
+            overrides = definitions.get(name) or {}
+            position = overrides.get("coordinator.token_position")
+            if position is not None and not any(str(k).startswith("coordinator.backbone") for k in overrides):
+                positions.append(int(position))
+    return list(dict.fromkeys(positions))
+
+
+def position_views(cfg: DictConfig, coord: Any) -> dict[int, Any]:
+    """{token position: a coordinator that reads it} sharing `coord`'s backbone: its content-cache keys and
+    state identity name the files of that position."""
+    from trinity.assembly.coordinator import coordinator_from_config
+    from trinity.config import apply_overrides
+
+    views = {coord.token_position: coord}
+    for position in token_positions(cfg)[1:]:
+        other = apply_overrides(cfg, {"coordinator.token_position": position}, where="ablations.definitions")
+        views[position] = coordinator_from_config(other, backbone=coord.backbone)
+    return views
+
+
+def state_name(name: str, position: int, coord: Any) -> str:
+    """`<name>` at the configured token position, `<name>@<position>` at another one."""
+    return name if position == coord.token_position else f"{name}@{position}"
+
+
+def _rows(by_text: dict[str, np.ndarray], pairs: Sequence[tuple[str, str]], hidden: int) -> np.ndarray:
+    return np.stack([by_text[t] for _, t in pairs]) if pairs else np.zeros((0, hidden), dtype=np.float32)
 
 
 RECORDED_STATES = "recorded-transcripts"

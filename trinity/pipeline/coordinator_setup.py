@@ -73,6 +73,10 @@ def fit_feature_norm(states_dir: str | Path, prepared_dir: str | Path, train_sui
     blocks: list[np.ndarray] = []
     for suite in [str(s) for s in train_suites]:
         path = states_dir / f"{suite}.safetensors"
+        position = (expect or {}).get("token_position")
+        at_position = states_dir / f"{suite}@{position}.safetensors"   # cache_states wrote the ablations' positions
+        if position is not None and at_position.is_file() and at_position.with_suffix(".json").is_file():
+            path = at_position
         if not path.is_file() or not path.with_suffix(".json").is_file():
             raise FeatureNormError(
                 f"{KEY}=standardize|rebalance needs the training split's first-turn states, but {path} does not exist: "

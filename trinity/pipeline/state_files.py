@@ -38,11 +38,6 @@ def write_state_cache(coord: Coordinator, items: Sequence[tuple[str, str]], out_
                       progress: Callable[[int], None] | None = None) -> Path:
     """Features of (uid, first-turn transcript) pairs into `out_path` (+ a JSON index); returns the path.
     `progress(n)` after each slice of n prompts."""
-    out_path = Path(out_path)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    uids = [uid for uid, _ in items]
-    if len(set(uids)) != len(uids):
-        raise ValueError("write_state_cache: uids must be unique")
     texts = [text for _, text in items]
     parts = []
     for start in range(0, len(texts), STATE_SLICE):
@@ -50,10 +45,39 @@ def write_state_cache(coord: Coordinator, items: Sequence[tuple[str, str]], out_
         if progress is not None:
             progress(len(parts[-1]))
     features = np.concatenate(parts) if parts else coord.precompute([])
+    return save_state_cache(coord, items, features, out_path)
+
+
+def features_at_positions(coord: Coordinator, texts: Sequence[str], positions: Sequence[int],
+                          progress: Callable[[int], None] | None = None) -> dict[int, dict[str, np.ndarray]]:
+    """{position: {text: feature}} of distinct prompts at several token positions, one forward pass per prompt.
+    The prompts go in sorted order, so the turns of one task (which extend its first turn) share a slice and
+    reuse its prefix; each slice is computed isolated, so the bytes depend only on the prompts and positions."""
+    ordered = sorted(set(texts))
+    out: dict[int, dict[str, np.ndarray]] = {int(p): {} for p in positions}
+    for start in range(0, len(ordered), STATE_SLICE):
+        part = ordered[start:start + STATE_SLICE]
+        for position, features in coord.engine.features_at(part, list(out)).items():
+            out[position].update(zip(part, features))
+        if progress is not None:
+            progress(len(part))
+    return out
+
+
+def save_state_cache(coord: Coordinator, items: Sequence[tuple[str, str]], features: np.ndarray,
+                     out_path: str | os.PathLike) -> Path:
+    """Write features of (uid, transcript) pairs, computed as `coord` reads them (its token position), into
+    `out_path` (+ a JSON index with the content-cache keys in `coord`'s namespace); returns the path."""
+    out_path = Path(out_path)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    uids = [uid for uid, _ in items]
+    if len(set(uids)) != len(uids):
+        raise ValueError("write_state_cache: uids must be unique")
     keys = [coord.cache.key(coord.engine.tokens(text), None) for _, text in items]
     meta = coord.state_identity()
     tmp = out_path.with_name(out_path.name + f".partial-{os.getpid()}")
-    save_file({"features": torch.as_tensor(features)}, str(tmp), metadata={"trinity": json.dumps(meta)})
+    save_file({"features": torch.as_tensor(np.asarray(features, dtype=np.float32))}, str(tmp),
+              metadata={"trinity": json.dumps(meta)})
     os.replace(tmp, out_path)
     index = {**meta, "count": len(uids), "uids": uids, "cache_keys": keys,
              "inputs_sha256": state_inputs_sha256(coord, uids, keys), "sha256": sha256_file(out_path)}

@@ -22,6 +22,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n-ctx", type=int, default=4096)
     ap.add_argument("--n-parallel", type=int, default=4)
     ap.add_argument("--threads", type=int, default=2)
+    # speculative decoding: a small draft model of the same tokenizer proposes tokens that the served model
+    # checks in one batch; the served model's sampler decides every token, so replies keep its distribution
+    ap.add_argument("--draft-model-path", default=None)
+    ap.add_argument("--draft-max", type=int, default=8, help="tokens the draft proposes per step")
+    ap.add_argument("--draft-min", type=int, default=0)
+    ap.add_argument("--draft-p-min", type=float, default=0.75, help="stop drafting below this draft probability")
+    ap.add_argument("--ngram", action="store_true", help="draft from n-grams already in the context instead")
     args = ap.parse_args(argv)
 
     import xllamacpp
@@ -37,6 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     params.cpuparams.n_threads = args.threads
     params.cpuparams_batch.n_threads = args.threads
     params.endpoint_metrics = True
+    _speculative(params, args, xllamacpp)
 
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -46,6 +54,19 @@ def main(argv: list[str] | None = None) -> int:
     stop.wait()
     del server
     return 0
+
+
+def _speculative(params, args, xllamacpp) -> None:
+    kinds = xllamacpp.common_speculative_type
+    spec = params.speculative
+    if args.draft_model_path:
+        spec.types = [kinds.COMMON_SPECULATIVE_TYPE_DRAFT_SIMPLE]
+        spec.draft.mparams.path = args.draft_model_path
+        spec.draft.n_max, spec.draft.n_min, spec.draft.p_min = args.draft_max, args.draft_min, args.draft_p_min
+        spec.draft.cpuparams.n_threads = args.threads
+        spec.draft.cpuparams_batch.n_threads = args.threads
+    elif args.ngram:
+        spec.types = [kinds.COMMON_SPECULATIVE_TYPE_NGRAM_MOD]
 
 
 if __name__ == "__main__":

@@ -57,6 +57,7 @@ class _Job:
     key: str | None
     feature: np.ndarray | None = None
     entering: torch.Tensor | None = None
+    others: dict[int, np.ndarray] | None = None   # features at the other token positions asked for (features_at)
 
 
 class FeatureEngine:
@@ -83,6 +84,7 @@ class FeatureEngine:
         self.prefix_store = PrefixStore(prefix_tokens) if reuse else None
         self.pad_id = _pad_id(backbone.tokenizer)
         self._lock = threading.Lock()
+        self._other_positions: tuple[int, ...] = ()   # set for one features_at call
         self.stats = {"requests": 0, "computed_tokens": 0, "reused_tokens": 0, "forward_passes": 0, "svf_rows": 0}
         self._partial_svf = self.svf is not None and self.svf.reuses_activations
         if self._partial_svf and not self._partial_svf_matches_full():
@@ -96,8 +98,9 @@ class FeatureEngine:
 
     def tokens(self, transcript: str) -> np.ndarray:
         ids = np.asarray(self.renderer.token_ids(transcript), dtype=np.int64)
-        if self._feature_index(len(ids)) is None:
-            raise FeatureError(f"the coordinator prompt has {len(ids)} tokens, too few for token position {self.token_position}")
+        for position in (self.token_position, *self._other_positions):
+            if _index(len(ids), position) is None:
+                raise FeatureError(f"the coordinator prompt has {len(ids)} tokens, too few for token position {position}")
         return ids
 
     def features(self, requests: Sequence[FeatureRequest | str], *, isolated: bool = False) -> np.ndarray:
@@ -111,13 +114,35 @@ class FeatureEngine:
         with self._lock, torch.inference_mode():
             batch = [r if isinstance(r, FeatureRequest) else FeatureRequest(r) for r in requests]
             if not isolated:
-                return self._features(batch)
-            store = self.prefix_store
-            self.prefix_store = PrefixStore(store.max_tokens) if store is not None else None
+                return self._features(batch)[0]
+            return self._isolated(batch, read="pinned")[0]
+
+    def features_at(self, transcripts: Sequence[str], positions: Sequence[int]) -> dict[int, np.ndarray]:
+        """Isolated features of plain prompts at several token positions, {position: (n, d) float32}, from
+        one forward pass per prompt (the cache_states stage: the configured position and those that
+        ablations read). Nothing of the content cache is read; the configured position's features go
+        into it as usual. The bytes depend only on the prompts and the positions asked for."""
+        positions = tuple(dict.fromkeys(int(p) for p in positions))
+        with self._lock, torch.inference_mode():
+            self._other_positions = tuple(p for p in positions if p != self.token_position)
             try:
-                return self._features(batch, read_cache=False)
+                out, sources = self._isolated([FeatureRequest(t) for t in transcripts], read="none")
             finally:
-                self.prefix_store = store
+                self._other_positions = ()
+        result = {self.token_position: out} if self.token_position in positions else {}
+        for position in positions:
+            if position != self.token_position:
+                rows = [cast(dict, job.others)[position] for job in sources]
+                result[position] = np.stack(rows) if rows else np.empty((0, self.hidden_size), dtype=np.float32)
+        return result
+
+    def _isolated(self, batch: list[FeatureRequest], *, read: str) -> tuple[np.ndarray, list[_Job]]:
+        store = self.prefix_store
+        self.prefix_store = PrefixStore(store.max_tokens) if store is not None else None
+        try:
+            return self._features(batch, read=read)
+        finally:
+            self.prefix_store = store
 
     def reference_feature(self, transcript: str, svf_deltas: np.ndarray | None = None) -> np.ndarray:
         """The plain forward of one prompt: no cache, no prefix reuse, no batching (the ground truth)."""
@@ -134,7 +159,9 @@ class FeatureEngine:
             return _to_numpy(out.last_hidden_state[0, self._feature_index(len(ids))])
 
     # ------------------------------------------------------------------ orchestration
-    def _features(self, requests: list[FeatureRequest], *, read_cache: bool = True) -> np.ndarray:
+    def _features(self, requests: list[FeatureRequest], *, read: str = "all") -> tuple[np.ndarray, list[_Job]]:
+        """(features in request order, the job that served each request); `read`: which content-cache
+        entries may serve a request (all | pinned | none)."""
         self.stats["requests"] += len(requests)
         jobs = []
         for r in requests:
@@ -146,9 +173,9 @@ class FeatureEngine:
         for job in jobs:
             ident = (job.tokens.tobytes(), None if job.deltas is None else job.deltas.tobytes())
             if ident not in unique:
-                if self.cache is not None:
+                if self.cache is not None and read != "none":
                     assert job.key is not None  # every job has a key when there is a cache
-                    job.feature = self.cache.get(job.key) if read_cache else self.cache.pinned(job.key)
+                    job.feature = self.cache.get(job.key) if read == "all" else self.cache.pinned(job.key)
                 unique[ident] = job
             sources.append(unique[ident])
         todo = [j for j in unique.values() if j.feature is None]
@@ -173,7 +200,7 @@ class FeatureEngine:
         out = np.empty((len(jobs), self.hidden_size), dtype=np.float32)
         for i, source in enumerate(sources):
             out[i] = source.feature
-        return out
+        return out, sources
 
     def _effective_deltas(self, deltas: np.ndarray | None) -> np.ndarray | None:
         if self.svf is None or deltas is None:
@@ -190,8 +217,7 @@ class FeatureEngine:
         return self.svf
 
     def _feature_index(self, length: int) -> int | None:
-        index = length + self.token_position if self.token_position < 0 else self.token_position
-        return index if 0 <= index < length else None
+        return _index(length, self.token_position)
 
     # ------------------------------------------------------------------ base pass (plain backbone)
     def _run_base(self, jobs: list[_Job], *, want_entering: bool) -> None:
@@ -209,10 +235,10 @@ class FeatureEngine:
     def _reusable(self, job: _Job, want_entering: bool) -> tuple[PrefixEntry | None, int]:
         """The stored prompt whose KV this job can reuse, and how many of its tokens."""
         entry, common = self.prefix_store.lookup(job.tokens) if self.prefix_store is not None else (None, 0)
-        # The feature token itself must be recomputed: its final hidden state is not in a KV cache.
-        index = self._feature_index(len(job.tokens))
-        assert index is not None  # self.tokens() refused prompts without one
-        reuse = min(common, index)
+        # The feature tokens themselves must be recomputed: their final hidden states are not in a KV cache.
+        indices = [_index(len(job.tokens), p) for p in (self.token_position, *self._other_positions)]
+        assert None not in indices  # self.tokens() refused prompts without them
+        reuse = min(common, *cast(list, indices))
         if entry is None or reuse <= 0 or (want_entering and entry.entering is None):
             return None, 0
         return entry, reuse
@@ -264,6 +290,9 @@ class FeatureEngine:
             index = self._feature_index(len(job.tokens))
             assert index is not None  # self.tokens() refused prompts without one
             job.feature = _to_numpy(hidden[i, index - p])
+            if self._other_positions:
+                job.others = {q: _to_numpy(hidden[i, cast(int, _index(len(job.tokens), q)) - p])
+                              for q in self._other_positions}
             if want_entering:
                 rows = captured[0][i, :n]
                 if entry is None:
@@ -358,6 +387,12 @@ class FeatureEngine:
         self.stats = {k: 0 for k in self.stats}
         full = self.reference_feature(text, deltas)
         return bool(np.max(np.abs(job.feature - full)) <= 1e-4 * max(1.0, float(np.max(np.abs(full)))))
+
+
+def _index(length: int, position: int) -> int | None:
+    """The index of token `position` (negative: from the end) in a prompt of `length` tokens; None outside."""
+    index = length + position if position < 0 else position
+    return index if 0 <= index < length else None
 
 
 def _pad_id(tokenizer: Any) -> int:
