@@ -135,9 +135,13 @@ def test_last_token_variant_never_reads_the_default_position_states(scripted):  
     main = RolloutContext.get(cfg).coordinator
     preloaded = len(main.cache._memory)
     assert preloaded > 0  # the default token position uses the precomputed first-turn states
-    for name in ("last_token", "svf"):
-        coord = RolloutContext.get(variants[name][1]).coordinator
-        assert len(coord.cache._memory) == 0, name
+    svf = RolloutContext.get(variants["svf"][1]).coordinator
+    assert len(svf.cache._memory) == 0                 # SVF: every candidate reads its own features
+    # last token: cache_states wrote its position too (<suite>@-1); it preloads those and nothing else
+    last = RolloutContext.get(variants["last_token"][1]).coordinator
+    own = {k for p in Path(cfg.paths.states).glob("*@-1.json") for k in json.loads(p.read_text())["cache_keys"]}
+    assert own and set(last.cache._memory) == own
+    for coord in (svf, last):
         assert coord.cache.namespace != main.cache.namespace  # and their cache keys never collide
     no_roles = RolloutContext.get(variants["no_roles"][1]).coordinator
     assert len(no_roles.cache._memory) == preloaded and no_roles.cache.namespace == main.cache.namespace
