@@ -25,7 +25,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import yaml
 
@@ -174,6 +174,28 @@ def _stop(proc: subprocess.Popen) -> None:
         proc.wait(timeout=10)
 
 
+def recording_folder(cfg: Any, root: Path) -> Path | None:
+    """Make the frozen `record` stage's output exist for a run that replays no recording from it.
+
+    dvc.yaml's stages depend on `<record.dir>/<record.name>` (the recording, so that the states and every later
+    stage rerun when it grows), and `dvc repro` verifies a frozen stage's output, so a run on a live or
+    simulated pool, which has no recording, would stop there. An empty folder stands for "no recording": git
+    does not track it, a replay from it says "not a recording", and `trinity record` with the same pool fills
+    it. Returns the folder made (None when it exists). A pool that replays this very recording and misses it is
+    an error naming the recording."""
+    folder = root / str(cfg.record.dir) / str(cfg.record.name)
+    if folder.exists():
+        return None
+    replay = cfg.pool.get("replay")
+    if replay is not None and (root / str(replay.recording)).resolve() == folder.resolve():
+        raise TrinityError(f"the recording this run replays, {folder.relative_to(root)}, does not exist: make it "
+                           f"with `trinity record` (or check pool.replay.recording and record.name)")
+    folder.mkdir(parents=True)
+    print(f"{folder.relative_to(root)}: made empty (this pool replays no recording; `trinity record` fills it)",
+          flush=True)
+    return folder
+
+
 def run(words: list[str], *, force: bool = False, dry: bool = False, root: Path | None = None,
         keep_server: bool = False, server: bool = True) -> int:
     from trinity import config
@@ -182,6 +204,7 @@ def run(words: list[str], *, force: bool = False, dry: bool = False, root: Path 
     stages, overrides = split_targets(words, stage_names(root))
     cfg = config.compose(overrides)      # a bad override stops here, before params.yaml is touched
     config.check_api_keys(cfg)
+    recording_folder(cfg, root)
     changed = write_params(config.to_yaml(cfg), root / "params.yaml")
     print(f"params.yaml {'updated' if changed else 'unchanged'}; running: "
           f"dvc repro{' --force' if force else ''}{' --dry' if dry else ''} {' '.join(stages)}".rstrip(),

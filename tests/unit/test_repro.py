@@ -42,3 +42,20 @@ def test_repro_command_uses_this_environments_dvc():
     cmd = repro.repro_command(["evolve"], force=True, dry=True)
     assert cmd[1:] == ["repro", "--force", "--dry", "evolve"]
     assert Path(cmd[0]).name == "dvc"
+
+
+def test_a_run_without_a_recording_gets_an_empty_recording_folder_and_a_missing_replay_is_an_error(tmp_path):
+    """dvc.yaml's stages depend on <record.dir>/<record.name>: a live or simulated pool has no recording, so
+    `trinity run` makes the folder empty (else `dvc repro` stops at the frozen record stage); a pool that replays
+    that very recording and misses it is an error naming it."""
+    from trinity import config
+
+    live = config.compose(["experiment=routing_benchmark"])
+    made = repro.recording_folder(live, tmp_path)
+    assert made == tmp_path / "data" / "recordings" / str(live.record.name) and made.is_dir()
+    assert not any(made.iterdir())
+    assert repro.recording_folder(live, tmp_path) is None          # there now: nothing to do
+    replayed = config.compose(["experiment=local_small"])
+    with pytest.raises(TrinityError, match="local-small, does not exist"):
+        repro.recording_folder(replayed, tmp_path)
+    assert not (tmp_path / "data" / "recordings" / "local-small").exists()
