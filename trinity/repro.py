@@ -204,7 +204,8 @@ def run(words: list[str], *, force: bool = False, dry: bool = False, root: Path 
     stages, overrides = split_targets(words, stage_names(root))
     cfg = config.compose(overrides)      # a bad override stops here, before params.yaml is touched
     config.check_api_keys(cfg)
-    recording_folder(cfg, root)
+    if "record" in stage_names(root):     # the project's pipeline (not another dvc.yaml trinity runs)
+        recording_folder(cfg, root)
     changed = write_params(config.to_yaml(cfg), root / "params.yaml")
     print(f"params.yaml {'updated' if changed else 'unchanged'}; running: "
           f"dvc repro{' --force' if force else ''}{' --dry' if dry else ''} {' '.join(stages)}".rstrip(),
