@@ -113,3 +113,72 @@ def test_rules_between_keys():
         config.validate(config.compose(["experiment=local_live", "evolve=reinforce", "coordinator.svf.enabled=true"], validate_cfg=False))
     with pytest.raises(ConfigError, match=r"coordinator\.roles.*worker"):
         conform(config.compose(["experiment=local_live", "coordinator.roles=[thinker]"], validate_cfg=False))
+
+
+def _structured_merge(container: dict) -> TrinityConfig:
+    """The conversion OmegaConf's structured configs make (the schema merged with the config, then built as
+    objects): the reference the schema walk of `conform` must agree with."""
+    from omegaconf import DictConfig
+
+    def writable(node):
+        OmegaConf.set_readonly(node, None)
+        for key in node:
+            child = node._get_node(key)
+            if isinstance(child, DictConfig):
+                writable(child)
+        return node
+
+    return OmegaConf.to_object(OmegaConf.merge(writable(OmegaConf.structured(TrinityConfig)), container))
+
+
+@pytest.mark.parametrize("overrides", [["experiment=local_small"], ["experiment=routing_benchmark"],
+                                       ["experiment=paper"], ["experiment=local_agents"], ["pool=openai_compatible_example"],
+                                       ["evolve=reinforce", "coordinator.svf.enabled=false"], ["serve.roles={thinker: {deny: [a]}}"]])
+def test_the_schema_walk_builds_what_omegaconf_structured_configs_build(overrides):
+    cfg = config.compose(overrides, validate_cfg=False)
+    container = OmegaConf.to_container(cfg, resolve=True)
+    assert conform(cfg) == _structured_merge(container)
+
+
+def test_the_schema_walk_converts_scalars_as_omegaconf_does_and_names_the_key():
+    from trinity.config_schema.coordinator import CoordinatorConfig
+    from trinity.config_schema.pool import PoolConfig, PoolModel
+    from trinity.config_schema.root import Ablations, Paths, Runner
+    from trinity.config_schema.tasks import TasksConfig
+
+    retry = section({"max_retries": "4", "backoff_base_s": 2, "jitter": "0.5"}, Retry, "pool.retry")
+    assert retry.max_retries == 4 and isinstance(retry.backoff_base_s, float) and retry.jitter == 0.5
+    assert section({"routing": "argmax", "backbone": {"id": "b"}}, CoordinatorConfig, "coordinator").routing \
+        is RoutingMode.argmax
+    assert section({"enabled": "yes"}, Ablations, "ablations").enabled is True
+    assert section({"cache": 7}, Paths, "paths").cache == "7"
+    model = {"model_id": "m", "base_url": "http://127.0.0.1:9/v1", "provider": "llamacpp"}
+    assert isinstance(section({"models": {"m": model}}, PoolConfig, "pool").models["m"], PoolModel)
+    with pytest.raises(ConfigError, match=r"'pool\.retry\.max_retries'.*'many'.*Integer"):
+        section({"max_retries": "many"}, Retry, "pool.retry")
+    with pytest.raises(ConfigError, match=r"'pool\.retry\.max_retries'.*Integer"):
+        section({"max_retries": 2.5}, Retry, "pool.retry")
+    with pytest.raises(ConfigError, match=r"'ablations\.enabled'.*not a valid bool"):
+        section({"enabled": "maybe"}, Ablations, "ablations")
+    with pytest.raises(ConfigError, match=r"'runner\.max_workers' must not be null"):
+        section({"max_workers": None}, Runner, "runner")
+    with pytest.raises(ConfigError, match=r"'tasks\.train' must be a list"):
+        section({"train": "mmlu"}, TasksConfig, "tasks")
+    with pytest.raises(ConfigError, match=r"'pool\.models\.m\.prot' is not a known key"):
+        section({"models": {"m": {**model, "prot": 1}}}, PoolConfig, "pool")
+    with pytest.raises(ConfigError, match=r"'coordinator\.backbone\.id' is mandatory"):
+        section({"backbone": {"source": "hf"}}, CoordinatorConfig, "coordinator")
+
+
+def test_a_partial_mapping_merges_onto_the_fields_default_as_omegaconf_merges():
+    """Keys a mapping leaves out keep the values of the field's own default (a non-empty dict, a nested
+    dataclass), as a merge of the config onto the schema keeps them."""
+    from trinity.config_schema.root import Retrain
+    from trinity.config_schema.serve import ServeConfig
+
+    reference = _structured_merge({"retrain": {"new_items": {"train": 3}}, "serve": {"limits": {"max_tokens": 9}},
+                                  "coordinator": {"backbone": {"id": "b"}}})
+    retrain = section({"new_items": {"train": 3}}, Retrain, "retrain")
+    assert retrain.new_items == {"train": 3, "validation": 0, "test": 0} == reference.retrain.new_items
+    serve = section({"limits": {"max_tokens": 9}}, ServeConfig, "serve")
+    assert serve.limits.max_tokens == 9 and serve.limits.max_turns is None and serve == reference.serve

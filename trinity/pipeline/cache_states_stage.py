@@ -41,7 +41,7 @@ def run(cfg: DictConfig, *, on_work: Listener | None = None, reuse_from: Sequenc
     dtype and device class are the same as there is copied, not computed. `changes`, when given, is
     filled with {"reused": {suite: folder}, "computed": [suite, ...]}."""
     from trinity.assembly.coordinator import coordinator_from_config
-    from trinity.pipeline.state_files import features_at_positions, reuse_state_cache, save_state_cache
+    from trinity.pipeline.state_files import features_at_positions, reuse_state_cache, rows, save_state_cache
 
     protocol = ProtocolConfig.from_config(cfg.protocol)
     coord = coordinator_from_config(cfg)
@@ -82,13 +82,13 @@ def run(cfg: DictConfig, *, on_work: Listener | None = None, reuse_from: Sequenc
             computed = features_at_positions(coord, [t for _, t in pairs + laters[suite]], list(views),
                                              progress=bar.advance)
             for position, view in views.items():
-                later_features[position].append(_rows(computed[position], laters[suite], coord.hidden_size))
+                later_features[position].append(rows(computed[position], laters[suite], coord.hidden_size))
             later_pairs += laters[suite]
             if suite in report["reused"]:
                 continue
             for position, view in views.items():
-                save_state_cache(view, pairs, _rows(computed[position], pairs, coord.hidden_size),
-                                 out_dir / f"{state_name(suite, position, coord)}.safetensors")
+                save_state_cache(view, pairs, rows(computed[position], pairs, coord.hidden_size),
+                                 state_file(out_dir, suite, position, coord))
             report["computed"].append(suite)
             counts[suite] = len(pairs)
             log.info("cache_states: %s: %d first-turn features", suite, len(pairs))
@@ -96,7 +96,7 @@ def run(cfg: DictConfig, *, on_work: Listener | None = None, reuse_from: Sequenc
     if later_pairs:
         for position, view in views.items():
             save_state_cache(view, later_pairs, np.concatenate(later_features[position]),
-                             out_dir / f"{state_name(RECORDED_STATES, position, coord)}.safetensors")
+                             state_file(out_dir, RECORDED_STATES, position, coord))
         counts[RECORDED_STATES] = len(later_pairs)
         log.info("cache_states: %d later-turn transcripts of the recording", len(later_pairs))
     if len(views) > 1:
@@ -143,13 +143,11 @@ def position_views(cfg: DictConfig, coord: Any) -> dict[int, Any]:
     return views
 
 
-def state_name(name: str, position: int, coord: Any) -> str:
-    """`<name>` at the configured token position, `<name>@<position>` at another one."""
-    return name if position == coord.token_position else f"{name}@{position}"
+def state_file(out_dir: Path, name: str, position: int, coord: Any) -> Path:
+    """The file of `name`'s states at `position` (trinity.pipeline.state_files.state_path names it)."""
+    from trinity.pipeline.state_files import state_path
 
-
-def _rows(by_text: dict[str, np.ndarray], pairs: Sequence[tuple[str, str]], hidden: int) -> np.ndarray:
-    return np.stack([by_text[t] for _, t in pairs]) if pairs else np.zeros((0, hidden), dtype=np.float32)
+    return state_path(out_dir, name, None if position == coord.token_position else position)
 
 
 RECORDED_STATES = "recorded-transcripts"

@@ -19,7 +19,7 @@ from trinity.coordinator.coordinator import Coordinator
 from trinity.coordinator.feature_norm import KEY, STATE_IDENTITY, FeatureNorm, FeatureNormError
 from trinity.episodes.protocol import first_turn_transcript
 from trinity.config_schema.protocol import ProtocolConfig
-from trinity.pipeline.state_files import read_state_cache
+from trinity.pipeline.state_files import read_state_cache, state_path
 from trinity.tasks.prepare import load_items
 
 log = logging.getLogger("trinity.coordinator.feature_norm")
@@ -72,9 +72,9 @@ def fit_feature_norm(states_dir: str | Path, prepared_dir: str | Path, train_sui
     states_dir = Path(states_dir)
     blocks: list[np.ndarray] = []
     for suite in [str(s) for s in train_suites]:
-        path = states_dir / f"{suite}.safetensors"
+        path = state_path(states_dir, suite)
         position = (expect or {}).get("token_position")
-        at_position = states_dir / f"{suite}@{position}.safetensors"   # cache_states wrote the ablations' positions
+        at_position = state_path(states_dir, suite, position)   # cache_states wrote the ablations' positions
         if position is not None and at_position.is_file() and at_position.with_suffix(".json").is_file():
             path = at_position
         if not path.is_file() or not path.with_suffix(".json").is_file():

@@ -34,18 +34,25 @@ if TYPE_CHECKING:
 STATE_SLICE = 64
 
 
+def state_path(states_dir: str | os.PathLike, name: str, position: int | None = None) -> Path:
+    """The one naming rule of state files: `<name>.safetensors` at the coordinator's own token position
+    (`position` None), `<name>@<position>.safetensors` at another position that an ablation reads."""
+    return Path(states_dir) / (f"{name}.safetensors" if position is None else f"{name}@{position}.safetensors")
+
+
 def write_state_cache(coord: Coordinator, items: Sequence[tuple[str, str]], out_path: str | os.PathLike,
                       progress: Callable[[int], None] | None = None) -> Path:
-    """Features of (uid, first-turn transcript) pairs into `out_path` (+ a JSON index); returns the path.
-    `progress(n)` after each slice of n prompts."""
-    texts = [text for _, text in items]
-    parts = []
-    for start in range(0, len(texts), STATE_SLICE):
-        parts.append(coord.precompute(texts[start:start + STATE_SLICE], isolated=True))
-        if progress is not None:
-            progress(len(parts[-1]))
-    features = np.concatenate(parts) if parts else coord.precompute([])
-    return save_state_cache(coord, items, features, out_path)
+    """Features of (uid, transcript) pairs at `coord`'s token position into `out_path` (+ a JSON index); returns
+    the path. The cache_states stage's own computation (`features_at_positions`, then `save_state_cache`) for
+    one set of prompts and one position. `progress(n)` after each slice of n prompts."""
+    position = coord.token_position
+    computed = features_at_positions(coord, [text for _, text in items], [position], progress)[position]
+    return save_state_cache(coord, items, rows(computed, items, coord.hidden_size), out_path)
+
+
+def rows(by_text: dict[str, np.ndarray], items: Sequence[tuple[str, str]], hidden: int) -> np.ndarray:
+    """The features of (uid, transcript) pairs in their order, from {transcript: feature}."""
+    return np.stack([by_text[t] for _, t in items]) if items else np.zeros((0, hidden), dtype=np.float32)
 
 
 def features_at_positions(coord: Coordinator, texts: Sequence[str], positions: Sequence[int],

@@ -1,0 +1,90 @@
+"""What reading a config costs: the typed schema object built by walking the schema's type hints
+(`trinity.config_schema.conform`, what every entry point runs) against OmegaConf's structured merge (the
+schema merged with the config, then built as objects: how it was built before), measured alternately on the
+same composed configs in one run; and a whole `compose` + `validate` per experiment in a fresh process,
+as every DVC stage, CLI command and test subprocess pays it.
+
+    python benchmarks/config_load.py [--rounds 3] [--experiments local_small,local_agents,routing_benchmark,paper]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def structured_merge(container: dict):
+    from omegaconf import DictConfig, OmegaConf
+
+    from trinity.config_schema import TrinityConfig
+
+    def writable(node):
+        OmegaConf.set_readonly(node, None)
+        for key in node:
+            child = node._get_node(key)
+            if isinstance(child, DictConfig):
+                writable(child)
+        return node
+
+    return OmegaConf.to_object(OmegaConf.merge(writable(OmegaConf.structured(TrinityConfig)), container))
+
+
+COLD = """
+import time
+t = time.perf_counter()
+from trinity import config
+cfg = config.compose({overrides!r})
+print(time.perf_counter() - t)
+"""
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--experiments", default="local_small,local_agents,routing_benchmark,paper")
+    args = ap.parse_args()
+    from omegaconf import OmegaConf
+
+    from trinity import config
+    from trinity.config_schema import conform
+
+    experiments = [e for e in args.experiments.split(",") if e]
+    containers = {e: OmegaConf.to_container(config.compose([f"experiment={e}"], validate_cfg=False), resolve=True)
+                  for e in experiments}
+    walk: list[float] = []
+    merge: list[float] = []
+    for _ in range(args.rounds):
+        for e, container in containers.items():
+            t = time.perf_counter()
+            typed = conform(container)
+            walk.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            reference = structured_merge(container)
+            merge.append(time.perf_counter() - t)
+            if typed != reference:
+                raise SystemExit(f"experiment={e}: the schema walk and the structured merge disagree")
+    w, m = statistics.median(walk), statistics.median(merge)
+    print(f"typed config of one composed config, median of {len(walk)} ({len(experiments)} experiments x "
+          f"{args.rounds} rounds, alternating):")
+    print(f"  schema walk (conform)      {w * 1000:8.1f} ms")
+    print(f"  OmegaConf structured merge {m * 1000:8.1f} ms")
+    print(f"  ratio                      {m / w:8.1f}x")
+    print("compose + validate in a fresh Python process (imports included), seconds:")
+    for e in experiments:
+        times = []
+        for _ in range(args.rounds):
+            out = subprocess.run([sys.executable, "-c", COLD.format(overrides=[f"experiment={e}"])], cwd=ROOT,
+                                 capture_output=True, text=True, check=True)
+            times.append(float(out.stdout.strip().splitlines()[-1]))
+        print(f"  experiment={e:<20} median {statistics.median(times):.2f}  (min {min(times):.2f}, max {max(times):.2f})")
+
+
+if __name__ == "__main__":
+    main()
