@@ -15,6 +15,11 @@ KEEP_SERVER ?=
 # time waiting on servers and subprocesses. Measured on the 2-core machine, the whole suite in one fresh clone each:
 # 998 s on one worker, 613 s on two (9cbf124); 621 s on two and 508 s on three (09044a7 and 83326e2).
 TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
+# Threads of torch, OpenMP and BLAS in each test process (and the subprocesses it starts): the workers are the
+# parallelism, and more threads than cores make each multi-threaded op spin and wait (measured on the 2-core machine
+# under the suite's load: a 1536x576 SVD 0.4 s on one thread, 5 s on two). `make test TEST_THREADS=` keeps the defaults.
+TEST_THREADS ?= 1
+TEST_ENV := $(if $(TEST_THREADS),OMP_NUM_THREADS=$(TEST_THREADS) MKL_NUM_THREADS=$(TEST_THREADS) OPENBLAS_NUM_THREADS=$(TEST_THREADS) POLARS_MAX_THREADS=$(TEST_THREADS),)
 export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS ?= 120
 export PREFECT_HOME ?= $(CURDIR)/.trinity/prefect
 export TOKENIZERS_PARALLELISM ?= false
@@ -89,7 +94,7 @@ replay: setup ## rerun the whole pipeline from the response cache alone (no pool
 	TRINITY_RESPONSE_CACHE=replay_only $(BIN)/trinity run --force experiment=$(EXPERIMENT) $(OVERRIDES)
 
 test: setup ## run the whole test suite, tests/unit/ and tests/integration/ (includes the real local-model tests marked slow) on TEST_WORKERS pytest-xdist workers; ends with the 15 slowest tests
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=15 $(PYTEST_ARGS); rc=$$?; \
+	$(TEST_ENV) $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=15 $(PYTEST_ARGS); rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$rc
 
 lint: $(STAMP_DEPS) ## ruff (undefined names, unused imports and variables, syntax errors) and mypy (types of trinity/ and flows/); settings in pyproject.toml
@@ -97,7 +102,7 @@ lint: $(STAMP_DEPS) ## ruff (undefined names, unused imports and variables, synt
 	$(BIN)/python -m mypy
 
 test-fast: setup ## the edit loop: every test but those marked slow (local models) or integration (real processes end to end), that is tests/unit/, one pytest worker per core
-	$(BIN)/python -m pytest -m "not slow and not integration" -n auto --dist loadfile $(PYTEST_ARGS); rc=$$?; [ $$rc -eq 5 ] && exit 1; exit $$rc
+	$(TEST_ENV) $(BIN)/python -m pytest -m "not slow and not integration" -n auto --dist loadfile $(PYTEST_ARGS); rc=$$?; [ $$rc -eq 5 ] && exit 1; exit $$rc
 
 pool-up: setup ## start the local pool's llama.cpp servers (one per model, loopback)
 	$(BIN)/trinity pool up

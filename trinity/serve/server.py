@@ -18,15 +18,18 @@ import asyncio
 import os
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import uvicorn
 from omegaconf import DictConfig
 
-from trinity.serve.app import create_app
-from trinity.serve.request_episode import EpisodeRunner, Runner
 from trinity.serve.preflight import check_saved_pool, reserve_port
 from trinity.serve.settings import ServeSettings
+
+if TYPE_CHECKING:
+    # imported where the app is built: they load torch and the backbone's libraries (seconds), and `serve`
+    # refuses a wrong coordinator or a taken port before that
+    from trinity.serve.request_episode import EpisodeRunner, Runner
 
 
 def build_app(cfg: DictConfig, coordinator_path: str | os.PathLike | None = None, *, frontier: Any = None,
@@ -38,6 +41,9 @@ def build_app(cfg: DictConfig, coordinator_path: str | os.PathLike | None = None
     another pool or backbone is refused (CoordinatorMismatchError). `backbone` and `pool` replace the
     configured ones (tests)."""
     import dataclasses
+
+    from trinity.serve.app import create_app
+    from trinity.serve.request_episode import EpisodeRunner
 
     from trinity.config_schema import group
     from trinity.coordinator.saved import coordinator_file
