@@ -142,7 +142,7 @@ def test_rollouts_on_a_local_dask_cluster_match_the_inline_run(run_cfg, prefect_
 
     from flows._common import rollout_runner
     from trinity.pipeline import cache_states_stage
-    from trinity.pipeline.evolve_stage import rollout_candidate
+    from trinity.pipeline.population import rollout_candidate
     from trinity.pipeline.suites import prepare_from_config
 
     cfg = run_cfg.copy()

@@ -27,7 +27,7 @@ from typing import Any, Callable, cast
 from omegaconf import DictConfig, OmegaConf
 
 from trinity import config as trinity_config
-from trinity.pipeline import evolve_stage
+from trinity.pipeline.population import Submit, inline_submit
 from trinity.pipeline.variants import train_variants
 from trinity.config_schema import group
 
@@ -83,7 +83,7 @@ def budget(cfg: DictConfig, popsize: int) -> dict[str, int]:
             "max_turns": int(cfg.protocol.max_turns)}
 
 
-def run(cfg: DictConfig, *, submit: evolve_stage.Submit = evolve_stage.inline_submit,
+def run(cfg: DictConfig, *, submit: Submit = inline_submit,
         progress: Callable[[dict], None] | None = None, evolve: Evolve | None = None) -> dict:
     """Train every selected variant (resuming), publish each, write metrics/ablations.json."""
     dest_root = ablations_dir(cfg)

@@ -3,8 +3,8 @@ parameters, rollouts on the pool.
 
 `run(cfg, submit=...)` is plain Python; the Prefect flow passes a `submit` that turns each
 candidate's rollout into a task on its task runner (threads or Dask). The loop's callbacks (see
-trinity.evolve.loop): `evaluate_population` (each candidate's rollouts on the generation's training
-items), `evaluate_mean` (an Evaluator, trinity.evolve.evaluators: the validation items routed by every
+trinity.evolve.loop): `evaluate_population` (a PopulationEvaluator, trinity.pipeline.population: each
+candidate's exact fitness or rollouts on the generation's training items), `evaluate_mean` (an Evaluator, trinity.evolve.evaluators: the validation items routed by every
 mode, sample and argmax), `save_coordinator`, and `describe_mean(generation, params)` (the mean's routing matrix on the
 validation items, from first-turn features, without pool calls).
 """
@@ -16,68 +16,23 @@ import json
 import logging
 import shutil
 from pathlib import Path
-from typing import Any, Callable, Iterator, cast
+from typing import Any, Callable, Iterator
 
 import numpy as np
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from trinity.config_schema.protocol import ProtocolConfig
-from trinity.episodes.trace import Trace
 from trinity.pipeline import items as item_sel
 from trinity.pipeline.mean_evaluators import ExactEvaluation, SampledEvaluator
+from trinity.pipeline.population import PopulationEvaluator, Submit, inline_submit
 from trinity.coordinator.saved import coordinator_file
-from trinity.pipeline.rollouts import RolloutContext, config_key, replay_misses, stop_on_replay_misses
+from trinity.pipeline.rollouts import RolloutContext, replay_misses, stop_on_replay_misses
 from trinity.pipeline.workspace import timings_dir
 from trinity.progress import Listener, Progress
 from trinity.tasks.types import TaskItem
 from trinity.config_schema import group
 
 log = logging.getLogger("trinity.evolve")
-
-# submit(fn, *args) -> an object with .result(); the default runs inline.
-Submit = Callable[..., Any]
-
-
-class _Done:
-    def __init__(self, value: Any) -> None:
-        self._value = value
-
-    def result(self) -> Any:
-        return self._value
-
-
-def inline_submit(fn, *args, **kwargs):
-    return _Done(fn(*args, **kwargs))
-
-
-def rollout_candidate(cfg_yaml: str, generation: int, candidate: int, params: list[float],
-                      item_uids: list[str], repeats: int) -> list[Trace]:
-    """One candidate's episodes; picklable arguments only, so it also runs on a Dask worker."""
-    cfg, key, by_uid = _candidate_setup(cfg_yaml)
-    ctx = RolloutContext.get(cfg, key=key)
-    chosen = [by_uid[u] for u in item_uids]
-    return ctx.run_candidate(np.asarray(params), chosen, generation=generation, candidate=candidate, repeats=repeats)
-
-
-_SETUPS: dict[str, tuple] = {}
-
-
-def _candidate_setup(cfg_yaml: str) -> tuple[DictConfig, str, dict[str, TaskItem]]:
-    """The parsed config, its key and the training items by uid, once per process and config instead of
-    once per candidate (both cost more than a candidate's episodes on the simulated pool: ~0.17 s each,
-    measured). Re-read when the prepared files change."""
-    cached = _SETUPS.get(cfg_yaml)
-    cfg = cached[0] if cached else cast(DictConfig, OmegaConf.create(cfg_yaml))  # a YAML mapping
-    folder = Path(str(cfg.paths.prepared))
-    stamp = tuple((p.name, p.stat().st_mtime_ns) for p in sorted(folder.glob("*.parquet")))
-    if cached is None or cached[3] != stamp:
-        items = item_sel.load_split(cfg, list(cfg.tasks.train), "train") + item_sel.load_split(
-            cfg, list(cfg.tasks.train), "validation")
-        if len(_SETUPS) >= 4:
-            _SETUPS.pop(next(iter(_SETUPS)))
-        cached = _SETUPS[cfg_yaml] = (cfg, config_key(cfg), {it.uid: it for it in items}, stamp)
-    return cached[0], cached[1], cached[2]
-
 
 def warm_start_source(cfg: DictConfig) -> Path | None:
     """The saved coordinator a run starts from (`evolve.warm_start`): None (x0 = 0), `champion` (the
@@ -148,12 +103,10 @@ def evolve(cfg: DictConfig, *, out_dir: Path, submit: Submit = inline_submit,
     `warm_start`: start from `evolve.warm_start` (the main run; ablations and frontier heads start at 0)."""
     from trinity.pipeline.evolution_inputs import run_evolution_from_config
 
-    cfg_yaml = OmegaConf.to_yaml(cfg, resolve=True)
     train = item_sel.load_split(cfg, list(cfg.tasks.train), "train")
     if not train:
         raise RuntimeError(f"no training items in {cfg.paths.prepared}; run the prepare stage first")
     val = item_sel.validation_items(cfg)
-    repeats = group(cfg, "evolve").repeats
     ctx = RolloutContext.get(cfg)
     coord = ctx.coordinator
     assert coord is not None  # RolloutContext.get builds one unless asked not to
@@ -171,30 +124,8 @@ def evolve(cfg: DictConfig, *, out_dir: Path, submit: Submit = inline_submit,
     if exact is not None:
         log.info("evolve: exact fitness over %d training items of %s", len(train), exact.world.replies.recording.root)
 
-    def evaluate_population(generation: int, candidates: list[np.ndarray], keep_decisions: bool = False):
-        if exact is not None and not keep_decisions:   # an on-policy method learns from sampled episodes
-            return exact.population(candidates, train)
-        chosen = item_sel.generation_items(cfg, train, generation)
-        total = len(candidates) * len(chosen) * repeats
-        with counted(f"generation {generation}: episodes", total) as bar:
-            if keep_decisions:  # on-policy strategies: one batch in this process, decisions recorded
-                return ctx.run_recorded(candidates, chosen, generation=generation, repeats=repeats)
-            if getattr(ctx.pool, "replay", None) is not None:
-                # replayed episodes cost microseconds: one batch on this process's loop, no task per candidate
-                chunks = [(ctx.specs_for(ctx.router_for(np.asarray(x)), chosen, generation=generation, candidate=c,
-                                         repeats=repeats), cfg.protocol) for c, x in enumerate(candidates)]
-                return ctx.run_chunks(chunks)
-            uids = [it.uid for it in chosen]
-            futures = [
-                submit(rollout_candidate, cfg_yaml, generation, c, np.asarray(x).tolist(), uids, repeats)
-                for c, x in enumerate(candidates)
-            ]
-            results, finished = [], 0
-            for f in futures:
-                results.append(f.result())
-                finished += len(results[-1])
-                bar.at_least(finished)
-            return results
+    # each generation's candidates: exact fitness on a recording, else their episodes (trinity.pipeline.population)
+    evaluate_population = PopulationEvaluator(cfg, ctx, train, exact=exact, submit=submit, counted=counted)
 
     # the loop's validations of the mean, every routing mode at once (trinity.pipeline.mean_evaluators)
     evaluate_mean = ExactEvaluation(exact, val) if exact is not None else SampledEvaluator(ctx, val, cfg.protocol, counted)

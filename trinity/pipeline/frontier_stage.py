@@ -41,7 +41,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from trinity.errors import TrinityError
 from trinity.coordinator.saved import coordinator_file
-from trinity.pipeline import evolve_stage
+from trinity.pipeline.population import Submit, inline_submit
 from trinity.pipeline.rollouts import replay_misses, stop_on_replay_misses
 from trinity.pipeline.workspace import timings_dir
 from trinity.config_schema import group
@@ -110,7 +110,7 @@ def routing_mode(cfg: DictConfig) -> str:
 
 # ------------------------------------------------------------------------------------------------ run
 
-def run(cfg: DictConfig, *, submit: evolve_stage.Submit = evolve_stage.inline_submit,
+def run(cfg: DictConfig, *, submit: Submit = inline_submit,
         progress: Callable[[dict], None] | None = None, on_work=None, evolve: Evolve | None = None) -> dict:
     """Train every weight (resuming), evaluate every head and baseline, write the outputs."""
     dest = frontier_dir(cfg)

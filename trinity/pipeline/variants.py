@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterator, Mapping
 from omegaconf import DictConfig, OmegaConf
 
 from trinity.pipeline import evolve_stage
+from trinity.pipeline.population import Submit
 from trinity.pipeline.rollouts import RolloutContext, stop_on_replay_misses
 from trinity.pipeline.workspace import timings_dir
 
@@ -35,7 +36,7 @@ class TrainedVariant:
 
 
 def train_variants(cfg: DictConfig, chosen: Chosen, dest: Path, *, stage: str, label: str, timings: str,
-                   submit: evolve_stage.Submit, progress: Callable[[dict], None] | None,
+                   submit: Submit, progress: Callable[[dict], None] | None,
                    evolve: Callable[..., dict] | None, log: logging.Logger,
                    describe: Callable[[str, dict[str, Any], DictConfig], str] | None = None) -> Iterator[TrainedVariant]:
     """Evolve each variant of `chosen` in turn and publish it; yields each as it finishes, so the caller
