@@ -20,22 +20,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
-def structured_merge(container: dict):
-    from omegaconf import DictConfig, OmegaConf
-
-    from trinity.config_schema import TrinityConfig
-
-    def writable(node):
-        OmegaConf.set_readonly(node, None)
-        for key in node:
-            child = node._get_node(key)
-            if isinstance(child, DictConfig):
-                writable(child)
-        return node
-
-    return OmegaConf.to_object(OmegaConf.merge(writable(OmegaConf.structured(TrinityConfig)), container))
-
-
 COLD = """
 import time
 t = time.perf_counter()
@@ -53,7 +37,7 @@ def main() -> None:
     from omegaconf import OmegaConf
 
     from trinity import config
-    from trinity.config_schema import conform
+    from trinity.config_schema import conform, omegaconf_reference
 
     experiments = [e for e in args.experiments.split(",") if e]
     containers = {e: OmegaConf.to_container(config.compose([f"experiment={e}"], validate_cfg=False), resolve=True)
@@ -66,7 +50,7 @@ def main() -> None:
             typed = conform(container)
             walk.append(time.perf_counter() - t)
             t = time.perf_counter()
-            reference = structured_merge(container)
+            reference = omegaconf_reference(container)
             merge.append(time.perf_counter() - t)
             if typed != reference:
                 raise SystemExit(f"experiment={e}: the schema walk and the structured merge disagree")

@@ -11,7 +11,7 @@ import yaml
 from omegaconf import OmegaConf
 
 from trinity import config
-from trinity.config_schema import TrinityConfig, choice, conform, section
+from trinity.config_schema import TrinityConfig, choice, conform, omegaconf_reference, section
 from trinity.config_schema.choices import ResponseCacheMode, RoutingMode
 from trinity.config_schema.pool import Retry
 from trinity.errors import ConfigError
@@ -115,29 +115,13 @@ def test_rules_between_keys():
         conform(config.compose(["experiment=local_live", "coordinator.roles=[thinker]"], validate_cfg=False))
 
 
-def _structured_merge(container: dict) -> TrinityConfig:
-    """The conversion OmegaConf's structured configs make (the schema merged with the config, then built as
-    objects): the reference the schema walk of `conform` must agree with."""
-    from omegaconf import DictConfig
-
-    def writable(node):
-        OmegaConf.set_readonly(node, None)
-        for key in node:
-            child = node._get_node(key)
-            if isinstance(child, DictConfig):
-                writable(child)
-        return node
-
-    return OmegaConf.to_object(OmegaConf.merge(writable(OmegaConf.structured(TrinityConfig)), container))
-
-
 @pytest.mark.parametrize("overrides", [["experiment=local_small"], ["experiment=routing_benchmark"],
                                        ["experiment=paper"], ["experiment=local_agents"], ["pool=openai_compatible_example"],
                                        ["evolve=reinforce", "coordinator.svf.enabled=false"], ["serve.roles={thinker: {deny: [a]}}"]])
 def test_the_schema_walk_builds_what_omegaconf_structured_configs_build(overrides):
     cfg = config.compose(overrides, validate_cfg=False)
     container = OmegaConf.to_container(cfg, resolve=True)
-    assert conform(cfg) == _structured_merge(container)
+    assert conform(cfg) == omegaconf_reference(container)
 
 
 def test_the_schema_walk_converts_scalars_as_omegaconf_does_and_names_the_key():
@@ -176,7 +160,7 @@ def test_a_partial_mapping_merges_onto_the_fields_default_as_omegaconf_merges():
     from trinity.config_schema.root import Retrain
     from trinity.config_schema.serve import ServeConfig
 
-    reference = _structured_merge({"retrain": {"new_items": {"train": 3}}, "serve": {"limits": {"max_tokens": 9}},
+    reference = omegaconf_reference({"retrain": {"new_items": {"train": 3}}, "serve": {"limits": {"max_tokens": 9}},
                                   "coordinator": {"backbone": {"id": "b"}}})
     retrain = section({"new_items": {"train": 3}}, Retrain, "retrain")
     assert retrain.new_items == {"train": 3, "validation": 0, "test": 0} == reference.retrain.new_items
