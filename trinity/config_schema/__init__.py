@@ -115,7 +115,7 @@ def _typed(node: Any, schema: type[T], key: str) -> T:
 
 
 # The typed config is built from the plain composed mapping by walking the schema's type hints (the
-# conversions OmegaConf's structured configs apply, at about a hundredth of their cost): a dataclass from a
+# conversions OmegaConf's structured configs apply, 19 to 65 times faster: benchmarks/config_load.py): a dataclass from a
 # mapping (absent keys at the field's default), Optional, List, Dict, Enum (by name or value), and the
 # scalars int, float, bool and str with OmegaConf's rules (an int is a float; "3" is an int; "yes" is true).
 _MANDATORY = "???"
