@@ -29,7 +29,7 @@ export DO_NOT_TRACK ?= 1
 STAMP_DEPS   := $(VENV)/.deps-installed
 STAMP_ASSETS := $(VENV)/.assets-installed
 
-.PHONY: help setup lock run replay responses-push responses-pull test test-fast lint params pool-up pool-down pool-status bench bench-routing serve prefect-server deploy clean setup-gemma screenshots
+.PHONY: help setup lock run replay responses-push responses-pull test test-fast test-durations lint params pool-up pool-down pool-status bench bench-routing serve prefect-server deploy clean setup-gemma screenshots
 
 help: ## list every target
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  make %-16s %s\n", $$1, $$2}'
@@ -96,6 +96,10 @@ replay: setup ## rerun the whole pipeline from the response cache alone (no pool
 test: setup ## run the whole test suite, tests/unit/ and tests/integration/ (includes the real local-model tests marked slow) on TEST_WORKERS pytest-xdist workers; ends with the 15 slowest tests
 	$(TEST_ENV) $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=15 $(PYTEST_ARGS); rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$rc
+
+test-durations: setup ## run the whole suite as `make test` does and write tests/durations.json (each file's seconds: the suite starts the longest files first)
+	mkdir -p .trinity; set -o pipefail; $(MAKE) --no-print-directory test PYTEST_ARGS="--durations=0 $(PYTEST_ARGS)" | tee .trinity/test-durations.log
+	$(BIN)/python scripts/test_durations.py .trinity/test-durations.log
 
 lint: $(STAMP_DEPS) ## ruff (undefined names, unused imports and variables, syntax errors) and mypy (types of trinity/ and flows/); settings in pyproject.toml
 	$(BIN)/ruff check trinity flows tests benchmarks scripts

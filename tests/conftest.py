@@ -60,25 +60,59 @@ def pytest_make_collect_report(collector):
     return report
 
 
+# Seconds per test file from one measured run (scripts/test_durations.py writes it; `make test-durations`).
+DURATIONS = TESTS / "durations.json"
+
+
+def file_seconds() -> dict[str, float]:
+    """The measured seconds of each test file, the files of SHARED_PREFECT_SERVER each counted as their sum (they
+    run as one unit); {} without the table."""
+    import json
+
+    try:
+        seconds = dict(json.loads(DURATIONS.read_text())["seconds"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+    shared = sum(float(seconds.get(path, 0.0)) for path in SHARED_PREFECT_SERVER)
+    return {**{path: float(s) for path, s in seconds.items()}, **{path: shared for path in SHARED_PREFECT_SERVER}}
+
+
 def pytest_collection_modifyitems(config, items):
-    """The files with tests marked slow (real local models, the longest ones) run first, then those with tests
-    marked integration (real processes end to end), so that under pytest-xdist the workers do not end with one
-    of them running alone. The order within a file is kept (the sort is stable)."""
+    """Longest files first: under pytest-xdist (`--dist loadfile`, the scheduler below keeps this order) each
+    worker takes the next file as it finishes one, so starting the longest ones first keeps a worker from ending
+    with one of them running alone. The length is the file's measured seconds (DURATIONS); a file the table
+    lacks (a new one) goes after the measured ones: those with tests marked slow (real local models) first, then
+    integration (real processes), then the rest. The order within a file is kept (the sort is stable)."""
+    seconds = file_seconds()
     rank: dict = {}
     for item in items:
         mark = 0 if item.get_closest_marker("slow") else 1 if item.get_closest_marker("integration") else 2
         rank[item.path] = min(rank.get(item.path, 2), mark)
-    items.sort(key=lambda item: rank[item.path])
+    root = config.rootpath
+
+    def key(item):
+        try:
+            measured = seconds.get(item.path.relative_to(root).as_posix(), 0.0)
+        except ValueError:
+            measured = 0.0
+        return (-measured, rank[item.path])
+
+    items.sort(key=key)
 
 
 def pytest_xdist_make_scheduler(config, log):
     """`make test` runs `--dist loadfile`: a file's tests on one worker, so its module fixtures are built once;
-    here the files of SHARED_PREFECT_SERVER count as one file, so one worker starts that server. (pytest-xdist's
+    here the files of SHARED_PREFECT_SERVER count as one file, so one worker starts that server, and files start in
+    the collection's order (longest first) rather than xdist's by number of tests. (pytest-xdist's
     own `xdist_group` marks do nothing under pytest 9: xdist 3.8 renames nodes through an attribute pytest 9
     no longer reads.)"""
     if config.getvalue("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling
+
+    # xdist orders the files by their number of tests unless told not to, which would start a long file of one
+    # test last; keep the collection's order (pytest_collection_modifyitems: longest first)
+    config.option.loadscopereorder = False
 
     class SharedServerFileScheduling(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
