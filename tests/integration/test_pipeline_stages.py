@@ -134,9 +134,11 @@ def test_prepare_flow_runs_under_prefect(run_cfg, tmp_path, prefect_harness):
     assert (tmp_path / "prepared" / "mmlu.parquet").exists()
 
 
-def test_rollouts_on_a_local_dask_cluster_match_the_inline_run(run_cfg, prefect_harness):
+@pytest.mark.parametrize("kind", ["dask", "threads"])
+def test_rollouts_on_the_task_runner_match_the_inline_run(run_cfg, prefect_harness, kind):
     """runner.kind=dask: candidate rollouts run as Prefect tasks on a local Dask cluster (worker
-    processes build their own pool client and coordinator) and give the same traces as inline."""
+    processes build their own pool client and coordinator) and give the same traces as inline; so do they
+    on the default thread pool, where the task's arguments go quoted (handed over without Prefect's walk)."""
     import numpy as np
     from prefect import flow
 
@@ -156,7 +158,7 @@ def test_rollouts_on_a_local_dask_cluster_match_the_inline_run(run_cfg, prefect_
     with StubServer(lambda body: "The answer is (B). <idea>b</idea>" if "Worker" in body["messages"][0]["content"]
                     else "ACCEPT") as server:
         cfg.pool = OmegaConf.merge(stub_pool_cfg(server.base_url, models=["a", "b"]), {"host": "127.0.0.1"})
-        cfg.runner.kind = "dask"
+        cfg.runner.kind = kind
         cfg.runner.dask_workers = 2
         cfg_yaml = OmegaConf.to_yaml(cfg, resolve=True)
         rng = np.random.default_rng(0)
@@ -169,11 +171,11 @@ def test_rollouts_on_a_local_dask_cluster_match_the_inline_run(run_cfg, prefect_
                 return [f.result() for f in futures]
 
         try:
-            on_dask = rollouts()
+            on_runner = rollouts()
             inline = [rollout_candidate(cfg_yaml, 0, c, x, uids, 1) for c, x in enumerate(cands)]
         finally:
             RolloutContext.close_all()
-    assert len(on_dask) == 2 and all(len(t) == 2 for t in on_dask)
-    for a, b in zip(on_dask, inline):
+    assert len(on_runner) == 2 and all(len(t) == 2 for t in on_runner)
+    for a, b in zip(on_runner, inline):
         assert [(x.episode, [(t.agent, t.role) for t in x.turns], x.reward) for x in a] == \
                [(x.episode, [(t.agent, t.role) for t in x.turns], x.reward) for x in b]
