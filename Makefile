@@ -98,8 +98,7 @@ test: setup ## run the whole test suite, tests/unit/ and tests/integration/ (inc
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$rc
 
 test-durations: setup ## run the whole suite as `make test` does and write tests/durations.json (each file's seconds: the suite starts the longest files first)
-	mkdir -p .trinity; set -o pipefail; $(MAKE) --no-print-directory test PYTEST_ARGS="--durations=0 $(PYTEST_ARGS)" | tee .trinity/test-durations.log
-	$(BIN)/python scripts/test_durations.py .trinity/test-durations.log
+	$(TEST_ENV) $(BIN)/python benchmarks/test_times.py --durations-out tests/durations.json -- -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 lint: $(STAMP_DEPS) ## ruff (undefined names, unused imports and variables, syntax errors) and mypy (types of trinity/ and flows/); settings in pyproject.toml
 	$(BIN)/ruff check trinity flows tests benchmarks scripts

@@ -4,7 +4,11 @@ slowest test in it, so a regression shows who caused it, then the run's wall tim
 its tests' durations (setup included), so under pytest-xdist they add up to more than the wall time. Times are
 seconds on this machine (shared and noisy: compare files within one run, and runs made under the same load).
 
-    python benchmarks/test_times.py [--top 25] [--json out.json] [-- pytest args ...]
+    python benchmarks/test_times.py [--top 25] [--json out.json] [--durations-out tests/durations.json]
+                                    [-- pytest args ...]
+
+`--durations-out` also writes the per-file seconds as the table tests/conftest.py reads to start the longest
+files first (`make test-durations`); it is written only when pytest passed, so a broken run keeps the old table.
 
 Examples: `python benchmarks/test_times.py` (what `make test` runs: one worker more than the CPUs, `--dist loadfile`, every test),
 `python benchmarks/test_times.py -- -n 0` (one process), `python benchmarks/test_times.py -- -m "not slow" -n auto`.
@@ -21,6 +25,7 @@ import tempfile
 import time
 import xml.etree.ElementTree as ET
 from collections import defaultdict
+from datetime import date
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,6 +49,15 @@ def per_file(junit: Path) -> list[dict]:
     return sorted(({"file": f, **r} for f, r in files.items()), key=lambda r: -r["seconds"])
 
 
+def durations_table(rows: list[dict], measured: str) -> dict:
+    """The table of seconds per test file that tests/conftest.py orders the suite by, keyed by the file's path
+    from the repository root, longest first."""
+    return {"about": "seconds per test file, one run of the suite as `make test` runs it (benchmarks/test_times.py "
+                     "--durations-out); only the order in which tests/conftest.py starts the files",
+            "measured": measured,
+            "seconds": {f"tests/{r['file']}": round(r["seconds"], 1) for r in rows}}
+
+
 def table(rows: list[dict], top: int) -> str:
     total = sum(r["seconds"] for r in rows) or 1.0
     lines = [f"{'file':<40} {'tests':>5} {'seconds':>8} {'share':>6}  slowest test", "-" * 100]
@@ -62,6 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--top", type=int, default=25, help="files to list (the rest are summed)")
     parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
+    parser.add_argument("--durations-out", type=Path, default=None,
+                        help="also write the per-file seconds here as the suite's start order table (when pytest passed)")
     parser.add_argument("pytest_args", nargs="*", help="after --: passed to pytest")
     args = parser.parse_args(argv)
     pytest_args = args.pytest_args or list(MAKE_TEST_ARGS)
@@ -80,6 +96,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"pytest {' '.join(pytest_args)}: exit {rc}; wall {wall:.0f} s")
     if args.json:
         args.json.write_text(json.dumps({"wall_s": wall, "exit": rc, "files": rows}, indent=1))
+    if args.durations_out:
+        if rc != 0:
+            print(f"{args.durations_out}: not rewritten, pytest exited {rc}", file=sys.stderr)
+        else:
+            args.durations_out.write_text(json.dumps(durations_table(rows, date.today().isoformat()), indent=1) + "\n")
+            print(f"{args.durations_out}: {len(rows)} files, {sum(r['seconds'] for r in rows):.0f} s in all")
     return rc
 
 

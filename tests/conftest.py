@@ -60,7 +60,7 @@ def pytest_make_collect_report(collector):
     return report
 
 
-# Seconds per test file from one measured run (scripts/test_durations.py writes it; `make test-durations`).
+# Seconds per test file from one measured run (benchmarks/test_times.py --durations-out writes it; `make test-durations`).
 DURATIONS = TESTS / "durations.json"
 
 

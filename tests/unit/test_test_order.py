@@ -1,6 +1,6 @@
-"""The test suite's own scheduling: scripts/test_durations.py turns a `--durations=0` log into the per-file table,
-and tests/conftest.py starts the longest files first (the shared Prefect server's files as one unit), new files
-after the measured ones by their marks."""
+"""The test suite's own scheduling: benchmarks/test_times.py turns a JUnit report into seconds per file and the
+start order table, and tests/conftest.py starts the longest files first (the shared Prefect server's files as
+one unit), new files after the measured ones by their marks."""
 
 from __future__ import annotations
 
@@ -14,36 +14,37 @@ import conftest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _script():
-    spec = importlib.util.spec_from_file_location("test_durations", ROOT / "scripts" / "test_durations.py")
+def _test_times():
+    spec = importlib.util.spec_from_file_location("test_times", ROOT / "benchmarks" / "test_times.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-LOG = """\
-============================= slowest durations =============================
-12.50s call     tests/integration/test_a.py::test_one
-2.00s setup    tests/integration/test_a.py::test_one
-0.50s call     tests/unit/test_b.py::test_two[x-y]
-0.25s teardown tests/unit/test_b.py::test_three
-3.00s call     tests/unit/test_c.py::TestK::test_four
-(120 durations < 0.005s hidden.  Use -vv to show these durations.)
-=== 5 passed in 20.00s ===
+JUNIT = """<?xml version="1.0" encoding="utf-8"?>
+<testsuites><testsuite name="pytest" tests="5">
+<testcase classname="tests.integration.test_a" name="test_one" time="14.5"/>
+<testcase classname="tests.unit.test_b" name="test_two[x-y]" time="0.5"/>
+<testcase classname="tests.unit.test_b" name="test_three" time="0.25"/>
+<testcase classname="tests.unit.test_c.TestK" name="test_four" time="3.0"/>
+<testcase classname="tests.unit.test_c.TestK" name="test_five" time="0.04"/>
+</testsuite></testsuites>
 """
 
 
-def test_the_script_sums_each_files_durations_and_writes_the_table(tmp_path):
-    script = _script()
-    assert script.file_seconds(LOG.splitlines()) == {"tests/integration/test_a.py": 14.5, "tests/unit/test_c.py": 3.0,
-                                                     "tests/unit/test_b.py": 0.8}
-    log, out = tmp_path / "log", tmp_path / "durations.json"
-    log.write_text(LOG)
-    assert script.main([str(log), "--out", str(out)]) == 0
-    assert list(json.loads(out.read_text())["seconds"]) == ["tests/integration/test_a.py", "tests/unit/test_c.py",
-                                                           "tests/unit/test_b.py"]
-    log.write_text("=== 5 passed in 20.00s ===\n")
-    assert script.main([str(log), "--out", str(out)]) == 2       # no durations: an error, the table kept
+def test_a_junit_report_becomes_seconds_per_file_and_the_start_order_table(tmp_path):
+    report = tmp_path / "junit.xml"
+    report.write_text(JUNIT)
+    times = _test_times()
+    rows = times.per_file(report)
+    assert [(r["file"], r["tests"], r["slowest"]) for r in rows] == [
+        ("integration/test_a.py", 1, "test_one"), ("unit/test_c.py", 2, "test_four"), ("unit/test_b.py", 2, "test_two[x-y]")]
+    table = times.durations_table(rows, "2026-12-04")
+    assert table["measured"] == "2026-12-04"
+    # keyed by the path from the repository root, as conftest looks files up; longest first; a class is its file
+    assert table["seconds"] == {"tests/integration/test_a.py": 14.5, "tests/unit/test_c.py": 3.0,
+                                "tests/unit/test_b.py": 0.8}
+    assert list(table["seconds"]) == ["tests/integration/test_a.py", "tests/unit/test_c.py", "tests/unit/test_b.py"]
 
 
 class _Item:
