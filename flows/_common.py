@@ -11,10 +11,9 @@ import sys
 from typing import Any, Callable, Iterator, cast
 from uuid import UUID
 
-from omegaconf import DictConfig
-
 from trinity import config
-from trinity.config_schema import group
+from trinity.config import Config
+from trinity.config_schema import TrinityConfig
 from trinity.errors import TrinityError
 
 ENVIRONMENT_DEFAULTS = {
@@ -33,13 +32,13 @@ def apply_environment_defaults() -> None:
         os.environ.setdefault(key, value)
 
 
-def load_cfg(params: str | None, overrides: list[str] | None) -> DictConfig:
+def load_cfg(params: str | None, overrides: list[str] | None) -> TrinityConfig:
     """DVC stages pass params.yaml; a run from the Prefect UI may pass Hydra overrides instead."""
     return config.load(params if params else None, overrides or [])
 
 
 def stage_cfg(params: str | None, overrides: list[str] | None, output_paths: dict[str, str] | None,
-              stage: str) -> DictConfig:
+              stage: str) -> TrinityConfig:
     """The config one stage's flow runs with, its outputs placed by `run_outputs`."""
     from trinity.pipeline.workspace import apply_output_paths
 
@@ -57,7 +56,7 @@ def deployment_run_id() -> str | None:
         return None
 
 
-def run_outputs(cfg: DictConfig, stages: tuple[str, ...], label: str,
+def run_outputs(cfg: Config, stages: tuple[str, ...], label: str,
                 output_paths: dict[str, str] | None) -> dict[str, str] | None:
     """Where this flow run writes. Given `output_paths` (a parent flow chose them): those. A run
     started from a deployment (UI or schedule): a new folder under `paths.ad_hoc_runs`, so only
@@ -69,7 +68,7 @@ def run_outputs(cfg: DictConfig, stages: tuple[str, ...], label: str,
         return output_paths
     if deployment_run_id() is None:
         return None
-    folder = new_run_folder(group(cfg, "paths").ad_hoc_runs, label)
+    folder = new_run_folder(config.typed(cfg).paths.ad_hoc_runs, label)
     mapping = stage_output_paths(cfg, stages, folder)
     prefect_logger().info("deployment run: writing to %s (DVC outputs untouched): %s", folder, mapping)
     try:
@@ -83,11 +82,12 @@ def run_outputs(cfg: DictConfig, stages: tuple[str, ...], label: str,
     return mapping
 
 
-def task_runner(cfg: DictConfig):
+def task_runner(cfg: Config):
     """The task runner for rollouts: threads (default) or Dask (local cluster or a scheduler address)."""
     from prefect.task_runners import ThreadPoolTaskRunner
 
-    if cfg.runner.kind == "dask":
+    runner = config.typed(cfg).runner
+    if runner.kind == "dask":
         from prefect_dask import DaskTaskRunner
 
         # Defined here so that the thread path never imports dask.
@@ -112,16 +112,16 @@ def task_runner(cfg: DictConfig):
                 return self
 
         client_kwargs = {"set_as_default": True}
-        if cfg.runner.dask_address:
-            return ConnectedDaskTaskRunner(address=cfg.runner.dask_address, client_kwargs=client_kwargs)
-        return ConnectedDaskTaskRunner(cluster_kwargs={"n_workers": group(cfg, "runner").dask_workers,
+        if runner.dask_address:
+            return ConnectedDaskTaskRunner(address=runner.dask_address, client_kwargs=client_kwargs)
+        return ConnectedDaskTaskRunner(cluster_kwargs={"n_workers": runner.dask_workers,
                                                        "threads_per_worker": 1, "processes": True},
                                        client_kwargs=client_kwargs)
-    return ThreadPoolTaskRunner(max_workers=int(cfg.runner.max_workers))
+    return ThreadPoolTaskRunner(max_workers=runner.max_workers)
 
 
 @contextlib.contextmanager
-def rollout_runner(cfg: DictConfig) -> Iterator[Callable]:
+def rollout_runner(cfg: Config) -> Iterator[Callable]:
     """A `submit(fn, *args)` that runs `fn` (a module-level function of trinity, e.g. one candidate's
     rollouts) as a Prefect task run on the task runner `cfg.runner` names. The runner is chosen when the
     flow runs, not when it is deployed, so a run from the Prefect UI honours runner.kind too."""

@@ -7,13 +7,12 @@ from __future__ import annotations
 import contextlib
 from typing import Iterator
 
-from omegaconf import DictConfig
-
 from trinity import config
+from trinity.config import Config
 
 
 @contextlib.contextmanager
-def local_pool(cfg: DictConfig) -> Iterator[None]:
+def local_pool(cfg: Config) -> Iterator[None]:
     """Start the local pool's servers if the pool has any (stopped again on exit, failure or Ctrl-C)."""
     from trinity.assembly.local_pool import local_pool as start_local_pool
 

@@ -26,7 +26,7 @@ def evaluate_flow(params: str | None = "params.yaml", overrides: list[str] | Non
         with local_pool(cfg):
             out = evaluate_stage.run(cfg, coordinator_path=Path(coordinator) if coordinator else None,
                                      progress=logger.info, on_work=work_artifact("evaluate"),
-                                     frontier_path=Path(cfg.paths.frontier) if cfg.paths.get("frontier") else None)
+                                     frontier_path=Path(cfg.paths.frontier) if cfg.paths.frontier else None)
     finally:
         RolloutContext.close_all()
     create_markdown_artifact(key="evaluation-report", markdown=Path(out["report"]).read_text())

@@ -16,7 +16,6 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, open_dict
 from prefect import flow
 from prefect.artifacts import create_markdown_artifact
 
@@ -26,6 +25,7 @@ from flows.cache_states import cache_states_flow
 from flows.evolve import evolve_flow
 from flows.prepare import prepare_flow
 from trinity import config
+from trinity.config_schema import Config, TrinityConfig
 
 STAGES = ("prepare", "cache_states", "evolve")
 
@@ -33,21 +33,16 @@ STAGES = ("prepare", "cache_states", "evolve")
 @flow(name="retrain", log_prints=True)
 def retrain_flow(params: str | None = None, overrides: list[str] | None = None,
                  output_paths: dict[str, str] | None = None) -> dict:
-    from trinity.config_schema import group
     from trinity.pipeline import retrain_stage
     from trinity.pipeline.rollouts import RolloutContext
     from trinity.pipeline.workspace import apply_output_paths, earlier_outputs
 
     cfg = load_cfg(params, overrides)
-    warm = group(cfg, "retrain").warm_start
     out = run_outputs(cfg, STAGES, "retrain", output_paths)
     # the stages read their config from a file (params.yaml, or conf/ + overrides): this run's, with
     # evolve.warm_start = retrain.warm_start, written where the run writes
-    cfg = cfg.copy()
-    with open_dict(cfg):
-        cfg.evolve.warm_start = warm
-    cfg = record_new_items(cfg, prefect_logger().info)
-    folder = Path(out["runs"]).parent if out else Path(str(cfg.paths.cache)) / "retrain"
+    cfg = record_new_items(config.with_values(cfg, {"evolve.warm_start": cfg.retrain.warm_start}), prefect_logger().info)
+    folder = Path(out["runs"]).parent if out else Path(cfg.paths.cache) / "retrain"
     folder.mkdir(parents=True, exist_ok=True)
     run_params = folder / f"retrain-params-{uuid.uuid4().hex[:8]}.yaml"
     run_params.write_text(config.to_yaml(cfg))
@@ -58,7 +53,7 @@ def retrain_flow(params: str | None = None, overrides: list[str] | None = None,
     states = cache_states_flow(**kw, reuse_from=earlier["states"])
     evolve_flow(**kw)
     cfg = apply_output_paths(cfg, out)
-    source = str(run_params.parent) if out else str(cfg.paths.runs)
+    source = str(run_params.parent) if out else cfg.paths.runs
     logger = prefect_logger()
     data = {"prepare": prepared.get("reuse") or {}, "cache_states": states.get("reuse") or {}}
     try:
@@ -71,22 +66,22 @@ def retrain_flow(params: str | None = None, overrides: list[str] | None = None,
     return {k: v for k, v in decision.items() if k != "markdown"}
 
 
-def record_new_items(cfg: DictConfig, log) -> DictConfig:
+def record_new_items(cfg: Config, log) -> TrinityConfig:
     """retrain.new_items on a recording: record that many more items per suite and split with the live pool
     first (trinity.pipeline.record_stage.extend), so this run trains and gates on items the last did not
     see; returns the config whose record.items cover them. On a live pool, or with none asked, the config
     is returned as it is."""
-    from trinity.config_schema import group
     from trinity.pipeline import record_stage
     from trinity.assembly.local_pool import local_pool as start_local_pool
 
-    new = {k: int(v) for k, v in dict(group(cfg, "retrain").new_items).items()}
+    cfg = config.typed(cfg)
+    new = dict(cfg.retrain.new_items)
     if not any(new.values()):
-        if cfg.pool.get("replay") is not None:
+        if cfg.pool.replay is not None:
             log("retrain: on the recording's items as they are (retrain.new_items is 0: nothing new to learn "
                 "unless the recording grew since the last run)")
         return cfg
-    if cfg.pool.get("replay") is None:
+    if cfg.pool.replay is None:
         log("retrain: retrain.new_items applies to a recording (pool.replay); a live pool answers new items anyway")
         return cfg
     live = record_stage.live_config(cfg)

@@ -153,7 +153,7 @@ def _cmd_eval(args) -> int:
         overrides.append(f"eval.suites=[{','.join(args.suite)}]")
     if args.method:
         overrides.append(f"eval.methods=[{','.join(args.method)}]")
-    cfg = config.compose(overrides)
+    cfg = config.load(None, overrides)
     config.check_api_keys(cfg)
     try:
         root = repro.project_root()
@@ -167,11 +167,11 @@ def _cmd_eval(args) -> int:
     from trinity.pipeline.rollouts import RolloutContext
     from trinity.pipeline.workspace import apply_output_paths
 
-    cfg = apply_output_paths(cfg, request.output_paths)
+    run_cfg = apply_output_paths(cfg, request.output_paths)
     print(f"trinity eval: writing to {request.output}", flush=True)
-    with local_pool(cfg):
+    with local_pool(run_cfg):
         try:
-            out = evaluate_stage.run(cfg, coordinator_path=request.coordinator, progress=print,
+            out = evaluate_stage.run(run_cfg, coordinator_path=request.coordinator, progress=print,
                                      strict=bool(args.method), frontier_path=request.frontier)
         finally:
             RolloutContext.close_all()
@@ -194,7 +194,7 @@ def _cmd_serve(args) -> int:
         overrides.append(f"serve.host={args.host}")
     if args.port is not None:
         overrides.append(f"serve.port={args.port}")
-    cfg = config.compose(overrides)
+    cfg = config.load(None, overrides)
     config.check_api_keys(cfg)
     # refuses a wrong coordinator (or frontier head) or a taken port before it starts the local pool
     serve(cfg, args.coordinator, frontier=args.frontier, registry=args.registry)
@@ -207,7 +207,7 @@ def _cmd_record(args) -> int:
     from trinity import config
     from trinity.pipeline import record_stage
 
-    cfg = config.compose(list(args.overrides))
+    cfg = config.load(None, list(args.overrides))
     if args.status:
         print(json.dumps(record_stage.status(cfg), indent=1))
         return 0
@@ -236,8 +236,8 @@ def _cmd_models(args) -> int:
     if args.action in ("list", "rollback") and args.version is not None:
         print(f"error: `trinity models {args.action}` takes no version (got {args.version!r})", file=sys.stderr)
         return 2
-    cfg = config.compose(overrides)
-    root = args.registry or str(cfg.paths.registry)
+    cfg = config.load(None, overrides)
+    root = args.registry or cfg.paths.registry
     registry = ModelRegistry(root)
     if args.action == "list":
         champion = registry.champion_name()
@@ -265,9 +265,8 @@ def _cmd_models(args) -> int:
         before = registry.champion_name()
         version = registry.rollback(args.reason or "rolled back by hand (trinity models rollback)")
         print(f"champion: {version.name} (was {before})")
-    from trinity.config_schema import group
 
-    if args.action in ("promote", "rollback") and args.dvc_track and group(cfg, "retrain").dvc_track:
+    if args.action in ("promote", "rollback") and args.dvc_track and cfg.retrain.dvc_track:
         from trinity.models.tracking import track
 
         print(track(root).message)

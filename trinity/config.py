@@ -11,11 +11,11 @@ from __future__ import annotations
 import copy
 import os
 from pathlib import Path
-from typing import Any, Iterable, cast
+from typing import Any, Iterable, Mapping, cast, overload
 
 from omegaconf import DictConfig, OmegaConf
 
-from trinity.config_schema import TrinityConfig, conform
+from trinity.config_schema import Config, TrinityConfig, conform, document, typed
 from trinity.errors import ConfigError
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -113,8 +113,9 @@ def _conf_stamp(folder: Path) -> tuple:
                         for p in folder.rglob("*") if p.is_file()))
 
 
-def load(params: str | os.PathLike | None = None, overrides: Iterable[str] = ()) -> DictConfig:
-    """The config of a run: `params` (a composed params.yaml, as DVC stages use) or conf/ + overrides."""
+def load(params: str | os.PathLike | None = None, overrides: Iterable[str] = ()) -> TrinityConfig:
+    """The config of a run, typed, checked and frozen: `params` (a composed params.yaml, as DVC stages use) or
+    conf/ + overrides. Its `document` is the composed mapping it was typed from."""
     overrides = list(overrides)
     if params is not None and not overrides:
         path = Path(params)
@@ -124,14 +125,25 @@ def load(params: str | os.PathLike | None = None, overrides: Iterable[str] = ())
             cfg = cast(DictConfig, OmegaConf.load(path))   # a params file is a mapping
         except Exception as e:  # yaml errors come in several types
             raise ConfigError(f"params file {path} is not valid YAML: {_first_line(e)}") from None
-        validate(cfg)
         OmegaConf.set_struct(cfg, True)   # as Hydra's composition: a key the config lacks is an error, not a new key
-        return cfg
-    return compose(overrides)
+        return validate(cfg)
+    return validate(compose(overrides, validate_cfg=False))
 
 
-def to_yaml(cfg: DictConfig) -> str:
-    return OmegaConf.to_yaml(cfg, resolve=True)
+def to_yaml(cfg: Config) -> str:
+    return OmegaConf.to_yaml(document(cfg), resolve=True)
+
+
+def with_values(cfg: Config, values: Mapping[str, Any]) -> TrinityConfig:
+    """`cfg` with dotted keys ({"paths.states": ..., "eval.sets": [...]}) set in a copy of its document (a key the
+    document leaves to the schema's default is added), typed again: how code derives a run's config from
+    another. `apply_overrides` is the strict form, for user-written overrides."""
+    out = copy.deepcopy(document(cfg))
+    OmegaConf.set_readonly(out, False)
+    OmegaConf.set_struct(out, False)
+    for key, value in values.items():
+        OmegaConf.update(out, str(key), value, merge=False, force_add=True)
+    return conform(out)
 
 
 def _first_line(e: BaseException) -> str:
@@ -188,14 +200,16 @@ def check_registry_names(typed: TrinityConfig, known: list[str] | None = None) -
     return known
 
 
-def typed(cfg: DictConfig) -> TrinityConfig:
-    """The composed config as its typed, checked schema object (defaults filled from the schema)."""
-    return conform(cfg)
-
-
-def apply_overrides(cfg: DictConfig, overrides: Any, *, where: str) -> DictConfig:
-    """A copy of `cfg` with dotted overrides ({"evolve.strategy": "reinforce", ...}) applied. Every key
-    must already exist in `cfg`, so a typo is a ConfigError naming `<where>.<key>`, never a silent no-op."""
+@overload
+def apply_overrides(cfg: TrinityConfig, overrides: Any, *, where: str) -> TrinityConfig: ...
+@overload
+def apply_overrides(cfg: DictConfig, overrides: Any, *, where: str) -> DictConfig: ...
+def apply_overrides(cfg: Config, overrides: Any, *, where: str) -> Config:
+    """A copy of `cfg` with dotted overrides ({"evolve.strategy": "reinforce", ...}) applied, of the kind it was
+    given (a typed config is typed again from its changed document). Every key must already exist in `cfg`, so
+    a typo is a ConfigError naming `<where>.<key>`, never a silent no-op."""
+    if isinstance(cfg, TrinityConfig):
+        return conform(apply_overrides(document(cfg), overrides, where=where))
     out = copy.deepcopy(cfg)
     OmegaConf.set_struct(out, False)
     items = overrides.items() if overrides is not None else []
@@ -209,9 +223,12 @@ def apply_overrides(cfg: DictConfig, overrides: Any, *, where: str) -> DictConfi
     return out
 
 
-def ablation_variants(cfg: DictConfig) -> dict[str, DictConfig]:
+def ablation_variants(cfg: Config) -> dict[str, Any]:
     """The selected ablation variants (`ablations.variants`, in that order) as full configs: the
-    composed config with the variant's overrides applied and the `ablations` section removed."""
+    composed config with the variant's overrides applied and the `ablations` section removed; typed
+    configs when `cfg` is typed."""
+    if isinstance(cfg, TrinityConfig):
+        return {name: conform(variant) for name, variant in ablation_variants(document(cfg)).items()}
     ab = _get(cfg, "ablations")
     if ab is None or not ab.get("enabled", False):
         return {}
@@ -244,14 +261,14 @@ def _validate_ablations(cfg: DictConfig, known: list[str] | None = None) -> None
                               "leave the variant out of ablations.variants, or set ablations.enabled=false") from None
 
 
-def check_api_keys(cfg: DictConfig) -> None:
+def check_api_keys(cfg: Config) -> None:
     """Every pool model that names an API-key variable must find it set (checked before pool work). A pool
     replayed from a recording that never asks the live pool (`pool.replay.on_miss: error`) needs none."""
-    replay = cfg.pool.get("replay")
-    if replay is not None and str(replay.get("on_miss", "error")) == "error":
+    pool = typed(cfg).pool
+    if pool.replay is not None and str(pool.replay.on_miss) == "error":
         return
-    for name, model in cfg.pool.models.items():
-        env = model.get("api_key_env")
+    for name, model in pool.models.items():
+        env = model.api_key_env
         if env and not os.environ.get(env):
             raise ConfigError(
                 f"config key 'pool.models.{name}.api_key_env' names ${env}, which is not set; "

@@ -43,9 +43,9 @@ def test_extend_records_only_the_new_items_and_the_stages_then_use_them(tmp_path
     after = _held(root)
     assert after - before == collections.Counter({("train", "gsm8k"): 1, ("test", "gsm8k"): 1})
     assert summary["recorded"] == 2 and asked > 0
-    assert dict(grown.record["items"]) == {"train": 4, "validation": 2, "test": 3}
+    assert (grown.record.items.train, grown.record.items.validation, grown.record.items.test) == (4, 2, 3)
     # a replaying stage now sees the grown recording's items (and only those)
-    replay = OmegaConf.create(OmegaConf.to_container(grown, resolve=True))
+    replay = OmegaConf.create(OmegaConf.to_container(grown.document, resolve=True))
     replay.pool.replay = {"recording": str(root), "on_miss": "error"}
     assert len(load_split(replay, ["gsm8k"], "train")) == 4
     assert len(load_split(replay, ["gsm8k"], "test")) == 3
@@ -63,7 +63,7 @@ def test_the_retrain_flow_asks_for_new_items_only_on_a_recording():
     from trinity import config
 
     said: list[str] = []
-    live = config.compose(["experiment=local_live", "retrain.new_items.train=2"])
+    live = config.load(None, ["experiment=local_live", "retrain.new_items.train=2"])
     assert record_new_items(live, said.append) is live and "applies to a recording" in said[-1]
-    none = config.compose(["retrain.new_items.train=0"])
+    none = config.load(None, ["retrain.new_items.train=0"])
     assert record_new_items(none, said.append) is none and "nothing new to learn" in said[-1]

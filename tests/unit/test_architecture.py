@@ -283,6 +283,37 @@ def test_the_default_finder_finds_both_shapes():
     assert not own_defaults('v = OmegaConf.select(cfg, "eval.moa")')
 
 
+# One config reader where a whole config is read (the stages, the assembly floor, serving, the flows): the typed
+# config's attributes. `group()` and `setting()` remain only where a partial config is read (the toy problems of
+# the evolution tests, a grader's settings), `OmegaConf.select` nowhere.
+TYPED_READERS = ("pipeline", "assembly", "serve")
+PARTIAL_CONFIG_READERS = {"trinity/pipeline/evolution_inputs.py", "trinity/pipeline/suites.py"}
+
+
+def config_reader_calls(text: str) -> list[str]:
+    """Calls of the schema's whole-config readers (`group(...)`, `setting(...)`) and of `OmegaConf.select`."""
+    return [ast.unparse(node) for node in ast.walk(ast.parse(text))
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _WHOLE_CONFIG_READERS)
+            or _is_select(node)]
+
+
+def test_the_stages_flows_and_serving_read_the_typed_config():
+    paths = [path for module, path in MODULES.items() if part_of(module) in TYPED_READERS]
+    paths += sorted((ROOT / "flows").glob("*.py"))
+    found = {rel: hits for path in paths if (rel := str(path.relative_to(ROOT))) not in PARTIAL_CONFIG_READERS
+             and (hits := config_reader_calls(path.read_text()))}
+    assert not found, ("a whole config read through group()/setting()/OmegaConf.select; read the typed config's "
+                       f"attributes (trinity.config.typed(cfg) at the part's entry): {found}")
+
+
+def test_the_reader_call_finder_finds_each_shape():
+    assert config_reader_calls('w = group(cfg, "evolve").warm_start')
+    assert config_reader_calls('s = setting(cfg, "seed")')
+    assert config_reader_calls('x = OmegaConf.select(cfg, "eval.moa")')
+    assert not config_reader_calls("w = cfg.evolve.warm_start")
+    assert not config_reader_calls("m = re.match(p, t).group(1)")       # a method named group
+
+
 def test_serving_imports_no_pipeline_module():
     """A server loads a coordinator and starts a pool through trinity.assembly, never through stage code."""
     serving = {m: GRAPH[m] for m in MODULES if part_of(m) == "serve"}

@@ -32,7 +32,7 @@ def test_min_items_is_checked_before_any_work(stage):  # noqa: F811
     cfg, pool, _ = stage
     for bad in (0, -3, 2.5, "twenty", True):
         cfg.eval.min_items = bad
-        with pytest.raises(ConfigError, match="'eval.min_items' must be a positive integer"):
+        with pytest.raises(ConfigError, match="'eval.min_items'"):
             evaluate_stage.run(cfg)
     assert pool.count == 0
     cfg.eval.min_items = 2

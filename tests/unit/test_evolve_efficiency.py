@@ -221,10 +221,14 @@ def _items() -> list[TaskItem]:
 
 
 def _items_cfg(mode=None):
-    evolve = {"episodes_per_candidate": 6}
-    if mode is not None:
-        evolve["train_items"] = mode
-    return OmegaConf.create({"seed": 7, "evolve": evolve})
+    """A config with evolve.train_items = `mode`; None: a document without the key (the schema's default)."""
+    doc = config.compose(["experiment=local_live", "seed=7", "evolve.episodes_per_candidate=6"])
+    OmegaConf.set_struct(doc, False)
+    if mode is None:
+        del doc.evolve["train_items"]
+    else:
+        doc.evolve.train_items = mode
+    return doc
 
 
 def test_fixed_train_items_are_the_same_every_generation():

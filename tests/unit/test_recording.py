@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from recording_support import MODELS, make_recording, recording_cfg
+from trinity.config import with_values
 from trinity.config_schema.protocol import ProtocolConfig
 from trinity.episodes.runner import EpisodeSpec, run_episodes
 from trinity.pool.client import PoolClient
@@ -253,8 +254,8 @@ def test_recording_uses_the_live_pool_behind_a_replay():
     cfg = compose([])   # the embedded default replays its recording: no server to start
     assert cfg.pool.replay is not None and server_specs(cfg.pool) == []
     live = live_config(cfg)   # what `trinity record` starts and records from
-    assert "replay" not in live.pool
-    assert [s.name for s in server_specs(live.pool)] == list(cfg.pool.models)
+    assert live.pool.replay is None and "replay" not in live.document.pool
+    assert [s.name for s in server_specs(live.document.pool)] == list(cfg.pool.models)
 
 
 def test_two_samples_per_call_branch_the_tree_and_replay_by_sample_index(tmp_path):
@@ -339,7 +340,6 @@ def test_exact_fitness_walks_shared_states_of_a_hand_built_dag():
 def test_the_recorder_prepares_its_own_items_when_record_prepared_is_set(tmp_path):
     """With record.prepared, the items come from the recorder's own folder, prepared from the tasks section,
     whatever paths.prepared holds (here a toy file of another cap): the same config chooses the same items."""
-    from omegaconf import OmegaConf
 
     from recording_support import write_prepared
     from trinity.config import compose
@@ -355,8 +355,7 @@ def test_the_recorder_prepares_its_own_items_when_record_prepared_is_set(tmp_pat
     live = record_stage.live_config(cfg)
     first = {it.uid: it.split for it in record_stage.chosen_items(record_stage.with_own_items(live))}
     assert len(first) == 7 and all(uid.startswith("gsm8k/test-") for uid in first)   # GSM8K's own ids, not the toy file's
-    OmegaConf.set_struct(live, False)
-    live.tasks.max_items_per_suite = 60   # a bigger cap keeps every earlier item, in the same split
+    live = with_values(live, {"tasks.max_items_per_suite": 60})   # a bigger cap keeps every earlier item, same split
     bigger = record_stage.with_own_items(live)
     from trinity.tasks.prepare import load_items
 

@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
+from config_support import typed_config
+from trinity.config import with_values
 from trinity.config_schema import group
 from trinity.coordinator.saved import CoordinatorMismatchError, load_saved, save_params
 from trinity.episodes.trace import EpisodeId, Trace
@@ -92,7 +94,7 @@ def save(folder, pool, quality, **meta):
 @pytest.fixture
 def cfg(tmp_path, monkeypatch):
     monkeypatch.setattr(retrain_stage, "gate_items", lambda cfg: ITEMS)
-    return OmegaConf.create({
+    return typed_config({
         "seed": 0, "paths": {"registry": str(tmp_path / "models"), "prepared": str(tmp_path / "prepared"),
                              "runs": str(tmp_path / "evolve")},
         "pool": {"models": {"a": {}, "b": {}}}, "coordinator": {"backbone": {"id": "b"}, "routing": "argmax"},
@@ -126,7 +128,7 @@ def test_first_run_promotes_then_a_worse_challenger_keeps_the_champion_and_a_bet
 def test_a_pool_change_runs_the_champion_with_rows_mapped_by_name(cfg, tmp_path):
     reg = ModelRegistry(cfg.paths.registry)
     retrain_stage.run(cfg, coordinator_path=save(tmp_path / "r1", "ab", 0.5), context=FakeContext("ab"))
-    cfg.pool.models = {"a": {}, "b": {}, "c": {}}
+    cfg = with_values(cfg, {"pool.models": {"a": {}, "b": {}, "c": {}}})
     out = retrain_stage.run(cfg, coordinator_path=save(tmp_path / "r2", "abc", 0.9), context=FakeContext("abc"))
     assert out["promoted"] and reg.champion_name() == "v2"
     assert any("mapped by model name" in n and "new models (rows start at 0): c" in n for n in out["notes"])

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+from config_support import typed_config
 from coordinator_support import tiny_backbone
 from omegaconf import OmegaConf
 
@@ -108,7 +109,7 @@ def test_states_are_copied_only_for_the_same_prompts_and_backbone(tmp_path):
 
 
 def test_earlier_outputs_are_the_newest_runs_first_then_the_pipelines(tmp_path, monkeypatch):
-    cfg = OmegaConf.create({"paths": {"ad_hoc_runs": str(tmp_path / "runs"), "prepared": "data/prepared"}})
+    cfg = typed_config({"paths": {"ad_hoc_runs": str(tmp_path / "runs"), "prepared": "data/prepared"}})
     for name in ("20260101T000000Z-retrain", "20260301T000000Z-retrain", "20260201T000000Z-evolve",
                  "20260401T000000Z-retrain"):
         (tmp_path / "runs" / name / "data" / "prepared").mkdir(parents=True)

@@ -6,7 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from config_support import typed_config
 from evolve_fixture import run, toy_cfg
+from trinity.config import with_values
 from trinity.coordinator.saved import CoordinatorMismatchError
 from trinity.coordinator.warm_start import map_params
 from trinity.errors import TrinityError
@@ -81,17 +83,16 @@ def test_the_loop_starts_from_x0_and_keys_its_checkpoint_on_it(tmp_path):
 
 
 def test_evolve_warm_start_resolves_the_champion_or_a_path(tmp_path):
-    from omegaconf import OmegaConf
 
     from trinity.errors import ConfigError
     from trinity.pipeline.evolve_stage import run_dir, warm_start_source
     from trinity.models.store import ModelRegistry
 
-    cfg = OmegaConf.create({"seed": 0, "paths": {"registry": str(tmp_path / "models"), "cache": str(tmp_path / "c")},
-                            "evolve": {"warm_start": None}})
+    cfg = typed_config({"seed": 0, "paths": {"registry": str(tmp_path / "models"), "cache": str(tmp_path / "c")},
+                        "evolve": {"warm_start": None}})
     assert warm_start_source(cfg) is None
     cold_dir = run_dir(cfg)
-    cfg.evolve.warm_start = "champion"
+    cfg = with_values(cfg, {"evolve.warm_start": "champion"})
     assert warm_start_source(cfg) is None            # no champion yet: a cold start
     folder = tmp_path / "trained"
     folder.mkdir()
@@ -100,8 +101,8 @@ def test_evolve_warm_start_resolves_the_champion_or_a_path(tmp_path):
     reg.promote(reg.register(folder).name, "first")
     assert warm_start_source(cfg) == tmp_path / "models" / "versions" / "v1" / "coordinator.safetensors"
     assert run_dir(cfg) != cold_dir
-    cfg.evolve.warm_start = str(folder)
+    cfg = with_values(cfg, {"evolve.warm_start": str(folder)})
     assert warm_start_source(cfg) == folder / "coordinator.safetensors"
-    cfg.evolve.warm_start = str(tmp_path / "nowhere")
+    cfg = with_values(cfg, {"evolve.warm_start": str(tmp_path / "nowhere")})
     with pytest.raises(ConfigError, match="evolve.warm_start"):
         warm_start_source(cfg)

@@ -13,6 +13,7 @@ import contextlib
 from typing import Any, Callable, Iterator
 
 import trinity.simulated.launcher  # noqa: F401  registers pool.server: simulated
+from trinity.config_schema import Config, document, typed
 from trinity.pool.servers import LocalPool, ServerStatus, server_specs
 
 __all__ = ["LocalPool", "keep_up", "local_pool", "local_servers"]
@@ -28,9 +29,9 @@ def local_servers(pool_cfg: Any, *, model_cache: str | None = None,
 
 
 @contextlib.contextmanager
-def local_pool(cfg: Any, *, progress: Callable[..., Any] = print) -> Iterator[LocalPool | None]:
+def local_pool(cfg: Config, *, progress: Callable[..., Any] = print) -> Iterator[LocalPool | None]:
     """Start `cfg.pool`'s local servers, if any, for the block; yields the LocalPool (None without one)."""
-    servers = local_servers(cfg.pool, model_cache=cfg.paths.model_cache, progress=progress)
+    servers = local_servers(document(cfg).pool, model_cache=typed(cfg).paths.model_cache, progress=progress)
     if servers is None:
         yield None
         return

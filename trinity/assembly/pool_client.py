@@ -6,16 +6,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from trinity.config_schema import section
+from trinity.config_schema import Config, document, section, typed
 from trinity.config_schema.pool import PoolConfig
 from trinity.pool.budget import Budget
 from trinity.pool.client import PoolClient
 from trinity.record.replay import RecordedReplies
 
 
-def run_budget(cfg: Any) -> Budget:
+def run_budget(cfg: Config) -> Budget:
     """The run's call/token/dollar budget, from `cfg.evolve.budget` (null limits: unlimited)."""
-    return Budget.from_config(cfg.evolve.budget)
+    return Budget.from_config(typed(cfg).evolve.budget)
 
 
 def open_replay(pool_cfg: Any) -> RecordedReplies | None:
@@ -26,8 +26,10 @@ def open_replay(pool_cfg: Any) -> RecordedReplies | None:
     return RecordedReplies.open(str(replay.recording), on_miss=str(replay.on_miss))
 
 
-def pool_client(cfg: Any, **kwargs: Any) -> PoolClient:
-    """PoolClient.from_config(cfg.pool, **kwargs) with the recording of `pool.replay` opened, if any."""
+def pool_client(cfg: Config, **kwargs: Any) -> PoolClient:
+    """PoolClient.from_config(pool, **kwargs) with the recording of `pool.replay` opened, if any. The pool layer
+    reads the pool section as the document writes it (which keys a model sets decides what its requests send)."""
+    pool = document(cfg).pool
     if kwargs.get("replay") is None:
-        kwargs["replay"] = open_replay(cfg.pool)
-    return PoolClient.from_config(cfg.pool, **kwargs)
+        kwargs["replay"] = open_replay(pool)
+    return PoolClient.from_config(pool, **kwargs)

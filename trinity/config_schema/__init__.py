@@ -17,7 +17,7 @@ import dataclasses
 import difflib
 from collections.abc import Mapping
 from enum import Enum
-from typing import Any, TypeVar, cast, get_type_hints
+from typing import TYPE_CHECKING, Any, TypeVar, Union, cast, get_type_hints
 
 from trinity.config_schema.fields import check_tree
 from trinity.config_schema.root import TrinityConfig
@@ -26,14 +26,41 @@ from trinity.errors import ConfigError
 T = TypeVar("T")
 E = TypeVar("E", bound=Enum)
 
-__all__ = ["TrinityConfig", "choice", "conform", "group", "section", "setting"]
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
+
+__all__ = ["Config", "TrinityConfig", "choice", "conform", "document", "group", "section", "setting", "typed"]
 
 
 def conform(cfg: Any) -> TrinityConfig:
     """`cfg` (the whole composed config) as a checked TrinityConfig; ConfigError names the key."""
     typed = _typed(cfg, TrinityConfig, "")
     check_tree(typed)
+    if typed.document is None and not isinstance(cfg, TrinityConfig):
+        object.__setattr__(typed, "document", cfg)   # frozen: the one attribute set after construction
     return typed
+
+
+Config = Union[TrinityConfig, "DictConfig"]
+"""What the parts of the pipeline accept: the typed config (what trinity.config.load returns) or a composed
+document (tests and tools that compose and edit one), typed at the part's entry by `typed`."""
+
+
+def typed(cfg: Config) -> TrinityConfig:
+    """The config as its typed, checked, frozen schema object (defaults filled from the schema); a typed config
+    is returned as it is, so a part may call this at its entry whatever its caller handed it."""
+    if isinstance(cfg, TrinityConfig):
+        return cfg
+    return conform(cfg)
+
+
+def document(cfg: Config) -> "DictConfig":
+    """The composed mapping behind `cfg` (a typed config's `document`)."""
+    if isinstance(cfg, TrinityConfig):
+        if cfg.document is None:
+            raise ConfigError("this typed config was built without a composed document (trinity.config.typed keeps one)")
+        return cast("DictConfig", cfg.document)
+    return cfg
 
 
 def section(node: Any, schema: type[T], key: str) -> T:
@@ -221,18 +248,15 @@ def omegaconf_reference(container: Mapping) -> TrinityConfig:
     """The typed config as OmegaConf's structured configs build it (the schema merged with the plain config,
     then built as objects), unchecked: the reference that the schema walk of `conform` is tested and
     benchmarked against (tests/unit/test_config_schema.py, benchmarks/config_load.py), about 60x slower."""
-    from omegaconf import DictConfig, OmegaConf
+    from unittest import mock
 
-    def writable(node: Any) -> Any:   # frozen dataclasses' nodes come read-only; the built object stays frozen
-        OmegaConf.set_readonly(node, None)
-        for key in node:
-            child = node._get_node(key)
-            if isinstance(child, DictConfig):
-                writable(child)
-        return node
+    from omegaconf import OmegaConf
 
-    return cast(TrinityConfig, OmegaConf.to_object(OmegaConf.merge(writable(OmegaConf.structured(TrinityConfig)),
-                                                                    dict(container))))
+    # OmegaConf makes a frozen dataclass's node read-only, and then cannot merge a mapping onto a value of a Dict
+    # field (pool.models.<name>); for the reference every node stays writable. The built objects are frozen.
+    with mock.patch("omegaconf.dictconfig.is_structured_config_frozen", return_value=False):
+        return cast(TrinityConfig, OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(TrinityConfig),
+                                                                        dict(container))))
 
 
 def _merged(default: Any, given: Any) -> Any:

@@ -12,7 +12,7 @@ from trinity.config_schema.fields import number
 from trinity.errors import ConfigError
 
 
-@dataclass
+@dataclass(frozen=True)
 class Backbone:
     id: str = MISSING                      # an asset name, a hub id or a GGUF path (by source)
     source: BackboneSource = BackboneSource.hub
@@ -21,13 +21,13 @@ class Backbone:
     device: str = "auto"                   # auto | cpu | cuda | cuda:N | mps
 
 
-@dataclass
+@dataclass(frozen=True)
 class Svf:
     enabled: bool = False
     matrices: List[str] = field(default_factory=list)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Features:
     normalize: FeatureNormalize = FeatureNormalize.none   # a params.yaml from before this key: raw features
 
@@ -47,7 +47,7 @@ def parse_max_padding(value: object) -> str | float | None:
     return fraction
 
 
-@dataclass
+@dataclass(frozen=True)
 class FeatureCache:
     memory_items: int = number(4096, ge=0)
     disk: bool = True
@@ -60,7 +60,7 @@ class FeatureCache:
         parse_max_padding(self.max_padding)
 
 
-@dataclass
+@dataclass(frozen=True)
 class CoordinatorConfig:
     backbone: Backbone = field(default_factory=Backbone)
     roles: Optional[List[str]] = field(default_factory=lambda: ["worker", "thinker", "verifier"])   # null: all three

@@ -30,7 +30,7 @@ class MoA:
                 raise ConfigError(f"config key '{key}.{name}' must contain {', '.join(missing)}")
 
 
-@dataclass
+@dataclass(frozen=True)
 class EvalConfig:
     methods: List[str] = field(default_factory=lambda: ["trinity", "trinity:argmax", "single_worker", "role_select",
                                                         "random", "loop", "moa", "ablations"])

@@ -11,7 +11,7 @@ from trinity.config_schema.fields import number
 from trinity.errors import ConfigError
 
 
-@dataclass
+@dataclass(frozen=True)
 class Fitness:
     """fitness = reward + entropy_weight * H(agents) - turn_weight * turn term - cost_weight * cost."""
     entropy_weight: float = number(0.15, ge=0)
@@ -27,7 +27,7 @@ class Fitness:
     l2_weight: float = number(0.0, ge=0)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Validation:
     every: Optional[int] = number(5, ge=0)      # validate the mean every N generations; null/0: at the end
     n_items: int = number(64, gt=0)
@@ -37,7 +37,7 @@ class Validation:
     margin: float = number(1.0, ge=0)
 
 
-@dataclass
+@dataclass(frozen=True)
 class BudgetLimits:
     """Limits on real (uncached) pool calls of the run; null: unlimited."""
     max_cost_usd: Optional[float] = number(None, ge=0)
@@ -45,7 +45,7 @@ class BudgetLimits:
     max_calls: Optional[int] = number(None, ge=0)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Reinforce:
     """evolve.reinforce: the on-policy method's settings (trinity.evolve.on_policy.Reinforce)."""
     learning_rate: float = number(0.001, gt=0)
@@ -55,7 +55,7 @@ class Reinforce:
     eps: float = number(1e-8, gt=0)
 
 
-@dataclass
+@dataclass(frozen=True)
 class CostWeights:
     """evolve.cost_weights read on its own (the frontier stage)."""
     weights: List[float] = number(default_factory=list, ge=0)
@@ -65,7 +65,7 @@ class CostWeights:
             raise ConfigError(f"config key '{key}' lists a weight twice: {list(self.weights)}")
 
 
-@dataclass
+@dataclass(frozen=True)
 class EvolveConfig:
     strategy: str = "sep_cma"                  # a name in trinity.evolve.strategy_registry.STRATEGIES
     sigma0: float = number(0.03, gt=0)

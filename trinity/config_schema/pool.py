@@ -9,21 +9,21 @@ from trinity.config_schema.fields import number
 from trinity.errors import ConfigError
 
 
-@dataclass
+@dataclass(frozen=True)
 class Sampling:
     temperature: float = number(0.1, ge=0)
     max_tokens: Optional[int] = number(None, gt=0)
     timeout_s: float = number(300.0, gt=0)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Throughput:
     """Measured rates (benchmarks/local_pool_throughput.py); null: not measured."""
     decode_tok_s: Optional[float] = number(None, gt=0)
     prefill_tok_s: Optional[float] = number(None, gt=0)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Retry:
     """How failed calls are retried (trinity.pool.retry reads these values); the defaults live here."""
     max_retries: int = number(4, ge=0)
@@ -33,7 +33,7 @@ class Retry:
     retry_after_max_s: float = number(120.0, ge=0)  # a server asking for longer than this is waited this long
 
 
-@dataclass
+@dataclass(frozen=True)
 class AgentSetup:
     """`pool.models.<name>.setup`: what makes a pool entry an agent rather than a bare model (trinity.pool.agents).
     Several agents can share one model server (the same base_url or port)."""
@@ -54,7 +54,7 @@ class AgentSetup:
                 raise ConfigError(f"config key '{key}.max_tokens.{role}' must be a positive integer, got {cap!r}")
 
 
-@dataclass
+@dataclass(frozen=True)
 class PoolModel:
     """One `pool.models.<name>` entry. Local llama.cpp models give asset/port/n_*; hosted ones
     base_url/api_key_env; simulated ones their `simulated` profile."""
@@ -80,7 +80,7 @@ class PoolModel:
     setup: Optional[AgentSetup] = None          # the agent's own instructions, caps and tool (null: the bare model)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Replay:
     """`pool.replay` (pool=recorded): serve replies from a recording made by `trinity record`."""
     recording: str = "data/recordings/local-small"
@@ -92,7 +92,7 @@ class Replay:
             raise ConfigError(f"config key '{key}.on_miss' must be error or live, got {self.on_miss!r}")
 
 
-@dataclass
+@dataclass(frozen=True)
 class PoolConfig:
     name: str = "pool"
     provider: str = "openai"

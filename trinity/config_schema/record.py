@@ -11,7 +11,7 @@ from trinity.contracts import ROLES
 
 
 
-@dataclass
+@dataclass(frozen=True)
 class RecordItems:
     """Items per suite and split: train and validation from tasks.train, test from tasks.train + transfer."""
     train: int = number(10, ge=0)
@@ -19,7 +19,7 @@ class RecordItems:
     test: int = number(15, ge=0)
 
 
-@dataclass
+@dataclass(frozen=True)
 class RecordConfig:
     name: str = "local-small"               # the recording's folder under `dir`
     dir: str = "data/recordings"

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any, ClassVar, Dict, List, Optional
 
 from trinity.errors import ConfigError
 from trinity.config_schema.choices import PromoteRule, RunnerKind
@@ -19,7 +19,7 @@ from trinity.config_schema.serve import ServeConfig
 from trinity.config_schema.tasks import TasksConfig
 
 
-@dataclass
+@dataclass(frozen=True)
 class Paths:
     data: str = "data"
     prepared: str = "data/prepared"
@@ -37,7 +37,7 @@ class Paths:
     ad_hoc_runs: str = "runs"
 
 
-@dataclass
+@dataclass(frozen=True)
 class Runner:
     kind: RunnerKind = RunnerKind.threads
     max_workers: int = number(8, gt=0)
@@ -45,13 +45,13 @@ class Runner:
     dask_workers: int = number(2, gt=0)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Schedule:
     cron: Optional[str] = None
     overrides: List[str] = field(default_factory=list)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Retrain:
     """Champion and challenger (flows/retrain.py): when a retrained coordinator replaces the champion."""
     promote_rule: PromoteRule = PromoteRule.paired_test
@@ -71,7 +71,7 @@ class Retrain:
                               f"got {dict(self.new_items)}")
 
 
-@dataclass
+@dataclass(frozen=True)
 class PlanAssumptions:
     """`trinity plan`'s behavioural assumptions (optional keys; --accept etc. override them)."""
     accept_probability: float = number(0.5, ge=0, le=1)       # P(a Verifier says ACCEPT)
@@ -79,14 +79,14 @@ class PlanAssumptions:
     typical_output_fraction: float = number(0.6, gt=0, le=1)  # typical reply length / its cap
 
 
-@dataclass
+@dataclass(frozen=True)
 class Ablations:
     enabled: bool = False
     variants: Optional[List[str]] = None    # null: every definition, in order
     definitions: Dict[str, Any] = field(default_factory=dict)   # name -> {dotted key: value}
 
 
-@dataclass
+@dataclass(frozen=True)
 class TrinityConfig:
     seed: int = 0
     pool: PoolConfig = field(default_factory=PoolConfig)
@@ -103,3 +103,7 @@ class TrinityConfig:
     retrain: Retrain = field(default_factory=Retrain)
     plan: PlanAssumptions = field(default_factory=PlanAssumptions)
     record: RecordConfig = field(default_factory=RecordConfig)
+    # The composed document this object was typed from (`conform` sets it on the instance): what is written as
+    # params.yaml, handed to a task as YAML and fingerprinted, and what derived configs are made from. Not a
+    # config key nor a field: equality, the schema walk and OmegaConf's structured configs ignore it.
+    document: ClassVar[Any] = None

@@ -17,7 +17,7 @@ class ServeLimits:
     max_cost_usd: Optional[float] = number(None, gt=0)
 
 
-@dataclass   # not frozen: OmegaConf cannot merge onto frozen values of a Dict field
+@dataclass(frozen=True)
 class RoleAccess:
     allow: Optional[List[str]] = None     # null: every pool model
     deny: List[str] = field(default_factory=list)

@@ -9,7 +9,7 @@ from trinity.config_schema.fields import number
 from trinity.errors import ConfigError
 
 
-@dataclass
+@dataclass(frozen=True)
 class Splits:
     train: float = number(0.6, ge=0, le=1)
     validation: float = number(0.2, ge=0, le=1)
@@ -22,7 +22,7 @@ class Splits:
                               f"{{train: {self.train}, validation: {self.validation}, test: {self.test}}}")
 
 
-@dataclass
+@dataclass(frozen=True)
 class TasksConfig:
     train: List[str] = field(default_factory=list)       # suite names (trinity.tasks.registry.SUITES)
     transfer: List[str] = field(default_factory=list)    # evaluated zero-shot, never trained on

@@ -24,68 +24,73 @@ import shutil
 from pathlib import Path
 from typing import Any, Callable, cast
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import OmegaConf
 
 from trinity import config as trinity_config
+from trinity.config import Config, typed
+from trinity.config_schema import TrinityConfig
 from trinity.pipeline.population import Submit, inline_submit
 from trinity.pipeline.variants import train_variants
-from trinity.config_schema import group
 
 log = logging.getLogger("trinity.ablate")
 
 Evolve = Callable[..., dict]
 
 
-def ablations_dir(cfg: DictConfig) -> Path:
-    return Path(group(cfg, "paths").ablations)
+def ablations_dir(cfg: Config) -> Path:
+    return Path(typed(cfg).paths.ablations)
 
 
-def variants(cfg: DictConfig) -> dict[str, tuple[dict[str, Any], DictConfig]]:
+def variants(cfg: Config) -> dict[str, tuple[dict[str, Any], TrinityConfig]]:
     """name -> (overrides as given, the variant's full config), in `ablations.variants` order. When the
     main run leaves evolve.popsize null (ceil(4 + 3 ln n)), it is pinned to the main run's value so every
     variant has the same episode budget whatever its parameter count."""
+    cfg = typed(cfg)
     out = {}
     configs = trinity_config.ablation_variants(cfg)
     popsize = None
     for name, variant in configs.items():
-        overrides = cast("dict[str, Any]", OmegaConf.to_container(cfg.ablations.definitions[name], resolve=True) or {})
-        if variant.evolve.get("popsize") is None:
+        overrides = dict(cfg.ablations.definitions[name] or {})
+        if variant.evolve.popsize is None:
             popsize = popsize or main_popsize(cfg)
-            OmegaConf.update(variant, "evolve.popsize", popsize, merge=False)
+            variant = trinity_config.apply_overrides(variant, {"evolve.popsize": popsize}, where="ablations")
         out[name] = (overrides, variant)
     return out
 
 
-def main_popsize(cfg: DictConfig) -> int:
-    if cfg.evolve.get("popsize") is not None:
-        return int(cfg.evolve.popsize)
+def main_popsize(cfg: Config) -> int:
+    popsize = typed(cfg).evolve.popsize
+    if popsize is not None:
+        return popsize
     from trinity.evolve.strategies import default_popsize
     from trinity.assembly.coordinator import coordinator_from_config
 
     return default_popsize(coordinator_from_config(cfg).num_params)
 
 
-def budget(cfg: DictConfig, popsize: int) -> dict[str, int]:
+def budget(cfg: Config, popsize: int) -> dict[str, int]:
     """The per-variant budget, identical for every variant (and the main run)."""
     from trinity.evolve.loop import VALIDATION_MODES
 
+    cfg = typed(cfg)
     ev = cfg.evolve
-    repeats = group(cfg, "evolve").repeats
-    per_generation = popsize * int(ev.episodes_per_candidate) * repeats
-    every = (ev.get("validation") or {}).get("every") or 0
-    generations = int(ev.generations)
+    repeats = ev.repeats
+    per_generation = popsize * ev.episodes_per_candidate * repeats
+    every = ev.validation.every or 0
+    generations = ev.generations
     validations = len({g for g in range(generations) if g == generations - 1 or (every and (g + 1) % every == 0)})
     validations += 1  # x0, before generation 0; every validation runs with sample and argmax routing
     return {"popsize": popsize, "generations": generations, "episodes_per_candidate": int(ev.episodes_per_candidate),
             "repeats": repeats, "train_episodes_per_generation": per_generation,
-            "train_episodes": per_generation * generations, "validation_items": int(ev.validation.n_items),
-            "validation_episodes": validations * len(VALIDATION_MODES) * int(ev.validation.n_items),
-            "max_turns": int(cfg.protocol.max_turns)}
+            "train_episodes": per_generation * generations, "validation_items": ev.validation.n_items,
+            "validation_episodes": validations * len(VALIDATION_MODES) * ev.validation.n_items,
+            "max_turns": cfg.protocol.max_turns}
 
 
-def run(cfg: DictConfig, *, submit: Submit = inline_submit,
+def run(cfg: Config, *, submit: Submit = inline_submit,
         progress: Callable[[dict], None] | None = None, evolve: Evolve | None = None) -> dict:
     """Train every selected variant (resuming), publish each, write metrics/ablations.json."""
+    cfg = typed(cfg)
     dest_root = ablations_dir(cfg)
     metrics_path = Path(cfg.paths.metrics) / "ablations.json"
     chosen = variants(cfg)  # every variant's config is validated before any work starts
@@ -95,11 +100,11 @@ def run(cfg: DictConfig, *, submit: Submit = inline_submit,
     summary: dict[str, Any] = {"enabled": bool(chosen), "variants": {}}
     if not chosen:
         log.info("ablations: disabled (ablations.enabled=false or no variants selected)")
-    plans = {name: budget(variant, int(variant.evolve.popsize)) for name, (_, variant) in chosen.items()}
+    plans = {name: budget(variant, variant.evolve.popsize or main_popsize(cfg)) for name, (_, variant) in chosen.items()}
     if plans:
         summary["budget"] = next(iter(plans.values()))
 
-    def describe(name: str, overrides: dict, variant: DictConfig) -> str:
+    def describe(name: str, overrides: dict, variant: TrinityConfig) -> str:
         plan = plans[name]
         return (", ".join(f"{k}={v}" for k, v in overrides.items()) + f"; budget {plan['generations']} generations x "
                 f"{plan['train_episodes_per_generation']} train episodes (+{plan['validation_episodes']} validation episodes)")

@@ -5,18 +5,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from omegaconf import DictConfig
-
-from trinity.config_schema import group
+from trinity.config import Config, typed
 from trinity.eval.methods import MethodSkipped
 
 
-def ablations_root(cfg: DictConfig) -> Path:
+def ablations_root(cfg: Config) -> Path:
     """paths.ablations: one sub-folder per trained variant."""
-    return Path(group(cfg, "paths").ablations)
+    return Path(typed(cfg).paths.ablations)
 
 
-def ablation_names(cfg: DictConfig) -> list[str]:
+def ablation_names(cfg: Config) -> list[str]:
     """The ablation stage's sub-folders (one per variant); a missing root skips the `ablations` group."""
     root = ablations_root(cfg)
     if not root.is_dir():

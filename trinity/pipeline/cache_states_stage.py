@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
-from omegaconf import DictConfig
 
+from trinity.config import Config, typed
 from trinity.episodes.protocol import first_turn_transcript
 from trinity.config_schema.protocol import ProtocolConfig
 from trinity.pipeline import items as item_sel
@@ -33,13 +33,14 @@ from trinity.seeding import derive_seed
 log = logging.getLogger("trinity.cache_states")
 
 
-def run(cfg: DictConfig, *, on_work: Listener | None = None, reuse_from: Sequence[str | Path] = (),
+def run(cfg: Config, *, on_work: Listener | None = None, reuse_from: Sequence[str | Path] = (),
         changes: dict | None = None) -> dict:
     """`on_work(label, done, total)`: the states computed so far (trinity.progress).
 
     `reuse_from`: earlier states folders (a retraining run's earlier runs): a suite whose prompts, backbone,
     dtype and device class are the same as there is copied, not computed. `changes`, when given, is
     filled with {"reused": {suite: folder}, "computed": [suite, ...]}."""
+    cfg = typed(cfg)
     from trinity.assembly.coordinator import coordinator_from_config
     from trinity.pipeline.state_files import features_at_positions, reuse_state_cache, rows, save_state_cache
 
@@ -115,14 +116,15 @@ def run(cfg: DictConfig, *, on_work: Listener | None = None, reuse_from: Sequenc
     return {"path": str(out_dir), "count": sum(counts.values()), **manifest}
 
 
-def token_positions(cfg: DictConfig) -> list[int]:
+def token_positions(cfg: Config) -> list[int]:
     """The configured token position, then every other one that an enabled ablation of the same backbone
     reads (the last-token ablation): cache_states computes them all in one pass, so no variant recomputes."""
-    positions = [int(cfg.coordinator.token_position)]
-    ablations = cfg.get("ablations")
-    if ablations is not None and ablations.get("enabled"):
-        definitions = ablations.get("definitions") or {}
-        for name in ablations.get("variants") or []:
+    cfg = typed(cfg)
+    positions = [cfg.coordinator.token_position]
+    ablations = cfg.ablations
+    if ablations.enabled:
+        definitions = ablations.definitions
+        for name in ablations.variants or []:
             overrides = definitions.get(name) or {}
             position = overrides.get("coordinator.token_position")
             if position is not None and not any(str(k).startswith("coordinator.backbone") for k in overrides):
@@ -130,7 +132,7 @@ def token_positions(cfg: DictConfig) -> list[int]:
     return list(dict.fromkeys(positions))
 
 
-def position_views(cfg: DictConfig, coord: Any) -> dict[int, Any]:
+def position_views(cfg: Config, coord: Any) -> dict[int, Any]:
     """{token position: a coordinator that reads it} sharing `coord`'s backbone: its content-cache keys and
     state identity name the files of that position."""
     from trinity.assembly.coordinator import coordinator_from_config
@@ -153,7 +155,7 @@ def state_file(out_dir: Path, name: str, position: int, coord: Any) -> Path:
 RECORDED_STATES = "recorded-transcripts"
 
 
-def by_suite_items(cfg: DictConfig, suites: Sequence[str]) -> list:
+def by_suite_items(cfg: Config, suites: Sequence[str]) -> list:
     out = []
     for suite in suites:
         for split in ("train", "validation", "test"):
@@ -161,7 +163,7 @@ def by_suite_items(cfg: DictConfig, suites: Sequence[str]) -> list:
     return out
 
 
-def recorded_transcripts(cfg: DictConfig, items: list) -> list[tuple[str, str]]:
+def recorded_transcripts(cfg: Config, items: list) -> list[tuple[str, str]]:
     """(key, transcript) of every transcript beyond the first turn in the recording's trees (pool=recorded),
     compiled with every role the recording has; [] on a live pool."""
     from trinity.pipeline.recorded import RecordedWorld, replay_path

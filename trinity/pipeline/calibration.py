@@ -11,10 +11,9 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from omegaconf import DictConfig
-
 from trinity.assembly.local_pool import local_pool
 from trinity.assembly.pool_client import pool_client
+from trinity.config_schema import Config, document, typed
 from trinity.errors import TrinityError
 from trinity.pipeline import items as item_sel
 from trinity.pipeline.rollouts import make_grader
@@ -22,13 +21,14 @@ from trinity.simulated.calibrate import measure, profile_yaml, write_profile
 from trinity.tasks.types import TaskItem
 
 
-def calibration_items(cfg: DictConfig, per_suite: int, *, prepare: str) -> list[TaskItem]:
+def calibration_items(cfg: Config, per_suite: int, *, prepare: str) -> list[TaskItem]:
     """`per_suite` seeded validation items of each training suite. Raises TrinityError naming `prepare`
     (the command that prepares them) when the prepared items are missing."""
+    cfg = typed(cfg)
     items: list[TaskItem] = []
     try:
         for suite in cfg.tasks.train:
-            items += item_sel.sample(item_sel.load_split(cfg, [suite], "validation"), per_suite, int(cfg.seed),
+            items += item_sel.sample(item_sel.load_split(cfg, [suite], "validation"), per_suite, cfg.seed,
                                      "calibrate", suite)
     except TrinityError as e:
         raise TrinityError(f"{e} (`{prepare}`): calibrate measures on the prepared validation items") from None
@@ -44,9 +44,10 @@ def calibration_calls(agents: int, items: int) -> int:
     return agents * items * (1 + agents)
 
 
-def calibrate(cfg: DictConfig, items: list[TaskItem], output: Path) -> Path:
+def calibrate(cfg: Config, items: list[TaskItem], output: Path) -> Path:
     """Measure every pool model on `items` (the local servers started for it) and write the profile that
     plays the pool to `output`, named after the file; the written path."""
+    cfg = typed(cfg)
     agents = list(cfg.pool.models)
 
     async def run():
@@ -59,4 +60,4 @@ def calibrate(cfg: DictConfig, items: list[TaskItem], output: Path) -> Path:
 
     with local_pool(cfg):
         measured = asyncio.run(run())
-    return write_profile(profile_yaml(measured, cfg.pool, name=output.stem, source=f"{len(items)} items"), output)
+    return write_profile(profile_yaml(measured, document(cfg).pool, name=output.stem, source=f"{len(items)} items"), output)

@@ -12,7 +12,7 @@ from typing import Any, Callable, Collection, Sequence
 
 import numpy as np
 
-from trinity.config_schema import group
+from trinity.config import Config, typed
 from trinity.assembly.coordinator import coordinator_from_config
 from trinity.coordinator.backbone import Backbone
 from trinity.coordinator.coordinator import Coordinator
@@ -25,9 +25,10 @@ from trinity.tasks.prepare import load_items
 log = logging.getLogger("trinity.coordinator.feature_norm")
 
 
-def build_coordinator(cfg: Any, backbone: Backbone | None = None) -> Coordinator:
+def build_coordinator(cfg: Config, backbone: Backbone | None = None) -> Coordinator:
     """The coordinator of `cfg` that fits its feature statistics on cfg's training states on first use."""
-    normalize = group(cfg, "coordinator").features.normalize.value
+    cfg = typed(cfg)
+    normalize = cfg.coordinator.features.normalize.value
     fit = training_norm_fitter(cfg, keep_shared=normalize == "rebalance") if normalize != "none" else None
     return coordinator_from_config(cfg, backbone, fit_norm=fit)
 
@@ -38,13 +39,14 @@ def first_turn_features(coord: Coordinator, items: Sequence[Any], protocol_cfg: 
     return coord.precompute([first_turn_transcript(protocol, it.prompt) for it in items])
 
 
-def training_norm_fitter(cfg: Any, *, keep_shared: bool = False) -> Callable[[Coordinator], FeatureNorm]:
+def training_norm_fitter(cfg: Config, *, keep_shared: bool = False) -> Callable[[Coordinator], FeatureNorm]:
     """fit_feature_norm on cfg's training states; suites cached for another token position or backbone
     (the last-token ablation) are recomputed with the coordinator itself, as the router would read them."""
     from trinity.pipeline.recorded import recorded_uids
 
-    paths = group(cfg, "paths")
-    train = [str(s) for s in cfg.tasks.train]
+    cfg = typed(cfg)
+    paths = cfg.paths
+    train = list(cfg.tasks.train)
     protocol_cfg = cfg.protocol
     used = recorded_uids(cfg)   # pool=recorded: the run sees only the recording's items (cache_states too)
 

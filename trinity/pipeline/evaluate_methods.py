@@ -8,16 +8,16 @@ caller asks to be strict.
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import OmegaConf
 
-from trinity.config_schema import group
+from trinity.config import Config, document, typed, with_values
+from trinity.config_schema import TrinityConfig
 from trinity.coordinator.head import section_roles
 from trinity.coordinator.saved import coordinator_file
 from trinity.errors import TrinityError
@@ -39,25 +39,22 @@ def fingerprint(params, extra=None) -> str:
     return h.hexdigest()[:12]
 
 
-def variant_config(cfg: DictConfig, overrides: dict) -> DictConfig:
-    """`cfg` with an ablation variant's overrides (dotted key -> value) applied; new keys are allowed."""
-    out = copy.deepcopy(cfg)
-    OmegaConf.set_readonly(out, False)
-    OmegaConf.set_struct(out, False)
-    for key, value in (overrides or {}).items():
-        OmegaConf.update(out, str(key), value, merge=False, force_add=True)
-    return out
+def variant_config(cfg: Config, overrides: dict) -> TrinityConfig:
+    """`cfg` with an ablation variant's overrides (dotted key -> value) applied to its document (a key the
+    document leaves to the schema's default is added), typed again."""
+    return with_values(cfg, overrides or {})
 
 
-def _same_router_config(a: DictConfig, b: DictConfig) -> bool:
+def _same_router_config(a: Config, b: Config) -> bool:
     """The coordinator of `b` would route exactly like that of `a` (same backbone, head, prompt)."""
-    def part(c: DictConfig) -> tuple:
-        return (OmegaConf.to_container(c.coordinator, resolve=True), str(c.protocol.coordinator_system),
-                list(c.pool.models))
+    def part(c: Config) -> tuple:
+        t = typed(c)
+        return (OmegaConf.to_container(document(c).coordinator, resolve=True), t.protocol.coordinator_system,
+                list(t.pool.models))
     return part(a) == part(b)
 
 
-def load_ablation(cfg: DictConfig, ctx: RolloutContext, name: str) -> method_registry.Ablation:
+def load_ablation(cfg: Config, ctx: RolloutContext, name: str) -> method_registry.Ablation:
     """The coordinator the ablation stage saved in `<paths.ablations>/<name>/`, routed with its variant's
     config (`variant.yaml`: dotted key -> value). A variant that changes the coordinator gets its own
     RolloutContext (its own backbone copy, e.g. for SVF or another token position); its router still
@@ -72,24 +69,24 @@ def load_ablation(cfg: DictConfig, ctx: RolloutContext, name: str) -> method_reg
         if not isinstance(loaded, dict):
             raise method_registry.MethodSkipped(f"{folder / 'variant.yaml'} is not a mapping of config keys to values")
         overrides = loaded
-    variant = variant_config(cfg, overrides)
-    own_context = not _same_router_config(cfg, variant)
-    same_features = (variant.coordinator.backbone == cfg.coordinator.backbone
-                     and group(variant, "coordinator").token_position == group(cfg, "coordinator").token_position)
-    if own_context and not same_features:  # cache_states computed features for the main token position
-        variant.paths.states = str(folder / "states")
+    cfg = typed(cfg)
     try:
+        variant = variant_config(cfg, overrides)
+        own_context = not _same_router_config(cfg, variant)
+        same_features = (variant.coordinator.backbone == cfg.coordinator.backbone
+                         and variant.coordinator.token_position == cfg.coordinator.token_position)
+        if own_context and not same_features:  # cache_states computed features for the main token position
+            variant = variant_config(cfg, {**overrides, "paths.states": str(folder / "states")})
         vctx = RolloutContext.get(variant) if own_context else ctx
         params = load_checked_params(vctx.coordinator, path)
     except TrinityError as e:
         raise method_registry.MethodSkipped(str(e)) from None
-    changed_protocol = OmegaConf.to_container(variant.protocol) != OmegaConf.to_container(cfg.protocol)
-    protocol = variant.protocol if changed_protocol else None
+    protocol = variant.protocol if variant.protocol != cfg.protocol else None
     return method_registry.Ablation(router=lambda: vctx.router_for(params), protocol=protocol,
                                     fingerprint=fingerprint(params, overrides))
 
 
-def method_context(cfg: DictConfig, ctx: RolloutContext, coordinator_path: Path) -> method_registry.MethodContext:
+def method_context(cfg: Config, ctx: RolloutContext, coordinator_path: Path) -> method_registry.MethodContext:
     """What the methods are built from: the trained coordinator (when saved), the pool, the ablations."""
     params = None
     if coordinator_file(coordinator_path).exists():
@@ -100,14 +97,14 @@ def method_context(cfg: DictConfig, ctx: RolloutContext, coordinator_path: Path)
         no_coordinator=f"none at {coordinator_file(coordinator_path)}",
         coordinator_routing=str(cfg.coordinator.routing),
         coordinator_fingerprint=fingerprint(params) if params is not None else "",
-        moa=cfg.eval.get("moa"),
+        moa=typed(cfg).eval.moa,
         ablation_names=lambda: ablation_names(cfg),
         load_ablation=lambda name: load_ablation(cfg, ctx, name),
-        roles=section_roles(group(cfg, "coordinator").roles),
+        roles=section_roles(typed(cfg).coordinator.roles),
     )
 
 
-def choose_methods(cfg: DictConfig, mctx: method_registry.MethodContext, *, strict: bool,
+def choose_methods(cfg: Config, mctx: method_registry.MethodContext, *, strict: bool,
                    say: Callable[[str], None]) -> tuple[list, list]:
     """The methods of `eval.methods` that can run, and the skipped ones with their reasons (each told to
     `say`); under `strict` a method that cannot run is an error instead."""

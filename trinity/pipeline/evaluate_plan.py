@@ -7,15 +7,15 @@ before any pool call or backbone load, so a typo fails at once instead of after 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
 import polars as pl
-from omegaconf import DictConfig, OmegaConf
 
-from trinity.config_schema import group
-from trinity.config_schema.eval import EvalConfig
+from trinity.config import Config, typed
+from trinity.config_schema.protocol import ProtocolConfig
 from trinity.contracts import Router
 from trinity.errors import ConfigError
 from trinity.eval import methods as method_registry
@@ -24,13 +24,11 @@ from trinity.pipeline import items as item_sel
 from trinity.pipeline.rollouts import RolloutContext, config_key
 
 
-def min_items(cfg: DictConfig) -> int:
+def min_items(cfg: Config) -> int:
     """`eval.min_items` (default 20): below this many paired items the report gives no verdict. Checked
     before any pool call, so a typo fails at once instead of after the whole evaluation."""
-    value = cfg.eval.get("min_items")
-    if value is None:
-        return EvalConfig().min_items
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    value = typed(cfg).eval.min_items
+    if value < 1:
         raise ConfigError(f"config key 'eval.min_items' must be a positive integer (paired items needed "
                           f"for a verdict), got {value!r}")
     return value
@@ -39,16 +37,16 @@ def min_items(cfg: DictConfig) -> int:
 EVAL_SETS = ("validation", "test")
 
 
-def set_names(cfg: DictConfig) -> list[str]:
+def set_names(cfg: Config) -> list[str]:
     """`eval.sets` (default both): `validation` = the items evolution validated on (they chose the kept
     coordinator, so they flatter it), `test` = the test split of the evaluated suites."""
-    names = [str(n) for n in group(cfg, "eval").sets]   # each one of EVAL_SETS: the schema's choice
+    names = [str(n) for n in typed(cfg).eval.sets]   # each one of EVAL_SETS: the schema's choice
     if not names:
         raise ConfigError(f"config key 'eval.sets' must be a non-empty list of {', '.join(EVAL_SETS)}; got {names}")
     return names
 
 
-def eval_sets(cfg: DictConfig) -> dict[str, dict[str, list]]:
+def eval_sets(cfg: Config) -> dict[str, dict[str, list]]:
     """The items of each set `eval.sets` asks for, by suite: evolution's validation items, and a seeded
     sample of `eval.items_per_suite` test items of each evaluated suite."""
     n = cfg.eval.items_per_suite
@@ -83,7 +81,7 @@ class Chunk:
         return self.set_name, self.suite, self.method
 
 
-def plan_chunks(cfg: DictConfig, ctx: RolloutContext, mctx: method_registry.MethodContext, methods: list,
+def plan_chunks(cfg: Config, ctx: RolloutContext, mctx: method_registry.MethodContext, methods: list,
                 sets: dict) -> tuple[dict[tuple, pl.DataFrame], list[Chunk]]:
     """Every (set, suite, method): its results when an earlier, interrupted run saved them, else a Chunk
     to run."""
@@ -103,7 +101,7 @@ def plan_chunks(cfg: DictConfig, ctx: RolloutContext, mctx: method_registry.Meth
                         continue
                 protocol = m.protocol if m.protocol is not None else cfg.protocol
                 if m.max_turns is not None:
-                    protocol = OmegaConf.merge(protocol, {"max_turns": m.max_turns})
+                    protocol = dataclasses.replace(ProtocolConfig.from_config(protocol), max_turns=m.max_turns)
                 # no router (None) for a method with its own episode function: its episodes use none
                 router = cast(Router, m.build(mctx) if m.episode is None else None)
                 specs = ctx.specs_for(router, items, generation=-1, candidate=-1, repeats=int(cfg.eval.repeats))

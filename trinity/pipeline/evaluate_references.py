@@ -9,16 +9,15 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
-from omegaconf import DictConfig
 
-from trinity.config_schema import group
+from trinity.config import Config, document, typed
 from trinity.coordinator.saved import coordinator_file
 from trinity.pipeline import items as item_sel
 from trinity.pipeline.evaluate_methods import load_checked_params
 from trinity.pipeline.rollouts import RolloutContext
 
 
-def recorded_verdict(cfg: DictConfig, ctx: RolloutContext, sets: dict, coordinator_path: Path,
+def recorded_verdict(cfg: Config, ctx: RolloutContext, sets: dict, coordinator_path: Path,
                      needed: int) -> tuple[list[str], dict] | None:
     """On a recording (pool=recorded): the opening verdict from exact per-item expected rewards on the test
     items, with the recording's bounds, and its metrics; None on a live pool or without test items."""
@@ -64,17 +63,17 @@ def fit_lines(evolve_metrics: Path, test_reward: float, test_items: int) -> list
 SIMULATED_METHODS = ("trinity", "trinity:argmax", "trinity:sample", "random")
 
 
-def simulated_references(cfg: DictConfig, summary: pl.DataFrame, sets: dict) -> tuple[list[str], dict] | None:
+def simulated_references(cfg: Config, summary: pl.DataFrame, sets: dict) -> tuple[list[str], dict] | None:
     """On the simulated pool: the report section with the exact reference lines for the test items
     (oracle, random, single models; weighted by the test items per suite) next to the measured rewards of
     `trinity` and `random`, and metrics `test/simulated/*` (the oracle, and each method's share of it)."""
     from trinity.simulated.references import is_simulated, markdown, references
 
-    if not is_simulated(group(cfg, "pool")) or not sets.get("test"):
+    if not is_simulated(typed(cfg).pool) or not sets.get("test"):
         return None
     weights = {suite: len(items) for suite, items in sets["test"].items()}
-    refs = references(cfg.pool, list(weights), max_turns=int(cfg.protocol.max_turns),
-                      roles=group(cfg, "coordinator").roles, weights=weights)
+    refs = references(document(cfg).pool, list(weights), max_turns=typed(cfg).protocol.max_turns,
+                      roles=typed(cfg).coordinator.roles, weights=weights)
     assert refs is not None  # None only for a real pool or no suites, both ruled out above
     test = summary.filter(pl.col("set") == "test")
     measured: dict[str, dict[str, float]] = {}

@@ -20,8 +20,8 @@ import logging
 from pathlib import Path
 from typing import Callable
 
-from omegaconf import DictConfig
 
+from trinity.config import Config, typed
 from trinity.eval.tables import paired_tests, summarize
 from trinity.pipeline.evaluate_frontier import load_frontier
 from trinity.pipeline.evaluate_methods import choose_methods, method_context
@@ -35,12 +35,13 @@ from trinity.progress import Listener
 log = logging.getLogger("trinity.evaluate")
 
 
-def run(cfg: DictConfig, *, coordinator_path: Path | None = None, progress: Callable[[str], None] | None = None,
+def run(cfg: Config, *, coordinator_path: Path | None = None, progress: Callable[[str], None] | None = None,
         strict: bool = False, on_work: Listener | None = None, frontier_path: Path | None = None) -> dict:
     """`strict` (an ad-hoc `trinity eval`): a requested method that cannot run is an error; the stage
     (strict=False) skips it and the report lists why. `progress` gets a line per finished chunk,
     `on_work(label, done, total)` the episodes done (trinity.progress). `frontier_path`: a frontier
     folder (the frontier stage's); when it holds a frontier the report says which head to serve for a budget."""
+    cfg = typed(cfg)
     say = progress or log.info
     frontier = load_frontier(frontier_path)
     needed = min_items(cfg)

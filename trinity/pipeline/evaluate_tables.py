@@ -7,13 +7,13 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
-from omegaconf import DictConfig
 
+from trinity.config import Config
 from trinity.eval.tables import truncation, write_results
 from trinity.pipeline.workspace import timings_dir
 
 
-def write_tables(cfg: DictConfig, results: pl.DataFrame, summary: pl.DataFrame, paired: pl.DataFrame) -> None:
+def write_tables(cfg: Config, results: pl.DataFrame, summary: pl.DataFrame, paired: pl.DataFrame) -> None:
     """results.parquet (its timings beside the stage's), summary.parquet and paired.parquet under `paths.eval`."""
     out = Path(cfg.paths.eval)
     out.mkdir(parents=True, exist_ok=True)

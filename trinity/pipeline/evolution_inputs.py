@@ -12,6 +12,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from trinity.config import Config, document
 from trinity.config_schema import group, setting
 from trinity.evolve.efficiency import pool_throughputs
 from trinity.evolve.loop import EvolutionResult, EvolveSettings, run_evolution
@@ -30,7 +31,9 @@ MODEL_IGNORES = ("port", "n_threads", "n_parallel", "max_concurrency", "requests
                  "timeout_s")
 
 
-def config_fingerprint(cfg: DictConfig, n_params: int) -> str:
+def config_fingerprint(cfg: Config, n_params: int) -> str:
+    """The key of an evolution run: a digest of the composed document's sections that decide its results."""
+    cfg = document(cfg)
     parts: dict[str, Any] = {"n_params": int(n_params), "seed": OmegaConf.select(cfg, "seed")}
     for section in FINGERPRINT_SECTIONS:
         node = OmegaConf.select(cfg, section)
@@ -45,12 +48,15 @@ def config_fingerprint(cfg: DictConfig, n_params: int) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def evolution_settings(cfg: DictConfig) -> EvolveSettings:
+def evolution_settings(cfg: Config) -> EvolveSettings:
+    """Read with group() and setting(), which also serve a partial config (the toy problems of the tests); the
+    throughputs from the document, where a model's `n_threads` is written only for a local server."""
     return EvolveSettings(group(cfg, "evolve"), routing=setting(cfg, "coordinator.routing").value,
-                          max_turns=int(cfg.protocol.max_turns), throughputs=pool_throughputs(cfg.get("pool")))
+                          max_turns=int(setting(cfg, "protocol.max_turns")),
+                          throughputs=pool_throughputs(document(cfg).get("pool")))
 
 
-def run_evolution_from_config(cfg: DictConfig, *, n_params: int, metrics_dir: Path | None = None,
+def run_evolution_from_config(cfg: Config, *, n_params: int, metrics_dir: Path | None = None,
                               reports_dir: Path | None = None, **callbacks_and_options: Any) -> EvolutionResult:
     """trinity.evolve.loop.run_evolution with its settings, seed, run key and output folders read from `cfg`
     (`paths.metrics` and `paths.reports` unless given); every other keyword goes through as it is."""

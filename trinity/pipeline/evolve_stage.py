@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import numpy as np
-from omegaconf import DictConfig
 
+from trinity.config import Config, document, typed
+from trinity.config_schema import TrinityConfig
 from trinity.config_schema.protocol import ProtocolConfig
 from trinity.pipeline import items as item_sel
 from trinity.pipeline.mean_evaluators import ExactEvaluation, SampledEvaluator
@@ -30,20 +31,20 @@ from trinity.pipeline.rollouts import RolloutContext, replay_misses, stop_on_rep
 from trinity.pipeline.workspace import timings_dir
 from trinity.progress import Listener, Progress
 from trinity.tasks.types import TaskItem
-from trinity.config_schema import group
 
 log = logging.getLogger("trinity.evolve")
 
-def warm_start_source(cfg: DictConfig) -> Path | None:
+def warm_start_source(cfg: Config) -> Path | None:
     """The saved coordinator a run starts from (`evolve.warm_start`): None (x0 = 0), `champion` (the
     registry's champion at paths.registry; None while the registry has none) or a coordinator's path."""
-    choice = group(cfg, "evolve").warm_start
+    cfg = typed(cfg)
+    choice = cfg.evolve.warm_start
     if choice in (None, "", "none", "null"):
         return None
     if str(choice) == "champion":
         from trinity.models.store import ModelRegistry
 
-        champion = ModelRegistry(str(cfg.paths.registry)).champion()
+        champion = ModelRegistry(cfg.paths.registry).champion()
         if champion is None:
             log.info("evolve: evolve.warm_start=champion but the registry at %s has no champion: x0 = 0",
                      cfg.paths.registry)
@@ -58,13 +59,13 @@ def warm_start_source(cfg: DictConfig) -> Path | None:
     return path
 
 
-def warm_start_sigma0(cfg: DictConfig) -> float | None:
+def warm_start_sigma0(cfg: TrinityConfig) -> float | None:
     """`evolve.warm_start_sigma0`, or None: evolve.sigma0."""
-    value = group(cfg, "evolve").warm_start_sigma0
+    value = cfg.evolve.warm_start_sigma0
     return None if value is None else float(value)
 
 
-def run_dir(cfg: DictConfig) -> Path:
+def run_dir(cfg: Config) -> Path:
     """Checkpoints live outside DVC's outs (DVC deletes outs before a stage runs), keyed by what decides
     the run's results (the checkpoint's fingerprint: seed, evolve, protocol, pool, coordinator, tasks,
     less budgets, concurrency and where servers run), so a killed `dvc repro` resumes where it stopped,
@@ -79,13 +80,14 @@ def run_dir(cfg: DictConfig) -> Path:
         from trinity.files import sha256_file
 
         key = hashlib.sha256(f"{key}|{sha256_file(source)}".encode()).hexdigest()[:16]
-    return Path(cfg.paths.cache) / "runs" / key
+    return Path(typed(cfg).paths.cache) / "runs" / key
 
 
-def run(cfg: DictConfig, *, submit: Submit = inline_submit, progress: Callable[[dict], None] | None = None,
+def run(cfg: Config, *, submit: Submit = inline_submit, progress: Callable[[dict], None] | None = None,
         on_work: Listener | None = None) -> dict:
     """`progress` gets each generation's report; `on_work(label, done, total)` the episodes done inside a
     generation or a validation (trinity.progress)."""
+    cfg = typed(cfg)
     out = evolve(cfg, out_dir=run_dir(cfg), submit=submit, progress=progress, on_work=on_work, warm_start=True)
     stop_on_replay_misses("evolve", out.get("replay_misses", 0))
     timings = timings_dir(cfg, "evolve")
@@ -95,7 +97,7 @@ def run(cfg: DictConfig, *, submit: Submit = inline_submit, progress: Callable[[
     return out
 
 
-def evolve(cfg: DictConfig, *, out_dir: Path, submit: Submit = inline_submit,
+def evolve(cfg: Config, *, out_dir: Path, submit: Submit = inline_submit,
            progress: Callable[[dict], None] | None = None, metrics_dir: Path | None = None,
            reports_dir: Path | None = None, on_work: Listener | None = None, warm_start: bool = False) -> dict:
     """One evolution run of `cfg` in `out_dir` (resumes from its checkpoint); the ablate stage reuses it
@@ -103,6 +105,7 @@ def evolve(cfg: DictConfig, *, out_dir: Path, submit: Submit = inline_submit,
     `warm_start`: start from `evolve.warm_start` (the main run; ablations and frontier heads start at 0)."""
     from trinity.pipeline.evolution_inputs import run_evolution_from_config
 
+    cfg = typed(cfg)
     train = item_sel.load_split(cfg, list(cfg.tasks.train), "train")
     if not train:
         raise RuntimeError(f"no training items in {cfg.paths.prepared}; run the prepare stage first")
@@ -130,7 +133,7 @@ def evolve(cfg: DictConfig, *, out_dir: Path, submit: Submit = inline_submit,
     # the loop's validations of the mean, every routing mode at once (trinity.pipeline.mean_evaluators)
     evaluate_mean = ExactEvaluation(exact, val) if exact is not None else SampledEvaluator(ctx, val, cfg.protocol, counted)
 
-    describe_mean = routing_describer(coord, val, ProtocolConfig.from_config(cfg.protocol))
+    describe_mean = routing_describer(coord, val, cfg.protocol)
 
     warm = None
     source = warm_start_source(cfg) if warm_start else None
@@ -198,27 +201,25 @@ def _add_to_metrics(path: Path, extra: dict[str, Any]) -> None:
     atomic_write_bytes(path, (json.dumps(data, indent=2) + "\n").encode("utf-8"))
 
 
-def fitness_estimate(cfg: DictConfig) -> str:
+def fitness_estimate(cfg: Config) -> str:
     """`evolve.fitness.estimate` as the run uses it: `auto` is `exact` when the pool is a recording (pool.replay:
     every candidate's expectation can be walked, no sampling noise) and `sampled` on a live pool (the paper's)."""
-    from trinity.config_schema import section
-    from trinity.config_schema.evolve import Fitness
     from trinity.pipeline.recorded import replay_path
 
-    estimate = section(cfg.evolve.fitness, Fitness, "evolve.fitness").estimate.value
+    estimate = typed(cfg).evolve.fitness.estimate.value
     if estimate != "auto":
         return estimate
     return "exact" if replay_path(cfg) is not None else "sampled"
 
 
-def exact_evaluator(cfg: DictConfig, ctx: Any) -> Any:
+def exact_evaluator(cfg: TrinityConfig, ctx: Any) -> Any:
     """The ExactEvaluator when the run's fitness estimate is exact (fitness_estimate), else None."""
     if fitness_estimate(cfg) != "exact":
         return None
     from trinity.pipeline.recorded import ExactEvaluator, world_for
 
     coord = ctx.coordinator
-    return ExactEvaluator(coord, world_for(cfg, ctx.pool, coord.roles), group(cfg, "evolve").fitness)
+    return ExactEvaluator(coord, world_for(cfg, ctx.pool, coord.roles), cfg.evolve.fitness)
 
 
 def routing_describer(coord: Any, items: list[TaskItem], protocol: ProtocolConfig) -> Callable[[int, np.ndarray], dict]:
@@ -252,7 +253,7 @@ def routing_describer(coord: Any, items: list[TaskItem], protocol: ProtocolConfi
     return describe_mean
 
 
-def recorded_reference_lines(cfg: DictConfig, ctx: Any, val: list[TaskItem]) -> dict[str, float] | None:
+def recorded_reference_lines(cfg: TrinityConfig, ctx: Any, val: list[TaskItem]) -> dict[str, float] | None:
     """On a recording (pool=recorded): exact expected rewards on the validation items of x0 (uniform routing),
     the best single model and the recording's bounds, the reference lines of evolution.png; None on a live pool."""
     from trinity.pipeline.recorded import exact_item_values, replay_path
@@ -270,18 +271,18 @@ def recorded_reference_lines(cfg: DictConfig, ctx: Any, val: list[TaskItem]) -> 
     return out
 
 
-def simulated_reference_lines(cfg: DictConfig, val: list[TaskItem]) -> dict[str, float] | None:
+def simulated_reference_lines(cfg: TrinityConfig, val: list[TaskItem]) -> dict[str, float] | None:
     """On the simulated pool: the exact oracle, random-routing (= x0) and best-single-model rewards on the
     validation items' suites, weighted as the validation items are; None on a real pool."""
     from trinity.simulated.references import is_simulated, references
 
-    if not is_simulated(group(cfg, "pool")) or not val:
+    if not is_simulated(cfg.pool) or not val:
         return None
     weights: dict[str, float] = {}
     for it in val:
         weights[it.suite] = weights.get(it.suite, 0) + 1
-    refs = references(cfg.pool, sorted(weights), max_turns=int(cfg.protocol.max_turns),
-                      roles=group(cfg, "coordinator").roles, weights=weights)
+    refs = references(document(cfg).pool, sorted(weights), max_turns=cfg.protocol.max_turns,
+                      roles=cfg.coordinator.roles, weights=weights)
     assert refs is not None  # None only for a real pool or no suites, both ruled out above
     pooled = refs["pooled"]
     best = max(pooled["single_worker"], key=pooled["single_worker"].get)

@@ -34,17 +34,17 @@ import json
 import logging
 import shutil
 from pathlib import Path
-from typing import Any, Callable, cast
+from typing import Any, Callable
 
 import polars as pl
-from omegaconf import DictConfig, OmegaConf
 
+from trinity.config import Config, typed, with_values
+from trinity.config_schema import TrinityConfig
 from trinity.errors import TrinityError
 from trinity.coordinator.saved import coordinator_file
 from trinity.pipeline.population import Submit, inline_submit
 from trinity.pipeline.rollouts import replay_misses, stop_on_replay_misses
 from trinity.pipeline.workspace import timings_dir
-from trinity.config_schema import group
 
 log = logging.getLogger("trinity.frontier")
 
@@ -58,19 +58,19 @@ class FrontierInputError(TrinityError):
 
 # -------------------------------------------------------------------------------------- configuration
 
-def cost_weights(cfg: DictConfig) -> list[float]:
+def cost_weights(cfg: Config) -> list[float]:
     """`evolve.cost_weights` (the frontier stage trains one coordinator per weight): distinct numbers
     >= 0 (checked by the schema); [] or absent: no frontier."""
-    return [float(w) for w in group(cfg, "evolve").cost_weights]
+    return [float(w) for w in typed(cfg).evolve.cost_weights]
 
 
-def cost_unit(cfg: DictConfig) -> str:
+def cost_unit(cfg: Config) -> str:
     """`evolve.cost_weights_unit`, resolved: `auto` is dollars when every pool model has a price (a free
     model would cost nothing in dollars and take every turn), else thousands of tokens."""
-    unit = group(cfg, "evolve").cost_weights_unit.value
+    unit = typed(cfg).evolve.cost_weights_unit.value
     if unit != "auto":
         return unit
-    models = list(group(cfg, "pool").models.values())
+    models = list(typed(cfg).pool.models.values())
     priced = all((m.price_in_per_mtok or 0) > 0 or (m.price_out_per_mtok or 0) > 0 for m in models)
     return "usd" if models and priced else "ktokens"
 
@@ -79,16 +79,17 @@ def head_name(weight: float) -> str:
     return f"cost_w{weight:g}"
 
 
-def main_head(cfg: DictConfig) -> tuple[str, float]:
-    weight = float(group(cfg, "evolve").fitness.cost_weight)
+def main_head(cfg: Config) -> tuple[str, float]:
+    weight = float(typed(cfg).evolve.fitness.cost_weight)
     return head_name(weight), weight
 
 
-def variants(cfg: DictConfig) -> dict[str, tuple[dict[str, Any], DictConfig]]:
+def variants(cfg: Config) -> dict[str, tuple[dict[str, Any], TrinityConfig]]:
     """name -> (overrides, the weight's full config), in `evolve.cost_weights` order. A weight equal to
     the main run's own is the main run: it is not trained twice."""
     from trinity import config as trinity_config
 
+    cfg = typed(cfg)
     unit, (main_name, _) = cost_unit(cfg), main_head(cfg)
     out = {}
     for w in cost_weights(cfg):
@@ -100,19 +101,20 @@ def variants(cfg: DictConfig) -> dict[str, tuple[dict[str, Any], DictConfig]]:
     return out
 
 
-def frontier_dir(cfg: DictConfig) -> Path:
-    return Path(group(cfg, "paths").frontier)
+def frontier_dir(cfg: Config) -> Path:
+    return Path(typed(cfg).paths.frontier)
 
 
-def routing_mode(cfg: DictConfig) -> str:
-    return group(cfg, "serve").routing.value
+def routing_mode(cfg: Config) -> str:
+    return typed(cfg).serve.routing.value
 
 
 # ------------------------------------------------------------------------------------------------ run
 
-def run(cfg: DictConfig, *, submit: Submit = inline_submit,
+def run(cfg: Config, *, submit: Submit = inline_submit,
         progress: Callable[[dict], None] | None = None, on_work=None, evolve: Evolve | None = None) -> dict:
     """Train every weight (resuming), evaluate every head and baseline, write the outputs."""
+    cfg = typed(cfg)
     dest = frontier_dir(cfg)
     metrics_path = Path(cfg.paths.metrics) / "frontier.json"
     picture = Path(cfg.paths.reports) / "frontier.png"
@@ -143,7 +145,7 @@ def run(cfg: DictConfig, *, submit: Submit = inline_submit,
     return {"path": str(dest), "manifest": manifest, "table": table}
 
 
-def train(cfg: DictConfig, chosen: dict, dest: Path, *, submit, progress, evolve: Evolve | None,
+def train(cfg: Config, chosen: dict, dest: Path, *, submit, progress, evolve: Evolve | None,
           metrics_path: Path) -> dict[str, dict]:
     """Each weight's evolution at the main run's budget, one after the other; per weight what it took."""
     from trinity.pipeline.variants import train_variants
@@ -180,7 +182,7 @@ def publish_main(coordinator_dir: Path, dest: Path) -> None:
     (dest / "variant.yaml").write_text("{}\n")
 
 
-def evaluate(cfg: DictConfig, dest: Path, heads: dict[str, float], *, on_work=None) -> pl.DataFrame:
+def evaluate(cfg: Config, dest: Path, heads: dict[str, float], *, on_work=None) -> pl.DataFrame:
     """Every head and baseline on the evaluate stage's test items, through its chunk machinery and cache."""
     from trinity.eval import methods as registry
     from trinity.eval.frontier import METHOD_PREFIX
@@ -192,7 +194,7 @@ def evaluate(cfg: DictConfig, dest: Path, heads: dict[str, float], *, on_work=No
 
     ctx = RolloutContext.get(cfg)
     mode = routing_mode(cfg)
-    mctx = registry.MethodContext(agents=ctx.agents, strongest=0, moa=group(cfg, "eval").moa)
+    mctx = registry.MethodContext(agents=ctx.agents, strongest=0, moa=typed(cfg).eval.moa)
 
     def head_router(params: Any) -> Callable[[registry.MethodContext], Any]:
         return lambda _c: ctx.router_for(params, mode)
@@ -223,19 +225,17 @@ def evaluate(cfg: DictConfig, dest: Path, heads: dict[str, float], *, on_work=No
     return results
 
 
-def test_items(cfg: DictConfig) -> dict[str, list]:
+def test_items(cfg: Config) -> dict[str, list]:
     """The evaluate stage's test items (eval.suites, eval.items_per_suite, its seeded sample), whatever
     `eval.sets` says: the frontier is measured on held-out items only."""
     from trinity.pipeline.evaluate_plan import eval_sets
 
-    only_test = cast(DictConfig, OmegaConf.create(OmegaConf.to_container(cfg, resolve=True)))   # a mapping stays one
-    only_test.eval.sets = ["test"]
-    return eval_sets(only_test)["test"]
+    return eval_sets(with_values(cfg, {"eval.sets": ["test"]}))["test"]
 
 
 # -------------------------------------------------------------------------------------------- outputs
 
-def write_outputs(cfg: DictConfig, dest: Path, table: pl.DataFrame, results: pl.DataFrame,
+def write_outputs(cfg: Config, dest: Path, table: pl.DataFrame, results: pl.DataFrame,
                   heads: dict[str, float], *, unit: str, reference: str, training: dict[str, dict],
                   metrics_path: Path) -> dict:
     from trinity.eval import frontier as fr
@@ -266,10 +266,10 @@ def write_outputs(cfg: DictConfig, dest: Path, table: pl.DataFrame, results: pl.
     return manifest
 
 
-def title(cfg: DictConfig, manifest: dict) -> str:
+def title(cfg: Config, manifest: dict) -> str:
     from trinity.simulated.references import is_simulated, label
 
-    pool = group(cfg, "pool")
+    pool = typed(cfg).pool
     where = f"{label(pool)}: " if is_simulated(pool) else ""
     return (f"{where}cost-quality frontier\non {manifest['items']} test items "
             f"({', '.join(manifest['suites'])}; {manifest['routing']} routing)")

@@ -19,7 +19,8 @@ from typing import Any, Callable, ContextManager, cast
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from trinity.config_schema import group
+from trinity.config import Config, to_yaml, typed
+from trinity.config_schema import TrinityConfig
 from trinity.episodes.trace import Trace
 from trinity.pipeline import items as item_sel
 from trinity.pipeline.rollouts import RolloutContext, config_key
@@ -53,13 +54,13 @@ def rollout_candidate(cfg_yaml: str, generation: int, candidate: int, params: li
 _SETUPS: dict[str, tuple] = {}
 
 
-def _candidate_setup(cfg_yaml: str) -> tuple[DictConfig, str, dict[str, TaskItem]]:
+def _candidate_setup(cfg_yaml: str) -> tuple[TrinityConfig, str, dict[str, TaskItem]]:
     """The parsed config, its key and the training items by uid, once per process and config instead of
     once per candidate (both cost more than a candidate's episodes on the simulated pool: ~0.17 s each,
     measured). Re-read when the prepared files change."""
     cached = _SETUPS.get(cfg_yaml)
-    cfg = cached[0] if cached else cast(DictConfig, OmegaConf.create(cfg_yaml))  # a YAML mapping
-    folder = Path(str(cfg.paths.prepared))
+    cfg = cached[0] if cached else typed(cast(DictConfig, OmegaConf.create(cfg_yaml)))  # a YAML mapping
+    folder = Path(cfg.paths.prepared)
     stamp = tuple((p.name, p.stat().st_mtime_ns) for p in sorted(folder.glob("*.parquet")))
     if cached is None or cached[3] != stamp:
         items = item_sel.load_split(cfg, list(cfg.tasks.train), "train") + item_sel.load_split(
@@ -75,12 +76,12 @@ class PopulationEvaluator:
     over the training items `train` (module doc: which path a call takes). `counted(label, total)` is the
     progress context the episodes are counted in."""
 
-    def __init__(self, cfg: DictConfig, ctx: Any, train: list[TaskItem], *, exact: Any = None,
+    def __init__(self, cfg: Config, ctx: Any, train: list[TaskItem], *, exact: Any = None,
                  submit: Submit = inline_submit, counted: Callable[[str, int], ContextManager[Any]]) -> None:
-        self.cfg, self.ctx, self.train, self.exact = cfg, ctx, list(train), exact
+        self.cfg, self.ctx, self.train, self.exact = typed(cfg), ctx, list(train), exact
         self.submit, self.counted = submit, counted
-        self.repeats = group(cfg, "evolve").repeats
-        self.cfg_yaml = OmegaConf.to_yaml(cfg, resolve=True)
+        self.repeats = self.cfg.evolve.repeats
+        self.cfg_yaml = to_yaml(cfg)
 
     def __call__(self, generation: int, candidates: list[np.ndarray], /, *, keep_decisions: bool = False) -> Any:
         if self.exact is not None and not keep_decisions:

@@ -28,6 +28,8 @@ from typing import Any, Callable, Sequence, cast
 
 from omegaconf import DictConfig, OmegaConf
 
+from trinity.config import Config, document, typed
+from trinity.config_schema import TrinityConfig
 from trinity.config_schema.record import RecordConfig
 from trinity.config_schema.protocol import ProtocolConfig
 from trinity.errors import TrinityError
@@ -36,7 +38,6 @@ from trinity.pool.agents import recorded_request
 from trinity.record import store
 from trinity.record.tree import ItemTree, Reply, TreeSettings, expand_item, request_hash
 from trinity.tasks.types import TaskItem
-from trinity.config_schema import group
 
 log = logging.getLogger("trinity.record")
 
@@ -49,32 +50,33 @@ class RecordingStopped(TrinityError):
     """The recorder stopped before the last item (budget, max_calls): a rerun continues."""
 
 
-def record_section(cfg: DictConfig) -> RecordConfig:
-    return group(cfg, "record")
+def record_section(cfg: Config) -> RecordConfig:
+    return typed(cfg).record
 
 
-def recording_dir(cfg: DictConfig) -> Path:
+def recording_dir(cfg: Config) -> Path:
     r = record_section(cfg)
     return Path(r.dir) / r.name
 
 
-def tree_settings(cfg: DictConfig) -> TreeSettings:
-    r = record_section(cfg)
-    return TreeSettings(agents=tuple(str(m) for m in cfg.pool.models), roles=tuple(r.roles),
-                        max_turns=int(cfg.protocol.max_turns), samples=int(r.samples),
-                        verifier_groups=verifier_groups(cfg))
+def tree_settings(cfg: Config) -> TreeSettings:
+    t = typed(cfg)
+    r = t.record
+    return TreeSettings(agents=tuple(t.pool.models), roles=tuple(r.roles), max_turns=t.protocol.max_turns,
+                        samples=r.samples, verifier_groups=verifier_groups(t))
 
 
-def verifier_groups(cfg: DictConfig) -> int:
+def verifier_groups(cfg: Config) -> int:
     """How many distinct Verifier requests one answer gets: agents that send the same Verifier request (one
     server and model, the same setup for the role) are one group."""
     from trinity.pool.providers import resolve_endpoint
 
     probe = [{"role": "system", "content": ""}, {"role": "user", "content": ""}]
     keys: set[tuple[Any, ...]] = set()
-    for name in cfg.pool.models:
+    pool = document(cfg).pool   # the pool layer reads its section as written
+    for name in pool.models:
         try:
-            ep = resolve_endpoint(str(name), cfg.pool.models[name], cfg.pool)
+            ep = resolve_endpoint(str(name), pool.models[name], pool)
         except TrinityError:   # e.g. a key not set: count the model as its own group
             keys.add(("model", str(name)))
             continue
@@ -83,8 +85,8 @@ def verifier_groups(cfg: DictConfig) -> int:
     return len(keys)
 
 
-def protocol_identity(cfg: DictConfig) -> dict[str, Any]:
-    p = ProtocolConfig.from_config(cfg.protocol)
+def protocol_identity(cfg: Config) -> dict[str, Any]:
+    p = typed(cfg).protocol
     from dataclasses import fields
 
     out = {f.name: _plain(getattr(p, f.name)) for f in fields(p)}
@@ -99,14 +101,15 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def pool_identity(cfg: DictConfig) -> dict[str, Any]:
+def pool_identity(cfg: Config) -> dict[str, Any]:
     """Names (head order), model ids, file hashes of local models, and each model's effective sampling."""
     from trinity.pool.providers import resolve_endpoint
 
     models = []
-    for name in cfg.pool.models:
-        m = cfg.pool.models[name]
-        ep = resolve_endpoint(str(name), m, cfg.pool)
+    pool = document(cfg).pool
+    for name in pool.models:
+        m = pool.models[name]
+        ep = resolve_endpoint(str(name), m, pool)
         asset = m.get("asset")
         digest = None
         if asset:
@@ -118,18 +121,19 @@ def pool_identity(cfg: DictConfig) -> dict[str, Any]:
     return {"models": models}
 
 
-def identity(cfg: DictConfig) -> dict[str, Any]:
+def identity(cfg: Config) -> dict[str, Any]:
     s = tree_settings(cfg)
     return {"pool": pool_identity(cfg), "protocol": protocol_identity(cfg),
             "tree": {"agents": list(s.agents), "roles": list(s.roles), "samples": s.samples}}
 
 
-def chosen_items(cfg: DictConfig) -> list[TaskItem]:
+def chosen_items(cfg: Config) -> list[TaskItem]:
     """The items to record, interleaved so that every prefix is balanced: round after round, one item of
     each (split, suite) that still wants items, splits in SPLIT_ORDER. Seeded by the root seed; raising a
     count later keeps the earlier choices (a seeded permutation's prefix)."""
-    r = record_section(cfg)
-    train, transfer = list(cfg.tasks.train), list(cfg.tasks.transfer or [])
+    cfg = typed(cfg)
+    r = cfg.record
+    train, transfer = list(cfg.tasks.train), list(cfg.tasks.transfer)
     wanted = {"test": (train + transfer, r.items.test), "validation": (train, r.items.validation),
               "train": (train, r.items.train)}
     queues: list[list[TaskItem]] = []
@@ -138,7 +142,7 @@ def chosen_items(cfg: DictConfig) -> list[TaskItem]:
         for suite in suites:
             if n:
                 items = load_split(cfg, [suite], split)
-                queues.append(sample(items, n, int(cfg.seed), "record", split, suite))
+                queues.append(sample(items, n, cfg.seed, "record", split, suite))
     out: list[TaskItem] = []
     while any(queues):
         for q in queues:
@@ -156,16 +160,16 @@ def prompt_digest(item: TaskItem) -> str:
 class Recorder:
     """Expands items through a pool client and writes parts; the journal makes it resumable."""
 
-    def __init__(self, cfg: DictConfig, root: Path, pool: Any, grader: Callable, *,
+    def __init__(self, cfg: Config, root: Path, pool: Any, grader: Callable, *,
                  progress: Callable[[str], None] = print):
-        self.cfg = cfg
+        cfg = self.cfg = typed(cfg)
         self.root = root
         self.pool = pool
         self.grader = grader
         self.progress = progress
-        self.protocol = ProtocolConfig.from_config(cfg.protocol)
+        self.protocol: ProtocolConfig = cfg.protocol
         self.settings = tree_settings(cfg)
-        self.r = record_section(cfg)
+        self.r = cfg.record
         self.new_calls = 0
         self.new_by_item: dict[str, int] = {}
         self.stopped: str | None = None
@@ -207,53 +211,53 @@ class _TransientFailure(TrinityError):
     pass
 
 
-def new_manifest(cfg: DictConfig, ident: dict[str, Any]) -> dict[str, Any]:
-    c = cfg.coordinator
-    return {"format": store.FORMAT, "version": store.VERSION, "name": record_section(cfg).name,
-            **ident, "max_turns": int(cfg.protocol.max_turns),
+def new_manifest(cfg: Config, ident: dict[str, Any]) -> dict[str, Any]:
+    t, c = typed(cfg), document(cfg).coordinator   # the backbone as written
+    return {"format": store.FORMAT, "version": store.VERSION, "name": t.record.name,
+            **ident, "max_turns": t.protocol.max_turns,
             "backbone": _plain(OmegaConf.to_container(c.backbone, resolve=True)) if "backbone" in c else None,
-            "suites": {"train": list(cfg.tasks.train), "transfer": list(cfg.tasks.transfer or [])},
+            "suites": {"train": list(t.tasks.train), "transfer": list(t.tasks.transfer)},
             "items": [], "runs": []}
 
 
-def pool_config(cfg: DictConfig) -> dict[str, Any]:
+def pool_config(cfg: Config) -> dict[str, Any]:
     """The live pool's section as recorded into the manifest: resolved, without `replay` and
     `from_recording` (what the recording is replayed with, not what it was made with). It holds no secret:
     API keys are read from the environment variables it names."""
-    section = _plain(OmegaConf.to_container(cfg.pool, resolve=True))
+    section = _plain(OmegaConf.to_container(document(cfg).pool, resolve=True))
     for key in ("replay", "from_recording"):
         section.pop(key, None)
     return section
 
 
-def live_config(cfg: DictConfig) -> DictConfig:
+def live_config(cfg: Config) -> TrinityConfig:
     """The config with the live pool: a recording is always made (or extended) from the live models, so
     `pool=recorded` records from the pool it replays."""
-    if cfg.pool.get("replay") is None:
-        return cfg
-    live = cast(DictConfig, OmegaConf.create(OmegaConf.to_container(cfg, resolve=True)))   # a mapping stays one
+    if typed(cfg).pool.replay is None:
+        return typed(cfg)
+    live = cast(DictConfig, OmegaConf.create(OmegaConf.to_container(document(cfg), resolve=True)))   # a mapping
     del live.pool["replay"]
-    return live
+    return typed(live)
 
 
-def with_own_items(cfg: DictConfig, progress: Callable[[str], None] = lambda _m: None) -> DictConfig:
+def with_own_items(cfg: Config, progress: Callable[[str], None] = lambda _m: None) -> TrinityConfig:
     """The config whose `paths.prepared` holds the items to record: with `record.prepared` set, that folder,
     prepared now from the tasks section (a suite whose source, options and split settings are unchanged is
     kept as it is; an item's split never changes); else the config as it is."""
     own = record_section(cfg).prepared
     if own is None:
-        return cfg
+        return typed(cfg)
     from trinity.pipeline.suites import prepare_from_config
 
     manifest = prepare_from_config(cfg, Path(own), reuse_from=[own])
     counts = ", ".join(f"{name} {entry.get('items')}" for name, entry in manifest["suites"].items())
     progress(f"record: items prepared in {own} ({counts})")
-    out = cast(DictConfig, OmegaConf.create(OmegaConf.to_container(cfg, resolve=True)))   # a mapping stays one
+    out = cast(DictConfig, OmegaConf.create(OmegaConf.to_container(document(cfg), resolve=True)))   # a mapping
     out.paths.prepared = str(own)
-    return out
+    return typed(out)
 
 
-def status(cfg: DictConfig) -> dict[str, Any]:
+def status(cfg: Config) -> dict[str, Any]:
     """What the recording holds and what a `trinity record` run would still add: the items the live config
     chooses (under pool=recorded the stages see only the recorded items, the recorder all of them)."""
     root = recording_dir(cfg)
@@ -268,7 +272,7 @@ def status(cfg: DictConfig) -> dict[str, Any]:
     return {"recording": str(root), **summary}
 
 
-def grown_items(cfg: DictConfig, new: dict[str, int]) -> dict[str, int]:
+def grown_items(cfg: Config, new: dict[str, int]) -> dict[str, int]:
     """`record.items` raised so that every (split, suite) gets `new[split]` items beyond the most any suite of
     that split holds in the recording now (the configured counts when larger): what one retraining run
     asks of the recorder. The chosen items are a seeded prefix, so the ones already recorded stay chosen."""
@@ -286,12 +290,12 @@ def grown_items(cfg: DictConfig, new: dict[str, int]) -> dict[str, int]:
     return out
 
 
-def extend(cfg: DictConfig, new: dict[str, int], *, progress: Callable[[str], None] = print,
-           **kw: Any) -> tuple[DictConfig, dict[str, Any]]:
+def extend(cfg: Config, new: dict[str, int], *, progress: Callable[[str], None] = print,
+           **kw: Any) -> tuple[TrinityConfig, dict[str, Any]]:
     """Record `new[split]` more items per suite and split into the recording (retrain.new_items), with the
     live pool and the run's budget; returns the config with the raised `record.items` and the recorder's
     summary. A run stopped by the budget keeps what it recorded (a later run resumes)."""
-    grown = cast(DictConfig, OmegaConf.create(OmegaConf.to_container(cfg, resolve=False)))   # a mapping stays one
+    grown = cast(DictConfig, OmegaConf.create(OmegaConf.to_container(document(cfg), resolve=False)))   # a mapping
     grown.record["items"] = grown_items(cfg, new)
     progress(f"record: adding {dict(new)} items per suite and split to {recording_dir(cfg)} "
              f"(record.items now {dict(grown.record['items'])})")
@@ -299,10 +303,10 @@ def extend(cfg: DictConfig, new: dict[str, int], *, progress: Callable[[str], No
         summary = run(grown, progress=progress, **kw)
     except RecordingStopped as e:
         summary = {"root": str(recording_dir(cfg)), "stopped": str(e)}
-    return grown, summary
+    return typed(grown), summary
 
 
-def run(cfg: DictConfig, *, progress: Callable[[str], None] = print, pool_context: Callable[[], Any] | None = None,
+def run(cfg: Config, *, progress: Callable[[str], None] = print, pool_context: Callable[[], Any] | None = None,
         client_factory: Callable[[Path], Any] | None = None, grader: Callable | None = None,
         limit_items: int | None = None) -> dict[str, Any]:
     """Record the pending items; returns a summary. `pool_context()` starts the live pool (the local
@@ -314,7 +318,7 @@ def run(cfg: DictConfig, *, progress: Callable[[str], None] = print, pool_contex
     if (root / store.MANIFEST).exists():
         manifest = store.read_manifest(root)
         store.check_identity(manifest, ident, str(root))
-        if int(manifest.get("max_turns", 0)) != int(cfg.protocol.max_turns):
+        if int(manifest.get("max_turns", 0)) != cfg.protocol.max_turns:
             raise store.RecordingError(f"recording {root} was made with protocol.max_turns="
                                        f"{manifest.get('max_turns')}, this config has {cfg.protocol.max_turns}")
     else:
@@ -341,7 +345,7 @@ def run(cfg: DictConfig, *, progress: Callable[[str], None] = print, pool_contex
     return asyncio.run(_record(cfg, root, manifest, items, pending, progress, pool_context, client_factory, grader))
 
 
-async def _record(cfg, root: Path, manifest: dict, items: Sequence[TaskItem], pending: list[TaskItem], progress,
+async def _record(cfg: TrinityConfig, root: Path, manifest: dict, items: Sequence[TaskItem], pending: list[TaskItem], progress,
                   pool_context, client_factory, grader) -> dict[str, Any]:
     import contextlib
 
@@ -363,7 +367,7 @@ async def _record(cfg, root: Path, manifest: dict, items: Sequence[TaskItem], pe
         if client_factory is not None:
             pool = client_factory(journal)
         else:
-            pool = PoolClient.from_config(cfg.pool, cache_path=journal, cache_mode="read_write",
+            pool = PoolClient.from_config(document(cfg).pool, cache_path=journal, cache_mode="read_write",
                                           budget=run_budget(cfg))
         recorder = Recorder(cfg, root, pool, grader or make_grader(cfg, judge=pool), progress=progress)
         queue: asyncio.Queue[TaskItem] = asyncio.Queue()
@@ -413,7 +417,7 @@ async def _record(cfg, root: Path, manifest: dict, items: Sequence[TaskItem], pe
                              f"{recorded} this run in {_hms(elapsed)}, ETA {_hms(eta)} for {left} more")
 
         try:
-            workers = [asyncio.create_task(worker()) for _ in range(int(record_section(cfg).concurrent_items))]
+            workers = [asyncio.create_task(worker()) for _ in range(cfg.record.concurrent_items)]
             await asyncio.gather(*workers)
         finally:
             run_entry.update(wall_s=round(time.monotonic() - t0, 1), items=recorded, new_calls=recorder.new_calls)

@@ -17,10 +17,9 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
-from omegaconf import DictConfig
 
+from trinity.config import Config, document, typed
 from trinity.config_schema.evolve import Fitness
-from trinity.config_schema.protocol import ProtocolConfig
 from trinity.evolve.fitness import FitnessParts
 from trinity.record import store
 from trinity.record.exact import (CompiledItem, CompiledSet, compile_items, entropy, expectations, one_hot_ties,
@@ -29,9 +28,9 @@ from trinity.contracts import ROLES
 from trinity.tasks.types import TaskItem
 
 
-def replay_path(cfg: DictConfig) -> Path | None:
-    replay = cfg.pool.get("replay") if "pool" in cfg else None
-    return None if replay is None else Path(str(replay.recording))
+def replay_path(cfg: Config) -> Path | None:
+    replay = typed(cfg).pool.replay
+    return None if replay is None else Path(replay.recording)
 
 
 @functools.lru_cache(maxsize=8)
@@ -39,7 +38,7 @@ def _manifest_uids(path: str, mtime_ns: int) -> frozenset[str]:
     return frozenset(it["uid"] for it in store.read_manifest(Path(path)).get("items", []))
 
 
-def recorded_uids(cfg: DictConfig) -> frozenset[str] | None:
+def recorded_uids(cfg: Config) -> frozenset[str] | None:
     """The recording's item uids under pool=recorded, else None (every prepared item)."""
     path = replay_path(cfg)
     if path is None:
@@ -54,10 +53,11 @@ def recorded_uids(cfg: DictConfig) -> frozenset[str] | None:
 class RecordedWorld:
     """A recording with its trees compiled for one protocol, pool and set of roles."""
 
-    def __init__(self, cfg: DictConfig, replies: Any, roles: Sequence[str]):
+    def __init__(self, cfg: Config, replies: Any, roles: Sequence[str]):
         from trinity.pool.providers import resolve_endpoint
 
-        self.protocol = ProtocolConfig.from_config(cfg.protocol)
+        cfg = typed(cfg)
+        self.protocol = cfg.protocol
         self.agents = tuple(str(m) for m in cfg.pool.models)
         self.roles = tuple(roles)
         self.replies = replies
@@ -70,7 +70,8 @@ class RecordedWorld:
         if int(rec.manifest.get("max_turns", 0)) < self.protocol.max_turns:
             raise store.RecordingError(f"recording {rec.root} goes to {rec.manifest.get('max_turns')} turns; "
                                        f"protocol.max_turns is {self.protocol.max_turns}")
-        endpoints = {m: resolve_endpoint(m, cfg.pool.models[m], cfg.pool) for m in self.agents}
+        pool = document(cfg).pool   # the pool layer reads its section as written (trinity.pool.providers)
+        endpoints = {m: resolve_endpoint(m, pool.models[m], pool) for m in self.agents}
         grades = {(r["item"], r["reply"]): float(r["grade"])
                   for r in rec.nodes.select(["item", "reply", "grade"]).iter_rows(named=True) if r["grade"] is not None}
         self.lookup = recorded_lookup(replies, endpoints, self.protocol, grades)
@@ -175,7 +176,7 @@ def _softmax(z: np.ndarray) -> np.ndarray:
     return e / e.sum(axis=-1, keepdims=True)
 
 
-def world_for(cfg: DictConfig, pool: Any, roles: Sequence[str]) -> RecordedWorld:
+def world_for(cfg: Config, pool: Any, roles: Sequence[str]) -> RecordedWorld:
     replies = getattr(pool, "replay", None)
     if replies is None:
         raise store.RecordingError("this needs pool=recorded (pool.replay): exact fitness and the recording's bounds "
@@ -183,7 +184,7 @@ def world_for(cfg: DictConfig, pool: Any, roles: Sequence[str]) -> RecordedWorld
     return RecordedWorld(cfg, replies, roles)
 
 
-def recording_facts(cfg: DictConfig) -> dict[str, Any] | None:
+def recording_facts(cfg: Config) -> dict[str, Any] | None:
     """What reports name: which recording, when, which model files; None on a live pool."""
     path = replay_path(cfg)
     if path is None:
@@ -196,7 +197,7 @@ def recording_facts(cfg: DictConfig) -> dict[str, Any] | None:
             "roles": m["tree"]["roles"], "max_turns": m.get("max_turns"), "samples": m["tree"]["samples"]}
 
 
-def describe_recording(cfg: DictConfig) -> str | None:
+def describe_recording(cfg: Config) -> str | None:
     facts = recording_facts(cfg)
     if facts is None:
         return None
@@ -211,7 +212,7 @@ FIXED_OUT_OF_SAMPLE = "fixed policy (chosen on train+validation)"
 FIXED_HINDSIGHT = "bound: best prompt-independent policy (hindsight)"
 
 
-def exact_item_values(cfg: DictConfig, ctx: Any, params: np.ndarray | None, items: Sequence[TaskItem], *,
+def exact_item_values(cfg: Config, ctx: Any, params: np.ndarray | None, items: Sequence[TaskItem], *,
                       choose_on: Sequence[TaskItem] = ()) -> dict[str, Any]:
     """Per-item expected rewards on the recording, no sampling noise: the trained coordinator (routed as
     configured, and by argmax), x0 (a zero head: uniform over agents and the configured roles, which is
@@ -221,11 +222,11 @@ def exact_item_values(cfg: DictConfig, ctx: Any, params: np.ndarray | None, item
     validation items) also the prompt-independent policy chosen THERE and scored on `items`: an honest
     baseline, out of sample, that a coordinator must beat. Returns {"items", "suites", "values": {name:
     per-item array}, "fixed_policy" (the out-of-sample one, else None), "fixed_policy_hindsight"}."""
-    from trinity.config_schema import group
     from trinity.coordinator.head import section_roles
     from trinity.record import bounds
 
-    roles = section_roles(group(cfg, "coordinator").roles)
+    cfg = typed(cfg)
+    roles = section_roles(cfg.coordinator.roles)
     world = world_for(cfg, ctx.pool, roles)
     evaluator = ExactEvaluator(ctx.coordinator, world, Fitness())
     compiled = world.compiled(items)

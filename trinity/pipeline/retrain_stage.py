@@ -23,27 +23,27 @@ from pathlib import Path
 from typing import Any, Callable, cast
 
 import numpy as np
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import OmegaConf
 
+from trinity.config import Config, document, typed
 from trinity.coordinator.saved import CoordinatorMismatchError, load_saved
 from trinity.pipeline import items as item_sel
 from trinity.coordinator.saved import coordinator_file
 from trinity.models.gate import GateDecision, GateRule, decide
 from trinity.models.meta import differences, run_meta
 from trinity.models.store import ModelRegistry, Version, sha256_text
-from trinity.config_schema import group
 
 log = logging.getLogger("trinity.retrain")
 
 CHALLENGER, CHAMPION = 0, 1   # the candidates' indices in the episode ids
 
 
-def gate_items(cfg: DictConfig) -> list:
+def gate_items(cfg: Config) -> list:
     items = item_sel.load_split(cfg, list(cfg.tasks.train), "test")
     if not items:
         raise RuntimeError(f"no test items of {list(cfg.tasks.train)} in {cfg.paths.prepared}; run the prepare stage")
 
-    n = group(cfg, "retrain").items
+    n = typed(cfg).retrain.items
     return item_sel.balanced_sample(items, len(items) if n is None else int(n), int(cfg.seed), "retrain")
 
 
@@ -80,14 +80,14 @@ def paired_rewards(challenger: list, champion: list) -> tuple[list[float], list[
 UNHASHED_SECTIONS = ("paths", "runner", "schedule", "serve", "retrain")
 
 
-def config_sha256(cfg: DictConfig) -> str:
+def config_sha256(cfg: Config) -> str:
     """The hash a registered version records of the config that trained it (where and how it ran left out)."""
-    data = cast("dict[str, Any]", OmegaConf.to_container(cfg, resolve=True))   # a DictConfig gives a dict
+    data = cast("dict[str, Any]", OmegaConf.to_container(document(cfg), resolve=True))   # a mapping gives a dict
     data = {k: v for k, v in data.items() if k not in UNHASHED_SECTIONS}
     return sha256_text(json.dumps(data, sort_keys=True, default=str))
 
 
-def run(cfg: DictConfig, *, coordinator_path: Path | None = None, source_run: str = "",
+def run(cfg: Config, *, coordinator_path: Path | None = None, source_run: str = "",
         progress: Callable[[str], None] | None = None, context: Any = None,
         data_changes: dict[str, Any] | None = None) -> dict[str, Any]:
     """Gate the coordinator at `coordinator_path` (default: the evolve stage's, <paths.runs>/coordinator)
@@ -95,10 +95,11 @@ def run(cfg: DictConfig, *, coordinator_path: Path | None = None, source_run: st
     `context` (default RolloutContext.get(cfg)) runs the episodes: `.coordinator` and `.run_candidate`.
     `data_changes`: what the run's prepare and cache_states reused or made anew (their `reuse` reports),
     kept in the version's meta and shown in the report."""
+    cfg = typed(cfg)
     from trinity.pipeline.rollouts import RolloutContext
 
     say = progress or log.info
-    rule = GateRule.from_config(group(cfg, "retrain"))
+    rule = GateRule.from_config(typed(cfg).retrain)
     registry = ModelRegistry(str(cfg.paths.registry))
     path = coordinator_file(Path(coordinator_path) if coordinator_path else Path(cfg.paths.runs) / "coordinator")
     _, saved_meta, _ = load_saved(path)
@@ -115,7 +116,7 @@ def run(cfg: DictConfig, *, coordinator_path: Path | None = None, source_run: st
         if note:
             notes.append(note)
         items = gate_items(cfg)
-        mode = group(cfg, "coordinator").routing.value
+        mode = typed(cfg).coordinator.routing.value
         say(f"retrain: challenger vs champion {champion.name} on {len(items)} test items ({mode} routing)")
         traces = ctx.run_candidate(mine, items, generation=-1, candidate=CHALLENGER, mode=mode)
         challenger_rewards = [float(t.reward) for t in traces]
@@ -133,7 +134,7 @@ def run(cfg: DictConfig, *, coordinator_path: Path | None = None, source_run: st
         metrics.update(champion_test_reward=decision.test.mean_b, gate_p_value=decision.test.p_value,
                        gate_items=decision.test.n, gate_test=decision.test.test)
     meta = run_meta(source_run=source_run, pool_models=[str(m) for m in cfg.pool.models],
-                    backbone_id=str(cfg.coordinator.backbone.id), prepared=group(cfg, "paths").prepared,
+                    backbone_id=str(cfg.coordinator.backbone.id), prepared=typed(cfg).paths.prepared,
                     config_sha256=config_sha256(cfg), metrics=metrics, parent=champion.name if champion else None,
                     coordinator_meta=saved_meta, warm_start=saved_meta.get("warm_start"))
     meta["gate"] = {**decision.to_dict(), "rule": rule.rule, "alpha": rule.alpha, "min_items": rule.min_items,
@@ -149,7 +150,7 @@ def run(cfg: DictConfig, *, coordinator_path: Path | None = None, source_run: st
         registry.keep(version.name, decision.reason)
     now = registry.champion_name()
     say(f"retrain: {'promoted' if decision.promote else 'kept the champion'}: {decision.reason}")
-    if group(cfg, "retrain").dvc_track:
+    if typed(cfg).retrain.dvc_track:
         from trinity.models.tracking import track
 
         tracked = track(registry.root)

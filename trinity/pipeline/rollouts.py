@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Coroutine, Iterator, Sequence
 
 import numpy as np
-from omegaconf import DictConfig, OmegaConf
 
+from trinity.config import Config, to_yaml, typed
+from trinity.config_schema import TrinityConfig
 from trinity.episodes.runner import EpisodeSpec, run_episodes
 from trinity.episodes.trace import Trace
 from trinity.contracts import Router
@@ -32,8 +33,8 @@ if TYPE_CHECKING:
     from trinity.tasks.base import TaskSuite
 
 
-def config_key(cfg: DictConfig) -> str:
-    return hashlib.sha256(OmegaConf.to_yaml(cfg, resolve=True).encode()).hexdigest()[:16]
+def config_key(cfg: Config) -> str:
+    return hashlib.sha256(to_yaml(cfg).encode()).hexdigest()[:16]
 
 
 class RolloutsStopped(RuntimeError):
@@ -101,7 +102,7 @@ class LoopThread:
 GRADE_MEMO_SIZE = 65536
 
 
-def make_grader(cfg: DictConfig, judge=None) -> Callable[[TaskItem, str], Awaitable[float]]:
+def make_grader(cfg: Config, judge=None) -> Callable[[TaskItem, str], Awaitable[float]]:
     """The reward of an answer, from the item's suite grader. Scores are remembered per (item, answer
     digest) in a bounded LRU: a grader is a function of the item and the answer. An exception is never
     remembered (the protocol records it on the episode that hit it), nor a grade the suite marks as not
@@ -144,13 +145,14 @@ class RolloutContext:
     _lock = threading.Lock()
     shared_limits: Any = None  # the run's limits on Dask (trinity.pool.shared_limits.DaskLimits), else None
 
-    def __init__(self, cfg: DictConfig, *, with_coordinator: bool = True, run_key: str | None = None) -> None:
+    def __init__(self, cfg: Config, *, with_coordinator: bool = True, run_key: str | None = None) -> None:
         """`run_key` names the run's shared limits on Dask (default: the config's key)."""
+        cfg = typed(cfg)
         from trinity.assembly.pool_client import pool_client, run_budget
         from trinity.pool.cache import effective_mode
         from trinity.pool.shared_limits import run_limits
 
-        self.cfg = cfg
+        self.cfg: TrinityConfig = cfg
         self.agents = list(cfg.pool.models)
         self.loop = LoopThread()
         self.budget = run_budget(cfg)
@@ -190,7 +192,7 @@ class RolloutContext:
             preload_state_cache(coordinator, path)
 
     @classmethod
-    def get(cls, cfg: DictConfig, *, with_coordinator: bool = True, key: str | None = None) -> "RolloutContext":
+    def get(cls, cfg: Config, *, with_coordinator: bool = True, key: str | None = None) -> "RolloutContext":
         """The process's context for `cfg` (`key`: its config_key, when the caller already has it)."""
         key = (key or config_key(cfg)) + str(with_coordinator)
         with cls._lock:

@@ -6,29 +6,32 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig
-
-from trinity.config_schema import group, setting
+from trinity.config import Config
+from trinity.config_schema import TrinityConfig, group, setting
 from trinity.tasks.base import SuiteSettings, TaskSuite
 
 
-def suite_settings(cfg: DictConfig) -> SuiteSettings:
+def suite_settings(cfg: Config) -> SuiteSettings:
     """The typed `tasks` section (None when the config has none: every suite on its own defaults), `seed`, and
-    the pool's first model as the judge when tasks.judge_model is null."""
+    the pool's first model as the judge when tasks.judge_model is null. A partial document (a grader's test
+    names only what it needs) is read key by key."""
+    if isinstance(cfg, TrinityConfig):
+        first = next(iter(cfg.pool.models), None)
+        return SuiteSettings(cfg.tasks, cfg.seed, first)
     pool = cfg.get("pool")
     models = list(pool.get("models") or {}) if pool is not None else []
     tasks = group(cfg, "tasks") if cfg.get("tasks") is not None else None
     return SuiteSettings(tasks, int(setting(cfg, "seed")), str(models[0]) if models else None)
 
 
-def suite_for(cfg: DictConfig, name: str, **overrides: Any) -> TaskSuite:
+def suite_for(cfg: Config, name: str, **overrides: Any) -> TaskSuite:
     """Suite `name` configured as `cfg` says (trinity.tasks.registry.get_suite with its settings)."""
     from trinity.tasks.registry import get_suite
 
     return get_suite(name, suite_settings(cfg), **overrides)
 
 
-def prepare_from_config(cfg: DictConfig, out_dir: str | Path, **kwargs: Any) -> dict[str, Any]:
+def prepare_from_config(cfg: Config, out_dir: str | Path, **kwargs: Any) -> dict[str, Any]:
     """trinity.tasks.prepare.prepare_suites for the suites, splits, cap and seed of `cfg`."""
     from trinity.tasks.prepare import prepare_suites
 

@@ -14,31 +14,33 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import OmegaConf
 
+from trinity.config import Config
+from trinity.config_schema import TrinityConfig
 from trinity.pipeline import evolve_stage
 from trinity.pipeline.population import Submit
 from trinity.pipeline.rollouts import RolloutContext, stop_on_replay_misses
 from trinity.pipeline.workspace import timings_dir
 
-Chosen = Mapping[str, tuple[dict[str, Any], DictConfig]]   # name -> (overrides, the variant's composed config)
+Chosen = Mapping[str, tuple[dict[str, Any], TrinityConfig]]   # name -> (overrides, the variant's typed config)
 
 
 @dataclass(frozen=True)
 class TrainedVariant:
     name: str
     overrides: dict[str, Any]
-    config: DictConfig
+    config: TrinityConfig
     out: dict[str, Any]          # evolve_stage.evolve's return: run_dir, result (EvolutionResult), ...
     published: Path              # <dest>/<name>
     timings: Path                # its run facts' folder
     wall_s: float
 
 
-def train_variants(cfg: DictConfig, chosen: Chosen, dest: Path, *, stage: str, label: str, timings: str,
+def train_variants(cfg: Config, chosen: Chosen, dest: Path, *, stage: str, label: str, timings: str,
                    submit: Submit, progress: Callable[[dict], None] | None,
                    evolve: Callable[..., dict] | None, log: logging.Logger,
-                   describe: Callable[[str, dict[str, Any], DictConfig], str] | None = None) -> Iterator[TrainedVariant]:
+                   describe: Callable[[str, dict[str, Any], TrinityConfig], str] | None = None) -> Iterator[TrainedVariant]:
     """Evolve each variant of `chosen` in turn and publish it; yields each as it finishes, so the caller
     writes its summary after every variant. `stage` names the stage in errors, `label` prefixes progress
     lines ("<label> i/n <name>: ..."), `timings` is the run-facts folder under paths.timings."""

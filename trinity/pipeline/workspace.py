@@ -14,10 +14,9 @@ import os
 from pathlib import Path
 from typing import Iterable, Mapping
 
-from omegaconf import DictConfig, open_dict
-
+from trinity.config import Config, typed, with_values
+from trinity.config_schema import TrinityConfig
 from trinity.errors import ConfigError
-from trinity.config_schema import group
 
 # The `paths.*` keys each stage writes (dvc.yaml's outs, metrics and plots of that stage live under
 # them; tests/unit/test_workspace.py checks this against dvc.yaml).
@@ -48,15 +47,16 @@ def new_run_folder(root: str | os.PathLike, label: str, *, now: dt.datetime | No
     raise ConfigError(f"could not create a new run folder under {root}")
 
 
-def output_paths(cfg: DictConfig, stages: Iterable[str], folder: str | os.PathLike) -> dict[str, str]:
+def output_paths(cfg: Config, stages: Iterable[str], folder: str | os.PathLike) -> dict[str, str]:
     """`paths.<key>` -> its place inside `folder`, for every key the given stages write."""
     unknown = [s for s in stages if s not in STAGE_OUTPUTS]
     if unknown:
         raise ConfigError(f"unknown stage(s) {unknown}; known: {list(STAGE_OUTPUTS)}")
     keys = sorted({k for s in stages for k in STAGE_OUTPUTS[s]})
+    paths = typed(cfg).paths
     out = {}
     for key in keys:
-        value = getattr(group(cfg, "paths"), key)
+        value = getattr(paths, key)
         if value is None:
             raise ConfigError(f"config key 'paths.{key}' is missing")
         rel = Path(str(value))
@@ -66,29 +66,27 @@ def output_paths(cfg: DictConfig, stages: Iterable[str], folder: str | os.PathLi
     return out
 
 
-def apply_output_paths(cfg: DictConfig, mapping: Mapping[str, str] | None) -> DictConfig:
-    """The config with `paths.<key>` replaced by `mapping[key]` (a copy; `cfg` is left alone)."""
+def apply_output_paths(cfg: Config, mapping: Mapping[str, str] | None) -> TrinityConfig:
+    """The typed config with `paths.<key>` replaced by `mapping[key]` (a copy; `cfg` is left alone)."""
     if not mapping:
-        return cfg
-    out = cfg.copy()
-    with open_dict(out):
-        for key, value in mapping.items():
-            if key not in STAGE_OUTPUTS_KEYS:
-                raise ConfigError(f"output path key {key!r} is not a stage output; known: {sorted(STAGE_OUTPUTS_KEYS)}")
-            out.paths[key] = str(value)
-    return out
+        return typed(cfg)
+    for key in mapping:
+        if key not in STAGE_OUTPUTS_KEYS:
+            raise ConfigError(f"output path key {key!r} is not a stage output; known: {sorted(STAGE_OUTPUTS_KEYS)}")
+    return with_values(cfg, {f"paths.{key}": str(value) for key, value in mapping.items()})
 
 
 STAGE_OUTPUTS_KEYS = frozenset(k for keys in STAGE_OUTPUTS.values() for k in keys)
 
 
-def earlier_outputs(cfg: DictConfig, label: str, key: str, *, exclude: str | os.PathLike | None = None,
+def earlier_outputs(cfg: Config, label: str, key: str, *, exclude: str | os.PathLike | None = None,
                     newest: int = 5) -> list[str]:
     """`paths.<key>` of the newest earlier `<label>` run folders under `paths.ad_hoc_runs` (newest first,
     at most `newest`, only those that hold it), then the pipeline's own `paths.<key>`: where a recurring
     run looks for what it need not compute again. `exclude`: this run's own place."""
-    root = Path(group(cfg, "paths").ad_hoc_runs)
-    value = getattr(group(cfg, "paths"), key)
+    paths = typed(cfg).paths
+    root = Path(paths.ad_hoc_runs)
+    value = getattr(paths, key)
     if value is None:
         raise ConfigError(f"config key 'paths.{key}' is missing")
     rel = Path(str(value))
@@ -108,9 +106,9 @@ def earlier_outputs(cfg: DictConfig, label: str, key: str, *, exclude: str | os.
     return found
 
 
-def timings_dir(cfg: DictConfig, *parts: str) -> Path:
+def timings_dir(cfg: Config, *parts: str) -> Path:
     """Where a stage's run facts go (paths.timings: wall times, pool work, cache hits; outside DVC's outputs)."""
-    root = group(cfg, "paths").timings
+    root = typed(cfg).paths.timings
     path = Path(str(root)).joinpath(*parts)
     path.mkdir(parents=True, exist_ok=True)
     return path

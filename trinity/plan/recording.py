@@ -6,6 +6,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from trinity.config import document
 from trinity.plan.assumptions import Assumptions
 from trinity.plan.build import figures
 from trinity.plan.suites import suite_infos
@@ -25,7 +26,7 @@ def recording_plan(cfg: DictConfig, assumptions: Assumptions | None = None, *, t
     from trinity.record.tree import tree_size
 
     a = assumptions or Assumptions()
-    cfg = record_stage.live_config(cfg)
+    cfg = document(record_stage.live_config(cfg))   # the plan reads the document (trinity.plan)
     notes: set[str] = set()
     settings = record_stage.tree_settings(cfg)
     agents = list(settings.agents)

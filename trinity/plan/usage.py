@@ -6,6 +6,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from omegaconf import DictConfig
 
+from trinity.config import document
 from trinity.contracts import ROLES
 from trinity.pipeline.workload import Part, Route
 from trinity.plan.assumptions import Assumptions
@@ -86,7 +87,8 @@ def part_usage(part: Part, a: Assumptions, fraction: float, notes: set[str]) -> 
     for job in part.jobs:
         key = (id(job.cfg), job.suite.name)
         if key not in tokens:
-            tokens[key] = suite_tokens(job.cfg, job.suite, [str(m) for m in job.cfg.pool.models], notes)
+            plan_cfg = document(job.cfg)   # the plan reads the document
+            tokens[key] = suite_tokens(plan_cfg, job.suite, [str(m) for m in plan_cfg.pool.models], notes)
         total.add(episode_usage(job.route, tokens[key], a, fraction), job.episodes)
     return total
 

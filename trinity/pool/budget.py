@@ -41,8 +41,8 @@ class Budget:
         return cls(**{k: d[k] for k in keys if k in d})
 
     @classmethod
-    def from_config(cls, budget_cfg: Mapping[str, Any] | None) -> "Budget":
-        """From `cfg.evolve.budget` (keys max_cost_usd, max_tokens, max_calls; null = unlimited)."""
+    def from_config(cls, budget_cfg: Any) -> "Budget":
+        """From `cfg.evolve.budget` (typed, or a mapping of max_cost_usd, max_tokens, max_calls; null = unlimited)."""
         from trinity.config_schema import section
         from trinity.config_schema.evolve import BudgetLimits
 

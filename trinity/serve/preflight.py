@@ -13,9 +13,9 @@ import errno
 import os
 import socket
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
-from trinity.config_schema import group
+from trinity.config_schema import Config, typed
 from trinity.coordinator.saved import CoordinatorMismatchError, saved_pool_models
 from trinity.errors import ConfigError
 
@@ -46,7 +46,7 @@ def pool_difference(trained: Sequence[str], configured: Sequence[str]) -> str | 
     return "; ".join(parts)
 
 
-def check_saved_pool(cfg: Any, coordinator_path: str | os.PathLike) -> None:
+def check_saved_pool(cfg: Config, coordinator_path: str | os.PathLike) -> None:
     """Refuse a coordinator (a folder holding coordinator.safetensors, or the file) that was trained for
     another pool than `cfg.pool.models`, naming the difference. Its other settings (backbone, roles, ...)
     are checked when it loads (Coordinator.load)."""
@@ -54,12 +54,13 @@ def check_saved_pool(cfg: Any, coordinator_path: str | os.PathLike) -> None:
 
     path = coordinator_file(Path(coordinator_path))
     trained = saved_pool_models(path)
-    configured = [str(name) for name in cfg.pool.models]
+    pool = typed(cfg).pool
+    configured = list(pool.models)
     difference = pool_difference(trained, configured)
     if difference is not None:
         raise CoordinatorMismatchError(
             f"the coordinator at {path} was trained on pool {_listed(trained)}; this config's pool "
-            f"(pool={group(cfg, 'pool').name}) is {_listed(configured)}: {difference}. Serve it with the pool it "
+            f"(pool={pool.name}) is {_listed(configured)}: {difference}. Serve it with the pool it "
             f"was trained on; nothing was started")
 
 

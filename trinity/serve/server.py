@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import uvicorn
-from omegaconf import DictConfig
 
+from trinity.config_schema import Config, document, typed
 from trinity.serve.preflight import check_saved_pool, reserve_port
 from trinity.serve.settings import ServeSettings
 
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from trinity.serve.request_episode import EpisodeRunner, Runner
 
 
-def build_app(cfg: DictConfig, coordinator_path: str | os.PathLike | None = None, *, frontier: Any = None,
+def build_app(cfg: Config, coordinator_path: str | os.PathLike | None = None, *, frontier: Any = None,
               registry: Any = None, backbone: Any = None, pool: Any = None):
     """The FastAPI app for `cfg` with the coordinator saved at `coordinator_path` (a folder holding
     coordinator.safetensors, or the file), or with the heads of the cost-quality frontier in the folder
@@ -45,14 +45,14 @@ def build_app(cfg: DictConfig, coordinator_path: str | os.PathLike | None = None
     from trinity.serve.app import create_app
     from trinity.serve.request_episode import EpisodeRunner
 
-    from trinity.config_schema import group
     from trinity.coordinator.saved import coordinator_file
     from trinity.assembly.coordinator import load_coordinator
     from trinity.assembly.pool_client import pool_client
 
     if sum(x is not None for x in (coordinator_path, frontier, registry)) != 1:
         raise ValueError("serve one coordinator, one frontier or one registry")
-    settings = ServeSettings.from_config(cfg)
+    run_cfg = typed(cfg)
+    settings = ServeSettings.from_config(run_cfg)
     settings.check_exposure()
     served = None
     if registry is not None:
@@ -76,15 +76,15 @@ def build_app(cfg: DictConfig, coordinator_path: str | os.PathLike | None = None
                 "costs and rewards may differ from frontier.json", served.routing, settings.config.routing)
         coordinator_path = served.heads[0].file
     assert coordinator_path is not None  # exactly one of the three was given (checked above)
-    coordinator, params = load_coordinator(coordinator_file(Path(coordinator_path)), cfg, backbone=backbone)
+    coordinator, params = load_coordinator(coordinator_file(Path(coordinator_path)), run_cfg, backbone=backbone)
     own_pool = pool is None
     if own_pool:
-        cache_path = Path(cfg.paths.cache) / "responses.sqlite" if settings.config.response_cache != "off" else None
-        pool = pool_client(cfg, cache_path=cache_path, cache_mode=settings.config.response_cache)
+        cache_path = Path(run_cfg.paths.cache) / "responses.sqlite" if settings.config.response_cache != "off" else None
+        pool = pool_client(run_cfg, cache_path=cache_path, cache_mode=settings.config.response_cache)
 
     def runner_for(head_params) -> EpisodeRunner:
-        return EpisodeRunner(pool, [str(m) for m in cfg.pool.models], cfg.protocol,
-                             coordinator.router_for(head_params, mode=settings.config.routing), root_seed=int(cfg.seed),
+        return EpisodeRunner(pool, list(run_cfg.pool.models), run_cfg.protocol,
+                             coordinator.router_for(head_params, mode=settings.config.routing), root_seed=run_cfg.seed,
                              answer_first=settings.config.answer_first)
 
     if registry is not None:
@@ -95,7 +95,7 @@ def build_app(cfg: DictConfig, coordinator_path: str | os.PathLike | None = None
             loaded = params if version.coordinator == coordinator_path else coordinator.read_params(version.coordinator)
             return runner_for(loaded)
 
-        watcher = RegistryRunner(registry, version_runner, poll_s=float(group(cfg, "serve").registry_poll_s)).start()
+        watcher = RegistryRunner(registry, version_runner, poll_s=float(run_cfg.serve.registry_poll_s)).start()
         runner: Runner = watcher
     elif served is None:
         runner = runner_for(params)
@@ -115,13 +115,14 @@ def build_app(cfg: DictConfig, coordinator_path: str | os.PathLike | None = None
     return create_app(settings, runner, on_shutdown=close)
 
 
-def serve(cfg: DictConfig, coordinator_path: str | os.PathLike | None = None, *,
+def serve(cfg: Config, coordinator_path: str | os.PathLike | None = None, *,
           frontier: str | os.PathLike | None = None, registry: str | os.PathLike | None = None) -> None:
     """`trinity serve`: refuse what can be refused before anything starts (exposure, the coordinator's
     file and pool, or every frontier head's; a taken port; trinity.serve.preflight), then start the pool's
     local servers if the config has any, build the app and serve on the port reserved first. On Ctrl-C and
     SIGTERM it drains (module doc); the servers this started are stopped on exit, on Ctrl-C and on SIGTERM
     (uvicorn re-raises the signal once it has shut down)."""
+    cfg = typed(cfg)
     import contextlib
     import logging
 
@@ -144,7 +145,7 @@ def serve(cfg: DictConfig, coordinator_path: str | os.PathLike | None = None, *,
     else:
         assert coordinator_path is not None  # `trinity serve` takes exactly one of the three
         check_saved_pool(cfg, coordinator_path)
-    local = local_servers(cfg.pool, model_cache=cfg.paths.model_cache)  # a pool config error, too, before the port is taken
+    local = local_servers(document(cfg).pool, model_cache=cfg.paths.model_cache)  # a pool config error, too, before the port is taken
     with contextlib.closing(reserve_port(settings.config.host, settings.config.port)) as sock:
         with local if local is not None else contextlib.nullcontext():  # stops only the servers it started
             app = build_app(cfg, coordinator_path, frontier=frontier, registry=registry)

@@ -13,9 +13,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from omegaconf import DictConfig
-
-from trinity.config_schema import section
+from trinity.config_schema import Config, typed
 from trinity.config_schema.serve import ServeConfig
 from trinity.errors import ConfigError
 from trinity.contracts import ROLES
@@ -81,18 +79,19 @@ class ServeSettings:
     frontier: bool = False       # serving a cost-quality frontier (--frontier): requests may pick a head
 
     @classmethod
-    def from_config(cls, cfg: DictConfig) -> "ServeSettings":
-        """From the whole composed config (needs cfg.serve, cfg.pool.models, cfg.protocol.max_turns).
-        Types, choices and ranges are the schema's (trinity.config_schema.serve); this adds the role policy."""
-        s = section(cfg.serve, ServeConfig, "serve")
-        agents = [str(name) for name in cfg.pool.models]
+    def from_config(cls, cfg: Config) -> "ServeSettings":
+        """From the whole config (its serve section, pool models and protocol.max_turns). Types, choices and
+        ranges are the schema's (trinity.config_schema.serve); this adds the role policy."""
+        cfg = typed(cfg)
+        s = cfg.serve
+        agents = list(cfg.pool.models)
         try:
             policy = RolePolicy.everyone(agents).narrowed(
                 {r: s.roles[r].allow if r in s.roles else None for r in ROLES},
                 {r: s.roles[r].deny if r in s.roles else [] for r in ROLES}, where="serve.roles")
         except PolicyError as e:
             raise ConfigError(f"config key '{e.key}': {e.message}") from None
-        max_turns = s.limits.max_turns if s.limits.max_turns is not None else int(cfg.protocol.max_turns)
+        max_turns = s.limits.max_turns if s.limits.max_turns is not None else cfg.protocol.max_turns
         return cls(config=s, policy=policy, max_turns=max_turns)
 
     def token(self) -> str | None:
