@@ -18,7 +18,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, cast
 
-from omegaconf import DictConfig
 
 from trinity.config import Config, typed
 from trinity.contracts import ROLES, Router
@@ -168,7 +167,7 @@ def eval_item_counts(cfg: Config, ctx: WorkloadContext) -> dict[str, int]:
     return out
 
 
-def expand_methods(cfg: Config, agents: list[str], variants: Mapping[str, DictConfig]):
+def expand_methods(cfg: Config, agents: list[str], variants: Mapping[str, Config]):
     """eval.methods expanded by the real registry, with a trained coordinator and the enabled ablation
     `variants` assumed to exist. Returns (methods, skipped)."""
     from trinity.eval import methods as registry
@@ -251,6 +250,6 @@ def evaluate_workload(cfg: Config, ctx: WorkloadContext) -> list[Part]:
     return parts
 
 
-Workload = Callable[[DictConfig, WorkloadContext], list[Part]]
+Workload = Callable[[Config, WorkloadContext], list[Part]]
 WORKLOADS: dict[str, Workload] = {"evolve": evolve_workload, "frontier": frontier_workload,
                                   "ablate": ablate_workload, "evaluate": evaluate_workload}

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from omegaconf import DictConfig
 
-from trinity.config_schema import group
+from trinity.config_schema import Config, typed
 from trinity.config_schema.root import PlanAssumptions
 from trinity.errors import ConfigError
 
@@ -20,10 +19,10 @@ class Assumptions:
     output_fraction: float = _PLAN.typical_output_fraction  # typical reply length / its cap
 
     @classmethod
-    def from_config(cls, cfg: DictConfig, **given: float | None) -> "Assumptions":
+    def from_config(cls, cfg: Config, **given: float | None) -> "Assumptions":
         """`plan.accept_probability`, `plan.thinker_suggests_worker`, `plan.typical_output_fraction` when
         the config has them (optional keys), overridden by the non-None keyword arguments."""
-        plan = group(cfg, "plan")
+        plan = typed(cfg).plan
         values = {"accept": plan.accept_probability, "suggest_worker": plan.thinker_suggests_worker,
                   "output_fraction": plan.typical_output_fraction}
         values.update({name: float(v) for name, v in given.items() if v is not None})

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from omegaconf import DictConfig
 
-from trinity.config_schema import group
+from trinity.config_schema import TrinityConfig
 from trinity.contracts import ROLES
 
 ASSUMED_HIDDEN = 1024       # hidden size assumed for an unknown backbone (popsize only, through ln n)
@@ -31,19 +30,19 @@ def _svf_rank(name: str, arch: Mapping[str, int]) -> int:
     return d
 
 
-def resolve_popsize(cfg: DictConfig, n_agents: int, notes: set[str]) -> int:
+def resolve_popsize(cfg: TrinityConfig, n_agents: int, notes: set[str]) -> int:
     """evolve.popsize, or ceil(4 + 3 ln n) as the strategy computes it from the parameter count."""
     from trinity.evolve.strategies import default_popsize
 
-    popsize = group(cfg, "evolve").popsize
+    popsize = cfg.evolve.popsize
     if popsize is not None:
-        return int(popsize)
-    arch = backbone_arch(cfg.coordinator.backbone, group(cfg, "paths").model_cache)
+        return popsize
+    arch = backbone_arch(cfg.coordinator.backbone, cfg.paths.model_cache)
     if arch is None:
         arch = {"hidden_size": ASSUMED_HIDDEN}
         notes.add(f"popsize: backbone {cfg.coordinator.backbone.id} unknown here; hidden size {ASSUMED_HIDDEN} assumed")
     n = (n_agents + len(ROLES)) * int(arch["hidden_size"])
-    svf = group(cfg, "coordinator").svf
+    svf = cfg.coordinator.svf
     if svf.enabled:
         n += sum(_svf_rank(str(m), arch) for m in svf.matrices)
     return default_popsize(n)

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from omegaconf import DictConfig
 
-from trinity.config import document
+from trinity.config_schema import Config
 from trinity.plan.assumptions import Assumptions
 from trinity.plan.build import figures
 from trinity.plan.suites import suite_infos
@@ -14,7 +13,7 @@ from trinity.plan.tokens import suite_tokens
 from trinity.plan.usage import Usage, wall_s
 
 
-def recording_plan(cfg: DictConfig, assumptions: Assumptions | None = None, *, thinker_valid: float = 0.0
+def recording_plan(cfg: Config, assumptions: Assumptions | None = None, *, thinker_valid: float = 0.0
                    ) -> dict[str, Any]:
     """What `trinity record` will cost before it starts: calls, tokens, dollars and wall time of the items
     still to record, from the tree's branching (trinity.record.tree.tree_size: every (model, role) at every
@@ -26,7 +25,7 @@ def recording_plan(cfg: DictConfig, assumptions: Assumptions | None = None, *, t
     from trinity.record.tree import tree_size
 
     a = assumptions or Assumptions()
-    cfg = document(record_stage.live_config(cfg))   # the plan reads the document (trinity.plan)
+    cfg = record_stage.live_config(cfg)
     notes: set[str] = set()
     settings = record_stage.tree_settings(cfg)
     agents = list(settings.agents)

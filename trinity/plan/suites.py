@@ -3,12 +3,12 @@ config, else from DEFAULT_SUITES (rows measured on the offline packages; assumed
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import cast
 
-from omegaconf import DictConfig
-
+from trinity.config_schema import TrinityConfig
 from trinity.pipeline.workload import SuiteInfo
 
 # suite -> (rows after filtering, mean prompt characters, fixed test rows or None). The first block was
@@ -24,8 +24,8 @@ MEASURED_SUITES = ("mmlu", "gsm8k", "math500", "humaneval", "gpqa_diamond", "aim
 FALLBACK_SUITE = (500, 600, None)
 
 
-def suite_infos(cfg: DictConfig, suites: list[str]) -> dict[str, SuiteInfo]:
-    folder = Path(str(cfg.paths.prepared))
+def suite_infos(cfg: TrinityConfig, suites: list[str]) -> dict[str, SuiteInfo]:
+    folder = Path(cfg.paths.prepared)
     manifest = read_json(folder / "manifest.json")
     return {s: _suite_info(cfg, s, folder / f"{s}.parquet", manifest) for s in dict.fromkeys(suites)}
 
@@ -37,7 +37,7 @@ def read_json(path: Path) -> dict:
         return {}
 
 
-def _suite_info(cfg: DictConfig, suite: str, parquet: Path, manifest: dict) -> SuiteInfo:
+def _suite_info(cfg: TrinityConfig, suite: str, parquet: Path, manifest: dict) -> SuiteInfo:
     rows, chars, fixed_test = DEFAULT_SUITES.get(suite, FALLBACK_SUITE)
     counts = _default_counts(cfg, suite, rows, fixed_test)
     source = "measured default" if suite in MEASURED_SUITES else "assumed default"
@@ -54,23 +54,23 @@ def _suite_info(cfg: DictConfig, suite: str, parquet: Path, manifest: dict) -> S
     return SuiteInfo(suite, {s: counts.get(s, 0) for s in ("train", "validation", "test")}, chars, source)
 
 
-def _manifest_matches(cfg: DictConfig, suite: str, manifest: dict) -> bool:
+def _manifest_matches(cfg: TrinityConfig, suite: str, manifest: dict) -> bool:
     entry = (manifest.get("suites") or {}).get(suite)
     if not entry:
         return False
-    splits = {k: float(v) for k, v in cfg.tasks.splits.items()}
+    splits = {k: float(v) for k, v in dataclasses.asdict(cfg.tasks.splits).items()}
     role = "train" if suite in list(cfg.tasks.train) else "transfer"
-    return (manifest.get("seed") == int(cfg.seed) and manifest.get("splits") == splits
-            and manifest.get("max_items_per_suite") == cfg.tasks.get("max_items_per_suite")
+    return (manifest.get("seed") == cfg.seed and manifest.get("splits") == splits
+            and manifest.get("max_items_per_suite") == cfg.tasks.max_items_per_suite
             and entry.get("role") == role)
 
 
-def _default_counts(cfg: DictConfig, suite: str, rows: int, fixed_test: int | None) -> dict[str, int]:
-    cap = cfg.tasks.get("max_items_per_suite")
+def _default_counts(cfg: TrinityConfig, suite: str, rows: int, fixed_test: int | None) -> dict[str, int]:
+    cap = cfg.tasks.max_items_per_suite
     rows = min(rows, int(cap)) if cap is not None else rows
     if suite not in list(cfg.tasks.train):
         return {"test": rows}
-    f = {k: float(v) for k, v in cfg.tasks.splits.items()}
+    f = {k: float(v) for k, v in dataclasses.asdict(cfg.tasks.splits).items()}
     if fixed_test is not None:
         test = min(fixed_test, rows)
         rest = f.get("train", 0) + f.get("validation", 0)

@@ -6,9 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from omegaconf import DictConfig
-
-from trinity.config_schema import group
+from trinity.config_schema import Config, TrinityConfig, document, typed
 from trinity.contracts import ROLES
 from trinity.pipeline.workload import SuiteInfo
 
@@ -41,15 +39,14 @@ class SuiteTokens:
     judge: tuple[str, int] | None      # (judge model, its output cap) when a judge grades the suite
 
 
-def suite_tokens(cfg: DictConfig, suite: SuiteInfo, agents: list[str], notes: set[str]) -> SuiteTokens:
-    from trinity.config_schema.protocol import ProtocolConfig
-
-    pc = ProtocolConfig.from_config(cfg.protocol)
+def suite_tokens(cfg: Config, suite: SuiteInfo, agents: list[str], notes: set[str]) -> SuiteTokens:
+    cfg = typed(cfg)
+    pc = cfg.protocol
     query = suite.prompt_chars / CHARS_PER_TOKEN
     review = _template_tok(pc.review_format, "{query}", "{answer}") + query + 2 * MESSAGE_OVERHEAD
     base = {"worker": _tok(pc.worker_system) + query + _tok(pc.collaboration_instructions) + 2 * MESSAGE_OVERHEAD,
             "thinker": _tok(pc.thinker_system) + review, "verifier": _tok(pc.verifier_system) + review}
-    moa = group(cfg, "eval").moa
+    moa = cfg.eval.moa
     base["aggregator"] = (_tok(moa.aggregator_system) + query + 2 * MESSAGE_OVERHEAD
                           + _template_tok(moa.aggregator_format, "{query}", "{proposals}"))
     caps = {(role, m): output_cap(cfg, pc, role, suite.name, m, notes) for role in ROLES for m in agents}
@@ -59,27 +56,29 @@ def suite_tokens(cfg: DictConfig, suite: SuiteInfo, agents: list[str], notes: se
                        caps, _judge(cfg, suite.name))
 
 
-def model_setting(cfg: DictConfig, model: str, key: str) -> Any:
-    """pool.models.<model>.<key> or None (model names hold dots, so no dotted select)."""
+def model_setting(cfg: TrinityConfig, model: str, key: str) -> Any:
+    """pool.models.<model>.<key> (typed: the schema's default where the entry leaves it out), or None for a model
+    the pool does not have."""
     settings = cfg.pool.models.get(model)
-    return settings.get(key) if settings is not None else None
+    return getattr(settings, key) if settings is not None else None
 
 
-def output_cap(cfg: DictConfig, pc: Any, role: str, suite: str, model: str, notes: set[str]) -> int:
+def output_cap(cfg: TrinityConfig, pc: Any, role: str, suite: str, model: str, notes: set[str]) -> int:
     """As a run resolves it: the protocol's cap for (role, suite) (ProtocolConfig.max_tokens_for), else the
     model's own (trinity.pool.providers.model_max_tokens: its max_tokens, else pool.sampling.max_tokens)."""
     from trinity.pool.providers import model_max_tokens
 
     cap = pc.max_tokens_for(role, suite)
     if cap is None:
-        cap = model_max_tokens(model, cfg.pool.models.get(model), cfg.pool)
+        pool = document(cfg).pool   # the pool floor reads its section as written
+        cap = model_max_tokens(model, pool.models.get(model), pool)
     if cap is None:
         notes.add(f"no output cap for some calls (e.g. {model} as {role}): assumed {UNCAPPED_TOKENS} tokens")
         return UNCAPPED_TOKENS
     return int(cap)
 
 
-def _judge(cfg: DictConfig, suite: str) -> tuple[str, int] | None:
+def _judge(cfg: TrinityConfig, suite: str) -> tuple[str, int] | None:
     """(judge model, its output cap) as the suite's grader will call it, for a suite a judge grades."""
     from trinity.pipeline.suites import suite_for
     from trinity.tasks.registry import suite_class

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from omegaconf import DictConfig
 
-from trinity.config import document
+from trinity.config_schema import TrinityConfig, document, typed
 from trinity.contracts import ROLES
 from trinity.pipeline.workload import Part, Route
 from trinity.plan.assumptions import Assumptions
@@ -87,13 +86,13 @@ def part_usage(part: Part, a: Assumptions, fraction: float, notes: set[str]) -> 
     for job in part.jobs:
         key = (id(job.cfg), job.suite.name)
         if key not in tokens:
-            plan_cfg = document(job.cfg)   # the plan reads the document
-            tokens[key] = suite_tokens(plan_cfg, job.suite, [str(m) for m in plan_cfg.pool.models], notes)
+            job_cfg = typed(job.cfg)
+            tokens[key] = suite_tokens(job_cfg, job.suite, list(job_cfg.pool.models), notes)
         total.add(episode_usage(job.route, tokens[key], a, fraction), job.episodes)
     return total
 
 
-def cost_usd(u: Usage, cfg: DictConfig) -> float:
+def cost_usd(u: Usage, cfg: TrinityConfig) -> float:
     total = 0.0
     for m in sorted(set(u.prompt) | set(u.completion)):   # a fixed order: the same sum to the last digit
         price_in = model_setting(cfg, m, "price_in_per_mtok") or 0.0
@@ -102,7 +101,7 @@ def cost_usd(u: Usage, cfg: DictConfig) -> float:
     return total
 
 
-def wall_s(u: Usage, cfg: DictConfig) -> tuple[float | None, list[str], list[str]]:
+def wall_s(u: Usage, cfg: TrinityConfig) -> tuple[float | None, list[str], list[str]]:
     """(max over models of decode/decode_tok_s + prompt/prefill_tok_s, models without a measured decode
     rate, models without a prefill rate). None when a model with calls has no decode rate."""
     from trinity.evolve.efficiency import pool_throughputs, work_floor
@@ -111,8 +110,8 @@ def wall_s(u: Usage, cfg: DictConfig) -> tuple[float | None, list[str], list[str
     for m, n in u.calls.items():
         if n <= 0:
             continue
-        tp = model_setting(cfg, m, "throughput") or {}
-        decode, prefill = tp.get("decode_tok_s"), tp.get("prefill_tok_s")
+        tp = model_setting(cfg, m, "throughput")
+        decode, prefill = (tp.decode_tok_s, tp.prefill_tok_s) if tp is not None else (None, None)
         if not decode:
             missing.append(m)
             continue
@@ -124,5 +123,5 @@ def wall_s(u: Usage, cfg: DictConfig) -> tuple[float | None, list[str], list[str
         per_model[m] = seconds
     if missing:
         return None, missing, no_prefill
-    shares = pool_throughputs(cfg.pool)   # the cores local servers share
+    shares = pool_throughputs(document(cfg).pool)   # the cores the local servers (those naming n_threads) share
     return work_floor(per_model, shares)[0], missing, no_prefill
