@@ -33,13 +33,17 @@ def converted_dir(model_cache: str | os.PathLike | None, name: str) -> Path:
 def architecture(backbone: Any, model_cache: str | os.PathLike | None = None) -> dict[str, Any] | None:
     """`coordinator.backbone`'s config.json (its text part for a multimodal model) when this machine has it:
     an asset's converted folder, a local folder, the hub cache; else KNOWN_ARCHITECTURES; else None."""
-    source, ident = str(backbone.get("source", "hub")), str(backbone.get("id"))
+    from trinity.config_schema import section
+    from trinity.config_schema.coordinator import Backbone
+
+    backbone = section(backbone, Backbone, "coordinator.backbone")   # typed, or a mapping (its defaults filled)
+    source, ident = backbone.source.value, backbone.id
     paths: list[Path | None] = []
     if source == "asset":
         paths.append(converted_dir(model_cache, ident) / "config.json")
     elif source == "hub":
         paths.append(Path(ident).expanduser() / "config.json")
-        paths.append(_hub_cached_config(ident, backbone.get("revision")))
+        paths.append(_hub_cached_config(ident, backbone.revision))
     for path in paths:
         if path is not None and path.is_file():
             try:
