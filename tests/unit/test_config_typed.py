@@ -69,3 +69,19 @@ def test_a_typed_config_pickles_with_its_document():
 def test_a_typed_config_without_a_document_says_so():
     with pytest.raises(ConfigError, match="without a composed document"):
         config.document(TrinityConfig())
+
+
+def test_the_partial_config_readers_read_a_typed_config_as_written():
+    """group() and setting() serve partial documents and typed configs alike: on a typed config they read its
+    values, never the schema's defaults (the evolution loop's max_turns once came back as the default 5)."""
+    from trinity.config_schema import group, setting
+    from trinity.pipeline.evolution_inputs import evolution_settings
+
+    cfg = config.load(None, [*OVERRIDES, "protocol.max_turns=2", "coordinator.routing=argmax"])
+    assert TrinityConfig().protocol.max_turns != 2
+    assert setting(cfg, "protocol.max_turns") == 2 and setting(cfg, "seed") == 11
+    assert setting(cfg, "coordinator.routing").value == "argmax"
+    assert group(cfg, "evolve") == cfg.evolve
+    settings = evolution_settings(cfg)
+    assert settings == evolution_settings(config.document(cfg))
+    assert (settings.max_turns, settings.routing) == (2, "argmax")

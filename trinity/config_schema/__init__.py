@@ -96,8 +96,11 @@ def setting(cfg: Any, dotted: str) -> Any:
         hints = get_type_hints(schema)
         if name not in hints:
             raise KeyError(f"{dotted!r}: the schema has no key {'.'.join(names[:depth + 1])!r}")
-        present = node is not None and hasattr(node, "get") and name in node
-        node = node.get(name) if present else None
+        if dataclasses.is_dataclass(node):   # a typed config or section: every key is there
+            present, node = True, getattr(node, name)
+        else:
+            present = node is not None and hasattr(node, "get") and name in node
+            node = node.get(name) if present else None
         if depth < len(names) - 1:
             schema = hints[name]
             if not dataclasses.is_dataclass(schema):
