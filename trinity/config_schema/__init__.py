@@ -4,8 +4,10 @@ protocol, tasks, evolve, eval, serve, ablations, paths) under one root, enums fo
 
 `conform(cfg)` checks a composed config (from Hydra or a params.yaml) against the schema: an unknown
 key (a typo), a value of the wrong type, a choice outside its enum or a number out of range is one
-ConfigError naming the full key. It returns the typed config, whose absent optional keys hold the
-schema's defaults; those defaults are the only ones (readers use `section`, never `.get(key, default)`).
+ConfigError naming the full key. It returns the typed, frozen config, whose absent optional keys hold the
+schema's defaults; those defaults are the only ones (code reads the typed config's attributes, never
+`.get(key, default)`). The typed config keeps the document it was typed from (`document`); `typed` types a
+document at a part's entry and returns a typed config unchanged.
 
 Why checked after composition rather than with the schema in Hydra's defaults list: `dvc exp run -S` composes
 conf/ with its own Hydra, which does not run this package, and a params.yaml is read without Hydra.
@@ -75,9 +77,9 @@ def section(node: Any, schema: type[T], key: str) -> T:
 
 def group(cfg: Any, name: str) -> Any:
     """The config group `cfg.<name>` (pool, coordinator, evolve, retrain, ...) as its schema dataclass, the
-    schema's defaults filling what the config leaves out (an absent group is all defaults). The way code
-    outside the config floor reads an optional key: `group(cfg, "evolve").warm_start`, never
-    `OmegaConf.select(cfg, "evolve.warm_start", default=...)`."""
+    schema's defaults filling what the config leaves out (an absent group is all defaults). For readers that
+    may be handed a partial document (a toy problem's, whose other groups would not pass the schema); a typed
+    config's group is its attribute, `cfg.evolve`."""
     schema = _GROUPS.get(name)
     if schema is None:
         raise KeyError(f"no config group {name!r}; groups: {', '.join(sorted(_GROUPS))}")
@@ -88,7 +90,8 @@ def group(cfg: Any, name: str) -> Any:
 def setting(cfg: Any, dotted: str) -> Any:
     """One key, `dotted` ("coordinator.routing"), as written in `cfg` or, when absent, the schema's default;
     an enum key comes back as its member (ConfigError naming the key for a value outside it). For readers
-    that see part of a config (tests, a toy problem) and need one key without checking its whole group."""
+    that see part of a config (tests, a toy problem) and need one key without checking its whole group; on a
+    typed config it reads the config's value (every key is there)."""
     schema: Any = TrinityConfig
     node = cfg
     names = dotted.split(".")
