@@ -25,13 +25,9 @@ from trinity.pipeline.rollouts import RolloutContext, config_key
 
 
 def min_items(cfg: Config) -> int:
-    """`eval.min_items` (default 20): below this many paired items the report gives no verdict. Checked
-    before any pool call, so a typo fails at once instead of after the whole evaluation."""
-    value = typed(cfg).eval.min_items
-    if value < 1:
-        raise ConfigError(f"config key 'eval.min_items' must be a positive integer (paired items needed "
-                          f"for a verdict), got {value!r}")
-    return value
+    """`eval.min_items` (default 20): below this many paired items the report gives no verdict. The schema
+    refuses 0 and below when the config is typed, before any pool call."""
+    return typed(cfg).eval.min_items
 
 
 EVAL_SETS = ("validation", "test")
