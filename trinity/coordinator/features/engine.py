@@ -224,13 +224,18 @@ class FeatureEngine:
         if not jobs:
             return
         # Batch by the tokens each job will compute (its length minus the prefix it can reuse now), so
-        # similar widths share a batch. Later batches look their prefixes up again: a job may then also
-        # reuse a prompt computed by an earlier batch of this call.
-        pasts = [self._reusable(j, want_entering) for j in jobs]
-        groups = length_batches([len(j.tokens) - p for j, (_, p) in zip(jobs, pasts)], self.max_batch, self.max_padding)
-        for k, group in enumerate(groups):
-            batch_pasts = [pasts[i] for i in group] if k == 0 else None
-            self._base_batch([jobs[i] for i in group], want_entering, batch_pasts)
+        # similar widths share a batch, and plan again after every batch: a job may then reuse a prompt
+        # that an earlier batch of this call computed (a later turn extends its earlier turn), and its
+        # width is what is left after that reuse, not its length (measured on a recording's transcripts:
+        # planned once by length, 43% of the batch slots were padding; benchmarks/recorded_states_threads.py).
+        todo = list(range(len(jobs)))
+        while todo:
+            pasts = [self._reusable(jobs[i], want_entering) for i in todo]
+            first = length_batches([len(jobs[i].tokens) - p for i, (_, p) in zip(todo, pasts)],
+                                   self.max_batch, self.max_padding)[0]
+            self._base_batch([jobs[todo[k]] for k in first], want_entering, [pasts[k] for k in first])
+            chosen = set(first)
+            todo = [i for k, i in enumerate(todo) if k not in chosen]
 
     def _reusable(self, job: _Job, want_entering: bool) -> tuple[PrefixEntry | None, int]:
         """The stored prompt whose KV this job can reuse, and how many of its tokens."""
