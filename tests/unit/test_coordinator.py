@@ -153,6 +153,38 @@ def test_batched_features_with_mixed_prefixes_equal_the_plain_forward():
         assert close(feature, eng.reference_feature(text))
 
 
+def test_the_padding_bound_holds_for_the_tokens_left_after_prefix_reuse():
+    """A recording's shape: several tasks, each with later turns that extend its first (a long question with a
+    short reply, a short question with a long one). The batches are planned by the tokens each prompt has
+    left after reusing an earlier batch's prefix, so the slots the passes fill (rows x width) stay within
+    max_padding of the tokens computed; planned once by prompt length, a batch mixed a task's first turn
+    with another task's later turns (full length beside a short suffix)."""
+    eng = engine(max_batch=16, max_padding=0.1)
+    texts = []
+    for i, (question, reply) in enumerate([(12, 1), (1, 12), (6, 6), (3, 9)]):
+        text = f"Task {i}: " + "sum the list and say why. " * question
+        texts.append(text)
+        for turn in range(1, 3):
+            text += f"\n\n{turn}. A reply: " + "the parts add up. " * (reply * turn)
+            texts.append(text)
+    slots = []
+    decoder = eng.backbone.decoder
+    forward = decoder.forward
+
+    def counted(*args, **kwargs):
+        rows, width = kwargs["input_ids"].shape
+        slots.append(int(rows) * int(width))
+        return forward(*args, **kwargs)
+
+    decoder.forward = counted
+    features = eng.features(texts, isolated=True)
+    decoder.forward = forward
+    assert eng.stats["reused_tokens"] > 0
+    assert sum(slots) <= 1.1 * eng.stats["computed_tokens"], (sum(slots), eng.stats)
+    for text, feature in zip(texts, features):
+        assert close(feature, eng.reference_feature(text))
+
+
 def test_padding_bound_splits_uneven_prompts_and_features_still_match():
     texts = [f"Question {i}: " + "add the numbers and explain the steps. " * (1 + 6 * (i % 3)) for i in range(9)]
     bounded = engine(max_batch=16, max_padding=0.1)
