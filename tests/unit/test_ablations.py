@@ -43,3 +43,20 @@ def test_disabled_stage_writes_empty_outputs(tmp_path):
     out = ablate_stage.run(cfg, evolve=lambda *a, **k: pytest.fail("nothing to train"))
     assert out["metrics"] == {"enabled": False, "variants": {}}
     assert (tmp_path / "d" / "ablations").is_dir() and (tmp_path / "m" / "ablations.json").exists()
+
+
+def test_the_budget_counts_the_validation_items_there_are(tmp_path):
+    """`evolve.validation.n_items` is a cap: with fewer validation items prepared, the budget (metrics/ablations.json,
+    the report's description of each variant) counts the items evolution validates on, not the cap."""
+    from recording_support import SUITE, write_prepared
+    from trinity.pipeline import ablate_stage
+
+    write_prepared(tmp_path / "prepared", {"train": 4, "validation": 3, "test": 2})
+    base = ["experiment=local_live", f"tasks.train=[{SUITE}]", "tasks.transfer=[]", f"paths.prepared={tmp_path}/prepared",
+            "evolve.generations=4", "evolve.validation.every=2"]
+    capped = ablate_stage.budget(config.typed(config.compose(base + ["evolve.validation.n_items=64"])), popsize=5)
+    assert capped["validation_items"] == 3
+    # x0 and the validations after generations 2 and 4, each with both routing modes
+    assert capped["validation_episodes"] == 3 * 2 * 3
+    fewer = ablate_stage.budget(config.typed(config.compose(base + ["evolve.validation.n_items=2"])), popsize=5)
+    assert fewer["validation_items"] == 2 and fewer["validation_episodes"] == 3 * 2 * 2

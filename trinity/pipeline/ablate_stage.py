@@ -29,6 +29,7 @@ from omegaconf import OmegaConf
 from trinity import config as trinity_config
 from trinity.config import Config, typed
 from trinity.config_schema import TrinityConfig
+from trinity.pipeline import items as item_sel
 from trinity.pipeline.population import Submit, inline_submit
 from trinity.pipeline.variants import train_variants
 
@@ -69,10 +70,12 @@ def main_popsize(cfg: Config) -> int:
 
 
 def budget(cfg: Config, popsize: int) -> dict[str, int]:
-    """The per-variant budget, identical for every variant (and the main run)."""
+    """The per-variant budget, identical for every variant (and the main run). Validation counts the items
+    there are: `evolve.validation.n_items` is a cap, and a split with fewer items validates on all of them."""
     from trinity.evolve.loop import VALIDATION_MODES
 
     cfg = typed(cfg)
+    n_validation = len(item_sel.validation_items(cfg))
     ev = cfg.evolve
     repeats = ev.repeats
     per_generation = popsize * ev.episodes_per_candidate * repeats
@@ -82,8 +85,8 @@ def budget(cfg: Config, popsize: int) -> dict[str, int]:
     validations += 1  # x0, before generation 0; every validation runs with sample and argmax routing
     return {"popsize": popsize, "generations": generations, "episodes_per_candidate": int(ev.episodes_per_candidate),
             "repeats": repeats, "train_episodes_per_generation": per_generation,
-            "train_episodes": per_generation * generations, "validation_items": ev.validation.n_items,
-            "validation_episodes": validations * len(VALIDATION_MODES) * ev.validation.n_items,
+            "train_episodes": per_generation * generations, "validation_items": n_validation,
+            "validation_episodes": validations * len(VALIDATION_MODES) * n_validation,
             "max_turns": cfg.protocol.max_turns}
 
 
