@@ -211,6 +211,11 @@ def _cmd_record(args) -> int:
     if args.status:
         print(json.dumps(record_stage.status(cfg), indent=1))
         return 0
+    if args.states:
+        from trinity.pipeline import record_states
+
+        print(json.dumps(record_states.run(cfg, progress=print, limit_items=args.limit), indent=1))
+        return 0
     from trinity.assembly.local_pool import local_pool
 
     live = record_stage.live_config(cfg)   # pool=recorded records from the pool it replays
@@ -384,6 +389,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, default=None, help="record at most the first N chosen items (in the "
                                                            "recording's balanced order)")
     p.add_argument("--status", action="store_true", help="print what the recording holds and what is left; record nothing")
+    p.add_argument("--states", action="store_true",
+                   help="record no call: compute the coordinator's states of the recorded items that lack them and ship "
+                        "them with the recording (<recording>/states/), so cache_states reads them (--limit: at most N items)")
     p.add_argument("overrides", nargs="*", help=OVERRIDES_HELP)
     p.set_defaults(func=_cmd_record)
 

@@ -4,8 +4,9 @@ The first turn's transcript is the shared message before any reference thought (
 collaboration instructions), built by the protocol's own SharedMessage so it is exactly what the
 router reads at turn 0. Written per suite to `data/states/<suite>.safetensors` (on GPU when present).
 On a recording (pool=recorded) it also computes every later-turn transcript of the recording's trees
-(`recorded-transcripts.safetensors`), each suite's together with its first turns, so a later turn reuses the
-prefix of the turn it extends. Every token position the run reads (the configured one, and another that an
+(`recorded-transcripts.safetensors`), each item's together with its first turn, so a later turn reuses the
+prefix of the turn it extends; an item whose states are shipped with the recording (`trinity record --states`,
+trinity.pipeline.shipped_states) is read from there instead, the same bytes without a forward pass. Every token position the run reads (the configured one, and another that an
 enabled ablation reads, e.g. the last-token ablation's -1) comes from one forward pass per prompt; the other
 positions' files are named `<name>@<position>.safetensors`.
 
@@ -39,7 +40,9 @@ def run(cfg: Config, *, on_work: Listener | None = None, reuse_from: Sequence[st
 
     `reuse_from`: earlier states folders (a retraining run's earlier runs): a suite whose prompts, backbone,
     dtype and device class are the same as there is copied, not computed. `changes`, when given, is
-    filled with {"reused": {suite: folder}, "computed": [suite, ...]}."""
+    filled with {"reused": {suite: folder}, "computed": [suite, ...], "shipped": n, "item_groups": n}: on a
+    recording, how many items' states were read from the states shipped with it (trinity.pipeline.shipped_states)
+    of how many computed per item."""
     cfg = typed(cfg)
     from trinity.assembly.coordinator import coordinator_from_config
     from trinity.pipeline.state_files import features_at_positions, reuse_state_cache, rows, save_state_cache
@@ -52,51 +55,64 @@ def run(cfg: Config, *, on_work: Listener | None = None, reuse_from: Sequence[st
     for stale in out_dir.glob("*@*.*"):     # another position's files of an earlier run: written again below
         stale.unlink()
     suites = list(dict.fromkeys(list(cfg.tasks.train) + list(cfg.tasks.transfer)))
-    counts = {}
-    firsts, laters = {}, {}
-    for suite in suites:
-        # the items the run uses: every prepared item on a live pool, the recording's under pool=recorded (the
-        # feature statistics are fitted on the same items' training split)
-        items = by_suite_items(cfg, [suite])
-        firsts[suite] = [(it.uid, first_turn_transcript(protocol, it.prompt)) for it in items]
-        # pool=recorded: every later-turn transcript of the recording's trees, so that evolution on the
-        # recording (SVF off) runs no backbone forward pass at all
-        laters[suite] = recorded_transcripts(cfg, items)
+    # the items the run uses: every prepared item on a live pool, the recording's under pool=recorded (the
+    # feature statistics are fitted on the same items' training split)
+    items = {suite: by_suite_items(cfg, [suite]) for suite in suites}
+    firsts = {suite: [(it.uid, first_turn_transcript(protocol, it.prompt)) for it in items[suite]] for suite in suites}
+    # pool=recorded: every transcript of each item's recorded tree, so that evolution on the recording (SVF
+    # off) runs no backbone forward pass at all; None on a live pool
+    per_item = recorded_item_texts(cfg, [it for suite in suites for it in items[suite]])
     report = changes if changes is not None else {}
-    report.update(reused={}, computed=[])
-    for suite in list(firsts):
+    report.update(reused={}, computed=[], shipped=0, item_groups=0)
+    counts = {}
+    for suite in suites:
         # an earlier run's file of the same inputs is copied (retraining); only with no other position to write
         earlier = (reuse_state_cache(coord, firsts[suite], out_dir / f"{suite}.safetensors", reuse_from)
                    if reuse_from and len(views) == 1 else None)
         if earlier is not None:
             report["reused"][suite] = str(earlier)
             counts[suite] = len(firsts[suite])
-            firsts[suite] = []                 # its recorded later turns, if any, are still computed below
             log.info("cache_states: %s: %d first-turn features reused from %s", suite, counts[suite], earlier)
-    later_pairs: list[tuple[str, str]] = []
-    later_features: dict[int, list[np.ndarray]] = {p: [] for p in views}
-    total = sum(len(firsts[s]) + len(laters[s]) for s in firsts)
-    with Progress("cache_states: states", total, listeners=[on_work]) as bar:
-        for suite, pairs in firsts.items():
-            # a suite's first turns and its recorded later turns in one computation: a later turn reuses the
-            # prefix of the turns it extends
-            computed = features_at_positions(coord, [t for _, t in pairs + laters[suite]], list(views),
-                                             progress=bar.advance)
-            for position, view in views.items():
-                later_features[position].append(rows(computed[position], laters[suite], coord.hidden_size))
-            later_pairs += laters[suite]
-            if suite in report["reused"]:
-                continue
-            for position, view in views.items():
-                save_state_cache(view, pairs, rows(computed[position], pairs, coord.hidden_size),
-                                 state_file(out_dir, suite, position, coord))
-            report["computed"].append(suite)
-            counts[suite] = len(pairs)
-            log.info("cache_states: %s: %d first-turn features", suite, len(pairs))
-    counts = {suite: counts[suite] for suite in suites}   # suite order, however each was made
+    # what is computed together: on a recording each item's transcripts (a later turn reuses the prefix of the
+    # turn it extends; an item's bytes never depend on the other items, so states shipped with the recording
+    # are the same bytes); on a live pool each suite's first turns not reused
+    if per_item is not None:
+        groups = [(it.uid, per_item[it.uid]) for suite in suites for it in items[suite]]
+        later_texts = list(dict.fromkeys(t for _, texts in groups for t in texts[1:]))
+    else:
+        groups = [(None, [t for _, t in firsts[suite]]) for suite in suites if suite not in report["reused"]]
+        later_texts = []
+    shipped = shipped_states(cfg, coord)
+    features: dict[int, dict[str, np.ndarray]] = {p: {} for p in views}
+    with Progress("cache_states: states", sum(len(texts) for _, texts in groups), listeners=[on_work]) as bar:
+        for uid, texts in groups:
+            found = shipped.get(uid, texts, list(views)) if shipped is not None and uid is not None else None
+            if found is None:
+                found = features_at_positions(coord, texts, list(views), progress=bar.advance)
+            else:
+                report["shipped"] += 1
+                bar.advance(len(texts))
+            for position, by_text in found.items():
+                for text, vec in by_text.items():
+                    features[position].setdefault(text, vec)   # a transcript of two items: the first's
+    report["item_groups"] = len(groups) if per_item is not None else 0
+    if shipped is not None and groups:
+        log.info("cache_states: %d of %d recorded items read from the states shipped with the recording (%s), "
+                 "%d computed", report["shipped"], len(groups), shipped.folder, len(groups) - report["shipped"])
+    for suite in suites:
+        if suite in report["reused"]:
+            continue
+        for position, view in views.items():
+            save_state_cache(view, firsts[suite], rows(features[position], firsts[suite], coord.hidden_size),
+                             state_file(out_dir, suite, position, coord))
+        report["computed"].append(suite)
+        counts[suite] = len(firsts[suite])
+        log.info("cache_states: %s: %d first-turn features", suite, counts[suite])
+    first_set = {t for suite in suites for _, t in firsts[suite]}
+    later_pairs = [(_text_key(t), t) for t in later_texts if t not in first_set]
     if later_pairs:
         for position, view in views.items():
-            save_state_cache(view, later_pairs, np.concatenate(later_features[position]),
+            save_state_cache(view, later_pairs, rows(features[position], later_pairs, coord.hidden_size),
                              state_file(out_dir, RECORDED_STATES, position, coord))
         counts[RECORDED_STATES] = len(later_pairs)
         log.info("cache_states: %d later-turn transcripts of the recording", len(later_pairs))
@@ -114,6 +130,15 @@ def run(cfg: Config, *, on_work: Listener | None = None, reuse_from: Sequence[st
         manifest["other_token_positions"] = [p for p in views if p != coord.token_position]
     (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=2))
     return {"path": str(out_dir), "count": sum(counts.values()), **manifest}
+
+
+def shipped_states(cfg: Config, coord: Any):
+    """The states shipped with the replayed recording for this coordinator (None on a live pool)."""
+    from trinity.pipeline.recorded import replay_path
+    from trinity.pipeline.shipped_states import ShippedStates
+
+    path = replay_path(cfg)
+    return None if path is None else ShippedStates(path, coord)
 
 
 def token_positions(cfg: Config) -> list[int]:
@@ -163,24 +188,41 @@ def by_suite_items(cfg: Config, suites: Sequence[str]) -> list:
     return out
 
 
-def recorded_transcripts(cfg: Config, items: list) -> list[tuple[str, str]]:
-    """(key, transcript) of every transcript beyond the first turn in the recording's trees (pool=recorded),
-    compiled with every role the recording has; [] on a live pool."""
+def recorded_item_texts(cfg: Config, items: Sequence) -> dict[str, list[str]] | None:
+    """{uid: [the first turn's transcript, then every later transcript of the item's recorded tree]} under
+    pool=recorded (compiled with every role the recording has); None on a live pool."""
     from trinity.pipeline.recorded import RecordedWorld, replay_path
     from trinity.record.replay import RecordedReplies
 
     path = replay_path(cfg)
-    if path is None or not items:
-        return []
+    if path is None:
+        return None
+    if not items:
+        return {}
     replies = RecordedReplies.open(path)
     world = RecordedWorld(cfg, replies, tuple(replies.recording.manifest["tree"]["roles"]))
-    protocol = ProtocolConfig.from_config(cfg.protocol)
-    world.compiled(items)
+    protocol = ProtocolConfig.from_config(typed(cfg).protocol)
+    out = {}
+    for item, compiled in zip(items, world.compiled(list(items))):
+        first = first_turn_transcript(protocol, item.prompt)
+        out[item.uid] = list(dict.fromkeys([first, *(world.transcripts[s.transcript] for s in compiled.states)]))
+    return out
+
+
+def recorded_transcripts(cfg: Config, items: list) -> list[tuple[str, str]]:
+    """(key, transcript) of every transcript beyond the first turn in the recording's trees (pool=recorded),
+    compiled with every role the recording has; [] on a live pool."""
+    per_item = recorded_item_texts(cfg, items) or {}
+    protocol = ProtocolConfig.from_config(typed(cfg).protocol)
     first = {first_turn_transcript(protocol, it.prompt) for it in items}
-    later = [t for t in world.transcripts if t not in first]
+    later = dict.fromkeys(t for texts in per_item.values() for t in texts if t not in first)
+    return [(_text_key(t), t) for t in later]
+
+
+def _text_key(text: str) -> str:
     import hashlib
 
-    return [(hashlib.sha256(t.encode("utf-8")).hexdigest()[:24], t) for t in later]
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:24]
 
 
 def write_feature_stats(out_dir: Path, suites: list[str], metrics_path: Path, *, seed: int) -> dict:
