@@ -12,7 +12,6 @@ loses only the item in flight. Run it with the experiment that replays the recor
 
 from __future__ import annotations
 
-import logging
 import time
 from pathlib import Path
 from typing import Any, Callable, cast
@@ -23,8 +22,6 @@ from trinity.config import Config, document, typed
 from trinity.errors import TrinityError
 from trinity.pipeline import record_stage
 from trinity.record import store
-
-log = logging.getLogger("trinity.record")
 
 
 def run(cfg: Config, *, progress: Callable[[str], None] = print, limit_items: int | None = None) -> dict[str, Any]:
@@ -51,7 +48,10 @@ def run(cfg: Config, *, progress: Callable[[str], None] = print, limit_items: in
     except TrinityError:   # no prepared suite file there
         items = []
     if typed(cfg).record.prepared is None and len(items) < len(recorded):
-        cfg = _prepared_in_cache(cfg, root, progress)
+        own = Path(typed(cfg).paths.cache) / "record" / root.name / "prepared"
+        doc = OmegaConf.create(OmegaConf.to_container(document(cfg), resolve=True))
+        doc.record.prepared = str(own)
+        cfg = record_stage.with_own_items(typed(cast(DictConfig, doc)), progress)
         items = by_suite_items(cfg, suites)
     found = {it.uid for it in items}
     missing = [uid for uid in recorded if uid not in found]
@@ -81,16 +81,3 @@ def run(cfg: Config, *, progress: Callable[[str], None] = print, limit_items: in
             "present": len(items) - len(lacking) + len(todo), "missing_items": len(missing),
             "seconds": round(time.monotonic() - start, 1)}
 
-
-def _prepared_in_cache(cfg: Config, root: Path, progress: Callable[[str], None]) -> Any:
-    """The config whose `paths.prepared` is a folder of this recording under paths.cache, prepared now from the
-    tasks section (the items and splits the prepare stage makes)."""
-    from trinity.pipeline.suites import prepare_from_config
-
-    own = Path(typed(cfg).paths.cache) / "record" / root.name / "prepared"
-    manifest = prepare_from_config(cfg, own, reuse_from=[own])
-    counts = ", ".join(f"{name} {entry.get('items')}" for name, entry in manifest["suites"].items())
-    progress(f"record --states: items prepared in {own} ({counts})")
-    out = cast(DictConfig, OmegaConf.create(OmegaConf.to_container(document(cfg), resolve=True)))
-    out.paths.prepared = str(own)
-    return typed(out)
