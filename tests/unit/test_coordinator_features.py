@@ -351,3 +351,80 @@ def test_rebalance_is_saved_loaded_and_refused_when_mismatched(setup, tmp_path):
     for f in _probe_features(setup):
         agents, roles = zero.probabilities(f)
         assert np.allclose(agents, 1 / len(agents)) and np.allclose(roles, 1 / 3)   # x0 = 0 is still uniform
+
+
+# ---------------------------------------------------------------------- capacity control: coordinator.features.rank
+def test_rank_keeps_the_top_principal_directions_and_nothing_else():
+    r = np.random.default_rng(4)
+    # 300 features in 10 dimensions whose prompt-dependent part lies mostly in two known directions
+    directions = np.linalg.qr(r.normal(size=(10, 2)))[0].T
+    f = 30.0 + r.normal(size=(300, 2)) * [5.0, 3.0] @ directions + 0.01 * r.normal(size=(300, 10))
+    full = FeatureNorm.fit(f, keep_shared=True)
+    two = FeatureNorm.fit(f, keep_shared=True, rank=2)
+    assert full.rank is None and two.rank == 2 and two.basis.shape == (2, 10)
+    assert np.allclose(two.basis @ two.basis.T, np.eye(2))
+    assert two.shared_norm == full.shared_norm   # a rank removes directions and rescales nothing
+    z_full, z_two = full.apply(f), two.apply(f)
+    # what varies with the prompt lies in the basis's span: projecting again changes nothing
+    varying = z_two - z_two.mean(axis=0)
+    assert np.allclose(varying @ two.basis.T @ two.basis, varying, atol=1e-9)
+    # the top two directions carry almost all of the standardised variance here, so rank 2 loses little
+    assert np.linalg.norm(z_full - z_two) / np.linalg.norm(z_full - z_full.mean(axis=0)) < 0.05
+    one = FeatureNorm.fit(f, keep_shared=True, rank=1)
+    assert np.linalg.norm(z_full - one.apply(f)) > 0.3 * np.linalg.norm(z_full - z_full.mean(axis=0))
+    assert len({full.digest, two.digest, one.digest}) == 3
+
+
+def test_rank_zero_is_a_prompt_independent_policy():
+    r = np.random.default_rng(5)
+    f = 40.0 + r.normal(size=(50, 6))
+    norm = FeatureNorm.fit(f, keep_shared=True, rank=0)
+    z = norm.apply(f)
+    assert norm.rank == 0 and np.allclose(z, z[0])   # every feature maps to the shared direction alone
+    assert np.linalg.norm(z[0]) == pytest.approx(norm.shared_norm) and norm.shared_norm > 0
+    # any head over it routes every transcript alike, and still prefers what its weights say
+    head = RoutingHead(r.normal(size=(3 + len(ROLES), 6)), 3, ROLES, norm)
+    first = head.probabilities(f[0])
+    assert not np.allclose(first[0], 1 / 3)
+    for row in f[1:]:
+        assert all(np.allclose(a, b) for a, b in zip(head.probabilities(row), first))
+
+
+def test_a_rank_above_what_the_features_span_is_refused():
+    f = np.random.default_rng(6).normal(size=(5, 20))
+    with pytest.raises(FeatureNormError, match="span only 4 directions"):
+        FeatureNorm.fit(f, rank=5)   # 5 centred features span at most 4 directions
+    with pytest.raises(FeatureNormError, match=">= 0"):
+        FeatureNorm.fit(f, rank=-1)
+
+
+def test_rank_is_a_config_error_without_standardisation(setup):
+    with pytest.raises(ConfigError, match="coordinator.features.rank"):
+        _compose(setup["tmp"], "coordinator.features.normalize=none", "coordinator.features.rank=2")   # no directions
+    with pytest.raises(ConfigError, match="rebalance"):
+        _compose(setup["tmp"], "coordinator.features.normalize=standardize", "coordinator.features.rank=0")
+    with pytest.raises(ConfigError, match="coordinator.features.rank"):
+        _compose(setup["tmp"], "coordinator.features.normalize=rebalance", "coordinator.features.rank=-1")
+
+
+def test_a_ranked_coordinator_is_saved_loaded_and_its_basis_checked(setup, tmp_path):
+    cfg = _compose(setup["tmp"], "coordinator.features.normalize=rebalance", "coordinator.features.rank=3")
+    coord = build_coordinator(cfg, backbone=tiny_backbone())
+    assert coord.feature_norm.rank == 3
+    params = np.random.default_rng(7).normal(0, 0.05, coord.num_params)
+    path = coord.save(tmp_path / "coordinator.safetensors", params)
+    _, meta, tensors = load_saved(path)
+    assert meta["feature_norm_rank"] == 3 and tensors["feature_basis"].shape == (3, coord.hidden_size)
+    # loading under another configured rank routes with the saved basis, as trained
+    loaded, loaded_params = load_coordinator(path, _compose(tmp_path, "coordinator.features.normalize=rebalance"),
+                                             backbone=tiny_backbone())
+    assert loaded.feature_norm.rank == 3 and loaded.feature_norm.digest == coord.feature_norm.digest
+    for f in _probe_features(setup):
+        for a, b in zip(loaded.head_for(loaded_params).probabilities(f), coord.head_for(params).probabilities(f)):
+            assert np.array_equal(a, b)
+    # a file whose basis does not match its metadata is refused, never routed
+    save_params(tmp_path / "bad.safetensors", params, {**meta, "feature_norm_rank": 2},
+                {**coord.feature_norm.tensors()})
+    with pytest.raises(CoordinatorMismatchError, match="feature_norm_rank"):
+        load_coordinator(tmp_path / "bad.safetensors", _compose(tmp_path, "coordinator.features.normalize=rebalance"),
+                         backbone=tiny_backbone())

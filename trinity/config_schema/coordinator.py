@@ -30,6 +30,18 @@ class Svf:
 @dataclass(frozen=True)
 class Features:
     normalize: FeatureNormalize = FeatureNormalize.none   # a params.yaml from before this key: raw features
+    rank: Optional[int] = number(None, ge=0)              # null: every direction (the paper); k: the top k principal
+    #                                                       directions of the standardised training states
+
+    def check(self, key: str) -> None:
+        if self.rank is None:
+            return
+        if self.normalize == FeatureNormalize.none:
+            raise ConfigError(f"config key '{key}.rank' needs '{key}.normalize' standardize or rebalance (the principal "
+                              f"directions are those of the standardised training states), got normalize=none")
+        if self.rank == 0 and self.normalize != FeatureNormalize.rebalance:
+            raise ConfigError(f"config key '{key}.rank' = 0 leaves the head nothing to read under normalize=standardize: "
+                              "use rebalance (the shared direction alone: a prompt-independent policy) or a rank >= 1")
 
 
 def parse_max_padding(value: object) -> str | float | None:

@@ -25,6 +25,15 @@ ones, never a recomputation, so a served coordinator routes exactly as it was tr
 sd has a floor (FLOOR_FRACTION x the median sd, at least ABS_FLOOR) so a (nearly) constant dimension
 is centred but not blown up into noise of unit variance.
 
+`coordinator.features.rank` (a capacity control, issue 40; null = off, the paper): keep only the top `rank`
+principal directions of the standardised training features (an orthonormal `basis`, rank x d, from their SVD)
+and project every standardised feature onto them before the shared direction is added back (at the norm
+it has without a rank: the projection removes directions and rescales nothing). The head keeps
+its layout (d inputs), but what varies with the prompt reaches it through `rank` directions only: with
+`rank: 0` under `rebalance` the head reads the shared direction alone, the same for every transcript, so it
+can only learn a prompt-independent policy. A rank is chosen on the validation items
+(benchmarks/recorded_ablations.py), like any capacity control.
+
 The cached states are first-turn features of the plain backbone. With SVF on, the statistics are still
 those of the unadapted backbone (the x0 = 0 point): a fixed affine map in front of the head, which the
 SVF offsets then adapt around. Later turns' features (longer transcripts) are not in the statistics;
@@ -45,6 +54,7 @@ from trinity.errors import ConfigError, TrinityError
 
 MODES = tuple(m.value for m in FeatureNormalize)
 KEY = "coordinator.features.normalize"
+RANK_KEY = "coordinator.features.rank"
 FLOOR_FRACTION = 1e-2
 ABS_FLOOR = 1e-6
 # State-cache identity that must match the coordinator for its features to be usable (as preload_state_cache).
@@ -72,6 +82,7 @@ class FeatureNorm:
     std: np.ndarray
     count: int = 0                      # items the statistics came from (provenance only)
     shared_norm: float = 0.0            # norm of the shared direction added back (0: plain standardize)
+    basis: np.ndarray | None = None     # rank x d orthonormal rows: the standardised feature is projected on them
     _digest: str = field(default="", init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -85,15 +96,30 @@ class FeatureNorm:
         object.__setattr__(self, "std", std)
         if not (np.isfinite(self.shared_norm) and self.shared_norm >= 0):
             raise ValueError(f"shared_norm must be finite and >= 0, got {self.shared_norm}")
+        if self.basis is not None:
+            basis = np.asarray(self.basis, dtype=np.float64)
+            if basis.ndim != 2 or basis.shape[1] != mean.size or basis.shape[0] > mean.size:
+                raise ValueError(f"feature basis must be rank x {mean.size} with rank <= {mean.size}, got {basis.shape}")
+            if not np.all(np.isfinite(basis)) or not np.allclose(basis @ basis.T, np.eye(basis.shape[0]), atol=1e-6):
+                raise ValueError("feature basis rows must be finite and orthonormal")
+            object.__setattr__(self, "basis", basis)
         h = hashlib.sha256(mean.tobytes())
         h.update(std.tobytes())
         if self.shared_norm:
             h.update(np.float64(self.shared_norm).tobytes())
+        if self.basis is not None:
+            h.update(np.int64(self.basis.shape[0]).tobytes())
+            h.update(self.basis.tobytes())
         object.__setattr__(self, "_digest", h.hexdigest())
 
     @property
     def dim(self) -> int:
         return int(self.mean.size)
+
+    @property
+    def rank(self) -> int | None:
+        """How many principal directions of the prompt-dependent part the head reads (None: all)."""
+        return None if self.basis is None else int(self.basis.shape[0])
 
     @property
     def digest(self) -> str:
@@ -103,6 +129,8 @@ class FeatureNorm:
     def apply(self, feature: np.ndarray) -> np.ndarray:
         """(f - mean) / std for one feature (d,) or a batch (n, d), in float64."""
         out = (np.asarray(feature, dtype=np.float64) - self.mean) / self.std
+        if self.basis is not None:
+            out = (out @ self.basis.T) @ self.basis
         if self.shared_norm:
             norm = float(np.linalg.norm(self.mean))
             if norm > 0:
@@ -110,9 +138,11 @@ class FeatureNorm:
         return out
 
     @classmethod
-    def fit(cls, features: np.ndarray, *, keep_shared: bool = False) -> "FeatureNorm":
-        """Statistics of `features` (n x d, n >= 2): mean and population std with the floor; with
-        `keep_shared` the shared direction comes back at the rms norm of the standardised features."""
+    def fit(cls, features: np.ndarray, *, keep_shared: bool = False, rank: int | None = None) -> "FeatureNorm":
+        """Statistics of `features` (n x d, n >= 2): mean and population std with the floor; with `rank` the
+        top `rank` principal directions of the standardised features (an error when the features span fewer:
+        they cannot name more); with `keep_shared` the shared direction comes back at the rms norm of the
+        standardised features (before any projection: a rank removes directions and rescales nothing)."""
         f = np.asarray(features, dtype=np.float64)
         if f.ndim != 2 or f.shape[0] < 2:
             raise FeatureNormError(f"feature standardisation needs at least 2 features, got shape {f.shape}")
@@ -120,14 +150,34 @@ class FeatureNorm:
         std = f.std(axis=0)
         floor = max(ABS_FLOOR, FLOOR_FRACTION * float(np.median(std)))
         std = np.maximum(std, floor)
-        shared = float(np.sqrt(np.mean(np.sum(((f - mean) / std) ** 2, axis=1)))) if keep_shared else 0.0
-        return cls(mean, std, count=int(f.shape[0]), shared_norm=shared)
+        z = (f - mean) / std
+        basis = principal_directions(z, int(rank)) if rank is not None else None
+        shared = float(np.sqrt(np.mean(np.sum(z ** 2, axis=1)))) if keep_shared else 0.0
+        return cls(mean, std, count=int(f.shape[0]), shared_norm=shared, basis=basis)
 
     # -- storage in a saved coordinator ------------------------------------------------------
     def tensors(self) -> dict[str, np.ndarray]:
-        return {"feature_mean": self.mean, "feature_std": self.std}
+        out = {"feature_mean": self.mean, "feature_std": self.std}
+        if self.basis is not None:
+            out["feature_basis"] = self.basis
+        return out
 
     def metadata(self) -> dict[str, Any]:
         return {"feature_norm_sha256": self.digest, "feature_norm_items": self.count,
-                "feature_norm_shared": self.shared_norm}
+                "feature_norm_shared": self.shared_norm, "feature_norm_rank": self.rank}
+
+
+def principal_directions(z: np.ndarray, rank: int) -> np.ndarray:
+    """The top `rank` right singular vectors of the centred rows `z` (rank x d, orthonormal; signs fixed so
+    each vector's largest entry is positive, which makes the basis a function of the data alone)."""
+    if rank < 0:
+        raise FeatureNormError(f"{RANK_KEY} must be >= 0, got {rank}")
+    _, s, vt = np.linalg.svd(z, full_matrices=False)
+    spanned = int(np.sum(s > 1e-9 * max(float(s[0]) if s.size else 0.0, 1e-300)))
+    if rank > spanned:
+        raise FeatureNormError(f"{RANK_KEY}={rank} but the {z.shape[0]} training features span only {spanned} "
+                               f"directions: choose a rank <= {spanned} (or null for no projection)")
+    basis = vt[:rank]
+    signs = np.sign(basis[np.arange(rank), np.argmax(np.abs(basis), axis=1)]) if rank else np.zeros(0)
+    return basis * signs[:, None] if rank else np.zeros((0, z.shape[1]))
 

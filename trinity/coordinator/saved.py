@@ -137,9 +137,14 @@ def saved_feature_norm(meta: dict[str, Any], tensors: dict[str, np.ndarray], hid
             f"of the wrong shape: {shapes}, expected ({int(hidden_size)},) each")
     try:
         norm = FeatureNorm(tensors["feature_mean"], tensors["feature_std"], count=int(meta.get("feature_norm_items", 0)),
-                           shared_norm=float(meta.get("feature_norm_shared", 0.0) or 0.0))
+                           shared_norm=float(meta.get("feature_norm_shared", 0.0) or 0.0),
+                           basis=tensors.get("feature_basis"))
     except ValueError as e:
         raise CoordinatorMismatchError(f"the coordinator at {path}: {key} = {mode!r} with unusable statistics: {e}") from None
+    rank = meta.get("feature_norm_rank")
+    if rank != norm.rank:
+        raise CoordinatorMismatchError(f"the coordinator at {path}: its metadata records feature_norm_rank {rank!r} "
+                                       f"but its tensors hold a basis of rank {norm.rank!r}")
     if (mode == "rebalance") != (norm.shared_norm > 0):
         raise CoordinatorMismatchError(f"the coordinator at {path}: {key} = {mode!r} but feature_norm_shared is "
                                        f"{norm.shared_norm}")

@@ -29,7 +29,8 @@ def build_coordinator(cfg: Config, backbone: Backbone | None = None) -> Coordina
     """The coordinator of `cfg` that fits its feature statistics on cfg's training states on first use."""
     cfg = typed(cfg)
     normalize = cfg.coordinator.features.normalize.value
-    fit = training_norm_fitter(cfg, keep_shared=normalize == "rebalance") if normalize != "none" else None
+    fit = training_norm_fitter(cfg, keep_shared=normalize == "rebalance", rank=cfg.coordinator.features.rank) \
+        if normalize != "none" else None
     return coordinator_from_config(cfg, backbone, fit_norm=fit)
 
 
@@ -39,7 +40,8 @@ def first_turn_features(coord: Coordinator, items: Sequence[Any], protocol_cfg: 
     return coord.precompute([first_turn_transcript(protocol, it.prompt) for it in items])
 
 
-def training_norm_fitter(cfg: Config, *, keep_shared: bool = False) -> Callable[[Coordinator], FeatureNorm]:
+def training_norm_fitter(cfg: Config, *, keep_shared: bool = False,
+                         rank: int | None = None) -> Callable[[Coordinator], FeatureNorm]:
     """fit_feature_norm on cfg's training states; suites cached for another token position or backbone
     (the last-token ablation) are recomputed with the coordinator itself, as the router would read them."""
     from trinity.pipeline.recorded import recorded_uids
@@ -53,7 +55,7 @@ def training_norm_fitter(cfg: Config, *, keep_shared: bool = False) -> Callable[
     def fit(coord: Coordinator) -> FeatureNorm:
         return fit_feature_norm(paths.states, paths.prepared, train, expect=coord.state_identity(),
                                 compute=lambda items: first_turn_features(coord, items, protocol_cfg),
-                                keep_shared=keep_shared, uids=used)
+                                keep_shared=keep_shared, rank=rank, uids=used)
 
     return fit
 
@@ -61,7 +63,7 @@ def training_norm_fitter(cfg: Config, *, keep_shared: bool = False) -> Callable[
 def fit_feature_norm(states_dir: str | Path, prepared_dir: str | Path, train_suites: Sequence[str], *,
                      expect: dict[str, Any] | None = None,
                      compute: Callable[[list], np.ndarray] | None = None, keep_shared: bool = False,
-                     uids: Collection[str] | None = None) -> FeatureNorm:
+                     rank: int | None = None, uids: Collection[str] | None = None) -> FeatureNorm:
     """Standardisation statistics from the training split's cached first-turn states.
 
     Reads `<states_dir>/<suite>.safetensors` (+ its JSON index of uids `suite/item_id`) for every
@@ -70,7 +72,8 @@ def fit_feature_norm(states_dir: str | Path, prepared_dir: str | Path, train_sui
     another setup (e.g. the last-token ablation reads position -1, the cache holds -2) is recomputed
     with `compute(items) -> (n, d) features` when given, and refused otherwise. No cache at all is an
     error that says to run the cache_states stage. `uids`: only these items (the recording's, under
-    pool=recorded, where the states cache holds no other)."""
+    pool=recorded, where the states cache holds no other). `rank`: project on the top principal directions
+    (coordinator.features.rank)."""
     states_dir = Path(states_dir)
     blocks: list[np.ndarray] = []
     for suite in [str(s) for s in train_suites]:
@@ -106,4 +109,4 @@ def fit_feature_norm(states_dir: str | Path, prepared_dir: str | Path, train_sui
             blocks.append(np.asarray(features, dtype=np.float64)[[row[it.uid] for it in train]])
     if not blocks:
         raise FeatureNormError(f"{KEY}=standardize: no training items in {list(train_suites)} under {prepared_dir}")
-    return FeatureNorm.fit(np.concatenate(blocks), keep_shared=keep_shared)
+    return FeatureNorm.fit(np.concatenate(blocks), keep_shared=keep_shared, rank=rank)
