@@ -8,17 +8,25 @@ from trinity.errors import ConfigError
 
 def test_default_is_the_embedded_local_experiment():
     cfg = config.compose()
-    assert list(cfg.pool.models) == ["qwen-coder-1.5b", "qwen-coder-0.5b", "smollm2-135m"]
+    # three agents (setups) of the local 1.5B model, on one server
+    assert list(cfg.pool.models) == ["qwen-direct", "qwen-steps", "qwen-python"]
+    assert {m.asset for m in cfg.pool.models.values()} == {"qwen2.5-coder-1.5b-instruct"}
+    assert len({m.port for m in cfg.pool.models.values()}) == 1
     assert cfg.coordinator.backbone.id == "smollm2-135m-instruct"
     assert cfg.evolve.strategy == "sep_cma"
     assert cfg.paths.cache == ".trinity" and cfg.paths.prepared == "data/prepared"   # conf/paths/default.yaml
-    # replayed from the committed recording of those models, at the paper's budget shape
-    assert cfg.pool.replay.recording == "data/recordings/local-small" and cfg.pool.replay.on_miss == "error"
+    # replayed from the committed recording of those agents at K = 3, at the paper's budget shape
+    assert cfg.pool.replay.recording == "data/recordings/local-agents" and cfg.pool.replay.on_miss == "error"
+    assert cfg.protocol.max_turns == 3
     assert cfg.evolve.popsize is None and cfg.evolve.generations == 60 and cfg.evolve.episodes_per_candidate == 16
     assert list(cfg.coordinator.roles) == list(cfg.record.roles) == ["worker", "verifier"]
     assert cfg.ablations.enabled
-    live = config.compose(["experiment=local_live"])   # the same pipeline on the live servers
-    assert "replay" not in live.pool and live.protocol == cfg.protocol and live.tasks == cfg.tasks
+    for name, pool in (("local_agents_live", "local_agents"), ("local_live", "local")):
+        live = config.compose([f"experiment={name}"])   # the same pipeline on the live servers
+        assert "replay" not in live.pool and live.pool.name == pool
+        base = cfg if name == "local_agents_live" else config.compose(["experiment=local_small"])
+        assert live.protocol == base.protocol and live.tasks == base.tasks
+        assert live.evolve.fitness.estimate == "sampled" and live.evolve.generations < base.evolve.generations
 
 
 def test_paper_experiment_mirrors_the_spec():
@@ -89,4 +97,4 @@ def test_committed_params_yaml_is_the_composed_default():
     """DVC stages read params.yaml; it must be exactly conf/ composed with the default experiment
     (`make params` rewrites it), so `dvc repro` from a clone runs what conf/ says."""
     committed = (config.REPO_ROOT / "params.yaml").read_text()
-    assert committed == config.to_yaml(config.compose(["experiment=local_small"]))
+    assert committed == config.to_yaml(config.compose(["experiment=local_agents"]))

@@ -114,7 +114,7 @@ def test_cost_weights_keys_are_checked_named_and_leave_the_main_run_key_alone():
     assert variant.evolve.fitness.cost_weight == 20.0 and variant.evolve.popsize == cfg.evolve.popsize
     free = ["evolve.cost_weights=[1]", "pool.models.smollm2-135m.price_in_per_mtok=0",
             "pool.models.smollm2-135m.price_out_per_mtok=0"]
-    assert frontier_stage.cost_unit(config.compose(free)) == "ktokens"       # a free model: dollars would mislead
+    assert frontier_stage.cost_unit(config.compose(["experiment=local_small", *free])) == "ktokens"   # a free model: dollars would mislead
     assert frontier_stage.cost_unit(config.compose(["experiment=local_live", *free, "evolve.cost_weights_unit=usd"])) == "usd"
     for bad in ("[-1]", "[1,1]", "[x]"):
         with pytest.raises(ConfigError, match=r"evolve\.cost_weights"):

@@ -26,7 +26,7 @@ def _make_dry(*args: str) -> str:
 def test_make_serve_and_deploy_pass_overrides(target):
     out = _make_dry(target, "OVERRIDES=evolve.generations=3 pool=local")
     line = next(ln for ln in out.splitlines() if ("trinity serve" if target == "serve" else "flows.deploy") in ln)
-    assert line.rstrip().endswith("experiment=local_small evolve.generations=3 pool=local"), line
+    assert line.rstrip().endswith("experiment=local_agents evolve.generations=3 pool=local"), line
 
 
 def test_schedule_overrides_survive_the_experiment_make_passes():
