@@ -14,6 +14,7 @@ KEEP_SERVER ?=
 # pytest-xdist workers for `make test`: one more than the CPUs (0: no xdist), since the slow tests spend much of their
 # time waiting on servers and subprocesses. Measured on the 2-core machine, the whole suite in one fresh clone each:
 # 998 s on one worker, 613 s on two (9cbf124); 621 s on two and 508 s on three (09044a7 and 83326e2).
+# Four workers gain nothing more: 376 s on four (b2a798e) against 364-391 s on three (f836c64 and before).
 TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
 # Threads of torch, OpenMP and BLAS in each test process (and the subprocesses it starts): the workers are the
 # parallelism, and more threads than cores make each multi-threaded op spin and wait (measured on the 2-core machine

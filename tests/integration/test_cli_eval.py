@@ -35,7 +35,7 @@ def project(tmp_path_factory):
         (root / rel).write_bytes(f"pipeline output {i}\n".encode() * 50)
     (root / "data/prepared").mkdir(parents=True)
     (root / "data/prepared/mmlu.parquet").write_bytes(b"prepared")
-    models = list(config.compose(["experiment=local_live"]).pool.models.keys())
+    models = list(config.compose([]).pool.models.keys())   # the default pool, which `trinity eval` composes
     save_params(root / "ours/coordinator.safetensors", np.zeros(3), {"pool_models": models})
     save_params(root / "theirs/coordinator.safetensors", np.zeros(3), {"pool_models": list(reversed(models))})
     (root / "junk").mkdir()
@@ -78,7 +78,7 @@ def test_bad_argument_stops_before_any_work(project, argv, message):
 
 def test_good_arguments_get_a_folder_of_their_own(project, monkeypatch):
     monkeypatch.chdir(project)
-    cfg = config.compose(["experiment=local_live", "eval.suites=[mmlu]"])
+    cfg = config.compose(["experiment=local_agents_live", "eval.suites=[mmlu]"])
     request = prepare_request(cfg, coordinator="ours", suites=["mmlu"], methods=["random", "trinity"],
                               output=None, root=project)
     assert request.output.parent == Path("runs") and request.output.name.endswith("-eval")
