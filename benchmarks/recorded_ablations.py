@@ -38,6 +38,9 @@ VARIANTS = {
     "no entropy bonus": {"evolve.fitness.estimate": "exact", "evolve.fitness.entropy_weight": 0.0},
     **{f"no entropy, l2 {w:g}": {"evolve.fitness.estimate": "exact", "evolve.fitness.entropy_weight": 0.0,
                                  "evolve.fitness.l2_weight": w} for w in (1.0, 10.0, 100.0)},
+    # what the coordinator reads after a rejected Verifier (protocol.rejection_note; the paper: nothing)
+    "rejection note": {"evolve.fitness.estimate": "exact",
+                       "protocol.rejection_note": "A Verifier rejected the current answer."},
     # the head's capacity by the number of principal directions it reads (coordinator.features.rank)
     **{f"rank {k}": {"evolve.fitness.estimate": "exact", "coordinator.features.rank": k} for k in (0, 1, 2, 4, 8, 16)},
 }

@@ -420,3 +420,26 @@ def test_the_turn_rules_step_by_step():
         with pytest.raises(ValueError, match="has no outcome"):
             start.after_reply(role, "nosuch")
         assert all(start.after_reply(role, o) is not None for o in outcomes)
+
+
+# ---- protocol.rejection_note: what the coordinator reads after a rejected Verifier --------------------
+
+@pytest.mark.parametrize("note", [None, "Verifier rejection {n}: the current answer was rejected."])
+def test_a_rejection_note_reaches_the_router_only(note):
+    import dataclasses
+
+    cfg = dataclasses.replace(CFG, max_turns=4, rejection_note=note)
+    script = {"worker": ["first try <idea>guess</idea>", "The answer is 4 <idea>add</idea>"],
+              "verifier": ["REJECT: wrong", "REJECT: still unsure"]}
+    trace, router, pool, _ = run([(0, "worker"), (1, "verifier"), (0, "worker"), (1, "verifier")], script, cfg=cfg)
+    seen = router.transcripts
+    assert len(seen) == 4 and [t.verdict for t in trace.turns if t.role == "verifier"] == [REJECT, REJECT]
+    if note is None:   # the paper: a rejection leaves what the router reads unchanged
+        assert seen[2] == seen[1]
+    else:
+        assert seen[2] == seen[1] + "\n\nVerifier rejection 1: the current answer was rejected."
+        assert seen[3].endswith("Verifier rejection 1: the current answer was rejected.\n\nReference thought 2:\nadd")
+    # pool models never see it: the second Worker gets the shared message of thoughts alone
+    second_worker = [c for c in pool.calls if c.role == "worker"][1]
+    assert "rejection" not in second_worker.messages[-1]["content"]
+    assert "Reference thought 1:\nguess" in second_worker.messages[-1]["content"]

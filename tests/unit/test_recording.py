@@ -339,6 +339,52 @@ def test_exact_fitness_walks_shared_states_of_a_hand_built_dag():
         assert exact["turns"][0] == pytest.approx(1 - p + 3 * p)
 
 
+@pytest.mark.parametrize("note", [None, "A Verifier rejected the current answer."])
+def test_a_rejection_note_lets_a_coordinator_verify_then_redo(note):
+    """K = 3, one agent, two items, a Verifier that accepts exactly the right answers. Item 1's first answer is
+    right and any answer built on a reference thought wrong; item 2 the other way round. A coordinator that
+    reads only the transcript's structure (how many thoughts, whether a rejection note) and routes the same way
+    on both items: "Worker; after one answer Verifier; after a rejection Worker" earns 1 on each. Without a note
+    (the paper) the state after a rejection reads what the state before the Verifier read, so with Verifier
+    probability q there, item 1 earns q and item 2 1 - q^2: at best (q = 1/2) 0.625 on average."""
+    from trinity.config import compose
+    from trinity.record.exact import Recorded
+    from trinity.tasks.types import TaskItem
+
+    overrides = ["experiment=local_small", "protocol.max_turns=3"] + ([f"protocol.rejection_note='{note}'"] if note else [])
+    protocol = ProtocolConfig.from_config(compose(overrides).protocol)
+    items = [TaskItem("gsm8k", "q1", "What is 3 + 4?", "7"), TaskItem("gsm8k", "q2", "What is 2 + 5?", "7")]
+
+    def lookup(model, role, item, messages, _sample):
+        if role == "worker":
+            built_on_a_thought = "Reference thought" in messages[-1]["content"]
+            right = built_on_a_thought == (item.item_id == "q2")
+            return Recorded(f"{'7' if right else '8'} <idea>idea</idea>", True, float(right), 0.0, 10)
+        right = "Current answer:\n7" in messages[-1]["content"]
+        return Recorded("ACCEPT" if right else "REJECT: wrong", True, None, 0.0, 2)
+
+    compiled = compile_items(items, protocol, ("a",), ("worker", "verifier"), lookup)
+    texts = compiled.transcripts
+    W, V = ROLES.index("worker"), ROLES.index("verifier")
+
+    def reward(p_verifier) -> float:   # p_verifier(thoughts, noted) -> probability of the Verifier role
+        p_role = np.zeros((1, len(texts), 3))
+        for i, t in enumerate(texts):
+            q = p_verifier(t.count("Reference thought"), note is not None and note in t)
+            p_role[0, i, V], p_role[0, i, W] = q, 1 - q
+        out = expectations(compiled, compiled.items, np.ones((1, len(texts), 1)), p_role, max_turns=3)
+        return float(out["reward"][0])
+
+    redo = lambda thoughts, noted: 0.0 if thoughts == 0 or noted else 1.0
+    if note is None:
+        assert reward(redo) == pytest.approx(0.5)   # item 1 accepted; item 2 verified twice, its wrong answer stands
+        best = max(reward(lambda n, _, q=q: 0.0 if n == 0 else (q if n == 1 else 1.0)) for q in np.linspace(0, 1, 21))
+        assert best == pytest.approx(0.625)
+    else:
+        assert sum(note in t for t in texts) == 1   # item 2 after its first answer's rejection (item 1 rejects only at K)
+        assert reward(redo) == pytest.approx(1.0)
+
+
 def test_the_recorder_prepares_its_own_items_when_record_prepared_is_set(tmp_path):
     """With record.prepared, the items come from the recorder's own folder, prepared from the tasks section,
     whatever paths.prepared holds (here a toy file of another cap): the same config chooses the same items."""

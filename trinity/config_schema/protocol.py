@@ -31,6 +31,11 @@ class ProtocolConfig:
     suggestion_format: str = "Suggestion from a Thinker for this turn:\n{suggestion}"
     review_format: str = "Task:\n{query}\n\nCurrent answer:\n{answer}"
     no_answer_text: str = "(no answer yet)"
+    # What the COORDINATOR reads after each rejected Verifier turn, appended to its view of the transcript
+    # ({n}: the rejection's number). null (the paper): nothing, so after a REJECT the coordinator reads exactly
+    # what it read before the Verifier and routes the same way (it cannot "verify, then redo"). Pool models
+    # never see it: a Worker still receives the shared message alone.
+    rejection_note: Optional[str] = None
     # Output caps: None (the pool's sampling.max_tokens), one int for every role, or per role
     # {worker: ..., thinker: ..., verifier: ...}, each None, an int, or per suite {default: N, <suite>: N}.
     max_tokens: Any = None

@@ -72,16 +72,28 @@ def fill(template: str, **values: str) -> str:
 class SharedMessage:
     """The one growing user message: task prompt + collaboration instructions + numbered thoughts.
 
-    It is what the router (coordinator) reads and what every Worker receives."""
+    `text` is what every Worker receives; `router_text`, what the router (coordinator) reads, is the same
+    unless protocol.rejection_note is set: then each rejected Verifier turn adds that note to the router's
+    view only (in order among the thoughts)."""
 
     def __init__(self, task_prompt: str, instructions: str, thought_format: str):
         self.text = task_prompt.rstrip() + ("\n\n" + instructions.strip() if instructions.strip() else "")
+        self.router_text = self.text
         self.thoughts = 0
+        self.rejections = 0
         self._thought_format = thought_format
 
     def append(self, thought: str) -> None:
         self.thoughts += 1
-        self.text += "\n\n" + fill(self._thought_format, n=str(self.thoughts), text=thought.strip())
+        part = "\n\n" + fill(self._thought_format, n=str(self.thoughts), text=thought.strip())
+        self.text += part
+        self.router_text += part
+
+    def rejected(self, note_format: str | None) -> None:
+        """A Verifier rejected the current answer: with a note format, the router's view records it."""
+        if note_format:
+            self.rejections += 1
+            self.router_text += "\n\n" + fill(note_format, n=str(self.rejections)).strip()
 
 
 def first_turn_transcript(cfg: ProtocolConfig, prompt: str) -> str:
@@ -232,7 +244,7 @@ async def run_episode(
     failed_calls = 0
 
     for index in range(cfg.max_turns):
-        agent_index, router_role = _check_choice(*await router.choose(shared.text, index, rng), agents)
+        agent_index, router_role = _check_choice(*await router.choose(shared.router_text, index, rng), agents)
         role = state.role(router_role)
         suggestion = advice.suggestion if advice is not None and role == "worker" else None
         turn = Turn(
@@ -282,6 +294,8 @@ async def run_episode(
             turn.suggested_role = advice.role if advice is not None else None
         else:
             turn.verdict = reading.verdict
+            if reading.outcome == "reject":
+                shared.rejected(cfg.rejection_note)
         state, end = state.after_reply(role, reading.outcome)
         if end is not None:
             assert answer is not None  # only a Verifier's accept ends here, and never before an answer

@@ -110,11 +110,11 @@ def compile_items(items: Sequence[TaskItem], cfg: ProtocolConfig, agents: Sequen
             # Two paths that reach the same turn in the same situation (transcript, answer, advice, rules)
             # share one state: after a rejected Verifier the transcript is unchanged, so the Verifiers of
             # every agent that review one answer alike lead to one state, not one subtree each (a DAG).
-            key = (turn, shared.text, answer, grade,
+            key = (turn, shared.router_text, answer, grade,
                    None if advice is None else (advice.suggestion, advice.role), rules)
             if key in seen:
                 return seen[key]
-            state = State(turn, transcript_id(shared.text), rules.advised)
+            state = State(turn, transcript_id(shared.router_text), rules.advised)
             states.append(state)
             sid = len(states) - 1
             seen[key] = sid
@@ -149,6 +149,9 @@ def compile_items(items: Sequence[TaskItem], cfg: ProtocolConfig, agents: Sequen
                     if reading.thought:
                         nxt_shared = copy.copy(shared)
                         nxt_shared.append(reading.thought)
+                elif role == "verifier" and reading.outcome == "reject" and cfg.rejection_note:
+                    nxt_shared = copy.copy(shared)
+                    nxt_shared.rejected(cfg.rejection_note)
                 nxt_advice = reading.advice
                 if end is not None:   # the Verifier accepted: the current answer is graded
                     return Outcome(w, -1, grade if answer is not None else 0.0, rec.price_usd, rec.tokens, grade)
