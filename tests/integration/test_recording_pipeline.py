@@ -141,6 +141,10 @@ def test_evaluation_opens_with_the_verdict_on_the_recording(recorded_cfg):
         for bound in ("hindsight", "best prompt-independent policy (hindsight)"):
             assert f"bound: {bound}" in report
         assert "fixed policy (chosen on train+validation)" in report   # the out-of-sample baseline
+        # every method on every split, the training items included
+        table = report[report.index("Every method by split"):]
+        assert "| method | train (" in table and "validation (" in table and "test (" in table
+        assert "| `trinity` | " in table and "| `fixed policy (chosen on train+validation)` | " in table
         assert "beat every single agent of its pool" in report and "- gsm8k, n = 2" in report
         metrics = json.loads(open(f"{cfg.paths.metrics}/eval.json").read())
         hindsight = metrics["test/recording/bound_hindsight"]

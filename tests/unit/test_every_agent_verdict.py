@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from trinity.eval.recorded import every_agent_lines
+from trinity.eval.recorded import FIXED, every_agent_lines, split_table_lines
 
 
 def _result(n_in: int, n_far: int, mine_in: float, theirs_in: float, mine_far: float, theirs_far: float) -> dict:
@@ -38,3 +38,21 @@ def test_without_transfer_suites_every_item_is_pooled_and_too_few_items_say_so()
     lines = every_agent_lines(result, [{"other": "single:a"}, {"other": "single:b"}], min_items=20, samples=200)
     assert lines[0].startswith("Does `trinity` beat every single agent of its pool (pooled, 10 test items)? too few items")
     assert not any(line.startswith("Zero-shot transfer") for line in lines)
+
+
+def test_the_split_table_sets_every_method_side_by_side_and_shows_a_coordinator_below_a_baseline_on_train():
+    def split(n: int, mine: float, fixed: float, extra: dict | None = None) -> dict:
+        ones = lambda p: np.array([1.0] * round(p * n) + [0.0] * (n - round(p * n)))
+        values = {"trinity": ones(mine), FIXED: ones(fixed), "single:a": ones(0.5), "bound: hindsight": ones(1.0),
+                  **(extra or {})}
+        return {"items": [f"i{k}" for k in range(n)], "values": values}
+
+    lines = split_table_lines({"train": split(10, 0.6, 0.7), "validation": split(4, 0.5, 0.75),
+                               "test": split(8, 0.375, 0.5, {"single:b": np.zeros(8)})})
+    assert lines[2] == "| method | train (10 items) | validation (4 items) | test (8 items) |"
+    rows = {line.split(" | ")[0]: line for line in lines if line.startswith("| `")}
+    assert rows["| `trinity`"] == "| `trinity` | 0.600 | 0.500 | 0.375 |"
+    assert rows[f"| `{FIXED}`"].endswith("| 0.700 | 0.750 | 0.500 |")
+    assert rows["| `single:b`"] == "| `single:b` | - | - | 0.000 |"       # a method missing on a split: "-"
+    assert "| `bound: hindsight`" not in rows                               # bounds stay in the verdict's table
+    assert split_table_lines({"train": split(0, 0, 0)}) == []               # no items: no table

@@ -190,6 +190,31 @@ def structure_lines(values: Mapping[str, np.ndarray], policy: str | None) -> lis
     return lines + [""]
 
 
+SPLIT_ROWS = ("trinity", "trinity:argmax", "trinity:sample", "x0 (= random)", FIXED)
+
+
+def split_table_lines(by_split: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """Every method's exact expected reward on each split side by side ({split: exact_item_values result}):
+    the trained coordinator, x0, every single agent and the fixed policy chosen on train+validation (in
+    sample there, labelled so), so a coordinator below a baseline even on its own training items shows."""
+    splits = [s for s in by_split if len(by_split[s]["items"])]
+    if not splits:
+        return []
+    names: list[str] = []
+    for result in (by_split[s] for s in splits):
+        for name in result["values"]:
+            if (name in SPLIT_ROWS or name.startswith("single:")) and name not in names:
+                names.append(name)
+    head = " | ".join(f"{s} ({len(by_split[s]['items'])} items)" for s in splits)
+    lines = ["Every method by split (exact expected rewards; the fixed policy is chosen on train+validation, so in "
+             "sample on those two):", "", f"| method | {head} |", "|---|" + "---:|" * len(splits)]
+    for name in names:
+        cells = [f"{float(np.mean(by_split[s]['values'][name])):.3f}" if name in by_split[s]["values"] else "-"
+                 for s in splits]
+        lines.append(f"| `{name}` | " + " | ".join(cells) + " |")
+    return lines + [""]
+
+
 def metrics(result: Mapping[str, Any]) -> dict[str, float]:
     return {f"test/recording/{name.replace(' ', '_').replace(':', '')}": round(float(np.mean(v)), 4)
             for name, v in result["values"].items()}

@@ -38,6 +38,9 @@ def recorded_verdict(cfg: Config, ctx: RolloutContext, sets: dict, coordinator_p
     if "trinity" in result["values"]:
         lines += fit_lines(Path(cfg.paths.metrics) / "evolve.json", float(np.mean(result["values"]["trinity"])),
                            len(items))
+    by_split = {split: exact_item_values(cfg, ctx, params, [it for it in train_val if it.split == split],
+                                         choose_on=train_val) for split in ("train", "validation")}
+    lines += recorded_report.split_table_lines({**by_split, "test": result})
     return lines, recorded_report.metrics(result)
 
 
