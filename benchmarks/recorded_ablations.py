@@ -124,6 +124,10 @@ def main() -> None:
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     facts = {"recording": describe_recording(base), "test_items": len(test_items), "seeds": args.seeds,
+             # every run's expected reward per test item (in test_uids order), so that runs on another backbone's
+             # states can be paired afterwards on the same items
+             "test_uids": [it.uid for it in test_items],
+             "per_item": {f"{seed}/{name}": [float(v) for v in values] for (seed, name), values in per_item.items()},
              "generations": args.generations or int(base.evolve.generations), "rows": rows, "paired": tests,
              "wall_s": round(time.perf_counter() - started, 1),
              "command": "python benchmarks/recorded_ablations.py " + " ".join(sys.argv[1:])}
