@@ -74,7 +74,7 @@ def main() -> None:
     from trinity.stats import paired_test, verdict
     from trinity.pipeline import items as item_sel
     from trinity.pipeline.evolve_stage import evolve
-    from trinity.pipeline.recorded import describe_recording, exact_item_values
+    from trinity.pipeline.recorded import FIXED_OUT_OF_SAMPLE, describe_recording, exact_item_values
     from trinity.pipeline.rollouts import RolloutContext
 
     base = config.compose(["experiment=local_small", *args.overrides])
@@ -83,7 +83,7 @@ def main() -> None:
     feature_cache = Path(str(base.paths.cache)) / "features"
     test_items = [it for s in list(base.tasks.train) + list(base.tasks.transfer)
                   for it in item_sel.load_split(base, [s], "test")]
-    rows, per_item = [], {}
+    rows, per_item, references = [], {}, {}
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)
@@ -101,6 +101,7 @@ def main() -> None:
                 finally:
                     RolloutContext.close_all()
                 per_item[(seed, name)] = values["trinity"]
+                references = {k: v for k, v in values.items() if k.startswith("single:") or k == FIXED_OUT_OF_SAMPLE}
                 per_item[(seed, "x0")] = values["x0 (= random)"]
                 fit = out.get("kept_mean_fit") or {}
                 rows.append({"seed": seed, "variant": name, "test_expected_reward": float(np.mean(values["trinity"])),
@@ -128,6 +129,7 @@ def main() -> None:
              # states can be paired afterwards on the same items
              "test_uids": [it.uid for it in test_items],
              "per_item": {f"{seed}/{name}": [float(v) for v in values] for (seed, name), values in per_item.items()},
+             "references": {k: [float(v) for v in values] for k, values in references.items()},
              "generations": args.generations or int(base.evolve.generations), "rows": rows, "paired": tests,
              "wall_s": round(time.perf_counter() - started, 1),
              "command": "python benchmarks/recorded_ablations.py " + " ".join(sys.argv[1:])}
