@@ -6,7 +6,8 @@ that a router reading the backbone's first-turn state (the cached `data/states`,
 reads at turn 0) could find. For every item of the recording (all splits: this measures signal, it trains
 no coordinator) and every agent, the target is that agent's recorded turn-0 Worker grade. A ridge probe on
 the standardised states predicts it, scored leave-one-out (exact, from the hat matrix), at every ridge
-strength of a grid; the best strength is picked in hindsight, so the figures are optimistic for the probe.
+strength of a grid; the best strength is picked in hindsight, so the figures are optimistic for the probe
+(trinity/eval/state_signal.py, which the evaluate report on a recording also uses).
 
 Printed per agent: the probe's leave-one-out AUC over all items, the AUC of the suite alone (each item's
 leave-one-out suite mean: what telling the suites apart gives), and the probe's AUC WITHIN suites (pairs of
@@ -40,77 +41,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from trinity.eval.state_signal import LAMBDAS, Ridge, first_turn_signal, loo_group_mean, probe, standardise  # noqa: E402
+
 SPLITS = ("train", "validation", "test")
-LAMBDAS = (1.0, 10.0, 100.0, 1e3, 1e4, 1e5)
-
-
-def auc(scores: np.ndarray, labels: np.ndarray, groups: np.ndarray | None = None) -> float:
-    """Probability that a random positive outranks a random negative (ties half), pairs within one group
-    only when `groups` is given. nan without both classes."""
-    scores, labels = np.asarray(scores, float), np.asarray(labels, bool)
-    groups = np.zeros(len(scores), int) if groups is None else np.asarray(groups)
-    wins = pairs = 0.0
-    for g in np.unique(groups):
-        s, y = scores[groups == g], labels[groups == g]
-        pos, neg = s[y], s[~y]
-        if len(pos) and len(neg):
-            diff = pos[:, None] - neg[None, :]
-            wins += float((diff > 0).sum() + 0.5 * (diff == 0).sum())
-            pairs += float(diff.size)
-    return wins / pairs if pairs else float("nan")
-
-
-class Ridge:
-    """Leave-one-out predictions of ridge regression (unpenalised intercept) on fixed features, exact and
-    fast for many targets and strengths: with the kernel K = Xc Xc^T = U diag(e) U^T of the centred
-    features, the hat matrix is H = U diag(e / (e + lam)) U^T + 1/n, and the held-out prediction of item i is
-    (yhat_i - H_ii y_i) / (1 - H_ii)."""
-
-    def __init__(self, x: np.ndarray):
-        xc = x - x.mean(axis=0)
-        self.e, self.u = np.linalg.eigh(xc @ xc.T)
-        self.e = np.clip(self.e, 0.0, None)
-        self.n = len(x)
-
-    def loo(self, y: np.ndarray, lam: float) -> np.ndarray:
-        shrink = self.e / (self.e + lam)
-        h = (self.u * shrink) @ self.u.T + 1.0 / self.n
-        d = np.diag(h)
-        return (h @ y - d * y) / (1.0 - d)
-
-
-def loo_group_mean(y: np.ndarray, groups: np.ndarray) -> np.ndarray:
-    out = np.empty(len(y))
-    for g in np.unique(groups):
-        idx = np.flatnonzero(groups == g)
-        total = y[idx].sum()
-        out[idx] = (total - y[idx]) / max(len(idx) - 1, 1)
-    return out
-
-
-def probe(x: Ridge, y: np.ndarray, groups: np.ndarray, permutations: int, rng: np.random.Generator) -> dict:
-    """The probe's leave-one-out AUC over all items and within suites, each at its best ridge strength in
-    hindsight, and the within-suite AUC's permutation p-value: the same best-in-hindsight AUC with the
-    labels shuffled inside each suite, `permutations` times (so the selection's optimism is in the null too)."""
-    labels = y >= 0.5
-
-    def best_within(target: np.ndarray) -> float:
-        return max(np.nan_to_num(auc(x.loo(target, lam), target >= 0.5, groups), nan=0.5) for lam in LAMBDAS)
-
-    overall = [(np.nan_to_num(auc(x.loo(y, lam), labels), nan=0.5), lam) for lam in LAMBDAS]
-    top, lam = max(overall, key=lambda t: (t[0], -t[1]))
-    within = best_within(y)
-    null = []
-    for _ in range(permutations):
-        shuffled = y.copy()
-        for g in np.unique(groups):
-            idx = np.flatnonzero(groups == g)
-            shuffled[idx] = y[rng.permutation(idx)]
-        null.append(best_within(shuffled))
-    p = (1 + sum(v >= within for v in null)) / (1 + permutations)
-    return {"auc_probe": float(top), "ridge": lam, "auc_within_suite": float(within),
-            "auc_within_suite_null_mean": float(np.mean(null)) if null else None, "p_within_suite": float(p),
-            "predictions": x.loo(y, lam)}
 
 
 def load(cfg, compute: bool = False) -> dict:
@@ -233,11 +166,6 @@ def suite_policies(cfg) -> dict:
     return {"single": agents[single], "rows": rows, "policy_values": policy_values, "single_values": single_values}
 
 
-def standardise(states: np.ndarray) -> np.ndarray:
-    sd = states.std(axis=0)
-    return (states - states.mean(axis=0)) / np.where(sd > 1e-8 * sd.max(), sd, 1.0)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--permutations", type=int, default=200, help="label shuffles for the within-suite p-value")
@@ -257,42 +185,33 @@ def main(argv: list[str] | None = None) -> int:
     n = len(suites)
     if n < 10:
         raise SystemExit(f"too few recorded items with states ({n})")
-    rng = np.random.default_rng(0)
-    first = Ridge(standardise(data["states"]))
+    signal = first_turn_signal(data["states"], grades, suites, agents, permutations=args.permutations, seed=0)
     names = sorted(set(suites))
-    groups = np.array([names.index(s) for s in suites])
+    groups, predictions = signal.pop("groups"), signal.pop("predictions")
     print(recording)
     print(f"coordinator backbone {data['backbone']} ({'computed here' if args.compute else 'cached states'}); "
           f"{n} items with a first-turn state ({', '.join(f'{s} {suites.count(s)}' for s in names)}); "
           f"ridge strengths {', '.join(f'{v:g}' for v in LAMBDAS)}, each AUC at its best one (in hindsight); "
           f"within-suite p-values from {args.permutations} shuffles of the labels inside each suite")
+    print(f"suite told from the first-turn state (leave-one-out, ridge 10): accuracy {signal['suite_accuracy']:.3f}")
 
-    suite_scores = np.stack([first.loo((groups == g).astype(float), 10.0) for g in range(len(names))], axis=1)
-    suite_acc = float((suite_scores.argmax(axis=1) == groups).mean())
-    print(f"suite told from the first-turn state (leave-one-out, ridge 10): accuracy {suite_acc:.3f}")
-
-    facts: dict = {"recording": recording, "backbone": data["backbone"], "items": n, "suites": {s: suites.count(s) for s in names},
-                   "suite_accuracy": suite_acc, "permutations": args.permutations, "agents": {}}
+    facts: dict = {"recording": recording, "backbone": data["backbone"], **signal}
     print("\nagent | right | AUC suite alone | first-turn probe AUC | within suites (null mean, p) | "
           "after its own answer: within suites (null mean, p)")
     print("--- | ---: | ---: | ---: | ---: | ---:")
-    predictions = np.zeros_like(grades)
     for a, name in enumerate(agents):
-        y = grades[:, a]
-        row = {"right": float(y.mean()), "auc_suite_alone": auc(loo_group_mean(y, groups), y >= 0.5)}
-        turn0 = probe(first, y, groups, args.permutations, rng)
-        predictions[:, a] = turn0.pop("predictions")
-        row["first_turn"] = turn0
+        y, row = grades[:, a], facts["agents"][name]
+        turn0 = row["first_turn"]
         have = ~np.isnan(data["after"][:, a]).any(axis=1)
         if have.sum() >= 10:
-            turn1 = probe(Ridge(standardise(data["after"][have, a])), y[have], groups[have], args.permutations, rng)
+            turn1 = probe(Ridge(standardise(data["after"][have, a])), y[have], groups[have], args.permutations,
+                          np.random.default_rng([0, a, 1]))
             turn1.pop("predictions")
             row["after_answer"] = {**turn1, "items": int(have.sum())}
             t1 = (f"{turn1['auc_within_suite']:.3f} ({turn1['auc_within_suite_null_mean']:.3f}, "
                   f"p = {turn1['p_within_suite']:.3g}; {int(have.sum())} items)")
         else:
             t1 = "no cached later states"
-        facts["agents"][name] = row
         print(f"{name} | {row['right']:.3f} | {row['auc_suite_alone']:.3f} | {turn0['auc_probe']:.3f} | "
               f"{turn0['auc_within_suite']:.3f} ({turn0['auc_within_suite_null_mean']:.3f}, "
               f"p = {turn0['p_within_suite']:.3g}) | {t1}")

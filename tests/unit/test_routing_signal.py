@@ -1,23 +1,18 @@
-"""The probe of benchmarks/routing_signal.py (issue 40: is there item-level routing signal in the
-coordinator's states?): its leave-one-out ridge predictions equal refitting without the item, its AUC
-counts pairs (within groups when asked), and its permutation test finds a planted signal and not a
-shuffled one."""
-
-import importlib.util
-from pathlib import Path
+"""The state probe (trinity/eval/state_signal.py; the evaluate report on a recording and
+benchmarks/routing_signal.py; issue 40: is there item-level routing signal in the coordinator's states?):
+its leave-one-out ridge predictions equal refitting without the item, its AUC counts pairs (within groups
+when asked), its permutation test finds a planted signal and not a suite effect, and the report's paragraph
+says which agents show signal."""
 
 import numpy as np
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "routing_signal.py"
+from trinity.eval import state_signal
 
 
 @pytest.fixture(scope="module")
 def sig():
-    spec = importlib.util.spec_from_file_location("routing_signal", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return state_signal
 
 
 def _refit_prediction(x: np.ndarray, y: np.ndarray, i: int, lam: float) -> float:
@@ -65,3 +60,21 @@ def test_the_permutation_test_finds_a_planted_signal_within_suites_and_not_a_sui
     planted = sig.probe(sig.Ridge(x), y, groups, 60, np.random.default_rng(3))
     assert planted["auc_within_suite"] > 0.8
     assert planted["p_within_suite"] < 0.05
+
+
+def test_first_turn_signal_and_its_report_paragraph_name_the_agent_with_signal(sig):
+    rng = np.random.default_rng(4)
+    n = 60
+    suites = ["mmlu"] * 30 + ["gsm8k"] * 30
+    known = (rng.random(n) < 0.5).astype(float)       # agent "seen": its correctness is in the state
+    unknown = (rng.random(n) < 0.5).astype(float)     # agent "unseen": independent of the state
+    suite_axis = np.array([0.0 if s == "mmlu" else 3.0 for s in suites])
+    states = np.c_[suite_axis, known + 0.3 * rng.normal(size=n), rng.normal(size=(n, 6))]
+    signal = sig.first_turn_signal(states, np.c_[known, unknown], suites, ["seen", "unseen"], permutations=50)
+    assert signal["suite_accuracy"] == 1.0
+    assert signal["agents"]["seen"]["first_turn"]["p_within_suite"] < 0.05
+    assert signal["agents"]["unseen"]["first_turn"]["p_within_suite"] > 0.05
+    text = " ".join(sig.report_lines(signal))
+    assert "seen (right on" in text and ": signal" in text and ": no signal" in text
+    assert "item-level signal for seen (" in text
+    assert "too few items" in " ".join(sig.report_lines(signal, min_items=n + 1))

@@ -123,7 +123,8 @@ class FeatureNorm:
 
     @property
     def digest(self) -> str:
-        """sha256 of the float64 mean and std bytes: names the statistics in saved metadata."""
+        """sha256 of the float64 mean and std bytes, then the shared norm (when non-zero) and the basis (rank and
+        bytes, when there is one): names the statistics in saved metadata."""
         return self._digest
 
     def apply(self, feature: np.ndarray) -> np.ndarray:

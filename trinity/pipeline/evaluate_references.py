@@ -41,7 +41,40 @@ def recorded_verdict(cfg: Config, ctx: RolloutContext, sets: dict, coordinator_p
     by_split = {split: exact_item_values(cfg, ctx, params, [it for it in train_val if it.split == split],
                                          choose_on=train_val) for split in ("train", "validation")}
     lines += recorded_report.split_table_lines({**by_split, "test": result})
-    return lines, recorded_report.metrics(result)
+    facts = recorded_report.metrics(result)
+    signal = state_signal(cfg, [by_split["train"], by_split["validation"], result])
+    if signal is not None:
+        from trinity.eval.state_signal import report_lines
+
+        lines += report_lines(signal, min_items=needed)
+        facts["state_signal/suite_accuracy"] = signal["suite_accuracy"]
+        for name, row in signal["agents"].items():
+            facts[f"state_signal/{name}/auc_within_suite"] = row["first_turn"]["auc_within_suite"]
+            facts[f"state_signal/{name}/p_value"] = row["first_turn"]["p_within_suite"]
+    return lines, facts
+
+
+def state_signal(cfg: Config, results: list[dict]) -> dict | None:
+    """trinity.eval.state_signal.first_turn_signal on every recorded item of `results` (exact_item_values of
+    each split) that has a cached first-turn state: each single agent's recorded first answer against the
+    coordinator's state. None without single agents or with fewer than 3 items that have a state and grades."""
+    from trinity.eval.state_signal import first_turn_signal
+    from trinity.pipeline.state_files import read_state_cache, state_path
+
+    agents = [k.split(":", 1)[1] for k in results[-1]["values"] if k.startswith("single:")]
+    by_uid: dict[str, np.ndarray] = {}
+    for suite in dict.fromkeys(s for r in results for s in r["suites"]):
+        path = state_path(cfg.paths.states, suite)
+        if path.is_file():
+            uids, feats, _ = read_state_cache(path)
+            by_uid.update(zip(uids, feats))
+    rows = [(uid, suite, [float(r["values"][f"single:{a}"][i]) for a in agents])
+            for r in results for i, (uid, suite) in enumerate(zip(r["items"], r["suites"])) if uid in by_uid]
+    rows = [row for row in rows if not np.isnan(row[2]).any()]   # a failed recorded call has no grade
+    if not agents or len(rows) < 3:
+        return None
+    return first_turn_signal(np.stack([by_uid[uid] for uid, _, _ in rows]), np.array([g for _, _, g in rows]),
+                             [suite for _, suite, _ in rows], agents, seed=int(cfg.seed))
 
 
 def fit_lines(evolve_metrics: Path, test_reward: float, test_items: int) -> list[str]:
