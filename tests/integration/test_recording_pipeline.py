@@ -146,7 +146,11 @@ def test_evaluation_opens_with_the_verdict_on_the_recording(recorded_cfg):
         assert "| method | train (" in table and "validation (" in table and "test (" in table
         assert "| `trinity` | " in table and "| `fixed policy (chosen on train+validation)` | " in table
         assert "beat every single agent of its pool" in report and "- gsm8k, n = 2" in report
+        # what the first-turn state can see, over the recorded items of every split that have a state
+        assert "What the coordinator's first-turn state can see" in report
         metrics = json.loads(open(f"{cfg.paths.metrics}/eval.json").read())
+        agents = [k.split(":", 1)[1] for k in metrics if k.startswith("test/all/single:")]
+        assert agents and all(0.0 < metrics[f"recording/state_signal/{a}/p_value"] <= 1.0 for a in agents)
         hindsight = metrics["test/recording/bound_hindsight"]
         fixed_hindsight = metrics["test/recording/bound_best_prompt-independent_policy_(hindsight)"]
         fixed = metrics["test/recording/fixed_policy_(chosen_on_train+validation)"]

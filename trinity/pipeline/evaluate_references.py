@@ -47,10 +47,11 @@ def recorded_verdict(cfg: Config, ctx: RolloutContext, sets: dict, coordinator_p
         from trinity.eval.state_signal import report_lines
 
         lines += report_lines(signal, min_items=needed)
-        facts["state_signal/suite_accuracy"] = signal["suite_accuracy"]
+        # every recorded item of every split (not the test split alone): keys of their own under recording/
+        facts["recording/state_signal/suite_accuracy"] = round(signal["suite_accuracy"], 4)
         for name, row in signal["agents"].items():
-            facts[f"state_signal/{name}/auc_within_suite"] = row["first_turn"]["auc_within_suite"]
-            facts[f"state_signal/{name}/p_value"] = row["first_turn"]["p_within_suite"]
+            facts[f"recording/state_signal/{name}/auc_within_suite"] = round(row["first_turn"]["auc_within_suite"], 4)
+            facts[f"recording/state_signal/{name}/p_value"] = round(row["first_turn"]["p_within_suite"], 4)
     return lines, facts
 
 
