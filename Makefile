@@ -122,8 +122,8 @@ COORDINATOR ?= data/evolve/coordinator
 serve: setup ## serve the trained coordinator (COORDINATOR=path) as an OpenAI-compatible API on 127.0.0.1:8700
 	$(BIN)/trinity serve --coordinator $(COORDINATOR) experiment=$(EXPERIMENT) $(OVERRIDES)
 
-bench: setup ## run the benchmark scripts (each prints its figures); the routing benchmark: make bench-routing; the suite's time per file: python benchmarks/test_times.py
-	@for b in benchmarks/*.py; do case $$b in benchmarks/routing_benchmark.py|benchmarks/test_times.py) continue;; esac; echo "== $$b"; $(BIN)/python $$b || exit 1; done
+bench: setup ## run the benchmark scripts (each prints its figures); the routing benchmark: make bench-routing; the suite's time per file: python benchmarks/test_times.py; pairing two recorded_ablations runs: python benchmarks/pair_ablations.py A B
+	@for b in benchmarks/*.py; do case $$b in benchmarks/routing_benchmark.py|benchmarks/test_times.py|benchmarks/pair_ablations.py) continue;; esac; echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 bench-routing: setup ## the routing benchmark's optimiser and normalisation comparisons (after make run EXPERIMENT=routing_benchmark)
 	$(BIN)/python benchmarks/routing_benchmark.py --compare optimisers --seeds 0 1 2
