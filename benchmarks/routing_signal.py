@@ -111,6 +111,9 @@ def load(cfg, compute: bool = False) -> dict:
         if later_path.is_file():
             keys, feats, _ = read_state_cache(later_path)
             later.update(zip(keys, feats))
+    if not first_of:
+        raise SystemExit("no recorded item has a first-turn state: the states are of other items (another experiment's "
+                         "cache_states?); rerun `trinity run cache_states` with the same overrides")
     dim = len(next(iter(first_of.values())))
     after = np.full((len(items), len(agents), dim), np.nan)
     for i, row in enumerate(afters):
