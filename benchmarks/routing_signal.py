@@ -55,7 +55,7 @@ def load(cfg, compute: bool = False) -> dict:
     from trinity.pipeline.cache_states_stage import _text_key
     from trinity.pipeline.items import load_split
     from trinity.pipeline.recorded import RecordedWorld
-    from trinity.pipeline.state_files import read_state_cache, state_path
+    from trinity.pipeline.state_files import first_turn_states, read_state_cache, state_path
     from trinity.config_schema.protocol import ProtocolConfig
     from trinity.episodes.protocol import first_turn_transcript
     from trinity.record import bounds
@@ -98,14 +98,12 @@ def load(cfg, compute: bool = False) -> dict:
         first_of = {t: by_text[t] for t in firsts}
         later = {_text_key(t): f for t, f in by_text.items()}
     else:
-        first_of = {}
-        for suite in suites:
-            path = state_path(cfg.paths.states, suite)
-            if not path.is_file():
-                raise SystemExit(f"no cached states at {path}: run `trinity run prepare cache_states` first")
-            uids, feats, _ = read_state_cache(path)
-            by_uid = dict(zip(uids, feats))
-            first_of.update({t: by_uid[it.uid] for it, t in zip(items, firsts) if it.uid in by_uid})
+        missing = [s for s in suites if not state_path(cfg.paths.states, s).is_file()]
+        if missing:
+            raise SystemExit(f"no cached states of {', '.join(missing)} in {cfg.paths.states}: "
+                             "run `trinity run prepare cache_states` first")
+        by_uid = first_turn_states(cfg.paths.states, suites)
+        first_of = {t: by_uid[it.uid] for it, t in zip(items, firsts) if it.uid in by_uid}
         later = {}
         later_path = state_path(cfg.paths.states, "recorded-transcripts")
         if later_path.is_file():
@@ -124,22 +122,19 @@ def load(cfg, compute: bool = False) -> dict:
     return {"uids": [it.uid for it, k in zip(items, keep) if k], "suites": [it.suite for it, k in zip(items, keep) if k],
             "states": np.stack([first_of[t] for t, k in zip(firsts, keep) if k]).astype(np.float64),
             "grades": grades[keep], "after": after[keep], "agents": agents,
-            "backbone": str(cfg.coordinator.backbone.id)}
+            "backbone": str(cfg.coordinator.backbone.id), "world": world}
 
 
-def suite_policies(cfg) -> dict:
+def suite_policies(cfg, world) -> dict:
     """Per in-distribution suite, the prompt-independent multi-turn policy (one (agent, role) per turn) that is
     best on the suite's train + validation items, scored exactly on its test items; a transfer suite gets the
     policy chosen on every training suite's train + validation items pooled. Paired on the test items against
     the best single agent (chosen the same way: on train + validation). What a coordinator that only tells
     the suites apart could reach out of sample."""
-    from trinity.assembly.pool_client import pool_client
     from trinity.pipeline.items import load_split
-    from trinity.pipeline.recorded import RecordedWorld
     from trinity.record import bounds
 
     roles = list(cfg.coordinator.roles)
-    world = RecordedWorld(cfg, pool_client(cfg).replay, roles)
     agents, turns = list(world.agents), int(world.protocol.max_turns)
 
     def fitted(suites: list[str]) -> list:
@@ -236,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
                                    "p_value": t.p_value, "test": t.test, "n": t.n, "verdict": verdict(t)}
         print(f"- {label}: {values.mean():.3f} ({t.mean_a - t.mean_b:+.3f}, {t.test} p = {t.p_value:.3g}, "
               f"n = {t.n}: {verdict(t)})")
-    suite = suite_policies(cfg)
+    suite = suite_policies(cfg, data["world"])
     print(f"\nmulti-turn prompt-independent policies per suite, chosen on train + validation, scored on test, "
           f"against the best single agent chosen the same way ({suite['single']}):")
     for r in suite["rows"]:

@@ -47,11 +47,16 @@ class Ridge:
         e, self.u = np.linalg.eigh(xc @ xc.T)
         self.e = np.clip(e, 0.0, None)
         self.n = len(x)
+        self._hat: dict[float, tuple[np.ndarray, np.ndarray]] = {}   # per strength: H and its diagonal
 
     def loo(self, y: np.ndarray, lam: float) -> np.ndarray:
+        """Held-out predictions of `y`; H is built once per strength (permutation tests call this thousands of
+        times with the same features)."""
+        if lam not in self._hat:
+            h = (self.u * (self.e / (self.e + lam))) @ self.u.T + 1.0 / self.n
+            self._hat[lam] = (h, np.diag(h).copy())
+        h, d = self._hat[lam]
         y = np.asarray(y, dtype=np.float64)
-        h = (self.u * (self.e / (self.e + lam))) @ self.u.T + 1.0 / self.n
-        d = np.diag(h)
         return (h @ y - d * y) / (1.0 - d)
 
 

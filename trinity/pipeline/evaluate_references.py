@@ -60,15 +60,10 @@ def state_signal(cfg: Config, results: list[dict]) -> dict | None:
     each split) that has a cached first-turn state: each single agent's recorded first answer against the
     coordinator's state. None without single agents or with fewer than 3 items that have a state and grades."""
     from trinity.eval.state_signal import first_turn_signal
-    from trinity.pipeline.state_files import read_state_cache, state_path
+    from trinity.pipeline.state_files import first_turn_states
 
     agents = [k.split(":", 1)[1] for k in results[-1]["values"] if k.startswith("single:")]
-    by_uid: dict[str, np.ndarray] = {}
-    for suite in dict.fromkeys(s for r in results for s in r["suites"]):
-        path = state_path(cfg.paths.states, suite)
-        if path.is_file():
-            uids, feats, _ = read_state_cache(path)
-            by_uid.update(zip(uids, feats))
+    by_uid = first_turn_states(cfg.paths.states, list(dict.fromkeys(s for r in results for s in r["suites"])))
     rows = [(uid, suite, [float(r["values"][f"single:{a}"][i]) for a in agents])
             for r in results for i, (uid, suite) in enumerate(zip(r["items"], r["suites"])) if uid in by_uid]
     rows = [row for row in rows if not np.isnan(row[2]).any()]   # a failed recorded call has no grade

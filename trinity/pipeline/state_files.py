@@ -137,6 +137,18 @@ def read_state_cache(path: str | os.PathLike) -> tuple[list[str], np.ndarray, di
     return index["uids"], features, index
 
 
+def first_turn_states(states_dir: str | os.PathLike, suites: Sequence[str]) -> dict[str, np.ndarray]:
+    """{item uid: first-turn feature} of the suites whose state file the cache_states stage wrote (a suite
+    without one is left out)."""
+    out: dict[str, np.ndarray] = {}
+    for suite in suites:
+        path = state_path(states_dir, suite)
+        if path.is_file():
+            uids, features, _ = read_state_cache(path)
+            out.update(zip(uids, features))
+    return out
+
+
 def preload_state_cache(coord: Coordinator, path: str | os.PathLike) -> int:
     """Put a state cache's features into the coordinator's feature cache, pinned (an isolated computation
     reads them: their bytes depend only on their prompts); returns how many."""
