@@ -36,6 +36,8 @@ help: ## list every target
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  make %-16s %s\n", $$1, $$2}'
 
 $(BIN)/python:
+	@# a full disk would otherwise fail minutes in, halfway through the packages (about 4 GB land in the venv)
+	@$(PYTHON) -m trinity.setup.disk venv $(VENV)
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 

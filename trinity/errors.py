@@ -11,3 +11,7 @@ class ConfigError(TrinityError):
 
 class AssetError(TrinityError):
     """A local model file could not be assembled or failed its checksum."""
+
+
+class DiskSpaceError(TrinityError):
+    """Too little free disk space for what set-up or a stage is about to write."""

@@ -139,6 +139,10 @@ def converted_folder(gguf: Path, target: Path) -> Path:
         return target
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from trinity.setup import disk
+
+    what = f"the float32 folder of {gguf.name}"
+    disk.require_free(target.parent, disk.FLOAT32_PER_Q4 * gguf.stat().st_size, what)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f"{target.name}.partial-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -161,6 +165,8 @@ def converted_folder(gguf: Path, target: Path) -> Path:
     except Exception as e:
         if isinstance(e, TrinityError):
             raise
+        if disk.is_disk_full(e):
+            raise disk.disk_full_error(e, target.parent, what) from e  # type: ignore[arg-type]
         raise BackboneError(f"could not convert GGUF {gguf} into a model folder: {e}") from e
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

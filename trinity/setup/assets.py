@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trinity.errors import AssetError
+from trinity.setup import disk
 
 CACHE_ENV = "TRINITY_MODEL_CACHE"
 
@@ -131,16 +132,22 @@ def assemble(asset: ModelAsset, cache_dir: Path | None = None, *, parts: list[Pa
     expected_size = sum(p.stat().st_size for p in parts)
     if target.exists() and target.stat().st_size == expected_size:
         return target
+    disk.require_free(cache_dir, expected_size, f"model '{asset.key}'")
     cache_dir.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(target.name + f".partial-{os.getpid()}")
     h = hashlib.sha256()
     try:
-        with open(tmp, "wb") as out:
-            for part in parts:
-                with open(part, "rb") as f:
-                    while block := f.read(1 << 22):
-                        h.update(block)
-                        out.write(block)
+        try:
+            with open(tmp, "wb") as out:
+                for part in parts:
+                    with open(part, "rb") as f:
+                        while block := f.read(1 << 22):
+                            h.update(block)
+                            out.write(block)
+        except OSError as exc:
+            if disk.is_disk_full(exc):
+                raise disk.disk_full_error(exc, cache_dir, f"model '{asset.key}'") from exc
+            raise
         digest = h.hexdigest()
         if digest != asset.sha256:
             raise AssetError(
