@@ -5,7 +5,8 @@ trinity.pipeline.recorded.exact_item_values), with paired tests per seed (never 
     python benchmarks/recorded_ablations.py [--seeds 0 1 2] [--generations 60] [--variants ...] [override ...]
 
 Variants: sep-CMA-ES with exact fitness and with sampled fitness (16 episodes per candidate: the paper),
-random search, REINFORCE, no roles (every turn a Worker), last token. The paper's ordering of optimisers:
+random search, REINFORCE, no roles (every turn a Worker), last token; by name also the learning curve ("train items
+8/16/24": the reference on fewer training items). The paper's ordering of optimisers:
 sep-CMA-ES > random search > REINFORCE. Needs the prepared items and the recording's states
 (`trinity run cache_states`). Writes docs/benchmarks/recorded_ablations/results.{json,md} (or --out).
 """
@@ -44,6 +45,11 @@ VARIANTS = {
     # the head's capacity by the number of principal directions it reads (coordinator.features.rank)
     **{f"rank {k}": {"evolve.fitness.estimate": "exact", "coordinator.features.rank": k} for k in (0, 1, 2, 4, 8, 16)},
 }
+# the learning curve: the reference trained on a seeded, suite-balanced subset of the training split (evolve.max_train_items;
+# each seed draws its own subset); asked for by name (--variants), not part of the default list
+CURVE = {f"train items {n}": {"evolve.fitness.estimate": "exact", "evolve.max_train_items": n} for n in (8, 16, 24)}
+DEFAULT_VARIANTS = list(VARIANTS)
+VARIANTS.update(CURVE)
 REFERENCE = "sep-CMA-ES, exact fitness"
 
 
@@ -64,7 +70,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--generations", type=int, default=None, help="default: evolve.generations")
-    ap.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
+    ap.add_argument("--variants", nargs="+", default=DEFAULT_VARIANTS, choices=list(VARIANTS))
     ap.add_argument("--out", default=str(ROOT / "docs/benchmarks/recorded_ablations"))
     ap.add_argument("--reference", default=REFERENCE, choices=list(VARIANTS), help="the variant every other is paired with")
     ap.add_argument("overrides", nargs="*")

@@ -83,6 +83,29 @@ def test_states_at_the_ablations_positions_serve_the_last_token_variant_without_
     assert np.allclose(features[:5], own, rtol=0, atol=1e-4 * np.abs(own).max())
 
 
+@pytest.mark.parametrize("cap", [2, 100])
+def test_max_train_items_trains_on_a_seeded_subset_of_the_training_split(recorded_cfg, cap):
+    """evolve.max_train_items (a learning curve's point): training reads at most that many training items,
+    the same ones for the same seed; validation is unchanged; a cap above the split keeps every item."""
+    from trinity.pipeline import cache_states_stage, evolve_stage
+
+    cfg = recorded_cfg.copy()
+    cfg.evolve.fitness.estimate = "exact"
+    cfg.evolve.max_train_items = cap
+    cfg.evolve.generations = 1
+    used = []
+    try:
+        cache_states_stage.run(cfg)
+        for run in ("a", "b"):
+            cfg.paths.runs, cfg.paths.cache = f"{recorded_cfg.paths.runs}-cap{cap}{run}", f"{recorded_cfg.paths.cache}-cap{cap}{run}"
+            fit = evolve_stage.run(cfg)["kept_mean_fit"]
+            assert fit["train_items"] == min(cap, 3) and fit["validation_items"] == 2
+            used.append(fit["train"])
+    finally:
+        RolloutContext.close_all()
+    assert used[0] == used[1]   # the same subset (and the same run) for the same seed
+
+
 @pytest.mark.parametrize("estimate", ["exact", "sampled"])
 def test_evolve_on_the_recording_makes_no_pool_call(recorded_cfg, estimate):
     from trinity.pipeline import cache_states_stage, evolve_stage

@@ -74,6 +74,7 @@ class EvolveConfig:
     episodes_per_candidate: int = number(16, gt=0)
     repeats: int = number(1, gt=0)
     train_items: TrainItems = TrainItems.resample
+    max_train_items: Optional[int] = number(None, gt=0)   # null: every training item; N: a seeded suite-balanced subset
     fitness: Fitness = field(default_factory=Fitness)
     cost_weights: List[float] = number(default_factory=list, ge=0)   # the frontier stage: one head per weight
     cost_weights_unit: FrontierCostUnit = FrontierCostUnit.auto

@@ -109,6 +109,8 @@ def evolve(cfg: Config, *, out_dir: Path, submit: Submit = inline_submit,
     train = item_sel.load_split(cfg, list(cfg.tasks.train), "train")
     if not train:
         raise RuntimeError(f"no training items in {cfg.paths.prepared}; run the prepare stage first")
+    if cfg.evolve.max_train_items is not None and cfg.evolve.max_train_items < len(train):
+        train = item_sel.balanced_sample(train, cfg.evolve.max_train_items, cfg.seed, "max_train_items")
     val = item_sel.validation_items(cfg)
     ctx = RolloutContext.get(cfg)
     coord = ctx.coordinator
