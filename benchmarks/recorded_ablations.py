@@ -112,7 +112,7 @@ def main() -> None:
                 per_item[(seed, "x0")] = values["x0 (= random)"]
                 fit = out.get("kept_mean_fit") or {}
                 rows.append({"seed": seed, "variant": name, "test_expected_reward": float(np.mean(values["trinity"])),
-                             "train_expected_reward": fit.get("train"),
+                             "train_expected_reward": fit.get("train"), "train_items": fit.get("train_items"),
                              "x0": float(np.mean(values["x0 (= random)"])),
                              "validation_reward": result.best_validation_reward, "best_generation": result.best_generation,
                              "generations": result.generations_completed, "wall_s": round(time.perf_counter() - t0, 1)})
