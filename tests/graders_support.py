@@ -1,19 +1,12 @@
 """What the graders' unit and integration tests share (no tests here): the grader-agreement benchmark script
 loaded as a module, math answers that would take a naive grader forever, and short sandbox limits."""
 
-import importlib.util
-from pathlib import Path
-
+from benchmark_support import load_benchmark
 from trinity.sandbox import SandboxLimits
-
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "grader_agreement.py"
 
 
 def _module():
-    spec = importlib.util.spec_from_file_location("grader_agreement", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("grader_agreement")
 
 
 PATHOLOGICAL = ["10^{10^{10}}", "2^{2^{2^{2^{2^{2}}}}}", "{" * 3000 + "1" + "}" * 3000,

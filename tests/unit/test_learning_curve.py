@@ -1,20 +1,15 @@
 """benchmarks/learning_curve.py: the curve of test reward over training items, read from recorded_ablations' results."""
 
-import importlib.util
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from benchmark_support import load_benchmark
 
 
 def _module():
-    spec = importlib.util.spec_from_file_location("learning_curve", ROOT / "benchmarks" / "learning_curve.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_benchmark("learning_curve")
 
 
 def _facts(n_items: int = 40) -> dict:

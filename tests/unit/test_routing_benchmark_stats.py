@@ -2,23 +2,17 @@
 seed, the normalisation comparison chooses on validation and reports the choice's test reward once,
 and each seed's run gets its own simulated outcome table."""
 
-import importlib.util
-from pathlib import Path
 
 import numpy as np
 import pytest
 
+from benchmark_support import load_benchmark
 from trinity.stats import paired_test
-
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "routing_benchmark.py"
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("routing_benchmark", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("routing_benchmark")
 
 
 def run(seed: int, test: list[float], validation: float) -> dict:

@@ -4,21 +4,18 @@ one unit), new files after the measured ones by their marks."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from types import SimpleNamespace
 
 import conftest
+from benchmark_support import load_benchmark
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _test_times():
-    spec = importlib.util.spec_from_file_location("test_times", ROOT / "benchmarks" / "test_times.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("test_times")
 
 
 JUNIT = """<?xml version="1.0" encoding="utf-8"?>
