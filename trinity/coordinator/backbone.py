@@ -165,8 +165,8 @@ def converted_folder(gguf: Path, target: Path) -> Path:
     except Exception as e:
         if isinstance(e, TrinityError):
             raise
-        if disk.is_disk_full(e):
-            raise disk.disk_full_error(e, target.parent, what) from e  # type: ignore[arg-type]
+        if isinstance(e, OSError) and disk.is_disk_full(e):
+            raise disk.disk_full_error(e, target.parent, what) from e
         raise BackboneError(f"could not convert GGUF {gguf} into a model folder: {e}") from e
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -30,7 +30,7 @@ from trinity.errors import DiskSpaceError
 GB = 1_000_000_000
 # the environment's size after `make setup` (3.6 GB) with some room for pip's own files
 VENV_BYTES = 4 * GB
-# pip unpacks each wheel into the temporary directory before it copies it: the largest (PyTorch) is about 1 GB
+# pip unpacks wheels in the temporary directory while it installs them (installed, torch alone is 0.75 GB)
 PIP_TMP_BYTES = 1 * GB
 # a dequantised float32 folder holds about five times its Q4 GGUF file (SmolLM2: 98 MB -> 517 MB)
 FLOAT32_PER_Q4 = 6
