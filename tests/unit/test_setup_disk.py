@@ -60,7 +60,7 @@ def test_cli_runs_on_the_standard_library_alone(tmp_path):
     code = ("import sys, trinity.setup.disk as d; d.main(['venv', sys.argv[1]]); "
             "bad = sorted(m for m in ('torch', 'numpy', 'omegaconf', 'hydra', 'polars') if m in sys.modules); "
             "print(bad)")
-    out = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(ROOT)!r}); {code}",
+    out = subprocess.run([sys.executable, "-I", "-B", "-c", f"import sys; sys.path.insert(0, {str(ROOT)!r}); {code}",
                           str(tmp_path / ".venv")], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
