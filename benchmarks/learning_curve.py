@@ -45,14 +45,13 @@ def curve(facts: dict, all_items: int | None = None) -> tuple[list[dict], str | 
     rows = facts["rows"]
     refs = {k: np.array(v) for k, v in facts.get("references", {}).items() if k.startswith("single:")}
     best = max(refs, key=lambda k: refs[k].mean()) if refs else None
-    variants = [v for v in dict.fromkeys(r["variant"] for r in rows) if v == REFERENCE or size_of(v, rows, None)]
-    if REFERENCE not in variants:
-        raise SystemExit(f"the file holds no '{REFERENCE}' runs: the curve is measured against them")
     # the reference trains on every training item: its count when the rows say it (None: "all", last)
-    variants.sort(key=lambda v: (size_of(v, rows, all_items) is None, size_of(v, rows, all_items) or 0))
+    sizes = {v: size_of(v, rows, all_items) for v in dict.fromkeys(r["variant"] for r in rows)
+             if v == REFERENCE or v.startswith("train items ")}
+    if REFERENCE not in sizes:
+        raise SystemExit(f"the file holds no '{REFERENCE}' runs: the curve is measured against them")
     out = []
-    for variant in variants:
-        n = size_of(variant, rows, all_items)
+    for variant, n in sorted(sizes.items(), key=lambda vn: (vn[1] is None, vn[1] or 0)):
         seeds = sorted(r["seed"] for r in rows if r["variant"] == variant)
         test = np.array([facts["per_item"][f"{s}/{variant}"] for s in seeds])
         train = [r["train_expected_reward"] for r in rows if r["variant"] == variant and r["train_expected_reward"] is not None]
