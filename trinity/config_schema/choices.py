@@ -67,6 +67,7 @@ class BackboneSource(StrEnum):
 
 
 class Dtype(StrEnum):
+    auto = "auto"          # bfloat16 where the device computes it natively, else float32 (backbone.resolve_dtype)
     float32 = "float32"
     float16 = "float16"
     bfloat16 = "bfloat16"
