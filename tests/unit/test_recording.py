@@ -96,6 +96,14 @@ def test_damaged_or_mismatched_recording_is_refused(tmp_path):
     other["protocol"]["worker_system"] = "You are a different worker."
     with pytest.raises(store.RecordingError, match="protocol.worker_system"):
         store.check_identity(store.read_manifest(root), other, str(root))
+    # a protocol setting added after the recording was made: off (null) changes no request and is accepted,
+    # set to anything else it is a difference
+    other = json.loads(json.dumps(ident))
+    other["protocol"]["a_later_setting"] = None
+    store.check_identity(store.read_manifest(root), other, str(root))
+    other["protocol"]["a_later_setting"] = "on"
+    with pytest.raises(store.RecordingError, match="protocol.a_later_setting: recording '<absent>' vs config 'on'"):
+        store.check_identity(store.read_manifest(root), other, str(root))
     other = json.loads(json.dumps(ident))
     other["pool"]["models"][1]["model_id"] = "another-model"
     with pytest.raises(store.RecordingError, match="pool.models"):

@@ -39,6 +39,7 @@ NODE_SCHEMA = {
 }
 # What must be equal for two recordings (or a recording and a config) to be the same dataset.
 IDENTITY_KEYS = ("pool", "protocol", "tree")
+ABSENT = "<absent>"   # how `differences` shows a key that one side lacks
 
 
 class RecordingError(TrinityError):
@@ -96,16 +97,22 @@ def write_manifest(root: Path, manifest: Mapping[str, Any]) -> None:
 
 
 def differences(expected: Mapping[str, Any], found: Mapping[str, Any], prefix: str = "") -> list[str]:
-    """Dotted keys whose values differ, each with both values (shortened)."""
+    """Dotted keys whose values differ, each with both values (shortened). A key that one side lacks and the
+    other holds as null is no difference: a setting added after a recording was made, left off (null), changes
+    no request, so the recording still serves it (and a recording's null key serves a config without it)."""
     out: list[str] = []
     for key in sorted(set(expected) | set(found), key=str):
-        a, b = expected.get(key, "<absent>"), found.get(key, "<absent>")
+        a, b = expected.get(key, ABSENT), found.get(key, ABSENT)
         name = f"{prefix}{key}"
         if isinstance(a, Mapping) and isinstance(b, Mapping):
             out += differences(a, b, name + ".")
-        elif a != b:
+        elif a != b and not (_or_absent(a) == ABSENT and _or_absent(b) == ABSENT):
             out.append(f"{name}: recording {_short(b)} vs config {_short(a)}")
     return out
+
+
+def _or_absent(value: Any) -> Any:
+    return ABSENT if value is None else value
 
 
 def _short(value: Any, n: int = 80) -> str:
