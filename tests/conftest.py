@@ -7,6 +7,10 @@ integration test need lives in such a module, not in a test module."""
 
 import os
 
+# Before any test module imports torch or numpy: importing trinity pins their numerics (trinity.pin_numerics) as in
+# every trinity command, and the libraries read those switches only when they load.
+import trinity  # noqa: F401
+
 # Prefect's temporary server can be slow to start on a fresh database (ENVIRONMENT.md).
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 

@@ -1,15 +1,18 @@
 """TRINITY: an evolved LLM coordinator, as a reproducible pipeline. See `trinity.cli` for the command line.
 
 At import, one thing happens: `pin_numerics()`. One code path for CPU float arithmetic on every x86
-machine, so that the cached states (and every stage hash that follows from them) are the same bytes on
-another CPU. MKL (matrix products) and ATen (element-wise kernels) choose their instructions by the CPU:
+machine of a vendor, so that the cached states (and every stage hash that follows from them) are the same
+bytes on another CPU. MKL (matrix products) and ATen (element-wise kernels) choose their instructions by the CPU:
 on an AVX-512 CPU they take AVX-512 paths, elsewhere AVX2 ones, and the two round differently in the last
 bits (benchmarks/state_determinism.py measures it). Both libraries read a switch from the environment when
 they load: MKL_CBWR (MKL's conditional numerical reproducibility) and ATEN_CPU_CAPABILITY; numpy's
 OpenBLAS (the head's products in evolution) reads OPENBLAS_CORETYPE. `pin_numerics()` sets them to the
 AVX2 paths (OpenBLAS's Haswell kernels), which every x86-64 CPU of the last ten years has, before torch
-or numpy is imported. A value the user set is kept; TRINITY_PIN_NUMERICS=0 turns pinning off. Other
-architectures (ARM) ignore the switches.
+or numpy is imported, MKL in its strict mode (",STRICT": its matrix products give the same bits for any
+number of threads; without it an Intel CPU's states differed between one and two threads). A value the user
+set is kept; TRINITY_PIN_NUMERICS=0 turns pinning off. Other architectures (ARM) ignore the switches, and MKL
+honours its branches on Intel CPUs only: an AMD CPU computes other bytes (docs/REPRODUCIBILITY.md measures it),
+which is why recordings ship their states.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from __future__ import annotations
 import os
 import sys
 
-PINNED = {"MKL_CBWR": "AVX2", "ATEN_CPU_CAPABILITY": "avx2", "OPENBLAS_CORETYPE": "Haswell"}
+PINNED = {"MKL_CBWR": "AVX2,STRICT", "ATEN_CPU_CAPABILITY": "avx2", "OPENBLAS_CORETYPE": "Haswell"}
 READ_BY = {"MKL_CBWR": "torch", "ATEN_CPU_CAPABILITY": "torch", "OPENBLAS_CORETYPE": "numpy"}
 
 

@@ -48,3 +48,44 @@ def test_auto_loads_the_backbone_in_the_resolved_dtype(tmp_path, monkeypatch, na
     want = torch.bfloat16 if native else torch.float32
     assert loaded.dtype == want
     assert {p.dtype for p in loaded.model.parameters()} == {want}
+
+
+@pytest.mark.parametrize("dtype, device, capability, machine, want", [
+    (torch.bfloat16, "cpu", "AVX2", "x86_64", "eager"),      # pinned ATen below AVX-512: fused attention may refuse
+    (torch.float16, "cpu", "AVX2", "x86_64", "eager"),
+    (torch.bfloat16, "cpu", "AVX512", "x86_64", None),       # unpinned AVX-512 CPU: the library's SDPA
+    (torch.float32, "cpu", "AVX2", "x86_64", None),          # float32 never takes the packed path
+    (torch.bfloat16, "cpu", "DEFAULT", "aarch64", None),     # not x86: no AMX packing
+    (torch.bfloat16, "cuda", "AVX2", "x86_64", None),
+])
+def test_half_precision_on_a_pinned_x86_cpu_uses_eager_attention(monkeypatch, dtype, device, capability, machine, want):
+    import platform
+
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: capability)
+    monkeypatch.setattr(platform, "machine", lambda: machine)
+    assert bb.attention_implementation(dtype, torch.device(device)) == want
+
+
+def test_a_bfloat16_backbone_reads_a_long_prompt_on_this_cpu(tmp_path):
+    """Under the default pinning (ATen at AVX2) a bfloat16 forward pass of a long prompt runs: on an AMX CPU torch's
+    fused attention refused it before the backbone switched to eager attention there."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from coordinator_support import tiny_tokenizer
+
+    tokenizer = tiny_tokenizer()
+    torch.manual_seed(0)
+    # SmolLM2-135M's attention shape: 9 heads of 64 dimensions, 3 key-value heads
+    model = LlamaForCausalLM(LlamaConfig(vocab_size=len(tokenizer), hidden_size=576, intermediate_size=256,
+                                         num_hidden_layers=1, num_attention_heads=9, num_key_value_heads=3))
+    model.save_pretrained(tmp_path / "heads64")
+    tokenizer.save_pretrained(tmp_path / "heads64")
+    cfg = OmegaConf.create({"id": str(tmp_path / "heads64"), "source": "hub", "dtype": "bfloat16", "device": "cpu"})
+    loaded = bb.load_backbone(cfg)
+    ids = torch.randint(0, loaded.model.config.vocab_size, (2, 300))
+    mask = torch.ones_like(ids)
+    mask[1, :40] = 0   # left padding, as the feature engine batches
+    with torch.no_grad():   # as the feature engine runs it (with gradients on, torch takes another kernel)
+        out = loaded.model(input_ids=ids, attention_mask=mask, output_hidden_states=True)
+    assert out.hidden_states[-1].dtype == torch.bfloat16
+    assert torch.isfinite(out.hidden_states[-1][:, -1].float()).all()

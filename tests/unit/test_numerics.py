@@ -42,7 +42,19 @@ def _has_avx2() -> bool:
 @pytest.mark.skipif(not _has_avx2(), reason="the pinned path is x86 AVX2; this CPU has none")
 def test_importing_trinity_first_puts_torch_on_the_avx2_path():
     pinned = _probe()
-    assert (pinned["mkl"], pinned["aten"]) == ("AVX2", "avx2")
+    assert (pinned["mkl"], pinned["aten"]) == ("AVX2,STRICT", "avx2")
     assert pinned["cap"] == "AVX2"
     free = _probe(TRINITY_PIN_NUMERICS="0")
     assert free["mkl"] is None and free["aten"] is None
+
+
+@pytest.mark.skipif(not _has_avx2(), reason="the pinned path is x86 AVX2; this CPU has none")
+@pytest.mark.skipif(os.environ.get("TRINITY_PIN_NUMERICS") == "0" or "ATEN_CPU_CAPABILITY" in os.environ
+                    and os.environ["ATEN_CPU_CAPABILITY"] != numerics.PINNED["ATEN_CPU_CAPABILITY"],
+                    reason="the run itself chose other numerics")
+def test_the_test_process_computes_on_the_pinned_path_as_trinitys_commands_do():
+    """tests/conftest.py imports trinity before any test module loads torch: a test's in-process forward passes
+    take the same kernels as the stages it is compared with."""
+    import torch
+
+    assert torch.backends.cpu.get_cpu_capability() == "AVX2"

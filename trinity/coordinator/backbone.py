@@ -128,10 +128,28 @@ def load_backbone(backbone_cfg: Any, model_cache: str | os.PathLike | None = Non
         revision = revision or getattr(model.config, "_commit_hash", None)
     else:
         raise BackboneError(f"coordinator.backbone.source must be one of {', '.join(SOURCES)}, got {source!r}")
+    attention = attention_implementation(dtype, device)
+    if attention is not None:
+        model.set_attn_implementation(attention)
     model.to(device)
     model.eval()
     model.requires_grad_(False)
     return Backbone(model, tokenizer, model_id, revision, device, dtype)
+
+
+def attention_implementation(dtype: torch.dtype, device: torch.device) -> str | None:
+    """The attention the backbone must use instead of the library's default (None: the default, SDPA).
+    Half precision on an x86 CPU whose ATen kernels are held below AVX-512 (trinity.pin_numerics pins them
+    to AVX2) gets "eager": torch's fused CPU attention in bfloat16 packs its operands for AMX whenever the
+    CPU has AMX, and that packing refuses to run below AVX-512 ("pack_vnni2 is only supported when avx512 is
+    supported", measured on an AMX Xeon with torch 2.13), so every prompt longer than a few tokens failed."""
+    if device.type != "cpu" or dtype not in (torch.bfloat16, torch.float16):
+        return None
+    import platform
+
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return None
+    return None if torch.backends.cpu.get_cpu_capability() == "AVX512" else "eager"
 
 
 def asset_folder(model_id: str, model_cache: str | os.PathLike | None = None) -> Path:
