@@ -50,19 +50,22 @@ def test_auto_loads_the_backbone_in_the_resolved_dtype(tmp_path, monkeypatch, na
     assert {p.dtype for p in loaded.model.parameters()} == {want}
 
 
-@pytest.mark.parametrize("dtype, device, capability, machine, want", [
-    (torch.bfloat16, "cpu", "AVX2", "x86_64", "eager"),      # pinned ATen below AVX-512: fused attention may refuse
-    (torch.float16, "cpu", "AVX2", "x86_64", "eager"),
-    (torch.bfloat16, "cpu", "AVX512", "x86_64", None),       # unpinned AVX-512 CPU: the library's SDPA
-    (torch.float32, "cpu", "AVX2", "x86_64", None),          # float32 never takes the packed path
-    (torch.bfloat16, "cpu", "DEFAULT", "aarch64", None),     # not x86: no AMX packing
-    (torch.bfloat16, "cuda", "AVX2", "x86_64", None),
+@pytest.mark.parametrize("dtype, device, capability, machine, amx, want", [
+    (torch.bfloat16, "cpu", "AVX2", "x86_64", True, "eager"),   # pinned below AVX-512 with AMX: fused attention refuses
+    (torch.float16, "cpu", "AVX2", "x86_64", True, "eager"),
+    (torch.bfloat16, "cpu", "AVX2", "x86_64", False, None),     # no AMX: nothing packs, the fused attention runs
+    (torch.bfloat16, "cpu", "AVX512", "x86_64", True, None),    # unpinned AVX-512 CPU: the library's SDPA
+    (torch.float32, "cpu", "AVX2", "x86_64", True, None),       # float32 never takes the packed path
+    (torch.bfloat16, "cpu", "DEFAULT", "aarch64", True, None),  # not x86: no AMX packing
+    (torch.bfloat16, "cuda", "AVX2", "x86_64", True, None),
 ])
-def test_half_precision_on_a_pinned_x86_cpu_uses_eager_attention(monkeypatch, dtype, device, capability, machine, want):
+def test_half_precision_on_a_pinned_amx_cpu_uses_eager_attention(monkeypatch, dtype, device, capability, machine,
+                                                                 amx, want):
     import platform
 
     monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: capability)
     monkeypatch.setattr(platform, "machine", lambda: machine)
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: amx)
     assert bb.attention_implementation(dtype, torch.device(device)) == want
 
 

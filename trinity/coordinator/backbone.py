@@ -142,14 +142,22 @@ def attention_implementation(dtype: torch.dtype, device: torch.device) -> str | 
     Half precision on an x86 CPU whose ATen kernels are held below AVX-512 (trinity.pin_numerics pins them
     to AVX2) gets "eager": torch's fused CPU attention in bfloat16 packs its operands for AMX whenever the
     CPU has AMX, and that packing refuses to run below AVX-512 ("pack_vnni2 is only supported when avx512 is
-    supported", measured on an AMX Xeon with torch 2.13), so every prompt longer than a few tokens failed."""
+    supported", measured on an AMX Xeon with torch 2.13), so every prompt longer than a few tokens failed.
+    A CPU without AMX keeps the fused attention (a torch that cannot tell is treated as having AMX)."""
     if device.type != "cpu" or dtype not in (torch.bfloat16, torch.float16):
         return None
     import platform
 
     if platform.machine().lower() not in ("x86_64", "amd64"):
         return None
-    return None if torch.backends.cpu.get_cpu_capability() == "AVX512" else "eager"
+    if torch.backends.cpu.get_cpu_capability() == "AVX512":
+        return None
+    has_amx = getattr(torch.cpu, "_is_amx_tile_supported", None)
+    try:
+        amx = bool(has_amx()) if has_amx is not None else True
+    except RuntimeError:
+        amx = True
+    return "eager" if amx else None
 
 
 def asset_folder(model_id: str, model_cache: str | os.PathLike | None = None) -> Path:
