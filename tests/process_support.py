@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
+import sys
 import time
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
 
 
 def wait_for(predicate, timeout_s: float, what: str, procs=()):
@@ -35,6 +40,66 @@ def stop(proc: subprocess.Popen) -> None:
             proc.wait()
 
 
+REPO = Path(__file__).resolve().parents[1]
+
+
+def migrated_prefect_home(home) -> Path:
+    """`home`, made ready to be a PREFECT_HOME whose database is already migrated: a copy of one database that
+    `prefect server database upgrade` migrated once per Prefect version, kept under .trinity/tests/ and built
+    under a file lock (parallel workers build it once). A server on a fresh database spends about 12
+    CPU-seconds on migrations before it answers (measured on the 2-core CI machine), and the suite starts
+    several; the server still checks the migrations at start."""
+    import prefect
+    from filelock import FileLock
+
+    home = Path(home)
+    home.mkdir(parents=True, exist_ok=True)
+    template = REPO / ".trinity" / "tests" / f"prefect-{prefect.__version__}" / "prefect.db"
+    if not template.is_file():
+        template.parent.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(template.parent) + ".lock"):
+            if not template.is_file():
+                building = template.parent.with_name(template.parent.name + ".building")
+                shutil.rmtree(building, ignore_errors=True)
+                building.mkdir()
+                env = {**os.environ, "PREFECT_HOME": str(building), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+                env.pop("PREFECT_API_URL", None)
+                env.pop("PREFECT_API_DATABASE_CONNECTION_URL", None)
+                done = subprocess.run([str(Path(sys.executable).parent / "prefect"), "server", "database",
+                                       "upgrade", "-y"], env=env, capture_output=True, text=True, timeout=600)
+                assert done.returncode == 0 and (building / "prefect.db").is_file(), done.stdout + done.stderr
+                os.replace(building, template.parent)
+    if not (home / "prefect.db").exists():
+        shutil.copyfile(template, home / "prefect.db")
+    return home
+
+
+@contextmanager
+def prefect_server(home, env: dict | None = None, cwd=None, log=None, timeout_s: float = 180):
+    """A real `prefect server start` on a free loopback port, on PREFECT_HOME `home` (its database migrated
+    ahead: `migrated_prefect_home`), until the block ends; yields its API URL. `env` is the environment to run
+    it in (default: this process's), `log` the file for its output (default: home/server.log)."""
+    import httpx
+
+    from pool_stub import free_ports
+
+    home = migrated_prefect_home(home)
+    (port,) = free_ports(1)
+    api = f"http://127.0.0.1:{port}/api"
+    env = {**(os.environ if env is None else env), "PREFECT_HOME": str(home), "PREFECT_API_URL": api,
+           "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1"}
+    env.pop("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", None)
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "prefect"), "server", "start", "--host", "127.0.0.1",
+                             "--port", str(port)], env=env, cwd=cwd or home,
+                            stdout=open(log or home / "server.log", "wb"), stderr=subprocess.STDOUT)
+    try:
+        wait_for(lambda: httpx.get(f"{api}/health", timeout=2).status_code == 200, timeout_s, "prefect server",
+                 [proc])
+        yield api
+    finally:
+        stop(proc)
+
+
 class DeployedFlows:
     """A real `prefect server` on a free port and the project's deployments served by `python -m flows.deploy`
     (the runner `make deploy` starts), shared by the deployment tests of one session: starting the two takes
@@ -42,33 +107,19 @@ class DeployedFlows:
     their log folder (server.log, deploy.log)."""
 
     def __init__(self, root):
-        import os
-        import sys
-        from pathlib import Path
-
-        import httpx
-
-        from pool_stub import free_ports
-
-        repo = Path(__file__).resolve().parents[1]
         root = Path(root)
-        (port,) = free_ports(1)
-        self.api = f"http://127.0.0.1:{port}/api"
-        self.env = {**os.environ, "PREFECT_HOME": str(root / "prefect"), "PREFECT_API_URL": self.api,
-                    "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1", "PYTHONPATH": str(repo),
-                    "PREFECT_RUNNER_POLL_FREQUENCY": "1"}   # the runner picks up a triggered run within a second, not ten
-        self.env.pop("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", None)
         self.logs = root / "logs"
         self.logs.mkdir(parents=True, exist_ok=True)
         self.procs: list[subprocess.Popen] = []
+        self._server = ExitStack()
         try:
-            self.procs.append(subprocess.Popen(
-                [str(Path(sys.executable).parent / "prefect"), "server", "start", "--host", "127.0.0.1",
-                 "--port", str(port)], env=self.env, cwd=root, stdout=open(self.logs / "server.log", "wb"),
-                stderr=subprocess.STDOUT))
-            wait_for(lambda: httpx.get(f"{self.api}/health", timeout=2).status_code == 200, 180, "prefect server",
-                     self.procs)
-            self.procs.append(subprocess.Popen([sys.executable, "-m", "flows.deploy"], env=self.env, cwd=repo,
+            self.api = self._server.enter_context(prefect_server(root / "prefect", cwd=root,
+                                                                 log=self.logs / "server.log"))
+            self.env = {**os.environ, "PREFECT_HOME": str(root / "prefect"), "PREFECT_API_URL": self.api,
+                        "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1", "PYTHONPATH": str(REPO),
+                        "PREFECT_RUNNER_POLL_FREQUENCY": "1"}   # the runner picks up a triggered run within a second
+            self.env.pop("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", None)
+            self.procs.append(subprocess.Popen([sys.executable, "-m", "flows.deploy"], env=self.env, cwd=REPO,
                                                stdout=open(self.logs / "deploy.log", "wb"), stderr=subprocess.STDOUT))
         except BaseException:
             self.close()
@@ -98,3 +149,4 @@ class DeployedFlows:
         for p in reversed(self.procs):
             stop(p)
         self.procs.clear()
+        self._server.close()

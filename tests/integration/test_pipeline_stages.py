@@ -11,6 +11,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from pool_stub import StubServer, stub_pool_cfg
+from process_support import prefect_server
 from trinity import config
 from trinity.pipeline.rollouts import RolloutContext
 from trinity.tasks.prepare import load_items
@@ -53,11 +54,11 @@ def run_cfg(tmp_path_factory, tiny_backbone_overrides):
 
 
 @pytest.fixture(scope="module")
-def prefect_harness():
-    """One temporary Prefect server for the flow tests of this module (starting one takes most of a test)."""
-    from prefect.testing.utilities import prefect_test_harness
+def prefect_harness(tmp_path_factory):
+    """One Prefect server for the flow tests of this module (starting one takes most of a test)."""
+    from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    with prefect_test_harness(server_startup_timeout=120):
+    with prefect_server(tmp_path_factory.mktemp("prefect")) as api, temporary_settings({PREFECT_API_URL: api}):
         yield
 
 

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from pool_stub import free_ports
-from process_support import stop, wait_for
+from process_support import migrated_prefect_home, stop, wait_for
 from trinity import config
 
 pytestmark = pytest.mark.slow
@@ -55,6 +55,7 @@ def test_a_worker_of_the_work_pool_runs_a_deployment_of_prefect_yaml(tmp_path):
     spec = (REPO / "prefect.yaml").read_bytes()
     had_dot_prefect = (REPO / ".prefect").exists()
     procs: list[subprocess.Popen] = []
+    migrated_prefect_home(tmp_path / "prefect")
     try:
         procs.append(subprocess.Popen(
             [str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)],

@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+from process_support import migrated_prefect_home
 from trinity import repro
 
 pytestmark = pytest.mark.integration
@@ -48,7 +49,7 @@ def test_one_prefect_server_serves_every_stage_of_a_run_and_stops_after(tmp_path
         f"  second:\n    cmd: {probe.format(out='b.txt')}\n    deps:\n      - a.txt\n    outs:\n      - b.txt\n")
     subprocess.run([*repro.dvc_executable(), "init", "--no-scm", "-q"], cwd=tmp_path, check=True)
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
-    env["PREFECT_HOME"] = str(tmp_path / "prefect")
+    env["PREFECT_HOME"] = str(migrated_prefect_home(tmp_path / "prefect"))
     code = ("import sys; from trinity import repro; "
             f"sys.exit(repro.run([], root=__import__('pathlib').Path({str(tmp_path)!r})))")
     result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
