@@ -26,6 +26,9 @@ export PREFECT_HOME ?= $(CURDIR)/.trinity/prefect
 export TOKENIZERS_PARALLELISM ?= false
 export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
 export DO_NOT_TRACK ?= 1
+# DVC's usage report: the repository's config turns it off (`make setup`), this every repository a command or test
+# makes (each `dvc` command otherwise starts a daemon that tries to send one: about 0.7 CPU-s, offline in vain)
+export DVC_NO_ANALYTICS ?= 1
 
 STAMP_DEPS   := $(VENV)/.deps-installed
 STAMP_ASSETS := $(VENV)/.assets-installed

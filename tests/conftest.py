@@ -13,6 +13,8 @@ import trinity  # noqa: F401
 
 # Prefect's temporary server can be slow to start on a fresh database (ENVIRONMENT.md).
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
+# No DVC usage reports from the repositories the tests make (each would start a daemon per `dvc` command).
+os.environ.setdefault("DVC_NO_ANALYTICS", "1")
 
 
 from pathlib import Path

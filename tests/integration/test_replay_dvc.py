@@ -109,7 +109,6 @@ def test_a_fresh_clone_replays_the_pipeline_from_the_pulled_response_cache(tmp_p
     dvc = str(BIN / "dvc")
     _run(["git", "init", "-q"], repo, env)
     _run([dvc, "init", "-q"], repo, env)
-    _run([dvc, "config", "core.analytics", "false"], repo, env)
     _run([dvc, "remote", "add", "-d", "store", str(remote)], repo, env)
 
     with StubServer(_answer, port=port) as server:
