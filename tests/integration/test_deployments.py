@@ -45,7 +45,7 @@ def test_ui_run_of_evolve_uses_dask_and_its_own_folder(tmp_path, tiny_backbone_o
             "tasks.train=[mmlu]", "tasks.transfer=[gpqa_diamond]", "tasks.max_items_per_suite=8",
             "evolve.popsize=4", "evolve.generations=1", "evolve.episodes_per_candidate=2",
             "evolve.validation.every=1", "evolve.validation.n_items=2", "protocol.max_turns=2",
-            "runner.kind=dask", "runner.dask_workers=2",
+            "runner.kind=dask", "runner.dask_workers=1",   # one worker process (each imports the whole stack)
             f"paths.data={tmp_path}/data", f"paths.prepared={tmp_path}/data/prepared",
             f"paths.states={tmp_path}/data/states", f"paths.runs={tmp_path}/data/evolve",
             f"paths.eval={tmp_path}/data/eval", f"paths.ablations={tmp_path}/data/ablations",

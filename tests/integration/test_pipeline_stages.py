@@ -160,7 +160,7 @@ def test_rollouts_on_the_task_runner_match_the_inline_run(run_cfg, prefect_harne
                     else "ACCEPT") as server:
         cfg.pool = OmegaConf.merge(stub_pool_cfg(server.base_url, models=["a", "b"]), {"host": "127.0.0.1"})
         cfg.runner.kind = kind
-        cfg.runner.dask_workers = 2
+        cfg.runner.dask_workers = 1   # one worker process shows it: it builds its own pool client and coordinator
         cfg_yaml = OmegaConf.to_yaml(cfg, resolve=True)
         rng = np.random.default_rng(0)
         cands = [(rng.normal(size=RolloutContext.get(cfg).coordinator.num_params) * 0.5).tolist() for _ in range(2)]

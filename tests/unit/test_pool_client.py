@@ -213,10 +213,10 @@ def test_dropped_connection_is_retried_then_succeeds():
 
 
 def test_connection_refused_is_a_failed_result():
-    with socket.socket() as s:  # a port that was free a moment ago: nothing listens there
+    with socket.socket() as s:  # bound, never listening: the port refuses, and no other test can take it meanwhile
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    result = chat_once(client_for(f"http://127.0.0.1:{port}/v1", retry=Retry(max_retries=1, backoff_base_s=0.01)))
+        result = chat_once(client_for(f"http://127.0.0.1:{port}/v1", retry=Retry(max_retries=1, backoff_base_s=0.01)))
     assert not result.ok and result.error_kind == "PoolConnectionError" and result.retries == 1
 
 
