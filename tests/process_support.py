@@ -68,6 +68,7 @@ def migrated_prefect_home(home) -> Path:
                 done = subprocess.run([str(Path(sys.executable).parent / "prefect"), "server", "database",
                                        "upgrade", "-y"], env=env, capture_output=True, text=True, timeout=600)
                 assert done.returncode == 0 and (building / "prefect.db").is_file(), done.stdout + done.stderr
+                shutil.rmtree(template.parent, ignore_errors=True)   # a folder left without its database
                 os.replace(building, template.parent)
     if not (home / "prefect.db").exists():
         shutil.copyfile(template, home / "prefect.db")
