@@ -56,7 +56,7 @@ CLAIMS: list[tuple[str, str, Callable[[], Any]]] = [
     (README, r"`trinity` (\d\.\d{3}) against x0", _metric(EVAL, "test/recording/trinity")),
     (README, r"against x0 \(= random routing\) (\d\.\d{3})", _metric(EVAL, "test/recording/x0_(=_random)")),
     (README, r"`single:qwen-python` (\d\.\d{3})", _metric(EVAL, "test/recording/singleqwen-python")),
-    (README, r"qwen-python redoes\) scores (\d\.\d{3}) on test",
+    (README, r"verifies, qwen-\w+ redoes\) scores (\d\.\d{3}) on test",
      _metric(EVAL, "test/recording/fixed_policy_(chosen_on_train+validation)")),
     (README, r"knowing every reply in advance reaches (\d\.\d{3})", _metric(EVAL, "test/recording/bound_hindsight")),
     (README, r"exact reward is (\d\.\d{3}) on\s+its \d+ training items", _metric("metrics/evolve.json", "kept_mean_fit", "train")),
