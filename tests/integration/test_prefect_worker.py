@@ -13,12 +13,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import httpx
 import pytest
 import yaml
 
-from pool_stub import free_ports
-from process_support import migrated_prefect_home, stop, wait_for
+from process_support import prefect_server, stop
 from trinity import config
 
 pytestmark = pytest.mark.slow
@@ -40,12 +38,6 @@ def test_a_worker_of_the_work_pool_runs_a_deployment_of_prefect_yaml(tmp_path):
     from prefect.deployments import run_deployment
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    (port,) = free_ports(1)
-    api = f"http://127.0.0.1:{port}/api"
-    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect"), "PREFECT_API_URL": api,
-           "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1", "PYTHONPATH": str(REPO),
-           "PREFECT_WORKER_QUERY_SECONDS": "1"}   # poll every second instead of every ten
-    env.pop("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", None)
     cfg = config.compose(["experiment=local_live", "tasks.train=[gsm8k]", "tasks.transfer=[]",
                           "tasks.max_items_per_suite=8", f"paths.ad_hoc_runs={tmp_path}/runs"])
     params = tmp_path / "params.yaml"
@@ -55,30 +47,30 @@ def test_a_worker_of_the_work_pool_runs_a_deployment_of_prefect_yaml(tmp_path):
     spec = (REPO / "prefect.yaml").read_bytes()
     had_dot_prefect = (REPO / ".prefect").exists()
     procs: list[subprocess.Popen] = []
-    migrated_prefect_home(tmp_path / "prefect")
-    try:
-        procs.append(subprocess.Popen(
-            [str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-            env=env, cwd=tmp_path, stdout=open(logs / "server.log", "wb"), stderr=subprocess.STDOUT))
-        wait_for(lambda: httpx.get(f"{api}/health", timeout=2).status_code == 200, 180, "prefect server", procs)
-        _prefect(["work-pool", "create", POOL, "--type", "process"], env, tmp_path)
-        _prefect(["--no-prompt", "deploy", "--all"], env, REPO)
-        procs.append(subprocess.Popen([str(BIN / "prefect"), "worker", "start", "--pool", POOL], env=env,
-                                      cwd=tmp_path, stdout=open(logs / "worker.log", "wb"),
-                                      stderr=subprocess.STDOUT))
-        with temporary_settings({PREFECT_API_URL: api}):
-            async def deployments():
-                async with get_client() as client:
-                    return {d.name: d for d in await client.read_deployments()}
+    with prefect_server(tmp_path / "prefect", cwd=tmp_path, log=logs / "server.log") as api:
+        try:
+            env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect"), "PREFECT_API_URL": api,
+                   "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1", "PYTHONPATH": str(REPO),
+                   "PREFECT_WORKER_QUERY_SECONDS": "1"}   # poll every second instead of every ten
+            env.pop("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", None)
+            _prefect(["work-pool", "create", POOL, "--type", "process"], env, tmp_path)
+            _prefect(["--no-prompt", "deploy", "--all"], env, REPO)
+            procs.append(subprocess.Popen([str(BIN / "prefect"), "worker", "start", "--pool", POOL], env=env,
+                                          cwd=tmp_path, stdout=open(logs / "worker.log", "wb"),
+                                          stderr=subprocess.STDOUT))
+            with temporary_settings({PREFECT_API_URL: api}):
+                async def deployments():
+                    async with get_client() as client:
+                        return {d.name: d for d in await client.read_deployments()}
 
-            deployed = asyncio.run(deployments())
-            run = run_deployment("prepare/trinity-prepare", parameters={"params": str(params)}, timeout=600,
-                                 poll_interval=1)
-            assert run.state is not None and run.state.is_completed(), (
-                run.state, (logs / "worker.log").read_text()[-4000:])
-    finally:
-        for p in reversed(procs):
-            stop(p)
+                deployed = asyncio.run(deployments())
+                run = run_deployment("prepare/trinity-prepare", parameters={"params": str(params)}, timeout=600,
+                                     poll_interval=1)
+                assert run.state is not None and run.state.is_completed(), (
+                    run.state, (logs / "worker.log").read_text()[-4000:])
+        finally:
+            for p in reversed(procs):
+                stop(p)
 
     names = {d["name"] for d in yaml.safe_load((REPO / "prefect.yaml").read_text())["deployments"]}
     assert set(deployed) == names
