@@ -90,5 +90,6 @@ def make_recording(tmp: Path, **kw: Any) -> tuple[Any, Path, StubServer]:
     with StubServer(reply_for) as server:
         cfg = recording_cfg(tmp, server.base_url, **kw)
         record_stage.run(cfg, progress=lambda _l: None, grader=grade,
-                         client_factory=lambda journal: PoolClient.from_config(cfg.pool, cache_path=journal))
+                         client_factory=lambda journal, known: PoolClient.from_config(cfg.pool, cache_path=journal,
+                                                                                replay=known))
     return cfg, record_stage.recording_dir(cfg), server

@@ -69,7 +69,7 @@ class ScriptedPool:
 
     async def chat(self, model: str, messages: list[dict[str, str]], *, sample_index: int = 0,
                    max_tokens: int | None = None, temperature: float | None = None,
-                   role: str | None = None) -> CallResult:
+                   role: str | None = None, context=None) -> CallResult:
         system = messages[0]["content"] if messages and messages[0]["role"] == "system" else ""
         role = self._role_of_system.get(system)
         if role is None:

@@ -34,7 +34,8 @@ class PricedSimulatedPool:
         m = self.models[model]
         return (prompt_tokens * float(m.price_in_per_mtok) + completion_tokens * float(m.price_out_per_mtok)) / 1e6
 
-    async def chat(self, model, messages, *, sample_index=0, max_tokens=None, temperature=None, role=None):
+    async def chat(self, model, messages, *, sample_index=0, max_tokens=None, temperature=None, role=None,
+                   context=None):
         from trinity.pool.types import CallResult
 
         self.calls += 1

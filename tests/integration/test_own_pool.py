@@ -35,7 +35,8 @@ def test_record_once_train_on_the_replay_then_serve_the_live_pool(tmp_path, tiny
         cfg.pool = pool
         cfg.record.name = "my-hosted"
         record_stage.run(cfg, progress=lambda _l: None, grader=grade,
-                         client_factory=lambda journal: PoolClient.from_config(cfg.pool, cache_path=journal))
+                         client_factory=lambda journal, known: PoolClient.from_config(cfg.pool, cache_path=journal,
+                                                                                replay=known))
         recorded_calls = (big.count, small.count)
         assert min(recorded_calls) > 0   # both providers were recorded
 

@@ -38,7 +38,8 @@ def test_extend_records_only_the_new_items_and_the_stages_then_use_them(tmp_path
             m.base_url = server.base_url
         grown, summary = record_stage.extend(
             cfg, {"train": 1, "test": 1}, progress=lambda _l: None, grader=grade,
-            client_factory=lambda journal: PoolClient.from_config(cfg.pool, cache_path=journal))
+            client_factory=lambda journal, known: PoolClient.from_config(cfg.pool, cache_path=journal,
+                                                                                replay=known))
         asked = server.count
     after = _held(root)
     assert after - before == collections.Counter({("train", "gsm8k"): 1, ("test", "gsm8k"): 1})
@@ -54,7 +55,8 @@ def test_extend_records_only_the_new_items_and_the_stages_then_use_them(tmp_path
         for m in cfg.pool.models.values():
             m.base_url = idle.base_url
         _, again = record_stage.extend(grown, {}, progress=lambda _l: None, grader=grade,
-                                       client_factory=lambda journal: PoolClient.from_config(cfg.pool, cache_path=journal))
+                                       client_factory=lambda journal, known: PoolClient.from_config(cfg.pool, cache_path=journal,
+                                                                                replay=known))
         assert idle.count == 0 and again["recorded"] == 0
 
 

@@ -124,7 +124,8 @@ def _agents_recording(tmp_path):
             "coder": {"setup": {"instructions": {"worker": "Answer with a program."}, "tool": "python"}}},
             model_id="m-big-id")
         record_stage.run(cfg, progress=lambda _l: None, grader=grade,
-                         client_factory=lambda journal: PoolClient.from_config(cfg.pool, cache_path=journal))
+                         client_factory=lambda journal, known: PoolClient.from_config(cfg.pool, cache_path=journal,
+                                                                                replay=known))
     return cfg, record_stage.recording_dir(cfg), server
 
 

@@ -325,7 +325,7 @@ def test_exact_fitness_walks_shared_states_of_a_hand_built_dag():
     protocol = ProtocolConfig.from_config(compose(["experiment=local_small", "protocol.max_turns=3"]).protocol)
     item = TaskItem("gsm8k", "q1", "What is 3 + 4?", "7")
 
-    def lookup(model, role, _item, messages, _sample):
+    def lookup(model, role, _item, messages, _sample, _context=None):
         if role == "worker":
             return Recorded(f"{model} says so <idea>{model}'s idea</idea>", True, 1.0 if model == "a" else 0.0, 0.0, 10)
         return Recorded("REJECT: not sure", True, None, 0.0, 2)
@@ -363,7 +363,7 @@ def test_a_rejection_note_lets_a_coordinator_verify_then_redo(note):
     protocol = ProtocolConfig.from_config(compose(overrides).protocol)
     items = [TaskItem("gsm8k", "q1", "What is 3 + 4?", "7"), TaskItem("gsm8k", "q2", "What is 2 + 5?", "7")]
 
-    def lookup(model, role, item, messages, _sample):
+    def lookup(model, role, item, messages, _sample, _context=None):
         if role == "worker":
             built_on_a_thought = "Reference thought" in messages[-1]["content"]
             right = built_on_a_thought == (item.item_id == "q2")
@@ -430,7 +430,7 @@ def test_plan_counts_the_distinct_requests_of_a_dag():
     item = TaskItem("gsm8k", "q1", "What is 3 + 4?", "7")
     requests = set()
 
-    def lookup(model, role, _item, messages, _sample):
+    def lookup(model, role, _item, messages, _sample, _context=None):
         requests.add((model if role == "worker" else "any", role, json.dumps(messages)))
         if role == "worker":   # every answer differs (a digest of its transcript in it): no two requests coincide
             seen = hash(messages[-1]["content"]) % 10**9

@@ -181,7 +181,8 @@ class InProcessPool:
         self.sim, self.ids = sim, {n: m.model_id for n, m in cfg.pool.models.items()}
         self.outcome_seed = outcome_seed
 
-    async def chat(self, model, messages, *, sample_index=0, max_tokens=None, temperature=None, role=None):
+    async def chat(self, model, messages, *, sample_index=0, max_tokens=None, temperature=None, role=None,
+                   context=None):
         reply = await self.sim.complete({"model": self.ids[model], "messages": messages, "seed": sample_index,
                                          "outcome_seed": self.outcome_seed})
         return CallResult(model=model, text=reply["choices"][0]["message"]["content"], ok=True,

@@ -1,6 +1,7 @@
 """The pool client as the pipeline, the CLI and serving build it from the whole config: the run's budget
 from the typed `evolve.budget` section, and with `pool.replay` (pool=recorded) the recording opened here
-and handed to the client, so the pool floor never imports the recorder."""
+and handed to the client, so the pool floor never imports the recorder; likewise the Verifier's checking
+procedures (trinity.episodes.checks)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 
 from trinity.config_schema import Config, document, section, typed
 from trinity.config_schema.pool import PoolConfig
+from trinity.episodes.checks import PROCEDURES
 from trinity.pool.budget import Budget
 from trinity.pool.client import PoolClient
 from trinity.record.replay import RecordedReplies
@@ -32,4 +34,5 @@ def pool_client(cfg: Config, **kwargs: Any) -> PoolClient:
     pool = document(cfg).pool
     if kwargs.get("replay") is None:
         kwargs["replay"] = open_replay(pool)
+    kwargs.setdefault("procedures", PROCEDURES)   # the Verifier's checking procedures an agent's setup may name
     return PoolClient.from_config(pool, **kwargs)

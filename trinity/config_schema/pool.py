@@ -33,6 +33,10 @@ class Retry:
     retry_after_max_s: float = number(120.0, ge=0)  # a server asking for longer than this is waited this long
 
 
+# An agent's Worker turn after a Verifier's REJECT (trinity.pool.agents.agent_request)
+REDO_MODES = ("continue", "fresh", "anew")
+
+
 @dataclass(frozen=True)
 class AgentSetup:
     """`pool.models.<name>.setup`: what makes a pool entry an agent rather than a bare model (trinity.pool.agents).
@@ -41,6 +45,12 @@ class AgentSetup:
     #                                                               at the end of the task's user message
     max_tokens: Dict[str, int] = field(default_factory=dict)     # role -> the agent's own output cap
     tool: Optional[str] = None                                   # trinity.pool.agents.TOOLS name (Worker turns)
+    verify: Optional[str] = None    # trinity.pool.agents.CHECKS name: the agent's checking procedure as the
+    #                                 Verifier (it runs code in the sandbox or re-solves the task and compares);
+    #                                 null: it judges by reading, with the protocol's Verifier prompt
+    redo: str = "continue"          # its Worker turn after a REJECT (trinity.pool.agents.REDO_MODES): continue
+    #                                 (the shared transcript, the rejected answer's thought included) | fresh
+    #                                 (the task and the Verifier's reason only) | anew (the task alone)
 
     def check(self, key: str) -> None:
         from trinity.contracts import ROLES
@@ -52,6 +62,8 @@ class AgentSetup:
         for role, cap in self.max_tokens.items():
             if isinstance(cap, bool) or not isinstance(cap, int) or cap <= 0:
                 raise ConfigError(f"config key '{key}.max_tokens.{role}' must be a positive integer, got {cap!r}")
+        if self.redo not in REDO_MODES:
+            raise ConfigError(f"config key '{key}.redo' must be one of {', '.join(REDO_MODES)}, got {self.redo!r}")
 
 
 @dataclass(frozen=True)

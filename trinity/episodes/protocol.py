@@ -30,6 +30,7 @@ import numpy as np
 from trinity.episodes.parsing import ACCEPT, ThinkerAdvice, parse_thinker, parse_verdict, worker_thought
 from trinity.config_schema.protocol import ProtocolConfig
 from trinity.episodes.trace import EpisodeId, Trace, Turn
+from trinity.pool.agents import TurnContext
 from trinity.pool.types import CallResult
 from trinity.contracts import ROLES, Router
 from trinity.seeding import derive_seed
@@ -52,6 +53,7 @@ class ChatPool(Protocol):
         max_tokens: int | None = None,
         temperature: float | None = None,
         role: str | None = None,
+        context: TurnContext | None = None,
     ) -> CallResult: ...
 
 
@@ -112,6 +114,23 @@ def review_messages(cfg: ProtocolConfig, role: str, query: str, answer: str | No
     """Thinker and Verifier both see the query and the current answer, not the transcript."""
     user = fill(cfg.review_format, query=query, answer=answer if answer is not None else cfg.no_answer_text)
     return [{"role": "system", "content": cfg.system_prompt(role)}, {"role": "user", "content": user}]
+
+
+def turn_context(cfg: ProtocolConfig, item: TaskItem, answer: str | None, rejection: str | None,
+                 fresh_sample: int) -> TurnContext:
+    """What an agent's setup may read of a turn besides its messages (trinity.pool.agents.TurnContext): the
+    task, the answer under review, the Worker request for the task alone (turn 0's, with its cap, temperature
+    and sample index) and the latest REJECT's reason while no Worker has answered since."""
+    fresh = worker_messages(cfg, SharedMessage(item.prompt, cfg.collaboration_instructions, cfg.thought_format), None)
+    return TurnContext(task=item.prompt, answer=answer, fresh=tuple(fresh),
+                       fresh_max_tokens=cfg.max_tokens_for("worker", item.suite), fresh_temperature=cfg.temperature,
+                       fresh_sample=fresh_sample, rejection=rejection)
+
+
+def rejection_reason(text: str) -> str:
+    """A REJECT reply's reason: its text without the verdict word ("no reason given" when nothing is left)."""
+    reason = re.sub(r"^\W*REJECT\W*", "", text.strip(), flags=re.IGNORECASE).strip()
+    return reason or "no reason given"
 
 
 # ------------------------------------------------------------------------- the turn rules, written once
@@ -242,6 +261,8 @@ async def run_episode(
     advice: ThinkerAdvice | None = None  # set by a Thinker turn, used up by the next turn
     state = TurnState()
     failed_calls = 0
+    rejection: str | None = None   # the latest REJECT's reason while no Worker has answered since
+    fresh_sample = sample_index_for(item.uid, episode_id.repeat, 0)
 
     for index in range(cfg.max_turns):
         agent_index, router_role = _check_choice(*await router.choose(shared.router_text, index, rng), agents)
@@ -272,6 +293,7 @@ async def run_episode(
         result = await pool.chat(
             turn.agent, messages, sample_index=turn.sample_index,
             max_tokens=cfg.max_tokens_for(role, item.suite), temperature=cfg.temperature, role=role,
+            context=turn_context(cfg, item, answer, rejection, fresh_sample),
         )
         _record_call(turn, result, cfg.record_replies)
 
@@ -286,7 +308,7 @@ async def run_episode(
 
         reading = read_reply(role, result.text)
         if role == "worker":
-            answer = result.text
+            answer, rejection = result.text, None
             if reading.thought:
                 shared.append(reading.thought)
         elif role == "thinker":
@@ -296,6 +318,7 @@ async def run_episode(
             turn.verdict = reading.verdict
             if reading.outcome == "reject":
                 shared.rejected(cfg.rejection_note)
+                rejection = rejection_reason(result.text)
         state, end = state.after_reply(role, reading.outcome)
         if end is not None:
             assert answer is not None  # only a Verifier's accept ends here, and never before an answer

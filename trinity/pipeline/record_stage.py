@@ -24,7 +24,7 @@ import shlex
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Sequence, cast
+from typing import Any, Callable, Mapping, Sequence, cast
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -34,8 +34,10 @@ from trinity.config_schema.record import RecordConfig
 from trinity.config_schema.protocol import ProtocolConfig
 from trinity.errors import TrinityError
 from trinity.pipeline.items import load_split, sample
-from trinity.pool.agents import recorded_request
+from trinity.pool.agents import TurnContext, recorded_request
+from trinity.pool.cache import canonical_digest
 from trinity.record import store
+from trinity.record.replay import RecordedReplies
 from trinity.record.tree import ItemTree, Reply, TreeSettings, expand_item, request_hash
 from trinity.tasks.types import TaskItem
 
@@ -174,15 +176,15 @@ class Recorder:
         self.new_by_item: dict[str, int] = {}
         self.stopped: str | None = None
 
-    async def call(self, item: TaskItem, model: str, role: str, messages: list[dict], sample_index: int
-                   ) -> tuple[str, Reply]:
+    async def call(self, item: TaskItem, model: str, role: str, messages: list[dict], sample_index: int,
+                   context: TurnContext | None = None) -> tuple[str, Reply]:
         ep = self.pool.endpoint(model)
         cap = self.protocol.max_tokens_for(role, item.suite)
         temperature = self.protocol.temperature
-        rhash = request_hash(*recorded_request(ep, role, messages, cap, temperature))
+        rhash = request_hash(*recorded_request(ep, role, messages, cap, temperature, context))
         result = await self.pool.chat(model, messages, sample_index=sample_index, max_tokens=cap,
-                                      temperature=temperature, role=role)
-        if not result.cached and result.ok:
+                                      temperature=temperature, role=role, context=context)
+        if not (result.cached or result.replayed) and result.ok:
             self.new_calls += 1
             self.new_by_item[item.uid] = self.new_by_item.get(item.uid, 0) + 1
         if not result.ok:
@@ -201,8 +203,8 @@ class Recorder:
                             error=result.error if not result.ok else None)
 
     async def record_item(self, item: TaskItem) -> ItemTree:
-        async def call(model: str, role: str, messages: list[dict], s: int) -> tuple[str, Reply]:
-            return await self.call(item, model, role, messages, s)
+        async def call(model: str, role: str, messages: list[dict], s: int, context: TurnContext) -> tuple[str, Reply]:
+            return await self.call(item, model, role, messages, s, context)
 
         return await expand_item(item, self.protocol, self.settings, call, self.grader)
 
@@ -228,6 +230,13 @@ def pool_config(cfg: Config) -> dict[str, Any]:
     for key in ("replay", "from_recording"):
         section.pop(key, None)
     return section
+
+
+def setups_digest(pool_section: Mapping[str, Any] | None) -> str:
+    """A digest of every agent's setup (instructions, caps, tool, checking procedure, redo), by agent name: what
+    makes an item's recorded tree stale when it changes."""
+    models = (pool_section or {}).get("models") or {}
+    return canonical_digest({str(name): (models[name] or {}).get("setup") for name in models})
 
 
 def live_config(cfg: Config) -> TrinityConfig:
@@ -307,11 +316,11 @@ def extend(cfg: Config, new: dict[str, int], *, progress: Callable[[str], None] 
 
 
 def run(cfg: Config, *, progress: Callable[[str], None] = print, pool_context: Callable[[], Any] | None = None,
-        client_factory: Callable[[Path], Any] | None = None, grader: Callable | None = None,
+        client_factory: Callable[[Path, Any], Any] | None = None, grader: Callable | None = None,
         limit_items: int | None = None) -> dict[str, Any]:
     """Record the pending items; returns a summary. `pool_context()` starts the live pool (the local
-    servers) only when there is something to record; `client_factory(journal)` and `grader` replace the
-    pool client and the suite graders (tests)."""
+    servers) only when there is something to record; `client_factory(journal, known)` (known: the recording's
+    replies so far, or None) and `grader` replace the pool client and the suite graders (tests)."""
     cfg = with_own_items(live_config(cfg), progress)
     root = recording_dir(cfg)
     ident = identity(cfg)
@@ -334,9 +343,19 @@ def run(cfg: Config, *, progress: Callable[[str], None] = print, pool_context: C
         if entry is not None and entry.get("prompt_sha256") != prompt_digest(it):
             raise store.RecordingError(f"recording {root}: item {it.uid} was recorded with another prompt "
                                        f"(prepared data changed); record into a new recording name")
-    pending = [it for it in items if it.uid not in done]
+    # Agents' setups changed since an item was recorded (a checking Verifier, a redo mode): its tree is expanded
+    # again with the recording as the source of every call it already holds, so only the new calls are made.
+    setups = setups_digest(manifest["pool_config"])
+    kept_setups = setups_digest(kept_pool) if kept_pool is not None else setups
+    for entry in done.values():
+        entry.setdefault("setups_sha256", kept_setups)
+    stale = {uid for uid, entry in done.items() if entry["setups_sha256"] != setups}
+    pending = [it for it in items if it.uid in stale] + [it for it in items if it.uid not in done]
+    todo_stale = sum(it.uid in stale for it in pending)
     progress(f"record: {root}: {len(items) - len(pending)} of {len(items)} items recorded, {len(pending)} to go "
-             f"(K={cfg.protocol.max_turns}, roles {','.join(tree_settings(cfg).roles)}, "
+             + (f"({todo_stale} of them recorded with other agent setups: only their new calls are made) "
+                if todo_stale else "")
+             + f"(K={cfg.protocol.max_turns}, roles {','.join(tree_settings(cfg).roles)}, "
              f"samples {tree_settings(cfg).samples})")
     if not pending:
         if (root / store.MANIFEST).exists() and kept_pool != manifest["pool_config"]:
@@ -351,6 +370,7 @@ async def _record(cfg: TrinityConfig, root: Path, manifest: dict, items: Sequenc
 
     from trinity.pipeline.rollouts import make_grader
     from trinity.assembly.pool_client import run_budget
+    from trinity.episodes.checks import PROCEDURES
     from trinity.pool.client import PoolClient
 
     journal = root / store.JOURNAL
@@ -364,11 +384,16 @@ async def _record(cfg: TrinityConfig, root: Path, manifest: dict, items: Sequenc
                  "wall_s": 0.0, "items": 0, "new_calls": 0}
     manifest["runs"] = list(manifest.get("runs", [])) + [run_entry]
     with ctx:
+        # the calls the recording already holds are served from it (a tree expanded again after a setup
+        # changed, an item that shares requests with recorded ones); everything else is a live call, journaled
+        known = None
+        if any(it.uid in store.item_entries(manifest) for it in pending):
+            known = RecordedReplies(store.open_recording(root), on_miss="live", keep_live=False)
         if client_factory is not None:
-            pool = client_factory(journal)
+            pool = client_factory(journal, known)
         else:
             pool = PoolClient.from_config(document(cfg).pool, cache_path=journal, cache_mode="read_write",
-                                          budget=run_budget(cfg))
+                                          procedures=PROCEDURES, budget=run_budget(cfg), replay=known)
         recorder = Recorder(cfg, root, pool, grader or make_grader(cfg, judge=pool), progress=progress)
         queue: asyncio.Queue[TaskItem] = asyncio.Queue()
         for it in pending:
@@ -393,7 +418,9 @@ async def _record(cfg: TrinityConfig, root: Path, manifest: dict, items: Sequenc
                 async with lock:
                     entry = store.write_part(root, store.part_name(order[item.uid], item.uid), frame)
                     entry = {"uid": item.uid, "suite": item.suite, "item_id": item.item_id, "split": item.split,
-                             "prompt_sha256": prompt_digest(item), "nodes": frame.height, "calls": tree.calls,
+                             "prompt_sha256": prompt_digest(item),
+                             "setups_sha256": setups_digest(manifest["pool_config"]),
+                             "nodes": frame.height, "calls": tree.calls,
                              "new_calls": recorder.new_by_item.get(item.uid, 0),
                              "wall_s": round(time.monotonic() - t_item, 1),
                              "recorded_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), **entry}

@@ -12,6 +12,14 @@ the same server (base_url or port; a local server is started once for all of the
   then the same for every agent of a server, a prefix its prompt cache can serve.
 - `max_tokens.<role>`: the agent's own output cap for the role; it wins over the protocol's cap.
 - `tool`: a TOOLS name run on the agent's Worker replies (`python`: program of thought).
+- `verify`: a CHECKS name, the agent's checking procedure as the Verifier: instead of a reply to the
+  Verifier prompt, the procedure runs the answer under review in the code sandbox or solves the task anew
+  and compares (trinity.episodes.checks holds the procedures; trinity.pool.verify_layer runs them); its
+  verdict is still ACCEPT or REJECT with a reason. Two agents of one model with different procedures send
+  different Verifier requests.
+- `redo`: what its Worker turn after a REJECT sees (REDO_MODES): the shared transcript as any Worker
+  (`continue`), or the task and the Verifier's reason without the rejected answer's thought (`fresh`), or
+  the task alone (`anew`: the request of the agent's first turn, so a recording already holds it).
 
 Everything that asks for a reply or looks one up (the pool client, the recorder, the recording's replay and
 exact fitness) shapes the request through `agent_request`, so a recorded call and a live one are the same
@@ -31,12 +39,41 @@ from trinity.sandbox import SandboxLimits, SandboxResult, run_python
 
 Messages = list[dict[str, str]]
 
+# The Verifier's checking procedures an agent's setup may name (`setup.verify`); each is implemented in
+# trinity.episodes.checks.PROCEDURES under the same name.
+CHECKS: dict[str, str] = {
+    "resolve": "code: run the task statement's own examples on the answer; otherwise solve the task anew with "
+               "the agent's own Worker setup and compare the final answers",
+    "resolve_tests": "as resolve, and on code also run tests the model writes from the task statement",
+}
+VERIFY_TOOL = "verify:"   # the request's tool for a checking Verifier: "verify:<name>" (its identity)
+# What a `fresh` redo adds to the task: the Verifier's reason, never the rejected answer.
+REDO_NOTE = ("A verifier rejected an earlier answer to this task, saying: {reason}\n"
+             "Solve the task anew from the start.")
+
+
+@dataclass(frozen=True)
+class TurnContext:
+    """What the turn protocol knows of a turn besides its messages, for the agent's setup to use: the task
+    and the answer under review (a checking Verifier), the Worker request for the task alone (what turn 0
+    sends: a re-solve, an `anew` redo), and the latest REJECT's reason while no Worker has answered since."""
+    task: str
+    answer: str | None
+    fresh: tuple[dict[str, str], ...]
+    fresh_max_tokens: int | None = None
+    fresh_temperature: float | None = None
+    fresh_sample: int = 0
+    rejection: str | None = None
+
 
 def check_tool(setup: AgentSetup, key: str) -> None:
     """The setup's tool is a TOOLS name (the schema cannot know the registry)."""
     if setup.tool is not None and setup.tool not in TOOLS:
         raise PoolConfigError(f"config key '{key}.tool': unknown agent tool {setup.tool!r}; "
                               f"known: {', '.join(sorted(TOOLS))}")
+    if setup.verify is not None and setup.verify not in CHECKS:
+        raise PoolConfigError(f"config key '{key}.verify': unknown checking procedure {setup.verify!r}; "
+                              f"known: {', '.join(sorted(CHECKS))}")
 
 
 @dataclass(frozen=True)
@@ -47,13 +84,29 @@ class AgentRequest:
     tool: str | None
 
 
+def redo_messages(mode: str, context: TurnContext) -> Messages:
+    """A Worker's request after a REJECT under a `fresh` or `anew` setup: the task alone, with the
+    Verifier's reason (fresh); the rejected answer and the transcript's thoughts are left out."""
+    out = [dict(m) for m in context.fresh]
+    if mode == "fresh" and context.rejection:
+        last = max(i for i, m in enumerate(out) if m.get("role") == "user")
+        note = REDO_NOTE.format(reason=context.rejection.strip()[:600])
+        out[last]["content"] = out[last]["content"].rstrip() + "\n\n" + note
+    return out
+
+
 def agent_request(setup: AgentSetup, role: str | None, messages: Sequence[Mapping[str, str]],
-                  max_tokens: int | None) -> AgentRequest:
+                  max_tokens: int | None, context: TurnContext | None = None) -> AgentRequest:
     """The request an agent sends when it plays `role` (None: a call outside the turn protocol, such as a
-    judge's, which the agent's setup does not touch)."""
+    judge's, which the agent's setup does not touch). `context`: the turn's (the protocol gives it), which a
+    redo setup and a checking Verifier read."""
+    if role == "worker" and setup.redo != "continue" and context is not None and context.rejection is not None:
+        messages = redo_messages(setup.redo, context)
     out = [dict(m) for m in messages]
     if role is None:
         return AgentRequest(out, max_tokens, None)
+    if role == "verifier" and setup.verify is not None:
+        return AgentRequest(out, max_tokens, VERIFY_TOOL + setup.verify)
     extra = setup.instructions.get(role)
     if extra:
         last = max((i for i, m in enumerate(out) if m.get("role") == "user"), default=None)
@@ -71,11 +124,12 @@ def request_model(model_id: str, tool: str | None) -> str:
 
 
 def recorded_request(ep, role: str | None, messages: Sequence[Mapping[str, str]], max_tokens: int | None,
-                     temperature: float | None) -> tuple[str, Messages, float, int | None]:
+                     temperature: float | None, context: TurnContext | None = None
+                     ) -> tuple[str, Messages, float, int | None]:
     """(model key, messages, temperature, cap) of what the client sends for this turn of agent `ep` (a
     trinity.pool.providers.ModelEndpoint): the identity a recording files the reply under. The recorder and
     exact fitness read it here, so a recorded call and its lookup cannot drift apart."""
-    req = agent_request(ep.setup, role, messages, max_tokens)
+    req = agent_request(ep.setup, role, messages, max_tokens, context)
     t = ep.temperature if temperature is None else float(temperature)
     cap = ep.max_tokens if req.max_tokens is None else int(req.max_tokens)
     return request_model(ep.model_id, req.tool), req.messages, t, cap

@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import Protocol
 
+from trinity.pool.agents import TurnContext
 from trinity.pool.errors import BudgetExhaustedError
 from trinity.pool.providers import ModelEndpoint
 from trinity.pool.types import CallResult
@@ -27,6 +28,7 @@ class ChatRequest:
     sample_index: int
     tool: str | None              # the agent's tool, run on the reply (trinity.pool.agents)
     started: float                # time.perf_counter() when the call began: latencies count from here
+    context: TurnContext | None = None   # the turn's context (a checking Verifier reads it); not the identity
 
 
 @dataclass(frozen=True)

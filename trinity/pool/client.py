@@ -6,6 +6,8 @@ The client is a facade over a stack of layers that share one `send(ChatRequest) 
 - the recording replay (trinity.pool.replay_layer), with pool=recorded; else
 - the response cache with in-flight sharing of identical requests (trinity.pool.single_flight), unless
   the cache is off;
+- the agent's checking procedure as the Verifier, which asks the client itself for what it needs
+  (trinity.pool.verify_layer: the procedures come from trinity.episodes.checks, given by the assembly);
 - the agent's tool, run on the reply (trinity.pool.tool_layer);
 - the run budget (trinity.pool.budget_layer);
 - HTTP with the one retry loop (trinity.pool.http_transport): per-model connection lanes (the concurrency
@@ -42,7 +44,7 @@ import httpx
 
 from trinity.config_schema import section
 from trinity.config_schema.pool import Retry
-from trinity.pool.agents import agent_request
+from trinity.pool.agents import TurnContext, agent_request
 from trinity.pool.budget import Budget, RunTotals
 from trinity.pool.budget_layer import BudgetLayer
 from trinity.pool.cache import CACHE_MODES, ResponseCache
@@ -54,6 +56,7 @@ from trinity.pool.replay_layer import ReplayLayer
 from trinity.pool.shared_limits import LocalLimits, RunLimits
 from trinity.pool.single_flight import SingleFlightCache
 from trinity.pool.tool_layer import AgentToolLayer
+from trinity.pool.verify_layer import Procedures, VerifyLayer
 from trinity.pool.types import CallResult
 
 log = logging.getLogger(__name__)
@@ -63,8 +66,9 @@ class PoolClient:
     def __init__(self, endpoints: Sequence[ModelEndpoint], *, cache: ResponseCache | None = None,
                  cache_mode: str = "read_write", budget: Budget | None = None,
                  retry: Retry | None = None, transport: httpx.AsyncBaseTransport | None = None,
-                 limits: RunLimits | None = None, replay: Any = None):
-        """`limits`: where the budget and the per-model limits are kept (default: this process, around
+                 limits: RunLimits | None = None, replay: Any = None, procedures: Procedures | None = None):
+        """`procedures`: the Verifier's checking procedures by name (trinity.episodes.checks.PROCEDURES; an
+        agent whose setup names one needs them). `limits`: where the budget and the per-model limits are kept (default: this process, around
         `budget`); one built elsewhere carries its own budget, so `budget` is then left out.
         `retry`: the `pool.retry` settings (default: the schema's). `transport`: one httpx transport for
         every request (tests and embedders), else real connections.
@@ -87,24 +91,26 @@ class PoolClient:
         self.replay = replay
         self._totals = RunTotals(self.model_names)
         self._http = HttpTransport(self._endpoints, retry=self.retry, pace=self.limits.request, transport=transport)
-        network = AgentToolLayer(BudgetLayer(self._http, self.limits))
+        network = VerifyLayer(AgentToolLayer(BudgetLayer(self._http, self.limits)), procedures or {}, self.chat)
         self._cached: SingleFlightCache | None = None
         self._top: ChatLayer = network
-        if replay is not None:
-            self._top = ReplayLayer(network, replay)
-        elif self.cache is not None:
+        if self.cache is not None:
             self._top = self._cached = SingleFlightCache(network, self.cache, self.cache_mode)
+        if replay is not None:   # a miss sent live (on_miss: live) still goes through the cache, if one is given
+            self._top = ReplayLayer(self._top, replay)
 
     @classmethod
     def from_config(cls, pool_cfg: Any, *, cache_path: str | Path | None = None, cache_mode: str = "read_write",
                     budget: Budget | None = None, retry: Retry | None = None,
                     transport: httpx.AsyncBaseTransport | None = None,
-                    limits: RunLimits | None = None, replay: Any = None) -> "PoolClient":
+                    limits: RunLimits | None = None, replay: Any = None,
+                    procedures: Procedures | None = None) -> "PoolClient":
         """From `cfg.pool`. Raises MissingApiKeyError (naming the variable) when a model needs a key that
         is not set, and CacheError when the cache file is not usable, before any call is made.
         Retry settings come from `retry` or else the optional `pool.retry` mapping. With `pool.replay`
         (pool=recorded) replies come from the recording `replay` (trinity.assembly.pool_client.pool_client
-        opens it) and the response cache is not used: the recording is the cache."""
+        opens it) and the response cache is used only below it, for what a miss sends live (`on_miss: live`): the
+        recording is the cache."""
         models = pool_cfg.get("models")
         if not models:
             raise PoolConfigError("config key 'pool.models' must map at least one model name to its settings")
@@ -112,8 +118,8 @@ class PoolClient:
         if replay is None and pool_cfg.get("replay") is not None:
             raise PoolConfigError("config key 'pool.replay' names a recording, but no recording was opened for this "
                                   "client: build it with trinity.assembly.pool_client.pool_client(cfg, ...)")
-        if replay is not None:
-            cache_path = None
+        if replay is not None and replay.on_miss != "live":
+            cache_path = None   # the recording is the cache; only what a live miss asks could use one
         cache = None
         if cache_path is not None and cache_mode != "off":
             cache = ResponseCache(cache_path)
@@ -121,7 +127,7 @@ class PoolClient:
         if retry is None:
             retry = section(pool_cfg.get("retry"), Retry, "pool.retry")
         return cls(endpoints, cache=cache, cache_mode=cache_mode, budget=budget, retry=retry, transport=transport,
-                   limits=limits, replay=replay)
+                   limits=limits, replay=replay, procedures=procedures)
 
     @property
     def replay_misses(self) -> int:
@@ -142,17 +148,18 @@ class PoolClient:
 
     async def chat(self, model: str, messages: list[dict], *, sample_index: int = 0,
                    max_tokens: int | None = None, temperature: float | None = None,
-                   role: str | None = None) -> CallResult:
-        """One call. `role`: the turn's role, so that the agent's setup (its instructions, cap and tool) applies;
-        None for calls outside the turn protocol (a judge's)."""
+                   role: str | None = None, context: TurnContext | None = None) -> CallResult:
+        """One call. `role`: the turn's role, so that the agent's setup (its instructions, cap, tool, checking
+        procedure and redo) applies; None for calls outside the turn protocol (a judge's). `context`: the
+        turn's (trinity.pool.agents.TurnContext), which the setup may read."""
         ep = self.endpoint(model)
         started = time.perf_counter()
         try:
-            req = agent_request(ep.setup, role, messages, max_tokens)
+            req = agent_request(ep.setup, role, messages, max_tokens, context)
             request = ChatRequest(endpoint=ep, messages=req.messages,
                                   temperature=ep.temperature if temperature is None else float(temperature),
                                   max_tokens=ep.max_tokens if req.max_tokens is None else int(req.max_tokens),
-                                  sample_index=sample_index, tool=req.tool, started=started)
+                                  sample_index=sample_index, tool=req.tool, started=started, context=context)
             outcome = await self._top.send(request)
             result, real = outcome.result, outcome.real
         except (asyncio.CancelledError, KeyboardInterrupt, SystemExit):

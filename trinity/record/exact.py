@@ -27,15 +27,15 @@ from typing import Any
 
 import numpy as np
 
-from trinity.episodes.protocol import SharedMessage, TurnState, read_reply
+from trinity.episodes.protocol import SharedMessage, TurnState, read_reply, rejection_reason, turn_context
 from trinity.config_schema.protocol import ProtocolConfig
-from trinity.pool.agents import recorded_request
+from trinity.pool.agents import TurnContext, recorded_request
 from trinity.record.tree import messages_for
 from trinity.contracts import ROLES
 from trinity.tasks.types import TaskItem
 
-# lookup(model, role, item, messages, sample) -> (reply text, ok, grade or None, price, tokens) or None
-Lookup = Callable[[str, str, TaskItem, list[dict], int], "Recorded | None"]
+# lookup(model, role, item, messages, sample, context) -> (reply text, ok, grade or None, price, tokens) or None
+Lookup = Callable[[str, str, TaskItem, list[dict], int, TurnContext], "Recorded | None"]
 
 
 @dataclass(frozen=True)
@@ -106,12 +106,12 @@ def compile_items(items: Sequence[TaskItem], cfg: ProtocolConfig, agents: Sequen
         seen: dict[tuple, int] = {}
 
         def visit(turn: int, shared: SharedMessage, answer: str | None, grade: float, advice,
-                  rules: TurnState) -> int:
+                  rules: TurnState, rejection: str | None = None) -> int:
             # Two paths that reach the same turn in the same situation (transcript, answer, advice, rules)
             # share one state: after a rejected Verifier the transcript is unchanged, so the Verifiers of
             # every agent that review one answer alike lead to one state, not one subtree each (a DAG).
             key = (turn, shared.router_text, answer, grade,
-                   None if advice is None else (advice.suggestion, advice.role), rules)
+                   None if advice is None else (advice.suggestion, advice.role), rules, rejection)
             if key in seen:
                 return seen[key]
             state = State(turn, transcript_id(shared.router_text), rules.advised)
@@ -125,18 +125,19 @@ def compile_items(items: Sequence[TaskItem], cfg: ProtocolConfig, agents: Sequen
                 messages = messages_for(cfg, item, shared, answer, advice, role)
                 outs = []
                 for s in range(samples):
-                    rec = lookup(agents[a], role, item, messages, s)
+                    rec = lookup(agents[a], role, item, messages, s, turn_context(cfg, item, answer, rejection, s))
                     if rec is None:
                         raise IncompleteRecording(f"item {item.uid}: no recorded reply for {agents[a]} as {role} at "
                                                   f"turn {turn} (sample {s})")
-                    outs.append(_outcome(rec, 1.0 / samples, turn, shared, answer, grade, role, rules, visit))
+                    outs.append(_outcome(rec, 1.0 / samples, turn, shared, answer, grade, role, rules, visit,
+                                         rejection))
                 state.actions[(a, role)] = outs
             return sid
 
         def _outcome(rec: Recorded, w: float, turn: int, shared, answer, grade, role, rules: TurnState,
-                     visit_fn) -> Outcome:
+                     visit_fn, rejection: str | None) -> Outcome:
             """What one recorded reply leads to, by the protocol's reader and rules (read_reply, TurnState)."""
-            nxt_shared, nxt_answer, nxt_grade, nxt_advice = shared, answer, grade, None
+            nxt_shared, nxt_answer, nxt_grade, nxt_advice, nxt_rejection = shared, answer, grade, None, rejection
             if not rec.ok:
                 after = rules.after_failed_call()
             else:
@@ -145,20 +146,22 @@ def compile_items(items: Sequence[TaskItem], cfg: ProtocolConfig, agents: Sequen
                 if role == "worker":
                     if rec.grade is None:
                         raise IncompleteRecording(f"item {item.uid}: a recorded Worker answer has no grade")
-                    nxt_answer, nxt_grade = rec.text, float(rec.grade)
+                    nxt_answer, nxt_grade, nxt_rejection = rec.text, float(rec.grade), None
                     if reading.thought:
                         nxt_shared = copy.copy(shared)
                         nxt_shared.append(reading.thought)
-                elif role == "verifier" and reading.outcome == "reject" and cfg.rejection_note:
-                    nxt_shared = copy.copy(shared)
-                    nxt_shared.rejected(cfg.rejection_note)
+                elif role == "verifier" and reading.outcome == "reject":
+                    nxt_rejection = rejection_reason(rec.text)
+                    if cfg.rejection_note:
+                        nxt_shared = copy.copy(shared)
+                        nxt_shared.rejected(cfg.rejection_note)
                 nxt_advice = reading.advice
                 if end is not None:   # the Verifier accepted: the current answer is graded
                     return Outcome(w, -1, grade if answer is not None else 0.0, rec.price_usd, rec.tokens, grade)
             held = nxt_grade if nxt_answer is not None else 0.0
             if turn + 1 >= cfg.max_turns:
                 return Outcome(w, -1, held, rec.price_usd, rec.tokens, held)
-            child = visit_fn(turn + 1, nxt_shared, nxt_answer, nxt_grade, nxt_advice, after)
+            child = visit_fn(turn + 1, nxt_shared, nxt_answer, nxt_grade, nxt_advice, after, nxt_rejection)
             return Outcome(w, child, 0.0, rec.price_usd, rec.tokens, held)
 
         shared = SharedMessage(item.prompt, cfg.collaboration_instructions, cfg.thought_format)
@@ -191,10 +194,14 @@ def expectations(compiled: CompiledSet, items: Sequence[CompiledItem], p_agent: 
                  *, max_turns: int) -> dict[str, np.ndarray]:
     """Per candidate (first axis of p_agent (C, T, L) and p_role (C, T, 3), T over compiled.transcripts):
     expected reward, turns, agent shares (C, L), price and tokens per episode, averaged over `items`;
-    also `reward_per_item` (C, n_items)."""
-    C, _, L = p_agent.shape
+    also `reward_per_item`, `price_per_item` and `ktokens_per_item` (C, n_items). Probabilities that also
+    depend on the turn (a head with a per-turn prior) come as (C, T, K, L) and (C, T, K, 3): a state at turn t
+    reads row min(t, K - 1)."""
+    C, L = p_agent.shape[0], p_agent.shape[-1]
     role_col = {r: ROLES.index(r) for r in ROLES}
     per_item = np.zeros((C, len(items)))
+    price_item = np.zeros((C, len(items)))
+    tokens_item = np.zeros((C, len(items)))
     turns = np.zeros(C)
     agent_turns = np.zeros((C, L))
     price = np.zeros(C)
@@ -206,16 +213,18 @@ def expectations(compiled: CompiledSet, items: Sequence[CompiledItem], p_agent: 
             r = reach[:, sid]
             if not r.any():
                 continue
-            pa = p_agent[:, st.transcript, :]
+            pa = _at(p_agent, st)
             turns += r
             agent_turns += r[:, None] * pa
-            pr = p_role[:, st.transcript, :]
+            pr = _at(p_role, st)
             for (a, role), outs in st.actions.items():
                 w = r * pa[:, a] * (1.0 if st.forced is not None else pr[:, role_col[role]])
                 for o in outs:
                     wo = w * o.weight
                     price += wo * o.price
                     tokens += wo * o.tokens
+                    price_item[:, i] += wo * o.price
+                    tokens_item[:, i] += wo * o.tokens
                     if o.child >= 0:
                         reach[:, o.child] += wo
                     elif o.reward:
@@ -223,8 +232,17 @@ def expectations(compiled: CompiledSet, items: Sequence[CompiledItem], p_agent: 
     n = max(len(items), 1)
     total_turns = np.maximum(turns, 1e-12)
     return {"reward": per_item.mean(axis=1) if items else np.zeros(C), "reward_per_item": per_item,
-            "turns": turns / n, "agent_shares": agent_turns / total_turns[:, None], "price_usd": price / n,
-            "ktokens": tokens / n / 1000.0, "turn_term": (turns / n - 1.0) / max_turns / 4.0}
+            "turns": turns / n, "agent_shares": agent_turns / total_turns[:, None],
+            "price_usd": price / n, "ktokens": tokens / n / 1000.0,
+            "price_per_item": price_item, "ktokens_per_item": tokens_item / 1000.0,
+            "turn_term": (turns / n - 1.0) / max_turns / 4.0}
+
+
+def _at(p: np.ndarray, st: State) -> np.ndarray:
+    """The candidates' probabilities at a state: by its transcript, and by its turn when `p` has a turn axis."""
+    if p.ndim == 4:
+        return p[:, st.transcript, min(st.turn, p.shape[2] - 1), :]
+    return p[:, st.transcript, :]
 
 
 def entropy(shares: np.ndarray) -> np.ndarray:
@@ -239,8 +257,10 @@ def recorded_lookup(replies: Any, endpoints: Mapping[str, Any], cfg: ProtocolCon
     """A Lookup over trinity.record.replay.RecordedReplies with the pool's effective sampling (what the
     pool client would send for this protocol) and the recorded grades keyed by (item uid, answer)."""
 
-    def lookup(model: str, role: str, item: TaskItem, messages: list[dict], sample: int) -> Recorded | None:
-        key = recorded_request(endpoints[model], role, messages, cfg.max_tokens_for(role, item.suite), cfg.temperature)
+    def lookup(model: str, role: str, item: TaskItem, messages: list[dict], sample: int,
+               context: TurnContext | None = None) -> Recorded | None:
+        key = recorded_request(endpoints[model], role, messages, cfg.max_tokens_for(role, item.suite), cfg.temperature,
+                               context)
         _, _, hit = replies.lookup(*key, sample)
         if hit is None:
             return None

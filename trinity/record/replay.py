@@ -29,7 +29,9 @@ ON_MISS = ("error", "live")
 
 
 class RecordedReplies:
-    def __init__(self, recording: store.Recording, *, on_miss: str = "error"):
+    def __init__(self, recording: store.Recording, *, on_miss: str = "error", keep_live: bool = True):
+        """`keep_live`: whether `flush` writes the live additions as an extra part (the recorder, which writes
+        whole item trees itself, reads a recording this way with False)."""
         if on_miss not in ON_MISS:
             raise store.RecordingError(f"pool.replay.on_miss must be one of {'|'.join(ON_MISS)}, got {on_miss!r}")
         self.recording = recording
@@ -39,6 +41,7 @@ class RecordedReplies:
         for h, by_sample in store.replies_by_request(recording.nodes).items():
             self._replies[h] = {s: _reply(row) for s, row in by_sample.items()}
         self.misses = 0
+        self.keep_live = keep_live
         self._added: list[dict[str, Any]] = []
         self._lock = threading.Lock()
 
@@ -89,7 +92,7 @@ class RecordedReplies:
         """Write the live additions as one extra part named in the manifest; returns its path or None."""
         with self._lock:
             rows, self._added = self._added, []
-        if not rows:
+        if not rows or not self.keep_live:
             return None
         root = self.recording.root
         manifest = store.read_manifest(root)

@@ -26,8 +26,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trinity.episodes.parsing import ThinkerAdvice
-from trinity.episodes.protocol import SharedMessage, TurnState, read_reply, review_messages, worker_messages
+from trinity.episodes.protocol import (SharedMessage, TurnState, read_reply, rejection_reason, review_messages,
+                                       turn_context, worker_messages)
 from trinity.config_schema.protocol import ProtocolConfig
+from trinity.pool.agents import TurnContext
 from trinity.pool.cache import canonical_digest
 from trinity.contracts import ROLES
 from trinity.tasks.types import TaskItem
@@ -57,8 +59,8 @@ class Reply:
     error: str | None = None
 
 
-# call(model, role, messages, sample) -> (request hash, reply)
-Call = Callable[[str, str, Messages, int], Awaitable[tuple[str, Reply]]]
+# call(model, role, messages, sample, context) -> (request hash, reply)
+Call = Callable[[str, str, Messages, int, TurnContext], Awaitable[tuple[str, Reply]]]
 # grade(item, answer) -> reward in [0, 1]
 Grade = Callable[[TaskItem, str], Awaitable[float]]
 
@@ -88,6 +90,7 @@ class _State:
     advice: ThinkerAdvice | None
     path: tuple[tuple[str, str, int], ...] = ()
     rules: TurnState = TurnState()     # what the protocol's turn rules read (answers so far, advised role)
+    rejection: str | None = None       # the latest REJECT's reason while no Worker has answered since
 
 
 @dataclass
@@ -142,29 +145,33 @@ async def expand_item(item: TaskItem, cfg: ProtocolConfig, settings: TreeSetting
         await asyncio.gather(*(one_sample(state, model, role, messages, s) for s in range(settings.samples)))
 
     async def one_sample(state: _State, model: str, role: str, messages: Messages, sample: int) -> None:
-        rhash, reply = await call(model, role, messages, sample)
+        context = turn_context(cfg, item, state.answer, state.rejection, sample)
+        rhash, reply = await call(model, role, messages, sample, context)
         path = state.path + ((model, role, sample),)
         node = Node(path=path, turn=state.turn, model=model, role=role, sample=sample, request_hash=rhash,
                     reply=reply)
         nodes.append(node)
         if not reply.ok:
-            await expand(_State(state.turn + 1, state.shared, state.answer, None, path, state.rules.after_failed_call()))
+            await expand(_State(state.turn + 1, state.shared, state.answer, None, path, state.rules.after_failed_call(),
+                                state.rejection))
             return
         reading = read_reply(role, reply.text)
-        shared, answer = state.shared, state.answer
+        shared, answer, rejection = state.shared, state.answer, state.rejection
         if role == "worker":
             node.grade = await graded(reply.text)
             if reading.thought:
                 shared = copy.copy(shared)
                 shared.append(reading.thought)
-            answer = reply.text
+            answer, rejection = reply.text, None
         elif role == "thinker":
             node.suggested_role = reading.advice.role if reading.advice is not None else None
         else:
             node.verdict = reading.verdict
+            if reading.outcome == "reject":
+                rejection = rejection_reason(reply.text)
         rules, end = state.rules.after_reply(role, reading.outcome)
         if end is None:
-            await expand(_State(state.turn + 1, shared, answer, reading.advice, path, rules))
+            await expand(_State(state.turn + 1, shared, answer, reading.advice, path, rules, rejection))
 
     async def expand(state: _State) -> None:
         if state.turn >= settings.max_turns:

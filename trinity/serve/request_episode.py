@@ -29,6 +29,7 @@ from trinity.episodes.parsing import ThinkerAdvice, extract_tag, parse_thinker, 
 from trinity.episodes.protocol import ChatPool, TurnState, first_turn_transcript, read_reply, run_episode
 from trinity.config_schema.protocol import ProtocolConfig
 from trinity.episodes.trace import EpisodeId, Trace
+from trinity.pool.agents import TurnContext
 from trinity.pool.types import CallResult
 from trinity.contracts import ROLES
 from trinity.coordinator.coordinator import Route
@@ -83,7 +84,7 @@ class RequestPool:
 
     async def chat(self, model: str, messages: list[dict[str, str]], *, sample_index: int = 0,
                    max_tokens: int | None = None, temperature: float | None = None,
-                   role: str | None = None) -> CallResult:
+                   role: str | None = None, context: TurnContext | None = None) -> CallResult:
         role = role or self._role_of_system.get(messages[0]["content"] if messages else "", "worker")
         turn = self.calls
         self.calls += 1
@@ -95,7 +96,7 @@ class RequestPool:
                                 error=f"budget: request max_cost_usd={self.max_cost_usd} reached")
         else:
             result = await self.pool.chat(model, messages, sample_index=sample_index, max_tokens=max_tokens,
-                                          temperature=temperature, role=role)
+                                          temperature=temperature, role=role, context=context)
             self.cost_usd += result.cost_usd
             if role == "worker" and result.ok:
                 visible, idea = visible_answer(result.text), extract_tag(strip_reasoning(result.text), "idea")

@@ -1,0 +1,260 @@
+"""The Verifier's checking procedures (an agent's `setup.verify`, trinity.pool.agents.CHECKS).
+
+A reading Verifier answers the Verifier prompt; on the local 1.5B model it accepts most wrong answers. A
+checking Verifier looks instead: what it sees is only what any Verifier sees (the task as given and the
+answer under review), never a suite's hidden tests or reference answers, and its verdict is a reply like
+any other, `ACCEPT ...` or `REJECT <reason>`, so the turn protocol, the recording and exact fitness read it
+unchanged.
+
+- The task is code (its statement carries a ```python block that defines a function): the answer's program
+  runs in the code sandbox against the examples the statement itself gives (doctest lines `>>> f(x)` with
+  the expected value below them), and under `resolve_tests` also against assertions the agent writes from
+  the statement (one call per task: the request does not depend on the answer, so every answer of an item
+  shares it). REJECT names the first failing case.
+- Otherwise the agent solves the task anew with its own Worker setup (the very request of its first turn,
+  so a response cache or a recording already holds it) and compares final answers: the letter of a
+  multiple-choice task, else the final answer as the math grader reads it. REJECT names both answers.
+A check that has nothing to compare (no example in the statement, no final answer in the re-solve)
+accepts and says so: it has no evidence against the answer.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from trinity.pool.types import CallResult
+from trinity.pool.verify_layer import CheckCall
+from trinity.sandbox import SandboxLimits, run_python
+from trinity.tasks.graders.choice import LETTERS, extract_choice
+from trinity.tasks.graders.code import extract_code
+from trinity.tasks.graders.math_answer import answers_equivalent, extract_math_answer
+
+CHECK_LIMITS = SandboxLimits(wall_s=10.0, cpu_s=5, memory_mb=1024, nproc=8, fsize_mb=1, nofile=64)
+TESTS_MAX_TOKENS = 320
+MAX_CASES = 12
+TEST_WRITER_SYSTEM = "You write unit tests for Python functions."
+TEST_WRITER_PROMPT = (
+    "Write up to 5 Python assert statements that check a correct solution of the task below: first every "
+    "example its description gives, then a few simple cases whose expected value you are certain of. One "
+    "assert per line, each calling the function directly; no imports, no other code, no explanation.\n\n"
+    "Task:\n{task}")
+
+_PY_BLOCK = re.compile(r"```[ \t]*(?:python|py|python3)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
+_DEF = re.compile(r"^def\s+([A-Za-z_]\w*)\s*\(", re.MULTILINE)
+_OPTION = re.compile(r"^\s*\(?([A-J])[\).:]\s+\S", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Case:
+    """One example to run: `source` is an expression compared with `expected` (a doctest line), or an
+    assert statement (`expected` None)."""
+    source: str
+    expected: str | None = None
+
+    def show(self) -> str:
+        return self.source if self.expected is None else f"{self.source} == {self.expected}"
+
+
+# ------------------------------------------------------------------------------------------ reading the task
+
+def task_kind(task: str) -> str:
+    """'choice' (lettered options), 'code' (a function to write), else 'answer'."""
+    if len(set(_OPTION.findall(task))) >= 3:
+        return "choice"
+    if task_function(task) is not None:
+        return "code"
+    return "answer"
+
+
+def task_code(task: str) -> str | None:
+    """The statement's Python block that defines a function (the stub to complete), or None."""
+    for block in _PY_BLOCK.findall(task):
+        if _DEF.search(block):
+            return block
+    return None
+
+
+def task_function(task: str) -> str | None:
+    """The name of the function the task asks for: the last one its code block defines."""
+    code = task_code(task)
+    names = _DEF.findall(code) if code is not None else []
+    return names[-1] if names else None
+
+
+def statement_examples(task: str) -> list[Case]:
+    """The doctest examples of the statement: `>>> expr` with the expected value on the next line(s)."""
+    code = task_code(task) or ""
+    lines = code.splitlines()
+    cases: list[Case] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i].strip()
+        if line.startswith(">>>"):
+            source = line[3:].strip()
+            expected: list[str] = []
+            j = i + 1
+            while j < len(lines):
+                nxt = lines[j].strip()
+                if not nxt or nxt.startswith(">>>") or nxt.startswith('"""') or nxt.startswith("'''"):
+                    break
+                expected.append(nxt)
+                j += 1
+            if source and expected and _parses(source, "eval"):
+                cases.append(Case(source, " ".join(expected)))
+            i = j
+        else:
+            i += 1
+    return cases
+
+
+def written_tests(reply: str, function: str) -> list[Case]:
+    """The assert lines of a test-writing reply that call the task's function and parse."""
+    text = "\n".join(_PY_BLOCK.findall(reply)) or reply
+    cases = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("assert ") and f"{function}(" in line and _parses(line, "exec"):
+            cases.append(Case(line))
+    return cases
+
+
+def _parses(source: str, mode: str) -> bool:
+    try:
+        ast.parse(source, mode=mode)
+        return True
+    except (SyntaxError, ValueError):
+        return False
+
+
+# ------------------------------------------------------------------------------------------ running code
+
+_RUNNER = '''
+
+def __trinity_check(__cases):
+    import sys
+    for __i, (__src, __want) in enumerate(__cases):
+        try:
+            if __want is None:
+                exec(__src, globals())
+                continue
+            __got = eval(__src, globals())
+            try:
+                __ok = __got == eval(__want, globals())
+            except Exception:
+                __ok = False
+            if not __ok and repr(__got) != __want:
+                print("FAILED", __i, "got", repr(__got)[:200])
+                sys.exit(3)
+        except AssertionError:
+            print("FAILED", __i, "assertion")
+            sys.exit(3)
+        except Exception as __e:
+            print("FAILED", __i, "raised", type(__e).__name__, str(__e)[:200])
+            sys.exit(3)
+    print("PASSED", len(__cases))
+
+__trinity_check({cases!r})
+'''
+
+
+def candidate_program(task: str, answer: str) -> str:
+    """The answer's program as the task's stub would take it: a whole function redefines the stub (the
+    statement's block goes first, for its imports and helpers); a bare body completes it."""
+    code = extract_code(answer)
+    stub = task_code(task) or ""
+    function = task_function(task)
+    if function is not None and re.search(rf"^\s*def\s+{re.escape(function)}\s*\(", code, re.MULTILINE):
+        return f"{stub}\n    pass\n\n{code}" if stub else code
+    if code[:1].isspace():
+        return stub + code
+    return f"{stub}\n    pass\n\n{code}" if stub else code
+
+
+def run_cases(task: str, answer: str, cases: list[Case]) -> tuple[bool, str]:
+    """(passed, the reason for the verdict) of the answer's program on `cases`, in the sandbox."""
+    program = candidate_program(task, answer) + _RUNNER.format(cases=[(c.source, c.expected) for c in cases])
+    result = run_python(program, limits=CHECK_LIMITS)
+    last = (result.stdout.strip().splitlines() or [""])[-1]
+    if result.ok and last.startswith("PASSED"):
+        return True, f"the answer passed the {len(cases)} example(s) it was run on"
+    match = re.match(r"FAILED (\d+) (.*)", last)
+    if match:
+        case = cases[int(match.group(1))]
+        return False, f"failing case: {case.show()} ({match.group(2)})"
+    if result.timed_out:
+        return False, f"the program did not finish within {CHECK_LIMITS.wall_s:g} s on the examples"
+    error = (result.stderr.strip().splitlines() or ["it failed"])[-1]
+    return False, f"the program fails before its examples run: {error[:200]}"
+
+
+# ------------------------------------------------------------------------------------------ comparing answers
+
+def final_answer(kind: str, text: str, task: str) -> str:
+    if kind == "choice":
+        n = max((LETTERS.index(x) + 1 for x in _OPTION.findall(task)), default=4)
+        return extract_choice(text, n)
+    return extract_math_answer(text)
+
+
+def same_answer(kind: str, a: str, b: str) -> bool:
+    return a == b if kind == "choice" else answers_equivalent(a, b)
+
+
+# ------------------------------------------------------------------------------------------ the procedures
+
+async def _check_code(call: CheckCall, *, tests: bool) -> tuple[str, list[CallResult]]:
+    ctx = call.context
+    assert ctx.answer is not None
+    cases = statement_examples(ctx.task)
+    calls: list[CallResult] = []
+    if tests:
+        reply = await call.ask(call.model, [{"role": "system", "content": TEST_WRITER_SYSTEM},
+                                            {"role": "user", "content": TEST_WRITER_PROMPT.format(task=ctx.task)}],
+                               role=None, max_tokens=TESTS_MAX_TOKENS, temperature=ctx.fresh_temperature,
+                               sample_index=ctx.fresh_sample)
+        calls.append(reply)
+        if not reply.ok:
+            return "", calls
+        cases += written_tests(reply.text, task_function(ctx.task) or "")
+    cases = cases[:MAX_CASES]
+    if not cases:
+        return "ACCEPT: nothing to run (the task gives no example to check against).", calls
+    passed, why = await asyncio.to_thread(run_cases, ctx.task, ctx.answer, cases)
+    return (f"ACCEPT: {why}." if passed else f"REJECT: {why}"), calls
+
+
+async def _check_by_resolving(call: CheckCall, kind: str) -> tuple[str, list[CallResult]]:
+    ctx = call.context
+    assert ctx.answer is not None
+    mine = await call.ask(call.model, [dict(m) for m in ctx.fresh], role="worker", max_tokens=ctx.fresh_max_tokens,
+                          temperature=ctx.fresh_temperature, sample_index=ctx.fresh_sample)
+    if not mine.ok:
+        return "", [mine]
+    own, theirs = final_answer(kind, mine.text, ctx.task), final_answer(kind, ctx.answer, ctx.task)
+    if not own:
+        return "ACCEPT: my own solution reached no final answer to compare with.", [mine]
+    if not theirs:
+        return f"REJECT: the answer states no final answer; solving it anew gives {own}.", [mine]
+    if await asyncio.to_thread(same_answer, kind, own, theirs):
+        return f"ACCEPT: solving it anew gives the same answer, {own}.", [mine]
+    return f"REJECT: solving it anew gives {own}, not {theirs}.", [mine]
+
+
+def _procedure(tests: bool) -> Callable[[CheckCall], Awaitable[tuple[str, list[CallResult]]]]:
+    async def check(call: CheckCall) -> tuple[str, list[CallResult]]:
+        kind = task_kind(call.context.task)
+        if kind == "code":
+            return await _check_code(call, tests=tests)
+        return await _check_by_resolving(call, kind)
+    return check
+
+
+# name -> procedure (the names of trinity.pool.agents.CHECKS)
+PROCEDURES: dict[str, Callable[[CheckCall], Awaitable[tuple[str, list[CallResult]]]]] = {
+    "resolve": _procedure(tests=False),
+    "resolve_tests": _procedure(tests=True),
+}
