@@ -207,8 +207,13 @@ def test_recording_a_changed_setup_calls_only_for_the_new_nodes(tmp_path):
                                           for r in checked["reply"].to_list())
         # a fresh redo (the task and the Verifier's reason) is a new request: only those are sent
         cfg.pool.models["m-mid"]["setup"] = {"verify": "resolve", "redo": "fresh"}
+        stale = record_stage.stale_items(cfg)
+        assert len(stale) == 4
+        foreseen = record_stage.new_calls_of(cfg, stale)   # the dry run sends nothing
+        assert server.count == first
         out = record_stage.run(cfg, progress=lambda _l: None, grader=grade, client_factory=factory)
         new_bodies = [r.json for r in server.requests[first:]]
-        assert out["new_calls"] == len(new_bodies) > 0
+        assert out["new_calls"] == len(new_bodies) == foreseen > 0
+        assert record_stage.stale_items(cfg) == []
         assert all(b["model"] == "m-mid-id" and "A verifier rejected an earlier answer" in b["messages"][-1]["content"]
                    for b in new_bodies)

@@ -30,6 +30,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from trinity.config import Config, document, typed
 from trinity.config_schema import TrinityConfig
+from trinity.config_schema.pool import Retry
 from trinity.config_schema.record import RecordConfig
 from trinity.config_schema.protocol import ProtocolConfig
 from trinity.errors import TrinityError
@@ -278,7 +279,60 @@ def status(cfg: Config) -> dict[str, Any]:
         summary, done = {"items": 0}, set()
     summary["chosen_items"] = len(items)
     summary["pending_items"] = sum(1 for it in items if it.uid not in done)
+    summary["stale_items"] = len(stale_items(cfg))   # recorded with other agent setups: expanded again
     return {"recording": str(root), **summary}
+
+
+def stale_items(cfg: Config) -> list[TaskItem]:
+    """The recorded items whose agents' setups changed since they were recorded (the next `trinity record`
+    expands them again, calling only for what the recording lacks)."""
+    cfg = live_config(cfg)
+    root = recording_dir(cfg)
+    if not (root / store.MANIFEST).exists():
+        return []
+    manifest = store.read_manifest(root)
+    setups = setups_digest(pool_config(cfg))
+    kept = setups_digest(manifest.get("pool_config")) if manifest.get("pool_config") is not None else setups
+    done = store.item_entries(manifest)
+    return [it for it in chosen_items(with_own_items(cfg))
+            if it.uid in done and done[it.uid].get("setups_sha256", kept) != setups]
+
+
+def new_calls_of(cfg: Config, items: Sequence[TaskItem]) -> int:
+    """How many pool calls expanding `items` again needs beyond what the recording holds, counted by a dry run:
+    every call the recording answers is replayed, every other one is counted and fails at once (no request
+    leaves the machine). A lower bound: the reply a new call would get can lead to further new calls."""
+    import httpx
+
+    from trinity.episodes.checks import PROCEDURES
+    from trinity.pool.client import PoolClient
+
+    cfg = live_config(cfg)
+    root = recording_dir(cfg)
+    sent: set[bytes] = set()   # distinct requests: paths that send the same one share a call
+
+    def refuse(request: httpx.Request) -> httpx.Response:
+        sent.add(request.content)
+        return httpx.Response(400, json={"error": {"message": "dry run: not sent"}})   # final, not retried
+
+    async def no_grade(_item: TaskItem, _answer: str) -> float:
+        return 0.0
+
+    async def expand_all() -> None:
+        known = RecordedReplies(store.open_recording(root), on_miss="live", keep_live=False)
+        pool = PoolClient.from_config(document(cfg).pool, replay=known, procedures=PROCEDURES,
+                                      transport=httpx.MockTransport(refuse), retry=Retry(max_retries=0))
+        recorder = Recorder(cfg, root, pool, no_grade, progress=lambda _m: None)
+        for item in items:
+            try:
+                await recorder.record_item(item)
+            except (_TransientFailure, RecordingStopped):
+                pass
+        await pool.aclose()
+
+    if items:
+        asyncio.run(expand_all())
+    return len(sent)
 
 
 def grown_items(cfg: Config, new: dict[str, int]) -> dict[str, int]:

@@ -33,6 +33,7 @@ def recording_plan(cfg: Config, assumptions: Assumptions | None = None, *, think
     done = set(store.item_entries(store.read_manifest(root))) if (root / store.MANIFEST).exists() else set()
     items = record_stage.chosen_items(record_stage.with_own_items(cfg))
     pending = [it for it in items if it.uid not in done]
+    stale = record_stage.stale_items(cfg)   # recorded with other agent setups: only their new calls are made
     per_role = tree_size(settings, thinker_valid=thinker_valid, accept=a.accept, shared=True)
     first = {r: (0.0 if r == "verifier" else len(agents) * settings.samples) for r in settings.roles}
     infos = suite_infos(cfg, sorted({it.suite for it in items}))
@@ -59,7 +60,7 @@ def recording_plan(cfg: Config, assumptions: Assumptions | None = None, *, think
         measured = {**summary, "wall_s_per_item": summary["wall_s"] / max(summary["items"], 1),
                     "calls_per_item": summary["calls"] / max(summary["items"], 1)}
     return {"recording": str(root), "items": len(items), "recorded": len(items) - len(pending),
-            "pending": len(pending), "max_turns": settings.max_turns, "roles": list(settings.roles),
+            "pending": len(pending), "stale": len(stale), "stale_new_calls": record_stage.new_calls_of(cfg, stale), "max_turns": settings.max_turns, "roles": list(settings.roles),
             "samples": settings.samples, "thinker_valid_assumed": thinker_valid,
             "calls_per_item": sum(per_role.values()), "calls_per_item_by_role": per_role,
             **{s: {**figures(usage[s], cfg), "calls": usage[s].total_calls, "wall_s": walls[s]} for s in scenarios},

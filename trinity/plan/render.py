@@ -85,6 +85,9 @@ def render_recording(plan: dict[str, Any]) -> str:
     lines = [f"recording {plan['recording']}: {plan['recorded']} of {plan['items']} items recorded, "
              f"{plan['pending']} to go (K = {plan['max_turns']}, roles {', '.join(plan['roles'])}, "
              f"{plan['samples']} sample(s) per call)",
+             *([f"{plan['stale']} recorded item(s) have other agent setups now: expanding them again makes "
+                f"{plan['stale_new_calls']} new call(s) (at least; the rest is in the recording)"]
+               if plan.get("stale") else []),
              f"tree: {plan['calls_per_item']:.0f} calls per item (" + ", ".join(
                  f"{r} {n:.0f}" for r, n in plan["calls_per_item_by_role"].items() if n) + ")",
              f"to go: {fmt_count(t['calls'])} calls, {fmt_count(t['prompt_tokens'])} prompt + "
