@@ -514,8 +514,19 @@ async def _record(cfg: TrinityConfig, root: Path, manifest: dict, items: Sequenc
 
 
 def machine() -> dict[str, Any]:
-    return {"host": platform.node(), "cpus": os.cpu_count(), "platform": platform.platform(),
+    return {"host": platform.node(), "cpu": cpu_model(), "cpus": os.cpu_count(), "platform": platform.platform(),
             "python": platform.python_version(), "accelerator": None}
+
+
+def cpu_model() -> str | None:
+    """The CPU's model name as /proc/cpuinfo gives it (None elsewhere): rates differ by CPU."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return None
 
 
 def _hms(seconds: float) -> str:
