@@ -79,6 +79,7 @@ def _cmd_plan(args) -> int:
     from trinity.plan.render import render_table
 
     cfg = config.compose(args.overrides)   # no API keys needed: nothing is called
+    config.check_pool_choice(cfg, args.overrides, records=args.record)
     assumptions = Assumptions.from_config(cfg, accept=args.accept, suggest_worker=args.suggest_worker,
                                        output_fraction=args.output_fraction)
     if args.record:
@@ -154,6 +155,7 @@ def _cmd_eval(args) -> int:
     if args.method:
         overrides.append(f"eval.methods=[{','.join(args.method)}]")
     cfg = config.load(None, overrides)
+    config.check_pool_choice(cfg, overrides)
     config.check_api_keys(cfg)
     try:
         root = repro.project_root()
@@ -195,8 +197,8 @@ def _cmd_serve(args) -> int:
     if args.port is not None:
         overrides.append(f"serve.port={args.port}")
     cfg = config.load(None, overrides)
-    config.check_api_keys(cfg)
-    # refuses a wrong coordinator (or frontier head) or a taken port before it starts the local pool
+    # serves a replayed pool live (its API keys checked then); refuses a wrong coordinator (or frontier head) or
+    # a taken port before it starts the local pool
     serve(cfg, args.coordinator, frontier=args.frontier, registry=args.registry)
     return 0
 
@@ -208,6 +210,7 @@ def _cmd_record(args) -> int:
     from trinity.pipeline import record_stage
 
     cfg = config.load(None, list(args.overrides))
+    config.check_pool_choice(cfg, args.overrides, records=True)
     if args.status:
         print(json.dumps(record_stage.status(cfg), indent=1))
         return 0

@@ -101,6 +101,19 @@ def pool_from_recording(cfg: DictConfig) -> DictConfig:
     return cfg
 
 
+def live_pool(cfg: Config) -> TrinityConfig:
+    """`cfg` with its pool live. A replayed pool (`pool.replay`: pool=recorded_agents, pool=recorded, pool=replay)
+    answers only the items its recording holds; without `replay` and `from_recording` the same section is the
+    live pool the recording was made from (the same models, setups and order: what `trinity record` keeps in
+    the recording's manifest as `pool_config`). A live pool's config is returned as it is."""
+    if typed(cfg).pool.replay is None:
+        return typed(cfg)
+    live = cast(DictConfig, OmegaConf.create(OmegaConf.to_container(document(cfg), resolve=True)))   # a mapping
+    for key in ("replay", "from_recording"):
+        live.pool.pop(key, None)
+    return typed(live)
+
+
 # Hydra's composition takes about 0.1 s; a process that composes the same overrides again (a flow's tasks,
 # the test suite) gets a copy of the first result. The key holds every config file's size and change time,
 # so an edited conf/ composes anew; interpolations stay unresolved in the copy, as Hydra returns them.
@@ -259,6 +272,106 @@ def _validate_ablations(cfg: DictConfig, known: list[str] | None = None) -> None
         except ConfigError as e:
             raise ConfigError(f"ablation variant {name!r} (ablations.definitions.{name}): {e}; fix the definition, "
                               "leave the variant out of ablations.variants, or set ablations.enabled=false") from None
+
+
+def group_choice(overrides: Iterable[str], group: str) -> str | None:
+    """The option a command line's overrides choose for a config group (`pool=mine`, `+pool=mine`), or None."""
+    choice = None
+    for override in overrides:
+        key, sep, value = str(override).lstrip("+~").partition("=")
+        if sep and key == group:
+            choice = value
+    return choice
+
+
+def _option_file(group: str, option: str) -> Path:
+    return conf_dir() / group / f"{option}.yaml"
+
+
+def _pool_option(option: str) -> dict[str, Any] | None:
+    """`conf/pool/<option>.yaml` with the pool options its defaults list names merged under it (top-level keys),
+    unresolved; None when there is no such file. Read from the files, not composed: cheap enough for a hint."""
+    path = _option_file("pool", option)
+    if not path.is_file():
+        return None
+    data = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
+    if not isinstance(data, dict):
+        return None
+    merged: dict[str, Any] = {}
+    for parent in data.get("defaults") or []:
+        if isinstance(parent, str) and parent != "_self_":
+            merged.update(_pool_option(parent) or {})
+    merged.update({k: v for k, v in data.items() if k != "defaults"})
+    return merged
+
+
+def pool_option_models(option: str) -> list[str] | None:
+    """The model names, in head order, that `conf/pool/<option>.yaml` composes; None for a file that takes them
+    from elsewhere (a profile, a recording's manifest) or does not exist."""
+    data = _pool_option(option)
+    if data is None or data.get("from_recording") or not isinstance(data.get("models"), dict) or not data["models"]:
+        return None
+    return [str(m) for m in data["models"]]
+
+
+def pools_with_models(models: Iterable[str]) -> list[str]:
+    """The pool options of conf/pool whose models are `models` in this order, live pools before replayed ones."""
+    wanted = list(models)
+    found = [p.stem for p in sorted(conf_dir().glob("pool/*.yaml")) if pool_option_models(p.stem) == wanted]
+    return sorted(found, key=lambda option: (_pool_option(option) or {}).get("replay") is not None)
+
+
+def experiments_choosing(pool: str) -> list[str]:
+    """The experiment options of conf/experiment whose own defaults list chooses `pool=<pool>`."""
+    out = []
+    for path in sorted(conf_dir().glob("experiment/*.yaml")):
+        data = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
+        defaults = data.get("defaults") or [] if isinstance(data, dict) else []
+        if any(isinstance(d, dict) and d.get("override /pool") == pool for d in defaults):
+            out.append(path.stem)
+    return out
+
+
+def check_pool_choice(cfg: Config, overrides: Iterable[str], *, records: bool = False) -> None:
+    """Refuse a command line that chooses a pool (`pool=mine`) other than its experiment's when that experiment
+    is made for a recording of its own pool (it names it: `record.name`, as the embedded default does). The
+    command would otherwise record the chosen pool into that recording (`records`), or replay it and train,
+    plan or evaluate with the other pool's K, roles, caps and items, without a word. A pool with the
+    experiment's models (its live pool, or `pool=replay` of its recording) is the same pool; a command line
+    that names the recording itself (`record.name=`) has chosen. The ConfigError says what to type instead.
+    `trinity config` shows any combination without this check."""
+    overrides = [str(o) for o in overrides]
+    chosen = group_choice(overrides, "pool")
+    named = {"record.name", "pool.replay.recording", "pool.from_recording"}
+    if chosen is None or any(o.lstrip("+~").partition("=")[0] in named for o in overrides):
+        return
+    base = compose([o for o in overrides if o.lstrip("+~").partition("=")[0] != "pool"], validate_cfg=False)
+    pinned = OmegaConf.to_container(base.record, resolve=False).get("name")
+    if not isinstance(pinned, str) or "${" in pinned:
+        return                                   # the experiment names its recording after whatever pool it gets
+    own, models = str(base.pool.name), [str(m) for m in base.pool.models]
+    if [str(m) for m in typed(cfg).pool.models] == models:
+        return
+    experiment = group_choice(overrides, "experiment") or _default_experiment()
+    doing = (f"record pool={chosen} into {base.record.dir}/{pinned}, the recording of another pool" if records
+             else f"run pool={chosen} with settings made for another pool's recording")
+    theirs = experiments_choosing(chosen)
+    instead = (f"pass the experiment made for it: {' or '.join(f'experiment={e}' for e in theirs)}" if theirs else
+               f"write conf/experiment/<name>.yaml choosing it (`defaults: [{{override /pool: {chosen}}}]`, "
+               f"docs/OWN_POOL.md) and pass experiment=<name> instead of pool={chosen}")
+    raise ConfigError(
+        f"pool={chosen} is not the pool of experiment={experiment} (pool={own}: [{', '.join(models)}]), which is "
+        f"made for that pool's recording (record.name={pinned}) and sets K, roles, caps and items for it: this "
+        f"command would {doing}. To use pool={chosen}, {instead}; or keep experiment={experiment} and name the "
+        f"recording yourself with record.name=<folder>")
+
+
+def _default_experiment() -> str:
+    data = OmegaConf.to_container(OmegaConf.load(conf_dir() / "config.yaml"), resolve=False)
+    for entry in data.get("defaults") or [] if isinstance(data, dict) else []:
+        if isinstance(entry, dict) and "experiment" in entry:
+            return str(entry["experiment"])
+    return "(none)"
 
 
 def check_api_keys(cfg: Config) -> None:

@@ -203,6 +203,7 @@ def run(words: list[str], *, force: bool = False, dry: bool = False, root: Path 
     root = root or project_root()
     stages, overrides = split_targets(words, stage_names(root))
     cfg = config.compose(overrides)      # a bad override stops here, before params.yaml is touched
+    config.check_pool_choice(cfg, overrides)
     config.check_api_keys(cfg)
     if "record" in stage_names(root):     # the project's pipeline (not another dvc.yaml trinity runs)
         recording_folder(cfg, root)

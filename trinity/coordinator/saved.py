@@ -92,6 +92,12 @@ def load_saved(path: str | os.PathLike) -> tuple[np.ndarray, dict[str, Any], dic
     return params, meta, tensors
 
 
+def saved_metadata(path: str | os.PathLike) -> dict[str, Any]:
+    """A saved coordinator's metadata, from the file's header only (no tensor)."""
+    meta, _ = _read_checked(path, read_tensors=False)
+    return meta
+
+
 def saved_pool_models(path: str | os.PathLike) -> list[str]:
     """The pool model names, in head order, a saved coordinator was trained for. Reads the file's header
     only (no tensor), so a server can refuse a coordinator before it loads or starts anything."""

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Sequence
 
 from trinity.config_schema import Config, typed
+from trinity.contracts import ROLES
 from trinity.coordinator.saved import CoordinatorMismatchError, saved_pool_models
 from trinity.errors import ConfigError
 
@@ -48,20 +49,47 @@ def pool_difference(trained: Sequence[str], configured: Sequence[str]) -> str | 
 
 def check_saved_pool(cfg: Config, coordinator_path: str | os.PathLike) -> None:
     """Refuse a coordinator (a folder holding coordinator.safetensors, or the file) that was trained for
-    another pool than `cfg.pool.models`, naming the difference. Its other settings (backbone, roles, ...)
-    are checked when it loads (Coordinator.load)."""
-    from trinity.coordinator.saved import coordinator_file
+    another pool than `cfg.pool.models`, or with other roles than `cfg.coordinator.roles`, naming the
+    difference and what to type instead. Its other settings (backbone, layout, ...) are checked when it
+    loads (Coordinator.load)."""
+    from trinity.coordinator.saved import coordinator_file, saved_metadata
 
     path = coordinator_file(Path(coordinator_path))
     trained = saved_pool_models(path)
-    pool = typed(cfg).pool
+    run_cfg = typed(cfg)
+    pool = run_cfg.pool
     configured = list(pool.models)
     difference = pool_difference(trained, configured)
     if difference is not None:
         raise CoordinatorMismatchError(
             f"the coordinator at {path} was trained on pool {_listed(trained)}; this config's pool "
-            f"(pool={pool.name}) is {_listed(configured)}: {difference}. Serve it with the pool it "
-            f"was trained on; nothing was started")
+            f"(pool={pool.name}) is {_listed(configured)}: {difference}. {_serve_instead(trained)}; "
+            f"nothing was started")
+    saved_roles = saved_metadata(path).get("roles")
+    configured_roles = run_cfg.coordinator.roles
+    roles = [r for r in ROLES if configured_roles is None or r in configured_roles]   # as the file keeps them
+    if isinstance(saved_roles, list) and [str(r) for r in saved_roles] != roles:
+        raise CoordinatorMismatchError(
+            f"the coordinator at {path} was trained with coordinator.roles {_listed(saved_roles)}; this config "
+            f"has {_listed(roles)} (the experiment sets them). Serve it with the experiment it was trained with "
+            f"(experiment=<name>, as `make run EXPERIMENT=<name>` trained it), or add "
+            f"coordinator.roles=[{','.join(saved_roles)}]; nothing was started")
+
+
+def _serve_instead(trained: Sequence[str]) -> str:
+    """What to type to serve a coordinator trained on `trained`: the experiments and pool options of conf/ with
+    these models in this order (a replayed pool is served live, so either kind serves it)."""
+    from trinity.config import experiments_choosing, pools_with_models
+
+    pools = pools_with_models(trained)
+    if not pools:
+        return ("No pool file in conf/pool has these models in this order: serve it with the pool it was trained "
+                "on (the experiment it was trained with, experiment=<name>, or pool=<name>), or serve a coordinator "
+                "trained on this pool")
+    experiments = [e for p in pools for e in experiments_choosing(p)]
+    choices = [f"experiment={e}" for e in experiments] + [f"pool={p}" for p in pools]
+    return ("Serve it with the experiment it was trained with (experiment=<name>, as `make run EXPERIMENT=<name>` "
+            f"trained it) or with a pool of these models in this order: {' | '.join(choices)}")
 
 
 def reserve_port(host: str, port: int) -> socket.socket:

@@ -117,17 +117,33 @@ def build_app(cfg: Config, coordinator_path: str | os.PathLike | None = None, *,
 
 def serve(cfg: Config, coordinator_path: str | os.PathLike | None = None, *,
           frontier: str | os.PathLike | None = None, registry: str | os.PathLike | None = None) -> None:
-    """`trinity serve`: refuse what can be refused before anything starts (exposure, the coordinator's
-    file and pool, or every frontier head's; a taken port; trinity.serve.preflight), then start the pool's
+    """`trinity serve`: a replayed pool (`pool.replay`, as the embedded default trains on) is served live
+    (trinity.config.live_pool: the models its recording was made from), saying so; refuse what can be refused
+    before anything starts (the live pool's API keys, exposure, the coordinator's file, pool and roles, or every
+    frontier head's; a taken port; trinity.serve.preflight), then start the pool's
     local servers if the config has any, build the app and serve on the port reserved first. On Ctrl-C and
     SIGTERM it drains (module doc); the servers this started are stopped on exit, on Ctrl-C and on SIGTERM
     (uvicorn re-raises the signal once it has shut down)."""
-    cfg = typed(cfg)
     import contextlib
     import logging
 
     from trinity.assembly.local_pool import local_servers
+    from trinity.config import check_api_keys, live_pool
 
+    log = logging.getLogger("trinity.serve")  # what it serves, then one line per episode: id, end reason, turns, tokens, cost
+    if not log.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(levelname)s:     %(name)s %(message)s"))
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)
+        log.propagate = False   # one line each, not a second through the root logger's handler
+    replayed = typed(cfg).pool.replay
+    cfg = live_pool(cfg)
+    if replayed is not None:
+        log.info("pool '%s' is replayed from the recording %s, which answers only its recorded items: serving over "
+                 "its live pool, the models it was recorded from (%s)", cfg.pool.name, replayed.recording,
+                 ", ".join(cfg.pool.models))
+    check_api_keys(cfg)   # the live pool's keys
     settings = ServeSettings.from_config(cfg)
     settings.check_exposure()
     if frontier is not None:
@@ -149,12 +165,6 @@ def serve(cfg: Config, coordinator_path: str | os.PathLike | None = None, *,
     with contextlib.closing(reserve_port(settings.config.host, settings.config.port)) as sock:
         with local if local is not None else contextlib.nullcontext():  # stops only the servers it started
             app = build_app(cfg, coordinator_path, frontier=frontier, registry=registry)
-            log = logging.getLogger("trinity.serve")  # one line per episode: id, end reason, turns, tokens, cost
-            if not log.handlers:
-                handler = logging.StreamHandler()
-                handler.setFormatter(logging.Formatter("%(levelname)s:     %(name)s %(message)s"))
-                log.addHandler(handler)
-                log.setLevel(logging.INFO)
             server = DrainingServer(app, host=settings.config.host, port=settings.config.port, log_level="info", access_log=True)
             # uvicorn names the address only for sockets it binds itself
             host = f"[{settings.config.host}]" if ":" in settings.config.host else settings.config.host
