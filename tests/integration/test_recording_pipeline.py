@@ -126,18 +126,26 @@ def test_evolve_on_the_recording_makes_no_pool_call(recorded_cfg, estimate):
             assert totals["calls"] == 0                       # no episode at all
             assert gens["episodes"].sum() == 0
             assert gens["validation_reward"].is_not_null().all()
-            fit = out["kept_mean_fit"]                        # the kept mean's train reward beside its validation
+            fit = out["kept_mean_fit"]                        # the saved coordinator's train reward beside its validation
             assert fit["train_items"] == 3 and fit["validation_items"] == 2 and 0.0 <= fit["train"] <= 1.0
-            assert fit["validation"] == pytest.approx(out["result"].best_validation_reward, abs=1e-6)
+            # never below a constant policy: the saved coordinator is one of the candidates, at least the constant
+            # policy's validation reward; the evolved head's own values beside it when another was kept
+            chosen = out["constant_policy"]
+            assert chosen["applied"] and fit["kept"] == chosen["kept"]
+            rows = {r["name"]: r for r in chosen["candidates"]}
+            assert fit["validation"] == rows[fit["kept"]]["validation"] >= rows["constant"]["validation"]
+            evolved = fit.get("evolved", fit)
+            assert evolved["validation"] == pytest.approx(out["result"].best_validation_reward, abs=1e-6)
             # every validated mean's exact train reward beside its validation in the generations table, and
             # the kept one's in the metrics: the same number kept_mean_fit computes after the run
             assert gens["train_reward"].is_not_null().all() and gens["kept_generation"].is_not_null().all()
             metrics = json.loads(open(f"{cfg.paths.metrics}/evolve.json").read())
-            assert metrics["best_train_reward"] == pytest.approx(fit["train"], abs=1e-6)
+            assert metrics["best_train_reward"] == pytest.approx(evolved["train"], abs=1e-6)
+            assert metrics["constant_policy"]["kept"] == chosen["kept"]
             kept = gens["kept_generation"][-1]
             if kept >= 0:
                 row = gens.filter(pl.col("generation") == kept)
-                assert row["train_reward"][0] == pytest.approx(fit["train"], abs=1e-6)
+                assert row["train_reward"][0] == pytest.approx(evolved["train"], abs=1e-6)
         else:
             assert totals["calls"] > 0
             assert out["kept_mean_fit"] is None
@@ -169,6 +177,13 @@ def test_evaluation_opens_with_the_verdict_on_the_recording(recorded_cfg):
         assert "| method | train (" in table and "validation (" in table and "test (" in table
         assert "| `trinity` | " in table and "| `fixed policy (chosen on train+validation)` | " in table
         assert "beat every single agent of its pool" in report and "- gsm8k, n = 2" in report
+        # tokens per episode: trinity, each single agent and the fixed policy
+        assert "At what cost (expected prompt + completion tokens per episode): `trinity`" in report
+        assert "each single agent as the only Worker: " in report
+        # every candidate of evolve.constant_policy on train, validation and test side by side, the kept one marked
+        chosen = report[report.index("Never below a constant policy (`evolve.constant_policy`)"):]
+        assert "| candidate | train (3 items) | validation (2 items) | test (" in chosen
+        assert "| `constant` | " in chosen and "| `evolved` | " in chosen and "| yes |" in chosen
         # what the first-turn state can see, over the recorded items of every split that have a state
         assert "What the coordinator's first-turn state can see" in report
         metrics = json.loads(open(f"{cfg.paths.metrics}/eval.json").read())
@@ -179,5 +194,6 @@ def test_evaluation_opens_with_the_verdict_on_the_recording(recorded_cfg):
         fixed = metrics["test/recording/fixed_policy_(chosen_on_train+validation)"]
         assert hindsight >= fixed_hindsight >= fixed   # chosen on the test items it cannot do worse there
         assert all(hindsight >= metrics[k] for k in metrics if k.startswith("test/recording/"))
+        assert {"test/recording/candidate/constant", "test/recording/candidate/evolved"} <= set(metrics)
     finally:
         RolloutContext.close_all()

@@ -38,6 +38,16 @@ class Validation:
 
 
 @dataclass(frozen=True)
+class ConstantPolicy:
+    """evolve.constant_policy: never below a constant policy (trinity.pipeline.constant_policy). On a recording
+    (exact values, SVF off) the kept coordinator is chosen on the validation items, by evolve.validation.select,
+    among the best prompt-independent policy of the training and validation items (a head with a per-turn prior and
+    zero weights), the evolved head plus that prior at each strength, and the evolved head. Elsewhere: not applied."""
+    enabled: bool = True
+    strengths: List[float] = number(default_factory=lambda: [16.0, 4.0, 1.0], gt=0)
+
+
+@dataclass(frozen=True)
 class BudgetLimits:
     """Limits on real (uncached) pool calls of the run; null: unlimited."""
     max_cost_usd: Optional[float] = number(None, ge=0)
@@ -79,6 +89,7 @@ class EvolveConfig:
     cost_weights: List[float] = number(default_factory=list, ge=0)   # the frontier stage: one head per weight
     cost_weights_unit: FrontierCostUnit = FrontierCostUnit.auto
     validation: Validation = field(default_factory=Validation)
+    constant_policy: ConstantPolicy = field(default_factory=ConstantPolicy)
     early_stop_patience: Optional[int] = number(None, ge=0)   # null or 0: never stop early
     warm_start: Optional[str] = None           # null: x0 = 0; champion: the registry's champion; or a path
     warm_start_sigma0: Optional[float] = number(None, gt=0)   # null: sigma0

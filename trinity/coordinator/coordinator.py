@@ -162,8 +162,10 @@ class Coordinator:
         return self.backbone.hidden_size
 
     def head_for(self, params: np.ndarray) -> RoutingHead:
-        """The routing head of `params`; under normalize=standardize|rebalance it normalises raw features itself."""
-        return RoutingHead(self.layout.head_weights(params), len(self.pool_models), self.roles, self.norm_for(params))
+        """The routing head of `params`; under normalize=standardize|rebalance it normalises raw features itself.
+        A vector with a per-turn prior (trinity.coordinator.layout) gives a head that adds it at every turn."""
+        return RoutingHead(self.layout.head_weights(params), len(self.pool_models), self.roles, self.norm_for(params),
+                           self.layout.turn_bias(params))
 
     # ------------------------------------------------------------------ feature normalisation
     @property
@@ -214,7 +216,7 @@ class Coordinator:
         agent and role: one backbone forward pass, no pool call. The pick is the most probable agent and role
         (argmax routing; the first of exact ties)."""
         feature = self.precompute([transcript], self.layout.svf_deltas(params))[0]
-        p_agent, p_role = self.head_for(params).probabilities(feature)
+        p_agent, p_role = self.head_for(params).probabilities(feature, turn=0)
         return Route.of(self.pool_models, p_agent, p_role)
 
     def precompute(self, transcripts: Sequence[str], svf_deltas: np.ndarray | None = None, *,
@@ -245,7 +247,8 @@ class Coordinator:
         (tensors feature_mean / feature_std, their digest in the metadata)."""
         params = self.layout.check(params)
         norm = self.norm_for(params)
-        meta = {**(extra_meta or {}), **self.metadata(), **(norm.metadata() if norm is not None else {})}
+        meta = {**(extra_meta or {}), **self.metadata(), **(norm.metadata() if norm is not None else {}),
+                "layout": self.layout.describe(params), "turn_prior_turns": self.layout.prior_turns(params)}
         return save_params(path, params, meta, norm.tensors() if norm is not None else None)
 
     def read_params(self, path: str | os.PathLike) -> np.ndarray:

@@ -12,7 +12,15 @@ Sampling still draws exactly two uniforms per turn, so episode random streams li
 Feature normalisation (`coordinator.features.normalize=standardize`): the head may hold a FeatureNorm;
 then W multiplies (f - mu) / sd instead of f, in every method that turns a feature into probabilities
 (logits, probabilities, choose, log_prob, log_prob_grad). Callers always pass the raw backbone
-feature; `inputs(f)` is what W actually multiplies. Still no bias: W = 0 is uniform routing.
+feature; `inputs(f)` is what W actually multiplies. No bias: W = 0 is uniform routing.
+
+Per-turn prior (a departure from the paper, docs/METHOD.md): the head may hold `turn_bias`, a (k, L + 3)
+table of logits added at turn t to W's logits (row min(t, k - 1): a turn past the table reads its last row).
+The head itself reads only the transcript's state, and a transcript does not say which turn it is (after a
+rejected Verifier it is unchanged), so without this table no head can follow a per-turn policy such as
+"answer, verify, redo". Evolution never moves it: it comes from the choice that keeps a coordinator never below a constant
+policy (trinity.pipeline.constant_policy), which saves it with the coordinator as part of its parameter vector
+(trinity.coordinator.layout), so evaluation and serving route with it exactly as it was chosen.
 """
 
 from __future__ import annotations
@@ -84,13 +92,18 @@ class Decision:
 
 class RoutingHead:
     def __init__(self, weights: np.ndarray, n_agents: int, allowed_roles: Sequence[str] | None = None,
-                 norm: FeatureNorm | None = None):
+                 norm: FeatureNorm | None = None, turn_bias: np.ndarray | None = None):
         weights = np.asarray(weights, dtype=np.float64)
         if weights.ndim != 2 or weights.shape[0] != n_agents + len(ROLES):
             raise ValueError(f"head weights must have shape ({n_agents + len(ROLES)}, d), got {weights.shape}")
         if norm is not None and norm.dim != weights.shape[1]:
             raise ValueError(f"feature statistics have {norm.dim} dimensions, the head reads {weights.shape[1]}")
+        if turn_bias is not None:
+            turn_bias = np.asarray(turn_bias, dtype=np.float64)
+            if turn_bias.ndim != 2 or turn_bias.shape[1] != weights.shape[0] or not len(turn_bias):
+                raise ValueError(f"a per-turn prior must have shape (turns, {weights.shape[0]}), got {turn_bias.shape}")
         self.weights = weights
+        self.turn_bias = turn_bias
         self.norm = norm
         self.n_agents = n_agents
         self.allowed_roles = check_roles(allowed_roles)
@@ -109,18 +122,28 @@ class RoutingHead:
         f = np.asarray(feature, dtype=np.float64)
         return f if self.norm is None else self.norm.apply(f)
 
-    def logits(self, feature: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def prior(self, turn: int) -> np.ndarray | None:
+        """The per-turn prior's logits at `turn` (its last row past the table); None without one."""
+        if self.turn_bias is None:
+            return None
+        return self.turn_bias[min(max(int(turn), 0), len(self.turn_bias) - 1)]
+
+    def logits(self, feature: np.ndarray, turn: int = 0) -> tuple[np.ndarray, np.ndarray]:
         z = self.weights @ self.inputs(feature)
+        prior = self.prior(turn)
+        if prior is not None:
+            z = z + prior
         return z[: self.n_agents], z[self.n_agents :]
 
-    def probabilities(self, feature: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        agent_logits, role_logits = self.logits(feature)
+    def probabilities(self, feature: np.ndarray, turn: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        agent_logits, role_logits = self.logits(feature, turn)
         return softmax(agent_logits), softmax(role_logits, self.role_mask)
 
-    def choose(self, feature: np.ndarray, rng: np.random.Generator | None, mode: str = "sample") -> tuple[int, str]:
+    def choose(self, feature: np.ndarray, rng: np.random.Generator | None, mode: str = "sample",
+               turn: int = 0) -> tuple[int, str]:
         """(agent index, role). Sampling draws exactly two uniforms from `rng`: agent first, then role.
         Argmax breaks exact ties with `rng` (argmax_tie)."""
-        return self.choose_from(*self.probabilities(feature), rng, mode)
+        return self.choose_from(*self.probabilities(feature, turn), rng, mode)
 
     def choose_from(self, p_agent: np.ndarray, p_role: np.ndarray, rng: np.random.Generator | None,
                     mode: str = "sample") -> tuple[int, str]:
@@ -133,21 +156,21 @@ class RoutingHead:
             raise ValueError("sampling needs an explicit numpy Generator (the episode's seeded rng)")
         return draw(p_agent, rng.random()), ROLES[draw(p_role, rng.random())]
 
-    def log_prob_grad(self, feature: np.ndarray, agent: int, role: int | str) -> np.ndarray:
+    def log_prob_grad(self, feature: np.ndarray, agent: int, role: int | str, turn: int = 0) -> np.ndarray:
         """d log pi(agent, role | feature) / dW, shape of W: outer(onehot - softmax, inputs(feature)) per
         block (the standardised feature under a FeatureNorm: the logits are linear in W with that input).
 
         Disallowed role rows get zero gradient (their probability is 0 whatever their logits)."""
         role = ROLES.index(role) if isinstance(role, str) else int(role)
-        p_agent, p_role = self.probabilities(feature)
+        p_agent, p_role = self.probabilities(feature, turn)
         d_agent, d_role = -p_agent, -p_role
         d_agent[agent] += 1.0
         d_role[role] += 1.0
         return np.outer(np.concatenate([d_agent, d_role]), self.inputs(feature))
 
-    def log_prob(self, feature: np.ndarray, agent: int, role: int | str) -> float:
+    def log_prob(self, feature: np.ndarray, agent: int, role: int | str, turn: int = 0) -> float:
         role = ROLES.index(role) if isinstance(role, str) else int(role)
-        p_agent, p_role = self.probabilities(feature)
+        p_agent, p_role = self.probabilities(feature, turn)
         return float(np.log(p_agent[agent]) + np.log(p_role[role]))
 
 

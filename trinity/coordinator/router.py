@@ -33,19 +33,21 @@ class CoordinatorRouter(Router):
         self.svf_deltas = svf_deltas
         self.mode = mode
         self.decisions: list[Decision] | None = [] if record else None
-        self._probs: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self._probs: dict[object, tuple[np.ndarray, np.ndarray]] = {}
 
     async def choose(self, transcript: str, turn: int, rng: np.random.Generator) -> Choice:
         feature = await self.service.features(transcript, self.svf_deltas)
         if self.decisions is None:
-            # the head's probabilities of a transcript, once per router (repeats of an item share them)
-            probs = self._probs.get(transcript)
+            # the head's probabilities of a transcript, once per router (repeats of an item share them); a
+            # head with a per-turn prior gives one transcript other probabilities at another turn
+            key = transcript if self.head.turn_bias is None else (transcript, min(turn, len(self.head.turn_bias) - 1))
+            probs = self._probs.get(key)
             if probs is None:
-                probs = self.head.probabilities(feature)
+                probs = self.head.probabilities(feature, turn)
                 if len(self._probs) < PROBABILITY_MEMO:
-                    self._probs[transcript] = probs
+                    self._probs[key] = probs
             return self.head.choose_from(*probs, rng, self.mode)
-        agent, role = self.head.choose(feature, rng, self.mode)
+        agent, role = self.head.choose(feature, rng, self.mode, turn)
         if self.decisions is not None:
             mask = tuple(bool(m) for m in self.head.role_mask)
             head_input = np.asarray(self.head.inputs(feature), dtype=np.float32).copy()

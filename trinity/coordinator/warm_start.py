@@ -70,6 +70,13 @@ def map_params(params: np.ndarray, saved: dict[str, Any], target: dict[str, Any]
     params = np.asarray(params, dtype=np.float64).ravel()
     svf_size = sum(int(n) for _, n in target.get("svf_matrices") or [])
     old_head_size = (len(old_models) + len(ROLES)) * d
+    notes = []
+    prior_turns = int(saved.get("turn_prior_turns") or 0)
+    if prior_turns and params.size == svf_size + old_head_size + prior_turns * (len(old_models) + len(ROLES)):
+        # a constant policy's per-turn prior (trinity.pipeline.constant_policy) is no searched parameter
+        params = params[: svf_size + old_head_size]
+        notes.append(f"the saved coordinator's per-turn prior ({prior_turns} turns, kept as "
+                     + str(saved.get("candidate")) + ") is not carried over: evolution searches the head only")
     if not old_models or params.size != svf_size + old_head_size:
         raise CoordinatorMismatchError(f"cannot warm-start from {source or 'the saved coordinator'}: "
                                        f"{params.size} parameters do not fit {len(old_models)} pool models, "
@@ -82,7 +89,6 @@ def map_params(params: np.ndarray, saved: dict[str, Any], target: dict[str, Any]
             new_head[row] = old_head[old_models.index(name)]
             kept.append((name, old_models.index(name), row))
     new_head[len(new_models):] = old_head[len(old_models):]
-    notes = []
     if str(saved.get("feature_normalize", "none")) != "none":
         notes.append(f"the saved coordinator read {saved.get('feature_normalize')} features; this run uses its own "
                      "feature statistics")

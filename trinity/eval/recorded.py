@@ -166,10 +166,31 @@ def every_agent_lines(result: Mapping[str, Any], rows: list[dict[str, Any]], *, 
             per.append(f"{r['other'].removeprefix('single:')} {t.mean_b:.3f} ({v}, p = {_p(t.p_value)})")
         label = f"{suite} (zero-shot transfer: never trained on)" if suite in transfer else suite
         out.append(f"- {label}, n = {int(idx.sum())}: `trinity` {mine.mean():.3f} against " + "; ".join(per) + ".")
-    if cost.get("trinity") is not None and cost.get("best_single") is not None:
-        out += ["", f"At what cost (expected prompt + completion tokens per episode): `trinity` {cost['trinity']:.0f}, "
-                    f"the best single agent as the only Worker {cost['best_single']:.0f}."]
+    out += cost_lines(cost)
     return out + [""]
+
+
+def cost_lines(cost: Mapping[str, float]) -> list[str]:
+    """Expected tokens per episode on the test items: `trinity`, every single agent (as the only Worker, one turn)
+    and the fixed policy chosen on train+validation, and how many times the best single agent's tokens `trinity`
+    spends."""
+    if cost.get("trinity") is None:
+        return []
+    singles = {k.removeprefix("single:"): v for k, v in cost.items() if k.startswith("single:")}
+    if not singles and cost.get("best_single") is None:
+        return []
+    parts = [f"`trinity` {cost['trinity']:.0f}"]
+    if singles:
+        parts.append("each single agent as the only Worker: " + ", ".join(f"{n} {v:.0f}" for n, v in singles.items()))
+    elif cost.get("best_single") is not None:
+        parts.append(f"the best single agent as the only Worker {cost['best_single']:.0f}")
+    if cost.get(FIXED) is not None:
+        parts.append(f"the fixed policy chosen on train+validation {cost[FIXED]:.0f}")
+    line = "At what cost (expected prompt + completion tokens per episode): " + "; ".join(parts) + "."
+    if cost.get("best_single"):
+        line += (f" `trinity` spends {cost['trinity'] / cost['best_single']:.2f}x the best single agent's tokens "
+                 "(`evolve.fitness.cost_weight` with `cost_unit: ktokens` trades reward for tokens: docs/PIPELINE.md).")
+    return ["", line]
 
 
 def structure_lines(values: Mapping[str, np.ndarray], policy: str | None) -> list[str]:
@@ -218,3 +239,25 @@ def split_table_lines(by_split: Mapping[str, Mapping[str, Any]]) -> list[str]:
 def metrics(result: Mapping[str, Any]) -> dict[str, float]:
     return {f"test/recording/{name.replace(' ', '_').replace(':', '')}": round(float(np.mean(v)), 4)
             for name, v in result["values"].items()}
+
+
+def constant_policy_lines(summary: Mapping[str, Any], test: Mapping[str, tuple[float, float]],
+                          test_items: int) -> list[str]:
+    """The candidates `evolve.constant_policy` chose among (trinity.pipeline.constant_policy) with their exact expected
+    rewards on train and validation (from evolution) and test ({name: (reward, tokens per episode)}), side by side."""
+    rows = summary.get("candidates") or []
+    if not summary.get("applied") or not rows:
+        return []
+    weight = float(summary.get("cost_weight") or 0.0)
+    score = f", less {weight:g} x cost ({summary.get('cost_unit')})" if weight else ""
+    lines = ["Never below a constant policy (`evolve.constant_policy`): the saved coordinator was chosen on the validation "
+             f"items by `{summary.get('rule')}` (margin {summary.get('margin'):g}; validation reward{score}) among, simplest "
+             f"first, the constant policy ({summary.get('policy_text')}), the evolved head with that policy as a per-turn "
+             f"prior of each strength, and the evolved head; it kept **{summary.get('kept')}**. Exact expected rewards:",
+             "", f"| candidate | train ({summary.get('train_items')} items) | validation ({summary.get('validation_items')} "
+             f"items) | test ({test_items} items) | test tokens per episode | kept |", "|---|---:|---:|---:|---:|---|"]
+    for r in rows:
+        reward, tokens = test.get(r["name"], (float("nan"), float("nan")))
+        lines.append(f"| `{r['name']}` | {r['train']:.3f} | {r['validation']:.3f} | {reward:.3f} | {tokens:.0f} | "
+                     f"{'yes' if r['name'] == summary.get('kept') else ''} |")
+    return lines + [""]

@@ -104,3 +104,12 @@ def select(rule: str, history: Sequence[Validated], margin: float) -> int:
     except KeyError:
         raise ConfigError(f"config key 'evolve.validation.select': unknown rule {rule!r}; known: {sorted(RULES)}") from None
     return chooser(history, margin)
+
+
+def select_not_below(rule: str, history: Sequence[Validated], margin: float) -> int:
+    """`select` over candidates ordered simplest first, never ending below the first (trinity.pipeline.constant_policy:
+    a constant policy first): the rule's choice, unless its reward is below history[0]'s, then history[0]. `max` and
+    `paired_gain` never pick below history[0]; `one_se` could (its earliest mean within margin standard errors of the
+    best may sit under a first candidate whose paired error with the best is smaller)."""
+    kept = select(rule, history, margin)
+    return kept if history[kept].reward >= history[0].reward else 0

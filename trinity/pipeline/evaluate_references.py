@@ -42,6 +42,9 @@ def recorded_verdict(cfg: Config, ctx: RolloutContext, sets: dict, coordinator_p
                                          choose_on=train_val) for split in ("train", "validation")}
     lines += recorded_report.split_table_lines({**by_split, "test": result})
     facts = recorded_report.metrics(result)
+    kept_lines, kept_facts = constant_policy_candidates(cfg, ctx, coordinator_path, items)
+    lines += kept_lines
+    facts.update(kept_facts)
     signal = state_signal(cfg, [by_split["train"], by_split["validation"], result])
     if signal is not None:
         from trinity.eval.state_signal import report_lines
@@ -53,6 +56,26 @@ def recorded_verdict(cfg: Config, ctx: RolloutContext, sets: dict, coordinator_p
             facts[f"recording/state_signal/{name}/auc_within_suite"] = round(row["first_turn"]["auc_within_suite"], 4)
             facts[f"recording/state_signal/{name}/p_value"] = round(row["first_turn"]["p_within_suite"], 4)
     return lines, facts
+
+
+def constant_policy_candidates(cfg: Config, ctx: RolloutContext, coordinator_path: Path, items: list
+                               ) -> tuple[list[str], dict]:
+    """The candidates evolve.constant_policy chose among, saved beside the coordinator (trinity.pipeline.constant_policy):
+    each one's exact expected reward and tokens on the test `items` beside its train and validation rewards, the
+    report's table and metrics `test/recording/candidate/<name>`; nothing when evolution ran without it."""
+    from trinity.eval.recorded import constant_policy_lines
+    from trinity.pipeline.constant_policy import read_candidates
+    from trinity.pipeline.recorded import exact_values
+
+    folder = coordinator_file(coordinator_path).parent
+    summary = read_candidates(folder)
+    if not summary or not summary.get("applied"):
+        return [], {}
+    rows = [r for r in summary["candidates"] if (folder / r["file"]).is_file()]
+    values = exact_values(cfg, ctx, [load_checked_params(ctx.coordinator, folder / r["file"]) for r in rows], items)
+    test = {r["name"]: (v.reward, v.tokens) for r, v in zip(rows, values)}
+    facts = {f"test/recording/candidate/{name}": round(reward, 4) for name, (reward, _) in test.items()}
+    return constant_policy_lines(summary, test, len(items)), facts
 
 
 def state_signal(cfg: Config, results: list[dict]) -> dict | None:
@@ -86,10 +109,17 @@ def fit_lines(evolve_metrics: Path, test_reward: float, test_items: int) -> list
     how = f"kept by the rule `{rule}` among {metrics.get('validations')} validations" if rule else "kept"
     if rule and top is not None and top != fit.get("generation"):
         how += f"; the highest validation, generation {top}, scored {metrics['max_validation_reward']:.3f}"
-    return ["", "The kept mean's expected reward (exact, on the recording) by split, so over-fitting shows: "
+    kept = fit.get("kept", "evolved")
+    what = ("The kept mean's expected reward" if kept == "evolved" else
+            f"The saved coordinator's (`{kept}`, kept by `evolve.constant_policy` over the evolved head)")
+    evolved = fit.get("evolved") or {}
+    also = "" if kept == "evolved" or not evolved else (
+        f" The evolved head itself: train {evolved['train']:.3f}, validation "
+        f"{'-' if evolved.get('validation') is None else format(evolved['validation'], '.3f')}.")
+    return ["", f"{what} (exact, on the recording) by split, so over-fitting shows: "
                 f"train {fit['train']:.3f} ({fit['train_items']} items), validation {val} "
                 f"({fit['validation_items']} items; generation {fit.get('generation')}, {how}), "
-                f"test {test_reward:.3f} ({test_items} items).", ""]
+                f"test {test_reward:.3f} ({test_items} items).{also}", ""]
 
 
 SIMULATED_METHODS = ("trinity", "trinity:argmax", "trinity:sample", "random")

@@ -22,6 +22,7 @@ from trinity.pipeline.evaluate_frontier import frontier_section
 from trinity.pipeline.evaluate_references import recorded_verdict, simulated_references
 from trinity.pipeline.evaluate_tables import eval_metrics
 from trinity.pipeline.rollouts import RolloutContext
+from trinity.pipeline.recording_tables import verifier_section
 
 
 def write_report(cfg: Config, ctx: RolloutContext, methods: list, skipped: list, sets: dict,
@@ -90,6 +91,10 @@ def write_report(cfg: Config, ctx: RolloutContext, methods: list, skipped: list,
         truncated_worker_by_model=truncation(results, "model", role="worker"), not_run=not_run(cfg))
     if reference_section:
         text = text.rstrip("\n") + "\n\n" + "\n".join(reference_section) + "\n"
+    verifiers = verifier_section(cfg)   # a recording's Verifiers and redos (None: no recording replayed)
+    if verifiers is not None:
+        text = text.rstrip("\n") + "\n\n" + "\n".join(verifiers[0]) + "\n"
+        recorded_metrics = {**recorded_metrics, **verifiers[1]}
     if frontier is not None:
         text = text.rstrip("\n") + "\n\n" + "\n".join(frontier_section(frontier, reports)) + "\n"
     (reports / "report.md").write_text(text)
@@ -129,6 +134,8 @@ def evolution_x0(cfg: Config, coordinator_path: Path, min_items: int) -> dict | 
     if not meta_path.is_file() or not episodes.is_file():
         return None
     meta = json.loads(meta_path.read_text())
+    if meta.get("candidate") not in (None, "evolved"):   # a constant policy, or the mean with a per-turn
+        return None                                    # prior: not the mean evolution validated
     if meta.get("generation") == -1 and meta.get("x0_validation_reward") is not None:
         return {"kept_x0": True, "x0_mean": float(meta["x0_validation_reward"])}
     return evolution_x0_test(pl.read_parquet(episodes), meta.get("generation"),

@@ -23,8 +23,10 @@ FINGERPRINT_SECTIONS = ("evolve", "protocol", "pool", "coordinator", "tasks")
 # The frontier's weights (evolve.cost_weights*) say which other runs the frontier stage trains, not
 # what this run computes: adding one must not restart the main run. The response cache's mode says where
 # replies come from (a replay of the same replies computes the same run).
+# evolve.constant_policy chooses among the run's result and fixed policies after the run: it never
+# changes what the run computes.
 FINGERPRINT_IGNORES = {"evolve": ("budget", "resume", "max_concurrent_episodes", "cost_weights", "cost_weights_unit",
-                                  "response_cache"),
+                                  "response_cache", "constant_policy"),
                        "pool": ("state_dir", "startup_timeout_s")}
 # Per pool model: where and how its server runs and how fast it was measured, not what it answers.
 MODEL_IGNORES = ("port", "n_threads", "n_parallel", "max_concurrency", "requests_per_minute", "throughput",

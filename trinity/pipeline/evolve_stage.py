@@ -163,25 +163,59 @@ def evolve(cfg: Config, *, out_dir: Path, submit: Submit = inline_submit,
         x0=None if warm is None else warm.x0, sigma0=None if warm is None else warm_start_sigma0(cfg),
         train_reward=exact_train_reward(exact, train),
     )
-    fit = kept_mean_fit(exact, result, train, val, str(cfg.coordinator.routing))
-    if fit is not None:   # beside the loop's metrics (metrics_dir, else paths.metrics: run_evolution_from_config)
-        _add_to_metrics(Path(metrics_dir or cfg.paths.metrics) / "evolve.json", {"kept_mean_fit": fit})
+    kept = never_below_constant(cfg, ctx, exact, result, train, val, out / "coordinator")
+    fit = kept_mean_fit(exact, result, train, val, str(cfg.coordinator.routing), kept)
+    extra = {"constant_policy": kept} if fit is None else {"kept_mean_fit": fit, "constant_policy": kept}
+    # beside the loop's metrics (metrics_dir, else paths.metrics: run_evolution_from_config)
+    _add_to_metrics(Path(metrics_dir or cfg.paths.metrics) / "evolve.json", extra)
     return {"run_dir": str(out), "result": result, "pool_totals": ctx.totals(), "kept_mean_fit": fit,
-            "replay_misses": replay_misses(ctx),
+            "constant_policy": kept, "replay_misses": replay_misses(ctx),
             "warm_start": None if warm is None else warm.report()}
 
 
-def kept_mean_fit(exact: Any, result: Any, train: list[TaskItem], val: list[TaskItem], routing: str
-                  ) -> dict[str, Any] | None:
-    """On a recording with exact fitness: the kept mean's exact expected reward on every training item next to
-    its validation reward, so over-fitting shows (a training reward far above validation: the head learned
-    the training items, not a rule); the evaluate stage adds the test reward. None without exact fitness."""
+def never_below_constant(cfg: TrinityConfig, ctx: Any, exact: Any, result: Any, train: list[TaskItem],
+                         val: list[TaskItem], coordinator_dir: Path) -> dict[str, Any]:
+    """`evolve.constant_policy` after the run (trinity.pipeline.constant_policy): on a recording, the saved
+    coordinator becomes the best on validation of the constant policy, the evolved head with that policy as a
+    per-turn prior, and the evolved head. Returns what it did; `applied: false` with the reason where it cannot
+    apply (a live pool, SVF on)."""
+    from trinity.coordinator.saved import coordinator_file
+    from trinity.pipeline.constant_policy import choose_coordinator
+    from trinity.pipeline.recorded import replay_path
+
+    if not cfg.evolve.constant_policy.enabled:
+        return {"applied": False, "reason": "evolve.constant_policy.enabled=false"}
+    if result.best_validation_reward is None or not coordinator_file(coordinator_dir).is_file():
+        return {"applied": False, "reason": "the run stopped before any validation"}
+    if exact is None:
+        if replay_path(cfg) is None or getattr(ctx.pool, "replay", None) is None:
+            return {"applied": False, "reason": "a live pool: the choice needs a recording's exact values"}
+        if ctx.coordinator.svf is not None:
+            return {"applied": False, "reason": "coordinator.svf.enabled: exact values need the plain backbone"}
+        from trinity.pipeline.recorded import ExactEvaluator, world_for
+
+        exact = ExactEvaluator(ctx.coordinator, world_for(cfg, ctx.pool, ctx.coordinator.roles), cfg.evolve.fitness)
+    return choose_coordinator(cfg, exact, ctx.coordinator, np.asarray(result.params), train, val, coordinator_dir)
+
+
+def kept_mean_fit(exact: Any, result: Any, train: list[TaskItem], val: list[TaskItem], routing: str,
+                  kept: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """On a recording with exact fitness: the saved coordinator's exact expected reward on every training item next
+    to its validation reward, so over-fitting shows (a training reward far above validation: the head learned
+    the training items, not a rule); the evaluate stage adds the test reward. Where evolve.constant_policy
+    applied, the candidate it kept (`kept`) and the evolved head's own values (`evolved`). None without exact
+    fitness."""
     if exact is None:
         return None
-    return {"train": round(float(exact.value(np.asarray(result.params), train, routing).reward), 6),
-            "train_items": len(train),
-            "validation": None if result.best_validation_reward is None else round(float(result.best_validation_reward), 6),
-            "validation_items": len(val), "routing": routing, "generation": result.best_generation}
+    evolved = {"train": round(float(exact.value(np.asarray(result.params), train, routing).reward), 6),
+               "validation": None if result.best_validation_reward is None
+               else round(float(result.best_validation_reward), 6)}
+    fit = {**evolved, "train_items": len(train), "validation_items": len(val), "routing": routing,
+           "generation": result.best_generation, "kept": "evolved"}
+    if kept and kept.get("applied"):
+        row = next(r for r in kept["candidates"] if r["name"] == kept["kept"])
+        fit.update({"train": row["train"], "validation": row["validation"], "kept": kept["kept"], "evolved": evolved})
+    return fit
 
 
 def exact_train_reward(exact: Any, train: list[TaskItem]) -> Callable[[np.ndarray, str], float] | None:

@@ -99,6 +99,13 @@ class ExactValue:
     items: int
     per_item: np.ndarray
     tokens: float = float("nan")   # expected prompt + completion tokens per episode
+    tokens_per_item: np.ndarray | None = None   # the same per item
+    price_per_item: np.ndarray | None = None    # expected list price (USD) per episode, per item
+
+    def cost_per_item(self, unit: str) -> np.ndarray:
+        """The fitness's cost per episode of each item in `unit` (evolve.fitness.cost_unit): ktokens or usd."""
+        values = self.tokens_per_item / 1000.0 if unit == "ktokens" else self.price_per_item
+        return np.zeros(self.items) if values is None else np.asarray(values, dtype=np.float64)
 
 
 class ExactEvaluator:
@@ -130,10 +137,15 @@ class ExactEvaluator:
         return self._features
 
     def probabilities(self, params: Sequence[np.ndarray], mode: str = "sample") -> tuple[np.ndarray, np.ndarray]:
+        """Each candidate's agent and role probabilities on every compiled transcript: (C, T, L) and (C, T, 3);
+        (C, T, K, L) and (C, T, K, 3) with a row per turn when a candidate carries a per-turn prior
+        (trinity.coordinator.layout), K = protocol.max_turns."""
         F = np.asarray(self.features(), dtype=np.float64)
         L = len(self.world.agents)
         p_agent, p_role = [], []
         mask = np.array([r in self.coord.roles for r in ROLES])
+        by_turn = any(self.coord.layout.prior_turns(np.asarray(x, dtype=np.float64)) for x in params)
+        turns = self.world.protocol.max_turns
         normalised: dict[int, np.ndarray] = {}   # candidates share the coordinator's statistics: apply once
         for x in params:
             head = self.coord.head_for(np.asarray(x, dtype=np.float64))
@@ -145,7 +157,10 @@ class ExactEvaluator:
                     cached = normalised[id(head.norm)] = head.norm.apply(F)
                 inputs = cached
             z = inputs @ head.weights.T
-            pa, pr = _softmax(z[:, :L]), _softmax(np.where(mask, z[:, L:], -np.inf))
+            if by_turn:   # (T, K, L + 3): the prior's row of each turn added (zeros without a prior)
+                rows = [head.prior(t) for t in range(turns)]
+                z = z[:, None, :] + np.stack([np.zeros(z.shape[1]) if r is None else r for r in rows])[None]
+            pa, pr = _softmax(z[..., :L]), _softmax(np.where(mask, z[..., L:], -np.inf))
             if mode == "argmax":
                 pa, pr = one_hot_ties(pa), one_hot_ties(pr)
             p_agent.append(pa)
@@ -167,7 +182,8 @@ class ExactEvaluator:
         compiled = self.world.compiled(items)
         pa, pr = self.probabilities([params], mode)
         e = expectations(self.world.compiled_set(), compiled, pa, pr, max_turns=self.world.protocol.max_turns)
-        return ExactValue(float(e["reward"][0]), len(items), e["reward_per_item"][0], float(e["ktokens"][0]) * 1000.0)
+        return ExactValue(float(e["reward"][0]), len(items), e["reward_per_item"][0], float(e["ktokens"][0]) * 1000.0,
+                          e["ktokens_per_item"][0] * 1000.0, e["price_per_item"][0])
 
 
 def _softmax(z: np.ndarray) -> np.ndarray:
@@ -248,6 +264,7 @@ def exact_item_values(cfg: Config, ctx: Any, params: np.ndarray | None, items: S
     best_single = max(world.agents, key=lambda n: float(np.mean(values[f"single:{n}"]))) if world.agents else None
     if best_single is not None:
         tokens["best_single"] = single_tokens[best_single]
+    tokens.update({f"single:{name}": t for name, t in single_tokens.items()})
     values["bound: hindsight"] = np.array([bounds.hindsight(c) for c in compiled])
 
     def best_fixed(on: list) -> tuple | None:
@@ -263,6 +280,20 @@ def exact_item_values(cfg: Config, ctx: Any, params: np.ndarray | None, items: S
     chosen = best_fixed(world.compiled(list(choose_on))) if choose_on else None
     if chosen is not None:
         values[FIXED_OUT_OF_SAMPLE] = np.array([bounds.follow(c, chosen) for c in compiled])
+        tokens[FIXED_OUT_OF_SAMPLE] = float(np.mean([bounds.follow_cost(c, chosen, "ktokens") for c in compiled])) * 1000.0
     return {"items": [it.uid for it in items], "suites": [it.suite for it in items], "values": values,
             "fixed_policy": describe(chosen), "fixed_policy_hindsight": describe(hindsight_policy),
             "transfer_suites": [str(s) for s in cfg.tasks.transfer or []], "tokens": tokens}
+
+
+def exact_values(cfg: Config, ctx: Any, params: Sequence[np.ndarray], items: Sequence[TaskItem],
+                 mode: str | None = None) -> list[ExactValue]:
+    """Each parameter vector's exact expected values on `items` (routed as `mode`, default coordinator.routing),
+    on one compilation of their trees."""
+    from trinity.coordinator.head import section_roles
+
+    cfg = typed(cfg)
+    evaluator = ExactEvaluator(ctx.coordinator, world_for(cfg, ctx.pool, section_roles(cfg.coordinator.roles)),
+                               Fitness())
+    return [evaluator.value(np.asarray(x, dtype=np.float64), items, mode or str(cfg.coordinator.routing))
+            for x in params]

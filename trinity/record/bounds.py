@@ -63,3 +63,20 @@ def follow(item: CompiledItem, policy: Sequence[tuple[int, str]]) -> float:
         return _q(item, sid, action, value)
 
     return value(0)
+
+
+def follow_cost(item: CompiledItem, policy: Sequence[tuple[int, str]], unit: str = "usd") -> float:
+    """Expected cost of one episode of `policy` on the item: list price (`usd`) or thousands of tokens (`ktokens`)."""
+    memo: dict[int, float] = {}
+
+    def value(sid: int) -> float:
+        if sid not in memo:
+            st = item.states[sid]
+            a, r = policy[st.turn]
+            action = (a, st.forced) if st.forced is not None else (a, r)
+            memo[sid] = sum(o.weight * ((o.tokens / 1000.0 if unit == "ktokens" else o.price)
+                                        + (value(o.child) if o.child >= 0 else 0.0))
+                            for o in st.actions[action])
+        return memo[sid]
+
+    return value(0)

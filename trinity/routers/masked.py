@@ -84,12 +84,13 @@ class MaskedRouter(Router):
             return ("verifier", "thinker") if turn == self.last_turn else ("verifier",)
         return ()
 
-    async def probabilities(self, transcript: str) -> tuple[np.ndarray, np.ndarray]:
-        """The trained head's own (agent, role) probabilities for `transcript`, before any mask."""
+    async def probabilities(self, transcript: str, turn: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """The trained head's own (agent, role) probabilities for `transcript` at `turn` (a head with a per-turn
+        prior differs by turn), before any mask."""
         feature = await self.base.service.features(transcript, self.base.svf_deltas)
-        return self.base.head.probabilities(feature)
+        return self.base.head.probabilities(feature, turn)
 
     async def choose(self, transcript: str, turn: int, rng: np.random.Generator) -> Choice:
-        p_agent, p_role = await self.probabilities(transcript)
+        p_agent, p_role = await self.probabilities(transcript, turn)
         return choose_masked(p_agent, p_role, self.policy, self.forced_role(), rng, self.mode,
                              barred_roles=self.barred(turn))
