@@ -22,6 +22,7 @@ from trinity.pipeline.evaluate_frontier import frontier_section
 from trinity.pipeline.evaluate_references import recorded_verdict, simulated_references
 from trinity.pipeline.evaluate_tables import eval_metrics
 from trinity.pipeline.rollouts import RolloutContext
+from trinity.pipeline.recording_tables import verifier_section
 
 
 def write_report(cfg: Config, ctx: RolloutContext, methods: list, skipped: list, sets: dict,
@@ -90,6 +91,10 @@ def write_report(cfg: Config, ctx: RolloutContext, methods: list, skipped: list,
         truncated_worker_by_model=truncation(results, "model", role="worker"), not_run=not_run(cfg))
     if reference_section:
         text = text.rstrip("\n") + "\n\n" + "\n".join(reference_section) + "\n"
+    verifiers = verifier_section(cfg)   # a recording's Verifiers and redos (None: no recording replayed)
+    if verifiers is not None:
+        text = text.rstrip("\n") + "\n\n" + "\n".join(verifiers[0]) + "\n"
+        recorded_metrics = {**recorded_metrics, **verifiers[1]}
     if frontier is not None:
         text = text.rstrip("\n") + "\n\n" + "\n".join(frontier_section(frontier, reports)) + "\n"
     (reports / "report.md").write_text(text)
