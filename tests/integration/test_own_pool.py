@@ -1,8 +1,9 @@
-"""Your own pool, end to end (docs/OWN_POOL.md), rehearsed on loopback: two OpenAI-compatible servers (real
-HTTP; one model each, as two hosted providers would be) are recorded once with `trinity record`'s stage;
-then `pool=replay record.name=<it>` reads the pool from the recording's manifest and the pipeline trains
-and evaluates on the replay with zero pool calls; then the trained coordinator is served over the live
-pool and answers a chat completion through both servers' models."""
+"""A recording alone replays as the pool it was made from (`pool=replay record.name=<it>`, docs/RECORDINGS.md), on
+loopback: two OpenAI-compatible servers (real HTTP; one model each, as two hosted providers would be) are recorded
+once with `trinity record`'s stage; then `pool=replay` reads the pool from the recording's manifest and the
+pipeline trains and evaluates on the replay with zero pool calls; then the trained coordinator is served over
+the live pool (trinity.config.live_pool, as `trinity serve` does) and answers through both servers' models.
+docs/OWN_POOL.md's own commands, as printed: tests/integration/test_own_pool_journey.py."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from omegaconf import OmegaConf
 
 from pool_stub import StubServer, stub_pool_cfg
 from recording_support import SUITE, grade, recording_cfg, reply_for, write_prepared
+from trinity import config
 from trinity.config import compose
 from trinity.errors import ConfigError
 from trinity.pipeline.rollouts import RolloutContext
@@ -68,8 +70,8 @@ def test_record_once_train_on_the_replay_then_serve_the_live_pool(tmp_path, tiny
         assert (big.count, small.count) == recorded_calls   # training and evaluation asked no pool model
         assert "my-hosted" in report and "beat every single agent of its pool" in report, report[:1500]
 
-        live = OmegaConf.create(OmegaConf.to_container(replay, resolve=True))
-        del live.pool["replay"]                                # the same pool, live
+        live = config.live_pool(replay)                        # the same pool, live
+        assert live.pool.replay is None and list(live.pool.models) == ["m-big", "m-small"]
         with ServerThread(build_app(live, f"{replay.paths.runs}/coordinator")) as server:
             client = openai.OpenAI(base_url=server.base_url, api_key="unused", max_retries=0)
             reply = client.chat.completions.create(
@@ -98,3 +100,21 @@ def test_a_replayed_hosted_pool_needs_no_key_unless_it_may_call_the_live_pool(tm
     config.check_api_keys(replayed)                                   # training on the replay: no key
     with pytest.raises(ConfigError, match="MY_PROVIDER_KEY"):
         config.check_api_keys(config.compose([*common, "pool.replay.on_miss=live"]))   # may call the pool
+
+
+def test_a_replayed_pool_resolves_its_endpoints_without_a_key(monkeypatch):
+    """The stages that replay a recording (states, evolution, evaluation) build the pool's endpoints to find the
+    recorded replies: with `pool.replay.on_miss: error` they call no endpoint, so no key is needed (the
+    guide's claim); with `on_miss: live` a missing key stops them."""
+    from trinity.pool.errors import MissingApiKeyError
+    from trinity.pool.providers import resolve_endpoint
+
+    monkeypatch.delenv("MY_PROVIDER_KEY", raising=False)
+    model = {"model_id": "big-1", "base_url": "https://example.invalid/v1", "api_key_env": "MY_PROVIDER_KEY"}
+    pool = {"name": "hosted", "provider": "openai", "models": {"big": model}}
+    replayed = resolve_endpoint("big", model, {**pool, "replay": {"recording": "r", "on_miss": "error"}})
+    assert replayed.model_id == "big-1"
+    with pytest.raises(MissingApiKeyError, match="MY_PROVIDER_KEY"):
+        resolve_endpoint("big", model, {**pool, "replay": {"recording": "r", "on_miss": "live"}})
+    with pytest.raises(MissingApiKeyError, match="MY_PROVIDER_KEY"):
+        resolve_endpoint("big", model, pool)                                  # the live pool

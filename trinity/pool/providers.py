@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from trinity.config_schema import section
-from trinity.config_schema.pool import PoolConfig, PoolModel, Sampling
+from trinity.config_schema.pool import PoolConfig, PoolModel, Replay, Sampling
 from trinity.config_schema.pool import AgentSetup
 from trinity.pool.agents import check_tool
 from trinity.pool.errors import MissingApiKeyError, PoolConfigError
@@ -155,7 +155,11 @@ def resolve_endpoint(name: str, model_cfg: Mapping[str, Any], pool_cfg: Mapping[
     key_env = m.api_key_env or provider.api_key_env
     api_key = os.environ.get(key_env) if key_env else None
     # A key named explicitly in the model config is always required; a provider default only for hosted APIs.
-    if key_env and not api_key and (provider.key_required or m.api_key_env):
+    # A pool replayed from a recording that never asks the live pool (pool.replay.on_miss: error) calls no
+    # endpoint, so it needs none (as trinity.config.check_api_keys).
+    replay = _opt(pool_cfg, "replay")
+    replayed = replay is not None and str(_opt(replay, "on_miss", Replay.on_miss)) == "error"
+    if key_env and not api_key and (provider.key_required or m.api_key_env) and not replayed:
         raise MissingApiKeyError(name, key_env)
 
     max_tokens = model_max_tokens(name, model_cfg, pool_cfg)
