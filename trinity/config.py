@@ -345,7 +345,10 @@ def check_pool_choice(cfg: Config, overrides: Iterable[str], *, records: bool = 
     named = {"record.name", "pool.replay.recording", "pool.from_recording"}
     if chosen is None or any(o.lstrip("+~").partition("=")[0] in named for o in overrides):
         return
-    base = compose([o for o in overrides if o.lstrip("+~").partition("=")[0] != "pool"], validate_cfg=False)
+    try:
+        base = compose([o for o in overrides if o.lstrip("+~").partition("=")[0] != "pool"], validate_cfg=False)
+    except ConfigError:
+        return                                   # the experiment's own pool does not compose here: nothing to compare
     pinned = OmegaConf.to_container(base.record, resolve=False).get("name")
     if not isinstance(pinned, str) or "${" in pinned:
         return                                   # the experiment names its recording after whatever pool it gets
