@@ -301,7 +301,7 @@ def _pool_option(option: str) -> dict[str, Any] | None:
     for parent in data.get("defaults") or []:
         if isinstance(parent, str) and parent != "_self_":
             merged.update(_pool_option(parent) or {})
-    merged.update({k: v for k, v in data.items() if k != "defaults"})
+    merged.update({str(k): v for k, v in data.items() if k != "defaults"})
     return merged
 
 
@@ -349,7 +349,8 @@ def check_pool_choice(cfg: Config, overrides: Iterable[str], *, records: bool = 
         base = compose([o for o in overrides if o.lstrip("+~").partition("=")[0] != "pool"], validate_cfg=False)
     except ConfigError:
         return                                   # the experiment's own pool does not compose here: nothing to compare
-    pinned = OmegaConf.to_container(base.record, resolve=False).get("name")
+    record = OmegaConf.to_container(base.record, resolve=False)
+    pinned = record.get("name") if isinstance(record, dict) else None
     if not isinstance(pinned, str) or "${" in pinned:
         return                                   # the experiment names its recording after whatever pool it gets
     own, models = str(base.pool.name), [str(m) for m in base.pool.models]
