@@ -45,6 +45,16 @@ def test_too_few_items_gives_no_verdict():
     assert "Learning shown" not in text
 
 
+def test_a_win_of_the_constant_policy_is_not_called_learning():
+    """evolve.constant_policy saved the prompt-independent policy: its win over x0 is not evolution's."""
+    res = results([1.0] * 30, [0.0] * 24 + [1.0] * 6)
+    text = "\n".join(learning_section(paired_tests(res, "trinity", min_items=20), None, kept="constant"))
+    assert "**beats** random routing (= x0)" in text and "Learning shown" not in text
+    assert "**No learning kept from evolution:**" in text and "kept `constant`" in text
+    prior = "\n".join(learning_section(paired_tests(res, "trinity", min_items=20), None, kept="prior+4"))
+    assert "**Learning shown** on the held-out test items" in prior and "kept `prior+4`" in prior
+
+
 def test_a_validation_only_win_is_called_optimistic():
     res = pl.concat([results([1.0] * 30, [0.0] * 30, "validation"), results([1.0, 0.0] * 15, [0.0, 1.0] * 15)])
     text = section(res)

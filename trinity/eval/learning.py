@@ -75,9 +75,11 @@ KEPT_RULES = {
 
 
 def learning_section(paired: pl.DataFrame, evolution: Mapping[str, Any] | None, *, method: str = "trinity",
-                     test_names: Mapping[str, str] | None = None, select: str = "max") -> list[str]:
+                     test_names: Mapping[str, str] | None = None, select: str = "max",
+                     kept: str | None = None) -> list[str]:
     """Markdown lines: the verdicts against x0's routing, then one plain conclusion. `select`: the rule that
-    kept the mean (evolve.validation.select)."""
+    kept the mean (evolve.validation.select); `kept`: the candidate evolve.constant_policy saved (None or
+    `evolved`: the evolved head; `constant`: the prompt-independent policy, not a product of evolution)."""
     names = test_names or {}
     out = ["## Did the evolved coordinator learn?", "",
            KEPT_RULES.get(select, f"Evolution keeps a validated mean by the rule `{select}`.")
@@ -114,8 +116,18 @@ def learning_section(paired: pl.DataFrame, evolution: Mapping[str, Any] | None, 
             wins.append("evolution's validation")
     if not said_any:
         out.append(f"- No paired comparison: `{method}` or `{BASELINE}` was not evaluated.")
+    substituted = kept not in (None, "evolved")
+    if substituted:
+        what = ("the prompt-independent policy chosen on the training and validation items" if kept == "constant"
+                else "the evolved head with that policy as a per-turn prior")
+        out.append(f"- The saved coordinator is not the evolved head: `evolve.constant_policy` kept `{kept}` ({what}) "
+                   "on the validation items; the table \"Never below a constant policy\" sets the evolved head's own "
+                   "rewards beside it.")
     out.append("")
-    if "the test items" in wins:
+    if kept == "constant" and wins:
+        out.append(f"**No learning kept from evolution:** `{method}` beats x0 on {' and '.join(wins)}, but it is the "
+                   "constant policy: the evolved head did not beat that policy on the validation items. " + POINTERS)
+    elif "the test items" in wins:
         out.append(f"**Learning shown** on the held-out test items: the evolved coordinator routes better than "
                    f"where it started, by a paired test at alpha = {ALPHA}.")
     elif wins:

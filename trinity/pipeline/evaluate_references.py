@@ -111,7 +111,8 @@ def fit_lines(evolve_metrics: Path, test_reward: float, test_items: int) -> list
         how += f"; the highest validation, generation {top}, scored {metrics['max_validation_reward']:.3f}"
     kept = fit.get("kept", "evolved")
     what = ("The kept mean's expected reward" if kept == "evolved" else
-            f"The saved coordinator's (`{kept}`, kept by `evolve.constant_policy` over the evolved head)")
+            f"The saved coordinator (`{kept}`, kept by `evolve.constant_policy` over the evolved head): its expected "
+            "reward")
     evolved = fit.get("evolved") or {}
     also = "" if kept == "evolved" or not evolved else (
         f" The evolved head itself: train {evolved['train']:.3f}, validation "

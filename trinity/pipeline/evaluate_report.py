@@ -73,7 +73,8 @@ def write_report(cfg: Config, ctx: RolloutContext, methods: list, skipped: list,
         reference_section, reference_metrics = simulated
     cut_by_suite, cut_by_model = truncation(results, "suite"), truncation(results, "model")
     lead = learning_section(paired, evolution_x0(cfg, coordinator_path, needed), test_names=report_mod.TEST_NAMES,
-                            select=str(typed(cfg).evolve.validation.select.value))
+                            select=str(typed(cfg).evolve.validation.select.value),
+                            kept=saved_candidate(coordinator_path))
     recorded_metrics: dict = {}
     on_recording = recorded_verdict(cfg, ctx, sets, coordinator_path, needed)
     if on_recording is not None:
@@ -124,6 +125,12 @@ def not_run(cfg: Config) -> list[str]:
                      + ". Add them with `make run OVERRIDES='eval.methods=[trinity,random,single_worker,moa]'` "
                      "(any list of names from trinity.eval.methods).")
     return lines
+
+
+def saved_candidate(coordinator_path: Path) -> str | None:
+    """Which candidate evolve.constant_policy saved as the coordinator (its metadata's `candidate`), or None."""
+    meta_path = coordinator_file(coordinator_path).with_suffix(".json")
+    return json.loads(meta_path.read_text()).get("candidate") if meta_path.is_file() else None
 
 
 def evolution_x0(cfg: Config, coordinator_path: Path, min_items: int) -> dict | None:
