@@ -111,6 +111,7 @@ def main() -> None:
                     references = {k: v for k, v in values.items() if k.startswith("single:")}
                 per_item[(seed, "x0")] = values["x0 (= random)"]
                 fit = out.get("kept_mean_fit") or {}
+                fit = {**fit, **(fit.get("evolved") or {})}   # the evolved head's, as the test values (result.params)
                 rows.append({"seed": seed, "variant": name, "test_expected_reward": float(np.mean(values["trinity"])),
                              "train_expected_reward": fit.get("train"), "train_items": fit.get("train_items"),
                              "x0": float(np.mean(values["x0 (= random)"])),
