@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from trinity.eval.recorded import FIXED, every_agent_lines, split_table_lines
+from trinity.eval.recorded import FIXED, comparisons, every_agent_lines, metrics, split_table_lines
 
 
 def _result(n_in: int, n_far: int, mine_in: float, theirs_in: float, mine_far: float, theirs_far: float) -> dict:
@@ -56,3 +56,20 @@ def test_the_split_table_sets_every_method_side_by_side_and_shows_a_coordinator_
     assert rows["| `single:b`"] == "| `single:b` | - | - | 0.000 |"       # a method missing on a split: "-"
     assert "| `bound: hindsight`" not in rows                               # bounds stay in the verdict's table
     assert split_table_lines({"train": split(0, 0, 0)}) == []               # no items: no table
+
+
+def test_the_metrics_hold_what_readme_quotes_interval_paired_test_and_n():
+    """metrics/eval.json on a recording: each method's exact reward and 95 % interval, the report's paired test of
+    `trinity` against each other method (the same p-value) with its n; `test/recording/` holds rewards only."""
+    rng = np.random.default_rng(0)
+    values = {"trinity": rng.random(30), "x0 (= random)": rng.random(30) / 2, "single:a": (rng.random(30) > 0.5) * 1.0,
+              "bound: hindsight": np.ones(30)}
+    facts = metrics({"values": values}, samples=200, seed=3)
+    assert facts["test/recording_items"] == 30
+    assert facts["test/recording_interval/trinity/low"] < facts["test/recording/trinity"] < \
+        facts["test/recording_interval/trinity/high"]
+    report = {r["other"]: r for r in comparisons(values, min_items=20, samples=200, seed=3)}
+    assert facts["test/recording_paired/x0_(=_random)/p_value"] == round(report["x0 (= random)"]["p_value"], 6)
+    assert facts["test/recording_paired/singlea/n"] == 30
+    assert "test/recording_paired/bound_hindsight/p_value" not in facts          # a bound is not compared
+    assert all(facts[k] <= 1.0 for k in facts if k.startswith("test/recording/"))

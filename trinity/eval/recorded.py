@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from trinity.stats import paired_test, verdict
+from trinity.stats import interval, paired_test, verdict
 
 BOUNDS = ("bound: hindsight", "bound: best prompt-independent policy (hindsight)")
 FIXED = "fixed policy (chosen on train+validation)"
@@ -236,9 +236,33 @@ def split_table_lines(by_split: Mapping[str, Mapping[str, Any]]) -> list[str]:
     return lines + [""]
 
 
-def metrics(result: Mapping[str, Any]) -> dict[str, float]:
-    return {f"test/recording/{name.replace(' ', '_').replace(':', '')}": round(float(np.mean(v)), 4)
-            for name, v in result["values"].items()}
+def metric_name(name: str) -> str:
+    return name.replace(" ", "_").replace(":", "")
+
+
+def metrics(result: Mapping[str, Any], *, samples: int = 2000, seed: int = 0) -> dict[str, float]:
+    """metrics/eval.json's keys on a recording: `test/recording/<method>` the exact expected reward over the
+    test items (the only keys under that prefix: rewards, each at most the hindsight bound), `test/recording_items`
+    their number, `test/recording_interval/<method>/low|high` its 95 % interval over the items, and
+    `test/recording_paired/<method>/difference|p_value|n` the report's paired test of `trinity` against it (what
+    README's results table quotes: scripts/render_docs.py)."""
+    values = result["values"]
+    out = {f"test/recording/{metric_name(name)}": round(float(np.mean(v)), 4) for name, v in values.items()}
+    if not values:
+        return out
+    out["test/recording_items"] = len(next(iter(values.values())))
+    for name, v in values.items():
+        _, low, high, _ = interval(v, samples=samples, seed=seed)
+        if low == low:
+            out[f"test/recording_interval/{metric_name(name)}/low"] = round(low, 4)
+            out[f"test/recording_interval/{metric_name(name)}/high"] = round(high, 4)
+    for row in comparisons(values, min_items=1, samples=samples, seed=seed):
+        key = f"test/recording_paired/{metric_name(row['other'])}"
+        if row["p_value"] == row["p_value"]:
+            out[f"{key}/difference"] = round(row["mine"] - row["theirs"], 6)
+            out[f"{key}/p_value"] = round(row["p_value"], 6)
+            out[f"{key}/n"] = row["n"]
+    return out
 
 
 def constant_policy_lines(summary: Mapping[str, Any], test: Mapping[str, tuple[float, float]],
