@@ -33,7 +33,7 @@ export DVC_NO_ANALYTICS ?= 1
 STAMP_DEPS   := $(VENV)/.deps-installed
 STAMP_ASSETS := $(VENV)/.assets-installed
 
-.PHONY: help setup lock run replay responses-push responses-pull test test-fast test-durations lint params pool-up pool-down pool-status bench bench-routing serve prefect-server deploy clean setup-gemma screenshots
+.PHONY: help setup lock run replay responses-push responses-pull test test-fast test-durations lint params pool-up pool-down pool-status bench bench-routing serve prefect-server deploy clean setup-gemma screenshots docs
 
 help: ## list every target
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  make %-16s %s\n", $$1, $$2}'
@@ -134,8 +134,11 @@ bench-routing: setup ## the routing benchmark's optimiser and normalisation comp
 	$(BIN)/python benchmarks/routing_benchmark.py --compare optimisers --seeds 0 1 2
 	$(BIN)/python benchmarks/routing_benchmark.py --compare normalize --normalize none standardize rebalance --sigma0 0.03 0.1 0.3 --seeds 0 --generations 30
 
-screenshots: $(STAMP_DEPS) ## retake the README's PNGs (docs/images/: Prefect UI, a report) with headless Chromium
+screenshots: $(STAMP_DEPS) ## retake the Prefect UI's PNGs in docs/images/ with headless Chromium
 	$(BIN)/python scripts/ui_screenshots.py
+
+docs: $(STAMP_DEPS) ## rewrite the figures README.md and docs/ quote (the <!-- figures:... --> regions) from the committed metrics and benchmark files
+	$(BIN)/python scripts/render_docs.py
 
 clean: ## remove pipeline outputs (keeps .venv, the model cache, the response cache and the committed metrics/)
 	rm -rf data/prepared data/states data/evolve data/frontier data/ablations data/eval reports params.yaml.tmp

@@ -1,4 +1,4 @@
-"""The README's pictures of the Prefect UI and of a report, taken with headless Chromium (issue 31).
+"""Pictures of the Prefect UI (docs/RETRAINING.md, docs/PIPELINE.md) and of a report, taken with headless Chromium.
 
     .venv/bin/python scripts/ui_screenshots.py            # or: make screenshots
 
@@ -9,8 +9,10 @@
    that run's page on its Artifacts tab, and its `prepared-suites` table artifact (`prefect_artifact.png`).
 2. `prefect_pipeline_runs.png` (`--only pipeline`, after a `make run`): the flow run of every stage of that
    run, from the database of the Prefect server `trinity run` started (`--prefect-home`).
-3. `report_first_section.png`: the opening of `reports/report.md` after a `make run`, else of the routing benchmark's committed copy (title, summary, the first results
-   subsection up to its first table), rendered from Markdown to HTML and photographed.
+3. `report_first_section.png` (`--only report`, written beside the report in `reports/`, not in the docs: a picture
+   of one run's figures goes stale with the next run): the opening of `reports/report.md` after a `make run`, else
+   of the routing benchmark's committed copy (title, summary, the first results subsection up to its first
+   table), rendered from Markdown to HTML and photographed.
 
 Each PNG is reduced to a 256-colour palette; the script fails when one is still over `--max-kb`. Needs a
 Chromium binary (`apt-get install chromium`); nothing else beyond the project's .venv. `--only report`
@@ -389,9 +391,11 @@ def main() -> None:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
         sizes: dict[str, int] = {}
-        if args.only in (None, "report"):
-            sizes["report_first_section.png"] = render_report(
-                browser, Path(args.report), out / "report_first_section.png", args.report_width, args.max_kb)
+        if args.only == "report":
+            shot = REPO / "reports" / "report_first_section.png"
+            shot.parent.mkdir(parents=True, exist_ok=True)
+            sizes["report_first_section.png"] = render_report(browser, Path(args.report), shot, args.report_width,
+                                                              args.max_kb)
         if args.only == "pipeline":
             root = Path(tempfile.mkdtemp(prefix="trinity-ui-screenshots-"))
             try:

@@ -1,0 +1,106 @@
+"""How long the two commands take from a fresh clone: clones this checkout's HEAD into a temporary folder, runs
+`make run` or `.ci/run` (`make lint`, then `make test`) there, and appends the wall time, the exit status, the
+pytest summary line, the CPU and its cores to docs/benchmarks/command_times/results.json, the file README's
+time figures are rendered from (`make docs`).
+
+    python benchmarks/command_times.py                  # print the recorded times (what README quotes)
+    python benchmarks/command_times.py --run make-run   # time `make run` in a fresh clone, record it
+    python benchmarks/command_times.py --run make-test  # time `.ci/run` (lint and the whole suite) in a fresh clone
+
+`--note` adds what the figure needs said (warm caches, what else ran); `--keep` leaves the clone (its metrics/
+and dvc.lock are those of a fresh-clone `make run`). The set-up in a fresh clone downloads nothing that pip's and
+the model cache's earlier downloads hold, so a first run on a machine is slower than the recorded one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "docs" / "benchmarks" / "command_times" / "results.json"
+COMMANDS = {"make-run": ("make run", ["make", "run"]), "make-test": ("make test", [".ci/run"])}
+
+
+def cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or platform.machine()
+
+
+def load(path: Path = RESULTS) -> dict:
+    return json.loads(path.read_text()) if path.is_file() else {"runs": []}
+
+
+def latest(data: dict, command: str) -> dict | None:
+    """The last recorded run of `command` that exited 0 (runs are appended in the order they ran)."""
+    runs = [r for r in data.get("runs", []) if r["command"] == command and r.get("exit") == 0]
+    return runs[-1] if runs else None
+
+
+def time_in_fresh_clone(argv: list[str], keep: bool) -> tuple[float, int, str, Path]:
+    folder = Path(tempfile.mkdtemp(prefix="trinity-command-times-"))
+    clone = folder / "trinity"
+    subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
+    log = folder / "output.log"
+    start = time.monotonic()
+    with open(log, "w") as out:
+        code = subprocess.run(argv, cwd=clone, stdout=out, stderr=subprocess.STDOUT).returncode
+    wall = time.monotonic() - start
+    text = log.read_text(errors="replace")
+    if not keep:
+        shutil.rmtree(folder, ignore_errors=True)
+    return wall, code, text, folder
+
+
+def summary_line(text: str) -> str | None:
+    """pytest's last summary line (`1110 passed in 285.85s`), or DVC's when nothing changed."""
+    found = re.findall(r"=+ ((?:\d+ \w+, )*\d+ (?:passed|failed)[^=]*?) =+", text)
+    return found[-1].strip() if found else None
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--run", choices=sorted(COMMANDS), help="time this command in a fresh clone and record it")
+    ap.add_argument("--note", default="", help="what the figure needs said (caches, load)")
+    ap.add_argument("--keep", action="store_true", help="keep the clone and its log")
+    ap.add_argument("--results", type=Path, default=RESULTS)
+    args = ap.parse_args()
+    data = load(args.results)
+    if args.run:
+        command, argv = COMMANDS[args.run]
+        wall, code, text, folder = time_in_fresh_clone(argv, args.keep)
+        row = {"command": command, "date": dt.date.today().isoformat(), "wall_s": round(wall, 1), "exit": code,
+               "cpu": cpu_name(), "cores": os.cpu_count(), "where": "a fresh clone, set-up included",
+               "summary": summary_line(text), "note": args.note}
+        data.setdefault("runs", []).append(row)
+        args.results.parent.mkdir(parents=True, exist_ok=True)
+        args.results.write_text(json.dumps(data, indent=2) + "\n")
+        print(json.dumps(row, indent=2))
+        if args.keep:
+            print(f"clone and log kept in {folder}")
+        return code
+    for command, _ in COMMANDS.values():
+        row = latest(data, command)
+        print(f"{command}: " + ("not recorded" if row is None else
+                                f"{row['wall_s']:.0f} s on {row['cpu']} ({row['cores']} cores), {row['date']}"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

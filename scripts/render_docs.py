@@ -1,0 +1,301 @@
+"""The figures README.md and docs/ quote, rendered from the files runs write: every region of a page between
+`<!-- figures:NAME -->` and `<!-- /figures:NAME -->` is the output of `REGIONS[NAME]` on the committed metrics
+(metrics/eval.json, metrics/evolve.json, metrics/ablations.json, params.yaml) and benchmark result files
+(docs/benchmarks/*/results.json). Nothing in a region is typed: the verdict's words come from the p-values and
+signs, the time figures from a benchmark's output file that names its CPU.
+
+    .venv/bin/python scripts/render_docs.py           # or: make docs (rewrite the regions in place)
+    .venv/bin/python scripts/render_docs.py --check   # exit 1, naming each region older than its files
+
+tests/unit/test_docs_rendered.py runs the check, so a rerun that changes a metric without `make docs` (or a
+region edited by hand) fails there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import re
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = ("README.md", "docs/*.md", "docs/benchmarks/README.md")
+REGION = re.compile(r"(?P<open><!-- figures:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(?P<close><!-- /figures:(?P=name) -->)",
+                    re.S)
+ALPHA = 0.05                       # trinity.stats.ALPHA, the report's significance level
+EVAL, EVOLVE, ABLATIONS, PARAMS = "metrics/eval.json", "metrics/evolve.json", "metrics/ablations.json", "params.yaml"
+TIMES = "docs/benchmarks/command_times/results.json"
+
+
+class Sources:
+    """The files regions are rendered from, under `root`; `replace` reads another file in one's place (a test
+    renders from a changed copy of metrics/eval.json this way)."""
+
+    def __init__(self, root: Path = ROOT, replace: Mapping[str, Path] | None = None):
+        self.root = Path(root)
+        self.replace = dict(replace or {})
+
+    def path(self, rel: str) -> Path:
+        return Path(self.replace.get(rel, self.root / rel))
+
+    def json(self, rel: str) -> Any:
+        path = self.path(rel)
+        return json.loads(path.read_text()) if path.is_file() else {}
+
+    def yaml(self, rel: str) -> Any:
+        path = self.path(rel)
+        return yaml.safe_load(path.read_text()) if path.is_file() else {}
+
+
+# --- formatting -------------------------------------------------------------------------------------------
+
+def p_text(p: float) -> str:
+    return f"{p:.2g}" if p < 0.001 else f"{p:.3f}"
+
+
+def duration(seconds: float) -> str:
+    minutes, secs = divmod(round(seconds), 60)
+    return f"{minutes} min {secs} s" if minutes else f"{secs} s"
+
+
+def word(difference: float, p: float) -> str:
+    """`trinity` against another method, as the report decides it: a win or a loss only at p < ALPHA."""
+    if p < ALPHA:
+        return "beats" if difference > 0 else "loses to"
+    return "does not beat"
+
+
+def outcome(difference: float, p: float) -> str:
+    return {"beats": "win", "loses to": "loss"}.get(word(difference, p), "no significant difference")
+
+
+# --- the default run's result (README) ----------------------------------------------------------------------
+
+def _comparisons(ev: Mapping[str, Any]) -> tuple[list[dict[str, Any]], str]:
+    """One row per method of the default run's test set, with its exact (recording) and sampled figures and
+    the paired test the verdict rests on (exact when metrics/eval.json holds it, else sampled)."""
+    exact = any(k.startswith("test/recording_paired/") for k in ev)
+
+    def row(label: str, rec: str | None, sampled: str | None, compared: bool = True) -> dict[str, Any]:
+        r: dict[str, Any] = {"label": label, "exact": ev.get(f"test/recording/{rec}") if rec else None,
+                             "sampled": ev.get(f"test/all/{sampled}") if sampled else None, "compared": compared}
+        if rec:
+            r["low"] = ev.get(f"test/recording_interval/{rec}/low")
+            r["high"] = ev.get(f"test/recording_interval/{rec}/high")
+            r["p_exact"] = ev.get(f"test/recording_paired/{rec}/p_value")
+            r["d_exact"] = ev.get(f"test/recording_paired/{rec}/difference")
+            r["n"] = ev.get(f"test/recording_paired/{rec}/n")
+        if sampled:
+            r["p_sampled"] = ev.get(f"test/paired/{sampled}/p_value")
+            r["d_sampled"] = ev.get(f"test/paired/{sampled}/difference")
+        r["p"], r["d"] = (r.get("p_exact"), r.get("d_exact")) if exact else (r.get("p_sampled"), r.get("d_sampled"))
+        return r
+
+    singles = sorted({k.removeprefix("test/all/single:") for k in ev if k.startswith("test/all/single:")}
+                     | {k.removeprefix("test/recording/single") for k in ev
+                        if k.startswith("test/recording/single") and "/" not in k.removeprefix("test/recording/")})
+    rows = [row("`trinity`", "trinity", "trinity", compared=False)]
+    rows += [row(f"`single:{s}` alone", f"single{s}", f"single:{s}") for s in singles]
+    rows.append(row("random routing (x0, the untrained start)", "x0_(=_random)", "random"))
+    if "test/recording/fixed_policy_(chosen_on_train+validation)" in ev:
+        rows.append(row("the fixed policy chosen on train + validation", "fixed_policy_(chosen_on_train+validation)",
+                        None))
+    if "test/recording/bound_hindsight" in ev:
+        rows.append(row("bound: every reply known in advance", "bound_hindsight", None, compared=False))
+    rows = [r for r in rows if r["exact"] is not None or r["sampled"] is not None]
+    return rows, ("exact" if exact else "sampled")
+
+
+def verdict_sentence(rows: list[dict[str, Any]], basis: str, items: int | None) -> str:
+    def value(r: Mapping[str, Any]) -> float:
+        return r["exact"] if basis == "exact" else r["sampled"]
+
+    def test(r: Mapping[str, Any]) -> str:
+        n = f", n = {r['n']}" if basis == "exact" and r.get("n") is not None else ""
+        return f"{value(mine):.3f} against {value(r):.3f}, p = {p_text(r['p'])}{n}"
+
+    mine = rows[0]
+    singles = [r for r in rows if r["label"].startswith("`single:") and r.get("p") is not None]
+    random = next((r for r in rows if r["label"].startswith("random routing") and r.get("p") is not None), None)
+    parts = []
+    if random is not None:
+        parts.append(f"{word(random['d'], random['p'])} random routing ({test(random)})")
+    if singles:
+        words = [word(r["d"], r["p"]) for r in singles]
+        best = max(singles, key=value)
+        name = best["label"].split("`")[1].removeprefix("single:")
+        if all(w == "beats" for w in words):
+            parts.append(f"beats every single agent (the best, `{name}`: {test(best)})")
+        else:
+            parts.append(f"{word(best['d'], best['p'])} its best single agent, `{name}` ({test(best)})")
+    on = (f"on the recording's {items} test items, exact expected rewards" if basis == "exact" and items
+          else "on the test items, sampled episodes")
+    return (f"**`trinity` {' and '.join(parts)}** ({on}; a paired test at p < {ALPHA} decides a win or a "
+            "loss).")
+
+
+def results(src: Sources) -> str:
+    ev = src.json(EVAL)
+    params = src.yaml(PARAMS)
+    rows, basis = _comparisons(ev)
+    if not rows or rows[0]["label"] != "`trinity`":
+        return "No run's metrics are committed yet (`make run`, then `make docs`).\n"
+    items = ev.get("test/recording_items")
+    repeats = (params.get("eval") or {}).get("repeats")
+    tasks = params.get("tasks") or {}
+    suites = ", ".join([*(tasks.get("train") or []), *(f"{s} (zero-shot)" for s in tasks.get("transfer") or [])])
+    replay = ((params.get("pool") or {}).get("replay") or {}).get("recording")
+    lines = [verdict_sentence(rows, basis, items), ""]
+    has_exact = any(r["exact"] is not None for r in rows)
+    head = ["method"]
+    if has_exact:
+        head += ["exact expected reward [95 % interval]", "exact: paired p (n items)"]
+    head += [f"sampled reward ({repeats} runs per item)" if repeats else "sampled reward", "sampled: paired p",
+             f"`trinity` against it ({basis})"]
+    lines += ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 2) + "---|"]
+    for r in rows:
+        cells = [r["label"]]
+        if has_exact:
+            interval = f" [{r['low']:.3f}, {r['high']:.3f}]" if r.get("low") is not None else ""
+            cells.append("" if r["exact"] is None else f"{r['exact']:.3f}{interval}")
+            n = f" ({r['n']})" if r.get("n") is not None else ""
+            cells.append(f"{p_text(r['p_exact'])}{n}" if r.get("p_exact") is not None else "")
+        cells.append("" if r["sampled"] is None else f"{r['sampled']:.3f}")
+        cells.append(p_text(r["p_sampled"]) if r.get("p_sampled") is not None else "")
+        cells.append(outcome(r["d"], r["p"]) if r["compared"] and r.get("p") is not None else "")
+        lines.append("| " + " | ".join(cells) + " |")
+    where = f" replayed from `{replay}`" if replay else ""
+    lines += ["", f"The default run's test items{where} ({suites}), from the committed `metrics/eval.json`. "
+              "*Exact*: each item's expected reward, every path of the recording weighted by its probability under "
+              "the method's routing; its interval is over the items, and its p-value the report's paired test over "
+              "the same items (n = items, never items x episodes). *Sampled*: the mean reward of the episodes as run, "
+              "with the paired test over items and runs."]
+    return "\n".join(lines) + "\n"
+
+
+# --- how long the two commands take -----------------------------------------------------------------------------
+
+def _latest_times(src: Sources) -> list[dict[str, Any]]:
+    latest: dict[str, dict[str, Any]] = {}
+    for r in src.json(TIMES).get("runs", []):       # appended in the order they ran: the last one is the latest
+        if r.get("exit") == 0:
+            latest[r["command"]] = r
+    return [latest[c] for c in ("make run", "make test") if c in latest]
+
+
+def times(src: Sources) -> str:
+    rows = _latest_times(src)
+    if not rows:
+        return "Not timed yet (`python benchmarks/command_times.py --run make-run`).\n"
+    lines = []
+    for r in rows:
+        summary = f", {r['summary']}" if r.get("summary") else ""
+        lines.append(f"- `{r['command']}`: **{duration(r['wall_s'])}** ({r['where']}{summary}; {r['cores']}-core "
+                     f"{r['cpu']}, no GPU, {r['date']})")
+    return "\n".join(lines) + "\n"
+
+
+def command_times(src: Sources) -> str:
+    runs = src.json(TIMES).get("runs", [])
+    lines = ["| date | command | wall time | exit | outcome | CPU | where | note |", "|---|---|---:|---:|---|---|---|---|"]
+    for r in runs:
+        lines.append(f"| {r['date']} | `{r['command']}` | {duration(r['wall_s'])} | {r['exit']} | {r.get('summary') or ''} "
+                     f"| {r['cores']}-core {r['cpu']} | {r['where']} | {r.get('note') or ''} |")
+    return "\n".join(lines) + "\n"
+
+
+# --- the default run in detail (docs/benchmarks/README.md) ------------------------------------------------------
+
+def default_run(src: Sources) -> str:
+    ev, evolve, ablations = src.json(EVAL), src.json(EVOLVE), src.json(ABLATIONS)
+    lines = []
+    fit = evolve.get("kept_mean_fit") or {}
+    if fit and "test/recording/trinity" in ev:
+        lines.append(f"The kept mean (generation {fit.get('generation')}, chosen on validation by "
+                     f"`{evolve.get('validation_select')}`): exact expected reward {fit['train']:.3f} on its "
+                     f"{fit.get('train_items')} training items, {fit['validation']:.3f} on the {fit.get('validation_items')} "
+                     f"validation items that chose it, {ev['test/recording/trinity']:.3f} on the test items.")
+        lines.append("")
+    variants = (ablations.get("variants") or {}) if ablations.get("enabled") else {}
+    names = sorted({k.removeprefix("test/all/ablation:") for k in ev if k.startswith("test/all/ablation:")})
+    if names:
+        lines += ["The paper's ablations, each trained as `trinity` is but for its change (`metrics/ablations.json`), on "
+                  "the same test items (sampled episodes):", "",
+                  "| variant | best validation reward | test reward | variant - `trinity` | p |",
+                  "|---|---:|---:|---:|---:|"]
+        if "test/all/trinity" in ev:
+            lines.append(f"| `trinity` | {evolve.get('best_validation_reward', float('nan')):.3f} | "
+                         f"{ev['test/all/trinity']:.3f} | | |")
+        for name in names:
+            v = variants.get(name) or {}
+            val = v.get("best_validation_reward")
+            d = ev.get(f"test/paired/ablation:{name}/difference")
+            p = ev.get(f"test/paired/ablation:{name}/p_value")
+            lines.append(f"| `{name}` | {'' if val is None else f'{val:.3f}'} | {ev[f'test/all/ablation:{name}']:.3f} | "
+                         f"{'' if d is None else f'{-d:+.3f}'} | {'' if p is None else p_text(p)} |")
+    return ("\n".join(lines) + "\n") if lines else "No run's metrics are committed yet.\n"
+
+
+REGIONS: dict[str, Callable[[Sources], str]] = {
+    "results": results, "times": times, "command-times": command_times, "default-run": default_run,
+}
+
+
+# --- pages --------------------------------------------------------------------------------------------------
+
+def pages(root: Path = ROOT) -> list[Path]:
+    found: list[Path] = []
+    for pattern in PAGES:
+        found += [Path(p) for p in sorted(glob.glob(str(root / pattern)))]
+    return found
+
+
+def render(text: str, src: Sources) -> str:
+    """`text` with every marked region's body rendered afresh; an unknown region name raises."""
+    def one(m: re.Match) -> str:
+        name = m["name"]
+        if name not in REGIONS:
+            raise KeyError(f"no renderer for region figures:{name} (known: {', '.join(REGIONS)})")
+        return m["open"] + REGIONS[name](src) + m["close"]
+
+    return REGION.sub(one, text)
+
+
+def stale(src: Sources, root: Path = ROOT) -> list[str]:
+    """`page: figures:NAME` for every region whose committed text differs from a fresh render."""
+    out = []
+    for page in pages(root):
+        text = page.read_text()
+        for m in REGION.finditer(text):
+            if m["body"] != REGIONS[m["name"]](src):
+                out.append(f"{page.relative_to(root)}: figures:{m['name']}")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--check", action="store_true", help="change nothing; exit 1 naming every stale region")
+    args = ap.parse_args(argv)
+    src = Sources()
+    if args.check:
+        old = stale(src)
+        for where in old:
+            print(f"stale: {where} (make docs rewrites it)")
+        return 1 if old else 0
+    for page in pages():
+        text = page.read_text()
+        new = render(text, src)
+        if new != text:
+            page.write_text(new)
+            print(f"rewrote {page.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
