@@ -85,10 +85,6 @@ def test_an_unknown_region_is_refused():
 
 # --- the pages speak to a user -----------------------------------------------------------------------------
 
-# data/recordings/local-agents/README.md is written by the recorder (trinity/pipeline/record_stage.py,
-# `write_readme`), whose run list prints each run's command as typed, scratch paths included; it is left out
-# until the recorder writes the command without them.
-WRITTEN_BY_THE_RECORDER = {"data/recordings/local-agents/README.md"}
 HASH = re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}\b")
 # a checksum that says it is one: after its label on the same line, or in a table whose header names it
 CHECKSUM_LABEL = re.compile(r"(?i)sha-?256|md5|checksum|model files|file hash")
@@ -103,7 +99,7 @@ def user_pages() -> list[str]:
                              text=True, check=True).stdout.split()
     pages = [p for p in tracked if p.endswith(".md") and (p == "README.md" or p.startswith("docs/")
                                                            or re.fullmatch(r"data/recordings/[^/]+/README\.md", p))]
-    return sorted(set(pages) - WRITTEN_BY_THE_RECORDER)
+    return sorted(set(pages))
 
 
 def development_traces(text: str) -> list[str]:

@@ -24,3 +24,13 @@ def test_rates_per_run_and_per_machine_leave_out_runs_without_new_calls(tmp_path
     recording_rate.main([str(tmp_path), "--json", str(tmp_path / "rate.json")])
     assert "100 new calls per hour" in capsys.readouterr().out
     assert json.loads((tmp_path / "rate.json").read_text())["machines"]
+
+
+def test_a_recording_readme_shows_commands_without_the_machine_s_folders():
+    from trinity.pipeline.record_stage import shown_command
+
+    typed = ("/home/me/repo/.venv/bin/trinity record experiment=local_agents "
+             "paths.prepared=/home/me/repo/data/prepared_agents pool.sampling.timeout_s=1800")
+    assert shown_command(typed) == ("trinity record experiment=local_agents paths.prepared=data/prepared_agents "
+                                    "pool.sampling.timeout_s=1800")
+    assert shown_command("") == ""

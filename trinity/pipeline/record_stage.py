@@ -513,6 +513,25 @@ async def _record(cfg: TrinityConfig, root: Path, manifest: dict, items: Sequenc
             "items": len(items), "stopped": stopped, "new_calls": recorder.new_calls}
 
 
+def shown_command(command: str) -> str:
+    """A run's command as a reader would type it: `trinity <arguments>` with the machine's own folders left
+    out (an argument `key=/abs/path/data/x` shows as `key=data/x` when the path runs through a checkout)."""
+    words = shlex.split(command) if command else []
+    if not words:
+        return ""
+    shown = ["trinity"]
+    for word in words[1:]:
+        key, eq, value = word.partition("=")
+        path = value if eq else key
+        if path.startswith("/"):
+            for marker in ("/data/", "/.trinity/", "/conf/"):
+                if marker in path:
+                    path = path[path.index(marker) + 1:]
+                    break
+        shown.append(f"{key}={path}" if eq else path)
+    return " ".join(shlex.quote(w) for w in shown)
+
+
 def machine() -> dict[str, Any]:
     return {"host": platform.node(), "cpu": cpu_model(), "cpus": os.cpu_count(), "platform": platform.platform(),
             "python": platform.python_version(), "accelerator": None}
@@ -557,7 +576,8 @@ def write_readme(root: Path) -> None:
     lines += ["", "Runs:", ""]
     for r in m.get("runs", []):
         mach = r.get("machine") or {}
+        where = mach.get("cpu") or mach.get("host", "?")
         lines.append(f"- {r['date']}: {r.get('items', 0)} items, {r.get('new_calls', 0)} new calls, "
-                     f"{_hms(r.get('wall_s', 0))} on {mach.get('host', '?')} ({mach.get('cpus', '?')} CPUs); "
-                     f"`{r.get('command', '')}`")
+                     f"{_hms(r.get('wall_s', 0))} on {where} ({mach.get('cpus', '?')} CPUs); "
+                     f"`{shown_command(r.get('command', ''))}`")
     store.atomic_write_bytes(root / "README.md", ("\n".join(lines) + "\n").encode("utf-8"))
