@@ -185,8 +185,9 @@ def run_cases(task: str, answer: str, cases: list[Case]) -> tuple[bool, str]:
     if match:
         case = cases[int(match.group(1))]
         return False, f"failing case: {case.show()} ({match.group(2)})"
-    if result.timed_out:
-        return False, f"the program did not finish within {CHECK_LIMITS.wall_s:g} s on the examples"
+    if result.timed_out or (result.returncode is not None and not 0 <= result.returncode < 128):   # killed: a limit
+        return False, (f"the program did not finish within its limits on the examples ({CHECK_LIMITS.wall_s:g} s, "
+                       f"{CHECK_LIMITS.cpu_s} CPU-s)")
     error = (result.stderr.strip().splitlines() or ["it failed"])[-1]
     return False, f"the program fails before its examples run: {error[:200]}"
 
