@@ -6,13 +6,17 @@ bytes on another CPU. MKL (matrix products) and ATen (element-wise kernels) choo
 on an AVX-512 CPU they take AVX-512 paths, elsewhere AVX2 ones, and the two round differently in the last
 bits (benchmarks/state_determinism.py measures it). Both libraries read a switch from the environment when
 they load: MKL_CBWR (MKL's conditional numerical reproducibility) and ATEN_CPU_CAPABILITY; numpy's
-OpenBLAS (the head's products in evolution) reads OPENBLAS_CORETYPE. `pin_numerics()` sets them to the
-AVX2 paths (OpenBLAS's Haswell kernels), which every x86-64 CPU of the last ten years has, before torch
-or numpy is imported, MKL in its strict mode (",STRICT": its matrix products give the same bits for any
-number of threads; without it an Intel CPU's states differed between one and two threads). A value the user
-set is kept; TRINITY_PIN_NUMERICS=0 turns pinning off. Other architectures (ARM) ignore the switches, and MKL
-honours its branches on Intel CPUs only: an AMD CPU computes other bytes (docs/REPRODUCIBILITY.md measures it),
-which is why recordings ship their states.
+OpenBLAS (the head's products in evolution) reads OPENBLAS_CORETYPE, and numpy itself NPY_DISABLE_CPU_FEATURES:
+its float64 exp, log and power (the head's softmax, the fitness's entropy, pycma's updates) run AVX-512 kernels
+where the CPU has them and round otherwise than its AVX2 path (libm) does, which moved evolution's outputs in their last digits
+(benchmarks/evolve_determinism.py). `pin_numerics()` sets them to the AVX2 paths (OpenBLAS's Haswell kernels;
+numpy's x86-64-v3 loops, its AVX-512 targets switched off by numpy 2.4's names), which every x86-64 CPU of the
+last ten years has, before torch or numpy is imported, MKL in its strict mode (",STRICT": its matrix products
+give the same bits for any number of threads; without it an Intel CPU's states differed between one and two
+threads). A value the user set is kept; TRINITY_PIN_NUMERICS=0 turns pinning off. Other architectures (ARM)
+ignore the switches, and MKL honours its branches on Intel CPUs only: an AMD CPU computes other states
+(docs/REPRODUCIBILITY.md measures it), which is why recordings ship their states; numpy and OpenBLAS, which
+evolution computes with, choose by instruction set alone, so pinned they give the same bytes on either vendor.
 """
 
 from __future__ import annotations
@@ -20,8 +24,14 @@ from __future__ import annotations
 import os
 import sys
 
-PINNED = {"MKL_CBWR": "AVX2,STRICT", "ATEN_CPU_CAPABILITY": "avx2", "OPENBLAS_CORETYPE": "Haswell"}
-READ_BY = {"MKL_CBWR": "torch", "ATEN_CPU_CAPABILITY": "torch", "OPENBLAS_CORETYPE": "numpy"}
+# numpy 2.4 names its dispatch targets by x86-64 level (X86_V3 = AVX2, X86_V4 = AVX-512) and ignores, with a
+# hidden ImportWarning, names it does not know (the older AVX512F, AVX512_SKX): tests/unit/test_numerics.py checks
+# that the pinned numpy runs none of its AVX-512 targets.
+NUMPY_AVX512 = "X86_V4 AVX512_ICL AVX512_SPR"
+PINNED = {"MKL_CBWR": "AVX2,STRICT", "ATEN_CPU_CAPABILITY": "avx2", "OPENBLAS_CORETYPE": "Haswell",
+          "NPY_DISABLE_CPU_FEATURES": NUMPY_AVX512}
+READ_BY = {"MKL_CBWR": "torch", "ATEN_CPU_CAPABILITY": "torch", "OPENBLAS_CORETYPE": "numpy",
+           "NPY_DISABLE_CPU_FEATURES": "numpy"}
 
 
 def pin_numerics(environ: "os._Environ[str] | dict[str, str]" = os.environ) -> dict[str, str]:

@@ -1,5 +1,6 @@
-"""CPU numerics are pinned to one code path at import (trinity.pin_numerics), so cached states are the same
-bytes on other x86 CPUs; a user's own setting wins, and TRINITY_PIN_NUMERICS=0 turns pinning off."""
+"""CPU numerics are pinned to one code path at import (trinity.pin_numerics), so cached states and evolution's
+outputs are the same bytes on other x86 CPUs; a user's own setting wins, and TRINITY_PIN_NUMERICS=0 turns pinning
+off."""
 
 from __future__ import annotations
 
@@ -12,18 +13,24 @@ import pytest
 
 import trinity as numerics
 
+# numpy's active dispatch targets after `import trinity`; -W error makes numpy's ImportWarning about a CPU feature
+# name it does not know (NPY_DISABLE_CPU_FEATURES, e.g. after numpy renames its targets) fail the probe
+NUMPY_PROBE = ("import json, trinity, numpy; from numpy._core._multiarray_umath import __cpu_dispatch__, __cpu_features__; "
+               "print(json.dumps([k for k in __cpu_dispatch__ if __cpu_features__.get(k)]))")
 PROBE = ("import json, os, trinity, torch; print(json.dumps({'cap': torch.backends.cpu.get_cpu_capability(), "
          "'mkl': os.environ.get('MKL_CBWR'), 'aten': os.environ.get('ATEN_CPU_CAPABILITY')}))")
 
 
-def _probe(**env: str) -> dict:
+def _probe(probe: str = PROBE, **env: str):
     full = {k: v for k, v in os.environ.items() if k not in (*numerics.PINNED, "TRINITY_PIN_NUMERICS")}
     full.update(env)
-    out = subprocess.run([sys.executable, "-c", PROBE], env=full, capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, "-W", "error::ImportWarning", "-c", probe], env=full, capture_output=True,
+                         text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def test_pin_sets_both_switches_and_keeps_the_users():
+def test_pin_sets_every_switch_and_keeps_the_users():
     env: dict[str, str] = {}
     assert numerics.pin_numerics(env) == numerics.PINNED and env == numerics.PINNED
     mine = {"MKL_CBWR": "COMPATIBLE"}
@@ -46,6 +53,16 @@ def test_importing_trinity_first_puts_torch_on_the_avx2_path():
     assert pinned["cap"] == "AVX2"
     free = _probe(TRINITY_PIN_NUMERICS="0")
     assert free["mkl"] is None and free["aten"] is None
+
+
+@pytest.mark.skipif(not _has_avx2(), reason="the pinned path is x86 AVX2; this CPU has none")
+def test_importing_trinity_first_keeps_numpy_off_its_avx512_kernels():
+    """numpy's float64 exp and log round otherwise on its AVX-512 targets (benchmarks/evolve_determinism.py):
+    pinned, numpy runs its AVX2 (x86-64-v3) loops, as on a CPU without AVX-512, and knows every name it was given."""
+    pinned = _probe(NUMPY_PROBE)
+    assert "X86_V3" in pinned and not {"X86_V4", "AVX512_ICL", "AVX512_SPR"} & set(pinned)
+    if " avx512f" in open("/proc/cpuinfo").read():
+        assert "X86_V4" in _probe(NUMPY_PROBE, TRINITY_PIN_NUMERICS="0")   # free, numpy takes this CPU's AVX-512
 
 
 @pytest.mark.skipif(not _has_avx2(), reason="the pinned path is x86 AVX2; this CPU has none")
