@@ -115,7 +115,8 @@ def choose_coordinator(cfg: Any, exact: Any, coord: Any, evolved: np.ndarray, tr
     if policy is None or not val:
         return {"applied": False, "reason": "no training or validation items"}
     pool = list(candidates(coord.layout, evolved, policy, ev.constant_policy.strengths))
-    rows, history = [], []
+    rows: list[dict[str, Any]] = []
+    history: list[Validated] = []
     for c in pool:
         on_train = exact.value(c.params, train, routing)
         on_val = exact.value(c.params, val, routing)

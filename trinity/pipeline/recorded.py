@@ -104,8 +104,10 @@ class ExactValue:
 
     def cost_per_item(self, unit: str) -> np.ndarray:
         """The fitness's cost per episode of each item in `unit` (evolve.fitness.cost_unit): ktokens or usd."""
-        values = self.tokens_per_item / 1000.0 if unit == "ktokens" else self.price_per_item
-        return np.zeros(self.items) if values is None else np.asarray(values, dtype=np.float64)
+        values = self.tokens_per_item if unit == "ktokens" else self.price_per_item
+        if values is None:
+            return np.zeros(self.items)
+        return np.asarray(values, dtype=np.float64) / (1000.0 if unit == "ktokens" else 1.0)
 
 
 class ExactEvaluator:
