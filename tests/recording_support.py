@@ -93,3 +93,28 @@ def make_recording(tmp: Path, **kw: Any) -> tuple[Any, Path, StubServer]:
                          client_factory=lambda journal, known: PoolClient.from_config(cfg.pool, cache_path=journal,
                                                                                 replay=known))
     return cfg, record_stage.recording_dir(cfg), server
+
+
+def redo_world(max_turns: int = 3, rejection_note: str | None = None) -> tuple[Any, Any]:
+    """A verify-then-redo world for exact fitness: item 1's first answer is right and any answer built on a
+    reference thought wrong, item 2 the other way round; the Verifier accepts exactly the right answers. Returns
+    (protocol, compiled items) for one agent "a" with roles worker and verifier."""
+    from trinity.config_schema.protocol import ProtocolConfig
+    from trinity.record.exact import Recorded, compile_items
+    from trinity.tasks.types import TaskItem
+
+    overrides = ["experiment=local_small", f"protocol.max_turns={max_turns}"]
+    if rejection_note:
+        overrides.append(f"protocol.rejection_note='{rejection_note}'")
+    protocol = ProtocolConfig.from_config(compose(overrides).protocol)
+    items = [TaskItem("gsm8k", "q1", "What is 3 + 4?", "7"), TaskItem("gsm8k", "q2", "What is 2 + 5?", "7")]
+
+    def lookup(model, role, item, messages, _sample, _context=None):
+        if role == "worker":
+            built_on_a_thought = "Reference thought" in messages[-1]["content"]
+            right = built_on_a_thought == (item.item_id == "q2")
+            return Recorded(f"{'7' if right else '8'} <idea>idea</idea>", True, float(right), 0.0, 10)
+        right = "Current answer:\n7" in messages[-1]["content"]
+        return Recorded("ACCEPT" if right else "REJECT: wrong", True, None, 0.0, 2)
+
+    return protocol, compile_items(items, protocol, ("a",), ("worker", "verifier"), lookup)

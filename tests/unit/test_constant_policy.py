@@ -10,6 +10,7 @@ import json
 import numpy as np
 import pytest
 
+from recording_support import redo_world
 from trinity.config import compose, typed
 from trinity.config_schema.protocol import ProtocolConfig
 from trinity.contracts import ROLES
@@ -90,18 +91,7 @@ def _redo_recording(max_turns: int = 3):
     thought is wrong; item 2 the other way round; the Verifier accepts exactly the right answers. After a rejection
     the transcript is the one the Verifier read, so a head that reads only the transcript cannot tell turn 1 from
     turn 2 there (at best 0.625); the policy Worker -> Verifier -> Worker earns 1 on both."""
-    protocol = ProtocolConfig.from_config(compose(["experiment=local_small", f"protocol.max_turns={max_turns}"]).protocol)
-    items = [TaskItem("gsm8k", "q1", "What is 3 + 4?", "7"), TaskItem("gsm8k", "q2", "What is 2 + 5?", "7")]
-
-    def lookup(model, role, item, messages, _sample, *_context):
-        if role == "worker":
-            built_on_a_thought = "Reference thought" in messages[-1]["content"]
-            right = built_on_a_thought == (item.item_id == "q2")
-            return Recorded(f"{'7' if right else '8'} <idea>idea</idea>", True, float(right), 0.0, 10)
-        right = "Current answer:\n7" in messages[-1]["content"]
-        return Recorded("ACCEPT" if right else "REJECT: wrong", True, None, 0.0, 2)
-
-    return protocol, compile_items(items, protocol, ("a",), ("worker", "verifier"), lookup)
+    return redo_world(max_turns)
 
 
 def test_a_per_turn_policy_no_transcript_head_can_follow_is_exact_with_the_prior():

@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from recording_support import MODELS, make_recording, recording_cfg
+from recording_support import MODELS, make_recording, recording_cfg, redo_world
 from trinity.config import with_values
 from trinity.config_schema.protocol import ProtocolConfig
 from trinity.episodes.runner import EpisodeSpec, run_episodes
@@ -355,23 +355,8 @@ def test_a_rejection_note_lets_a_coordinator_verify_then_redo(note):
     on both items: "Worker; after one answer Verifier; after a rejection Worker" earns 1 on each. Without a note
     (the paper) the state after a rejection reads what the state before the Verifier read, so with Verifier
     probability q there, item 1 earns q and item 2 1 - q^2: at best (q = 1/2) 0.625 on average."""
-    from trinity.config import compose
-    from trinity.record.exact import Recorded
-    from trinity.tasks.types import TaskItem
 
-    overrides = ["experiment=local_small", "protocol.max_turns=3"] + ([f"protocol.rejection_note='{note}'"] if note else [])
-    protocol = ProtocolConfig.from_config(compose(overrides).protocol)
-    items = [TaskItem("gsm8k", "q1", "What is 3 + 4?", "7"), TaskItem("gsm8k", "q2", "What is 2 + 5?", "7")]
-
-    def lookup(model, role, item, messages, _sample, _context=None):
-        if role == "worker":
-            built_on_a_thought = "Reference thought" in messages[-1]["content"]
-            right = built_on_a_thought == (item.item_id == "q2")
-            return Recorded(f"{'7' if right else '8'} <idea>idea</idea>", True, float(right), 0.0, 10)
-        right = "Current answer:\n7" in messages[-1]["content"]
-        return Recorded("ACCEPT" if right else "REJECT: wrong", True, None, 0.0, 2)
-
-    compiled = compile_items(items, protocol, ("a",), ("worker", "verifier"), lookup)
+    protocol, compiled = redo_world(3, note)
     texts = compiled.transcripts
     W, V = ROLES.index("worker"), ROLES.index("verifier")
 
