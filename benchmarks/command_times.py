@@ -32,15 +32,11 @@ COMMANDS = {"make-run": ("make run", ["make", "run"]), "make-test": ("make test"
 
 
 def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
     import platform
 
-    return platform.processor() or platform.machine()
+    from trinity import cpu_model
+
+    return cpu_model() or platform.processor() or platform.machine()
 
 
 def load(path: Path = RESULTS) -> dict:

@@ -48,3 +48,15 @@ def pin_numerics(environ: "os._Environ[str] | dict[str, str]" = os.environ) -> d
 pin_numerics()
 
 __version__ = "0.1.0"
+
+
+def cpu_model() -> str | None:
+    """The CPU's model name as /proc/cpuinfo gives it (None elsewhere): timings and rounding differ by CPU."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return None

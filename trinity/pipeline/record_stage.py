@@ -28,6 +28,7 @@ from typing import Any, Callable, Mapping, Sequence, cast
 
 from omegaconf import DictConfig, OmegaConf
 
+from trinity import cpu_model
 from trinity.config import Config, document, typed
 from trinity.config_schema import TrinityConfig
 from trinity.config_schema.pool import Retry
@@ -535,17 +536,6 @@ def shown_command(command: str) -> str:
 def machine() -> dict[str, Any]:
     return {"host": platform.node(), "cpu": cpu_model(), "cpus": os.cpu_count(), "platform": platform.platform(),
             "python": platform.python_version(), "accelerator": None}
-
-
-def cpu_model() -> str | None:
-    """The CPU's model name as /proc/cpuinfo gives it (None elsewhere): rates differ by CPU."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return None
 
 
 def _hms(seconds: float) -> str:
