@@ -199,8 +199,11 @@ def test_recording_a_changed_setup_calls_only_for_the_new_nodes(tmp_path):
         # request, which the recording holds, so no pool call is made at all
         OmegaConf.set_struct(cfg, False)
         cfg.pool.models["m-mid"]["setup"] = {"verify": "resolve", "redo": "anew"}
+        # stopped after two items, the other two stay stale (the manifest now names the new setups)
+        out = record_stage.run(cfg, progress=lambda _l: None, grader=grade, client_factory=factory, limit_items=2)
+        assert out["recorded"] == 2 and len(record_stage.stale_items(cfg)) == 2
         out = record_stage.run(cfg, progress=lambda _l: None, grader=grade, client_factory=factory)
-        assert out["recorded"] == 4 and out["new_calls"] == 0 and server.count == first
+        assert out["recorded"] == 2 and out["new_calls"] == 0 and server.count == first
         nodes = store.open_recording(root).nodes
         checked = nodes.filter((nodes["model"] == "m-mid") & (nodes["role"] == "verifier"))
         assert checked.height > 0 and all(r.startswith(("ACCEPT: solving", "REJECT: solving"))

@@ -135,7 +135,9 @@ def choose_coordinator(cfg: Any, exact: Any, coord: Any, evolved: np.ndarray, tr
                "train_items": len(train), "validation_items": len(val), "candidates": rows}
     coordinator_dir = Path(coordinator_dir)
     file = coordinator_file(coordinator_dir)
-    _, meta, _ = load_saved(file)
+    _, saved, _ = load_saved(file)
+    # what evolution saved the head with; a rerun over a finished run finds this choice's own keys there too
+    meta = {k: v for k, v in saved.items() if k not in ("constant_policy", "candidate")}
     for c in pool:
         coord.save(coordinator_dir / CANDIDATES / c.file, c.params, {**meta, "candidate": c.name})
     coord.save(file, pool[chosen].params, {**meta, "constant_policy": {k: v for k, v in summary.items() if k != "candidates"},

@@ -291,12 +291,15 @@ def stale_items(cfg: Config) -> list[TaskItem]:
     root = recording_dir(cfg)
     if not (root / store.MANIFEST).exists():
         return []
-    manifest = store.read_manifest(root)
-    setups = setups_digest(pool_config(cfg))
-    kept = setups_digest(manifest.get("pool_config")) if manifest.get("pool_config") is not None else setups
-    done = store.item_entries(manifest)
-    return [it for it in chosen_items(with_own_items(cfg))
-            if it.uid in done and done[it.uid].get("setups_sha256", kept) != setups]
+    stale = stale_uids(store.read_manifest(root), setups_digest(pool_config(cfg)))
+    return [it for it in chosen_items(with_own_items(cfg)) if it.uid in stale]
+
+
+def stale_uids(manifest: Mapping[str, Any], setups: str) -> set[str]:
+    """The recorded items of `manifest` recorded with other agent setups than the digest `setups`. An entry
+    written before entries kept their digest was recorded with the manifest's own pool_config."""
+    kept = setups_digest(manifest["pool_config"]) if manifest.get("pool_config") is not None else setups
+    return {e["uid"] for e in manifest.get("items", []) if e.get("setups_sha256", kept) != setups}
 
 
 def new_calls_of(cfg: Config, items: Sequence[TaskItem]) -> int:
@@ -400,11 +403,10 @@ def run(cfg: Config, *, progress: Callable[[str], None] = print, pool_context: C
                                        f"(prepared data changed); record into a new recording name")
     # Agents' setups changed since an item was recorded (a checking Verifier, a redo mode): its tree is expanded
     # again with the recording as the source of every call it already holds, so only the new calls are made.
-    setups = setups_digest(manifest["pool_config"])
-    kept_setups = setups_digest(kept_pool) if kept_pool is not None else setups
-    for entry in done.values():
-        entry.setdefault("setups_sha256", kept_setups)
-    stale = {uid for uid, entry in done.items() if entry["setups_sha256"] != setups}
+    stale = stale_uids({**manifest, "pool_config": kept_pool}, setups_digest(manifest["pool_config"]))
+    if kept_pool is not None:   # entries keep the setups they were recorded with once the manifest's change
+        for entry in done.values():
+            entry.setdefault("setups_sha256", setups_digest(kept_pool))
     pending = [it for it in items if it.uid in stale] + [it for it in items if it.uid not in done]
     todo_stale = sum(it.uid in stale for it in pending)
     progress(f"record: {root}: {len(items) - len(pending)} of {len(items)} items recorded, {len(pending)} to go "

@@ -89,19 +89,19 @@ def redo_table(nodes: pl.DataFrame, redo_modes: Mapping[str, str]) -> pl.DataFra
     for row in nodes.filter((pl.col("role") == "worker") & (pl.col("turn") == 0) & pl.col("ok")).iter_rows(named=True):
         if row["grade"] is not None:
             first[(row["model"], row["item"])] = float(row["grade"])
-    redos: dict[str, dict[str, float]] = {}
+    redos: dict[str, dict[str, float]] = {}      # agent -> request hash -> grade (distinct redo requests)
+    redo_items: dict[str, set[str]] = {}         # agent -> the items where it redid
     for row in nodes.filter((pl.col("role") == "worker") & (pl.col("turn") > 0) & pl.col("ok")).iter_rows(named=True):
         parent = rows.get((row["item"], int(row["parent"])))
         if parent is None or parent["role"] != "verifier" or (parent["verdict"] or "").upper() == "ACCEPT":
             continue
         if row["grade"] is not None:
-            redos.setdefault(row["model"], {})[row["request_hash"] + row["item"]] = float(row["grade"])
-            redos[row["model"]]["#item:" + row["item"]] = -1.0
+            redos.setdefault(row["model"], {})[row["item"] + row["request_hash"]] = float(row["grade"])
+            redo_items.setdefault(row["model"], set()).add(row["item"])
     out = []
     for agent, graded in sorted(redos.items()):
-        values = [g for k, g in graded.items() if not k.startswith("#item:")]
-        items = [k[len("#item:"):] for k in graded if k.startswith("#item:")]
-        firsts = [first[(agent, it)] for it in items if (agent, it) in first]
+        values = list(graded.values())
+        firsts = [first[(agent, it)] for it in sorted(redo_items[agent]) if (agent, it) in first]
         out.append({"agent": agent, "redo": redo_modes.get(agent, "continue"),
                     "sees_rejected_answer": redo_modes.get(agent, "continue") == "continue",
                     "redo_accuracy": sum(values) / len(values) if values else None, "n_redos": len(values),
