@@ -25,12 +25,13 @@ from typing import Any
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = ("README.md", "docs/*.md", "docs/benchmarks/README.md")
+PAGES = ("README.md", "docs/*.md", "docs/benchmarks/README.md", "docs/benchmarks/feature_paths/README.md")
 REGION = re.compile(r"(?P<open><!-- figures:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(?P<close><!-- /figures:(?P=name) -->)",
                     re.S)
 ALPHA = 0.05                       # trinity.stats.ALPHA, the report's significance level
 EVAL, EVOLVE, ABLATIONS, PARAMS = "metrics/eval.json", "metrics/evolve.json", "metrics/ablations.json", "params.yaml"
 TIMES = "docs/benchmarks/command_times/results.json"
+FEATURE_PATHS = "docs/benchmarks/feature_paths/results.json"
 
 
 class Sources:
@@ -182,11 +183,14 @@ def results(src: Sources) -> str:
 # --- how long the two commands take -----------------------------------------------------------------------------
 
 def _latest_times(src: Sources) -> list[dict[str, Any]]:
-    latest: dict[str, dict[str, Any]] = {}
-    for r in src.json(TIMES).get("runs", []):       # appended in the order they ran: the last one is the latest
+    """The latest successful run of each command on each CPU it was timed on (runs are appended in the order they
+    ran): a user reads the time on a CPU like theirs, with AMX or without."""
+    latest: dict[tuple[str, str], dict[str, Any]] = {}
+    for r in src.json(TIMES).get("runs", []):
         if r.get("exit") == 0:
-            latest[r["command"]] = r
-    return [latest[c] for c in ("make run", "make test") if c in latest]
+            latest.pop((r["command"], r["cpu"]), None)   # re-inserted: the CPU timed last comes last
+            latest[(r["command"], r["cpu"])] = r
+    return [r for c in ("make run", "make test") for (command, _), r in latest.items() if command == c]
 
 
 def times(src: Sources) -> str:
@@ -194,10 +198,14 @@ def times(src: Sources) -> str:
     if not rows:
         return "Not timed yet (`python benchmarks/command_times.py --run make-run`).\n"
     lines = []
-    for r in rows:
-        summary = f", {r['summary']}" if r.get("summary") else ""
-        lines.append(f"- `{r['command']}`: **{duration(r['wall_s'])}** ({r['where']}{summary}; {r['cores']}-core "
-                     f"{r['cpu']}, no GPU, {r['date']})")
+    for command in dict.fromkeys(r["command"] for r in rows):
+        parts = []
+        for r in (r for r in rows if r["command"] == command):
+            summary = f", {r['summary']}" if r.get("summary") else ""
+            amx = {True: " with AMX", False: " without AMX"}.get(r.get("amx"), "") if "AMX" not in r["cpu"] else ""
+            parts.append(f"**{duration(r['wall_s'])}** on a {r['cores']}-core {r['cpu']}{amx}, no GPU ({r['where']}"
+                         f"{summary}; {r['date']})")
+        lines.append(f"- `{command}`: " + "; ".join(parts))
     return "\n".join(lines) + "\n"
 
 
@@ -242,8 +250,33 @@ def default_run(src: Sources) -> str:
     return ("\n".join(lines) + "\n") if lines else "No run's metrics are committed yet.\n"
 
 
+def feature_paths(src: Sources) -> str:
+    """benchmarks/feature_paths.py's table: the coordinator's features every way they run on the CPU it measured."""
+    if not src.path(FEATURE_PATHS).is_file():
+        return "Not measured yet (`python benchmarks/feature_paths.py --out " + FEATURE_PATHS + "`).\n"
+    res = src.json(FEATURE_PATHS)
+    rows = res["ways"]
+    base = rows[0]
+    lines = [f"Measured on a {res['cores']}-core {res['cpu']} ({', '.join(res['flags'])}), {res.get('date', '')}: "
+             f"{res['requests']} one-line requests and {res['states']} prepared prompts per way, the median of "
+             f"{res['rounds']} rounds.", "",
+             "| way | `/v1/route` p50 (ms) | computed tokens | arithmetic floor (ms) | peak GFLOP/s | states/s | "
+             "states/s vs the stages' default | rel. error | routes kept |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        lines.append(f"| {r['way']} | {r['route_ms']:.1f} | {r['tokens']:.0f} | {r['floor_ms']:.1f} | "
+                     f"{r['peak_gflops']:.0f} | {r['states_s']:.2f} | {r['states_s'] / base['states_s']:.2f} | "
+                     f"{r['rel_error']:.1e} | {_share(r.get('routes_kept'))} |")
+    return "\n".join(lines) + "\n"
+
+
+def _share(x: float | None) -> str:
+    return "not measured" if x is None else f"{100 * x:.0f}%"
+
+
 REGIONS: dict[str, Callable[[Sources], str]] = {
     "results": results, "times": times, "command-times": command_times, "default-run": default_run,
+    "feature-paths": feature_paths,
 }
 
 
