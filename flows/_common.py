@@ -178,6 +178,45 @@ def work_artifact(stage: str) -> Callable[[str, int, int], None]:
     return on_work
 
 
+class _RunLog(logging.Handler):
+    """Hands each record on to a flow run's logger (its terminal lines and the Prefect UI's run log)."""
+
+    def __init__(self, logger: logging.Logger | logging.LoggerAdapter) -> None:
+        super().__init__(logging.INFO)
+        self.logger = logger
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self.logger.log(record.levelno, "%s", record.getMessage())
+        except Exception:  # a log line never stops the work
+            self.handleError(record)
+
+
+@contextlib.contextmanager
+def progress_in_run_log() -> Iterator[None]:
+    """Long work's progress lines (trinity.progress: done/total, rate, ETA) in this flow run's log while the
+    block runs, from any thread: Prefect's logging setup lets only warnings of other loggers through, so they
+    would reach neither `make run`'s terminal nor the Prefect UI. A nested flow's block takes them over and
+    hands them back at its end."""
+    target = logging.getLogger("trinity.progress")
+    outer = [h for h in target.handlers if isinstance(h, _RunLog)]
+    saved = target.level, target.propagate
+    handler = _RunLog(prefect_logger())
+    for h in outer:
+        target.removeHandler(h)
+    target.addHandler(handler)
+    target.setLevel(logging.INFO)
+    target.propagate = False
+    try:
+        yield
+    finally:
+        target.removeHandler(handler)
+        for h in outer:
+            target.addHandler(h)
+        target.setLevel(saved[0])
+        target.propagate = saved[1]
+
+
 def prefect_logger() -> logging.Logger:
     try:
         from prefect import get_run_logger

@@ -10,7 +10,7 @@ from uuid import UUID
 from prefect import flow
 from prefect.artifacts import create_progress_artifact, create_table_artifact, update_progress_artifact
 
-from flows._common import cli, prefect_logger, rollout_runner, stage_cfg
+from flows._common import cli, prefect_logger, progress_in_run_log, rollout_runner, stage_cfg
 from flows._pool import local_pool
 
 
@@ -35,7 +35,7 @@ def ablate_flow(params: str | None = "params.yaml", overrides: list[str] | None 
 
     try:
         # The same rollout task as the evolve flow: one Prefect task run per candidate.
-        with local_pool(cfg), rollout_runner(cfg) as submit:
+        with progress_in_run_log(), local_pool(cfg), rollout_runner(cfg) as submit:
             out = ablate_stage.run(cfg, submit=submit, progress=on_progress)
     finally:
         RolloutContext.close_all()

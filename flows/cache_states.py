@@ -5,7 +5,7 @@ from __future__ import annotations
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
-from flows._common import cli, prefect_logger, stage_cfg, work_artifact
+from flows._common import cli, prefect_logger, progress_in_run_log, stage_cfg, work_artifact
 
 
 @task(name="cache-states", cache_policy=NO_CACHE)
@@ -22,7 +22,8 @@ def cache_states_flow(params: str | None = "params.yaml", overrides: list[str] |
                       output_paths: dict[str, str] | None = None, reuse_from: list[str] | None = None) -> dict:
     """`reuse_from`: earlier states folders; a suite computed from the same prompts and backbone is copied."""
     cfg = stage_cfg(params, overrides, output_paths, "cache_states")
-    out = cache_states_task(cfg, reuse_from)
+    with progress_in_run_log():
+        out = cache_states_task(cfg, reuse_from)
     prefect_logger().info("cached %s first-turn states into %s", out.get("count"), out.get("path"))
     return out
 

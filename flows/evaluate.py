@@ -9,7 +9,7 @@ from pathlib import Path
 from prefect import flow
 from prefect.artifacts import create_markdown_artifact
 
-from flows._common import cli, prefect_logger, stage_cfg, work_artifact
+from flows._common import cli, prefect_logger, progress_in_run_log, stage_cfg, work_artifact
 from flows._pool import local_pool
 
 
@@ -23,7 +23,7 @@ def evaluate_flow(params: str | None = "params.yaml", overrides: list[str] | Non
     cfg = stage_cfg(params, overrides, output_paths, "evaluate")
     logger = prefect_logger()
     try:
-        with local_pool(cfg):
+        with progress_in_run_log(), local_pool(cfg):
             out = evaluate_stage.run(cfg, coordinator_path=Path(coordinator) if coordinator else None,
                                      progress=logger.info, on_work=work_artifact("evaluate"),
                                      frontier_path=Path(cfg.paths.frontier) if cfg.paths.frontier else None)

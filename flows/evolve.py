@@ -9,7 +9,7 @@ from uuid import UUID
 from prefect import flow
 from prefect.artifacts import create_progress_artifact, create_table_artifact, update_progress_artifact
 
-from flows._common import cli, prefect_logger, rollout_runner, stage_cfg, work_artifact
+from flows._common import cli, prefect_logger, progress_in_run_log, rollout_runner, stage_cfg, work_artifact
 from flows._pool import local_pool
 
 
@@ -36,7 +36,7 @@ def evolve_flow(params: str | None = "params.yaml", overrides: list[str] | None 
 
     try:
         # Every candidate's rollout becomes one Prefect task run, concurrent on the task runner.
-        with local_pool(cfg), rollout_runner(cfg) as submit:
+        with progress_in_run_log(), local_pool(cfg), rollout_runner(cfg) as submit:
             out = evolve_stage.run(cfg, submit=submit, progress=on_progress, on_work=work_artifact("evolve"))
     finally:
         RolloutContext.close_all()

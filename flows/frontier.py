@@ -11,7 +11,7 @@ from uuid import UUID
 from prefect import flow
 from prefect.artifacts import create_progress_artifact, create_table_artifact, update_progress_artifact
 
-from flows._common import cli, prefect_logger, rollout_runner, stage_cfg, work_artifact
+from flows._common import cli, prefect_logger, progress_in_run_log, rollout_runner, stage_cfg, work_artifact
 from flows._pool import local_pool
 
 
@@ -35,7 +35,7 @@ def frontier_flow(params: str | None = "params.yaml", overrides: list[str] | Non
             update_progress_artifact(progress_id, progress=100.0 * done / (int(info["variants"]) * generations))
 
     try:
-        with local_pool(cfg), rollout_runner(cfg) as submit:
+        with progress_in_run_log(), local_pool(cfg), rollout_runner(cfg) as submit:
             out = frontier_stage.run(cfg, submit=submit, progress=on_progress, on_work=work_artifact("frontier"))
     finally:
         RolloutContext.close_all()

@@ -1,12 +1,21 @@
 """Progress of long work with a known total: a bar in a terminal, log lines otherwise, and listeners
 (a flow turns them into a Prefect progress artifact, so the UI shows how far a stage is).
 
-    with Progress("evaluate: episodes", total=100, listeners=[on_work]) as p:
+    with Progress("evaluate: coordinator features", total=480, unit="transcripts", listeners=[on_work]) as p:
         ...
         p.advance()          # one more done (thread-safe)
         p.at_least(40)       # coarse news: at least 40 done (e.g. a whole batch reported at once)
 
-A listener is `f(label, done, total)`; it is told at most every `min_interval_s` seconds and at the end.
+Without a terminal, a line on the `trinity.progress` logger at most every `log_every_s` seconds (the stages'
+flows put them in the flow run's log: flows/_common.progress_in_run_log), and one at the end of work that
+logged one before or took that long:
+
+    evaluate: coordinator features 120/480 transcripts (25%), 14.2/s, ETA 25 s
+    evaluate: coordinator features 480/480 transcripts (100%) in 34 s, 14.1/s
+
+so work shorter than `log_every_s` stays silent (an evolution's generation). A listener is
+`f(label, done, total)`; it is told at most every `min_interval_s` seconds and at the end. `clock` (seconds,
+monotonic) is for tests.
 """
 
 from __future__ import annotations
@@ -23,19 +32,24 @@ log = logging.getLogger("trinity.progress")
 
 class Progress:
     def __init__(self, label: str, total: int, *, listeners: Iterable[Listener | None] = (),
-                 stream: TextIO | None = None, bar: bool | None = None, log_every_s: float = 15.0,
-                 min_interval_s: float = 1.0) -> None:
+                 stream: TextIO | None = None, bar: bool | None = None, log_every_s: float = 5.0,
+                 min_interval_s: float = 1.0, unit: str = "", clock: Callable[[], float] = time.monotonic) -> None:
         self.label = label
         self.total = max(int(total), 0)
+        self.unit = unit
         self.done = 0
         self._listeners = [f for f in listeners if f is not None]
         self._lock = threading.Lock()
         self._min_interval_s = min_interval_s
         self._log_every_s = log_every_s
-        self._last_told = self._last_logged = float("-inf")
-        self._started = time.monotonic()
+        self._clock = clock
+        self._started = clock()
+        self._last_told = float("-inf")
+        self._last_logged = self._started   # the first line after log_every_s: short work stays silent
+        self._logged = False
         stream = stream if stream is not None else sys.stderr
-        use_bar = bar if bar is not None else bool(getattr(stream, "isatty", lambda: False)())
+        # a terminal gets a bar, unless a run log takes the lines (a handler of its own on the progress logger)
+        use_bar = bar if bar is not None else bool(getattr(stream, "isatty", lambda: False)()) and not log.handlers
         self._bar = None
         if use_bar and self.total:
             from tqdm import tqdm
@@ -66,25 +80,29 @@ class Progress:
                 return
             if self._bar is not None:
                 self._bar.update(step)
-            now = time.monotonic()
+            now = self._clock()
             finished = self.total and self.done >= self.total
             tell = finished or now - self._last_told >= self._min_interval_s
             if tell:
                 self._last_told = now
-            if self._bar is None and (finished or now - self._last_logged >= self._log_every_s):
-                self._last_logged = now
-                log.info("%s", self.line())
+            due = now - self._last_logged >= self._log_every_s
+            if self._bar is None and (due or (finished and self._logged)):
+                self._last_logged, self._logged = now, True
+                log.info("%s", self.line(now))
             done, total = self.done, self.total
         if tell:
             self._tell(done, total)
 
-    def line(self) -> str:
-        elapsed = time.monotonic() - self._started
+    def line(self, now: float | None = None) -> str:
+        """`<label> <done>/<total>[ unit] (<share>), <rate>/s, ETA <time>`; at the end `... in <time>, <rate>/s`."""
+        elapsed = max((self._clock() if now is None else now) - self._started, 0.0)
+        unit = f" {self.unit}" if self.unit else ""
         share = f" ({self.done / self.total:.0%})" if self.total else ""
-        eta = ""
-        if self.total and 0 < self.done < self.total:
-            eta = f", about {elapsed * (self.total - self.done) / self.done:.0f}s left"
-        return f"{self.label}: {self.done}/{self.total}{share} in {elapsed:.0f}s{eta}"
+        rate = f"{_rate(self.done / elapsed)}/s" if elapsed > 0 and self.done else "-/s"
+        if self.total and self.done >= self.total:
+            return f"{self.label} {self.done}/{self.total}{unit}{share} in {duration(elapsed)}, {rate}"
+        eta = duration(elapsed * (self.total - self.done) / self.done) if self.total and self.done else "?"
+        return f"{self.label} {self.done}/{self.total}{unit}{share}, {rate}, ETA {eta}"
 
     def _tell(self, done: int, total: int) -> None:
         for listener in self._listeners:
@@ -94,6 +112,7 @@ class Progress:
                 log.debug("progress listener failed: %s", e)
 
     def close(self) -> None:
+        """The end: listeners are told the last count (also of work that stopped short of its total)."""
         with self._lock:
             if self._closed:
                 return
@@ -102,3 +121,17 @@ class Progress:
                 self._bar.close()
             done, total = self.done, self.total
         self._tell(done, total)
+
+
+def duration(seconds: float) -> str:
+    """`25 s`, `4 min 05 s`, `2 h 03 min`: an ETA or an elapsed time, as a reader wants it."""
+    s = max(int(round(seconds)), 0)
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60:02d} s"
+    return f"{s // 3600} h {s % 3600 // 60:02d} min"
+
+
+def _rate(per_s: float) -> str:
+    return f"{per_s:.0f}" if per_s >= 100 else f"{per_s:.1f}" if per_s >= 1 else f"{per_s:.2g}"

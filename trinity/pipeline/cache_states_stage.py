@@ -84,7 +84,8 @@ def run(cfg: Config, *, on_work: Listener | None = None, reuse_from: Sequence[st
         later_texts = []
     shipped = shipped_states(cfg, coord)
     features: dict[int, dict[str, np.ndarray]] = {p: {} for p in views}
-    with Progress("cache_states: states", sum(len(texts) for _, texts in groups), listeners=[on_work]) as bar:
+    with Progress("cache_states: states", sum(len(texts) for _, texts in groups), listeners=[on_work],
+                  unit="transcripts") as bar:
         for uid, texts in groups:
             found = shipped.get(uid, texts, list(views)) if shipped is not None and uid is not None else None
             if found is None:

@@ -25,6 +25,7 @@ from trinity.record import store
 from trinity.record.exact import (CompiledItem, CompiledSet, compile_items, entropy, expectations, one_hot_ties,
                                   recorded_lookup)
 from trinity.contracts import ROLES
+from trinity.progress import Progress
 from trinity.tasks.types import TaskItem
 
 
@@ -132,9 +133,15 @@ class ExactEvaluator:
         have = 0 if self._features is None else len(self._features)
         if self._features is None or have < n:   # None with no transcript: precompute gives (0, hidden)
             todo = self.world.transcripts[have:]
-            parts = [self.coord.precompute(todo[i:i + STATE_SLICE], isolated=True)
-                     for i in range(0, len(todo), STATE_SLICE)] or [self.coord.precompute([])]
-            new = np.concatenate(parts)
+            parts = []
+            # cached states are read in moments; transcripts the states stage left out (another token position,
+            # a protocol it did not walk) cost a forward pass each, minutes for thousands: news with an ETA
+            with Progress("exact fitness: coordinator features", len(todo), unit="transcripts") as bar:
+                for i in range(0, len(todo), STATE_SLICE):
+                    part = todo[i:i + STATE_SLICE]
+                    parts.append(self.coord.precompute(part, isolated=True))
+                    bar.advance(len(part))
+            new = np.concatenate(parts or [self.coord.precompute([])])
             self._features = new if self._features is None else np.concatenate([self._features, new])
         return self._features
 
