@@ -137,22 +137,51 @@ def tiny_backbone_overrides(tmp_path_factory) -> list[str]:
     return save_tiny_backbone(tmp_path_factory.mktemp("tiny-backbone"))
 
 
-@pytest.fixture(scope="session")
-def _prefect_deployments(tmp_path_factory):
-    from process_support import DeployedFlows
+# The session's one DeployedFlows (`deployed_flows`) while it runs: stopped as soon as the last test of
+# SHARED_PREFECT_SERVER ends (`pytest_runtest_teardown`), not at the session's end, since an idle server polled
+# by its runner costs about 2 CPU-seconds a minute while the worker goes on with other files.
+_DEPLOYMENTS = pytest.StashKey[object]()
 
-    flows = DeployedFlows(tmp_path_factory.mktemp("prefect-deployments"))
+
+def _shared_server_file(config, item) -> bool:
     try:
-        yield flows
-    finally:
-        flows.close()
+        return item.path.relative_to(config.rootpath).as_posix() in SHARED_PREFECT_SERVER
+    except ValueError:
+        return False
 
 
 @pytest.fixture
-def deployed_flows(request, _prefect_deployments):
+def deployed_flows(request, tmp_path_factory):
     """One real Prefect server with the project's deployments served (process_support.DeployedFlows), shared
     by the deployment tests of the session (under pytest-xdist: of the worker; their files are in
-    SHARED_PREFECT_SERVER, so one worker runs them all and starts it once)."""
+    SHARED_PREFECT_SERVER, so one worker runs them all, one after another, and starts it once)."""
     path = request.node.path.relative_to(request.config.rootpath).as_posix()
     assert path in SHARED_PREFECT_SERVER, f"{path} uses deployed_flows: add it to conftest.SHARED_PREFECT_SERVER"
-    return _prefect_deployments
+    flows = request.config.stash.get(_DEPLOYMENTS, None)
+    if flows is None:
+        from process_support import DeployedFlows
+
+        flows = request.config.stash[_DEPLOYMENTS] = DeployedFlows(tmp_path_factory.mktemp("prefect-deployments"))
+    return flows
+
+
+def _stop_deployments(config) -> None:
+    flows = config.stash.get(_DEPLOYMENTS, None)
+    if flows is not None:
+        del config.stash[_DEPLOYMENTS]
+        flows.close()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    """After the test's own teardown: stop the shared deployments once the next test is in no file of
+    SHARED_PREFECT_SERVER (or there is none); a later one would start them again."""
+    try:
+        return (yield)
+    finally:
+        if nextitem is None or not _shared_server_file(item.config, nextitem):
+            _stop_deployments(item.config)
+
+
+def pytest_sessionfinish(session):
+    _stop_deployments(session.config)

@@ -64,9 +64,12 @@ def _stop(proc: subprocess.Popen) -> None:
         pass
 
 
-@pytest.fixture
-def dask_cluster(tmp_path):
-    """A scheduler and two single-process workers (two threads each), stopped again on any outcome."""
+@pytest.fixture(scope="module")
+def dask_cluster(tmp_path_factory):
+    """A scheduler and two single-process workers (two threads each), shared by this module's tests (each
+    process imports the stack; a test's runs are its own: another config, another run key), stopped again
+    on any outcome."""
+    tmp_path = tmp_path_factory.mktemp("dask-cluster")
     scheduler_file = tmp_path / "scheduler.json"
     # the workers unpickle functions of this module (its folder) that import the support modules (tests/)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parent), str(REPO / "tests"),
