@@ -40,6 +40,17 @@ def _state_row(label: str, key: str) -> Callable[[], Any]:
     return read
 
 
+def _ablate_speed(*keys: str, pick: Callable[[list], Any] = min) -> Callable[[], Any]:
+    """A figure of docs/benchmarks/ablate_speed/results.json: the value at `keys`, a list reduced by `pick`."""
+    def read() -> Any:
+        value = _json("docs/benchmarks/ablate_speed/results.json")
+        for key in keys:
+            value = value[key]
+        return pick(value) if isinstance(value, list) else value
+
+    return read
+
+
 # README's figures of the default run are rendered from the metrics (scripts/render_docs.py, checked by
 # tests/unit/test_docs_rendered.py); these are the benchmark pages' figures, quoted in prose beside their files.
 # (document, pattern with one group: the quoted number, reader of the committed figure)
@@ -54,6 +65,15 @@ CLAIMS: list[tuple[str, str, Callable[[], Any]]] = [
      _state_row("trinity pinned (this CPU)", "sha256")),
     ("docs/benchmarks/state_determinism/README.md", r"library's own choice[^|]*\|[^|]+\|[^|]+\| (\d\.\de-\d+) \|",
      _state_row("this CPU, library default", "max_abs_diff_to_avx2_cpu")),
+    ("docs/benchmarks/ablate_speed/README.md", r"\(592 states\) \| (\d+\.\d) ms", _ablate_speed("per_call", "generation", "walk_ms")),
+    ("docs/benchmarks/ablate_speed/README.md", r"\(592 states\) \| [^|]+\| (\d+\.\d) ms",
+     _ablate_speed("per_call", "generation", "vectorised_ms")),
+    ("docs/benchmarks/ablate_speed/README.md", r"\(602 states\) \| (\d+\.\d) ms", _ablate_speed("per_call", "validation", "walk_ms")),
+    ("docs/benchmarks/ablate_speed/README.md", r"CPU of its process, best of 2 \| (\d+\.\d) s",
+     _ablate_speed("stage", "runs", "before", pick=lambda runs: min(r["cpu_s"] for r in runs))),
+    ("docs/benchmarks/ablate_speed/README.md", r"CPU of its process, best of 2 \| [^|]+\| (\d+\.\d) s",
+     _ablate_speed("stage", "runs", "after", pick=lambda runs: min(r["cpu_s"] for r in runs))),
+    ("docs/benchmarks/ablate_speed/README.md", r"best of 2 \| [^|]+\| [^|]+\| (\d\.\d\d)x", _ablate_speed("stage", "cpu_ratio_best")),
 ]
 
 

@@ -75,6 +75,7 @@ class CompiledItem:
     item: TaskItem
     states: list[State]   # states[0] is the start; in turn order, so children come after every parent (a DAG:
     #                       paths that reach the same situation at the same turn share its state)
+    flat: Any = field(default=None, repr=False, compare=False)   # its arrays (trinity.record.flat_trees), once
 
 
 @dataclass
@@ -193,6 +194,26 @@ def one_hot_ties(p: np.ndarray) -> np.ndarray:
 def expectations(compiled: CompiledSet, items: Sequence[CompiledItem], p_agent: np.ndarray, p_role: np.ndarray,
                  *, max_turns: int) -> dict[str, np.ndarray]:
     """Per candidate (first axis of p_agent (C, T, L) and p_role (C, T, 3), T over compiled.transcripts):
+    expected reward, turns, agent shares (C, L), price and tokens per episode, averaged over `items`;
+    also `reward_per_item`, `price_per_item` and `ktokens_per_item` (C, n_items). Probabilities that also
+    depend on the turn (a head with a per-turn prior) come as (C, T, K, L) and (C, T, K, 3): a state at turn t
+    reads row min(t, K - 1).
+
+    Vectorised over every state and edge of `items` at once (trinity.record.flat_trees), one turn at a time,
+    with the same floating-point operations in the same order as the walk (`expectations_walk`): each sum is a
+    sequential fold (cumsum, ufunc.at), so the values are bit for bit the walk's and an evolution's results do
+    not depend on which one ran."""
+    from trinity.record.flat_trees import flat_expectations
+
+    return flat_expectations(items, p_agent, p_role, max_turns=max_turns)
+
+
+def expectations_walk(compiled: CompiledSet, items: Sequence[CompiledItem], p_agent: np.ndarray, p_role: np.ndarray,
+                 *, max_turns: int) -> dict[str, np.ndarray]:
+    """`expectations` as a plain walk of every state and edge: the specification the vectorised form
+    reproduces bit for bit (tests/unit/test_exact_flat.py), and the "before" of benchmarks/ablate_speed.py.
+
+    Per candidate (first axis of p_agent (C, T, L) and p_role (C, T, 3), T over compiled.transcripts):
     expected reward, turns, agent shares (C, L), price and tokens per episode, averaged over `items`;
     also `reward_per_item`, `price_per_item` and `ktokens_per_item` (C, n_items). Probabilities that also
     depend on the turn (a head with a per-turn prior) come as (C, T, K, L) and (C, T, K, 3): a state at turn t
