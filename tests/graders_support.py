@@ -12,4 +12,6 @@ def _module():
 PATHOLOGICAL = ["10^{10^{10}}", "2^{2^{2^{2^{2^{2}}}}}", "{" * 3000 + "1" + "}" * 3000,
                 "\\frac{1}{" * 300 + "2" + "}" * 300, "1+" * 20000 + "1"]
 
-FAST = SandboxLimits(wall_s=6, cpu_s=3, memory_mb=1024, nproc=16)
+# one CPU-second: every program of these tests but the spinning ones takes a tenth of it, and a spinning one
+# burns the whole limit before it is killed
+FAST = SandboxLimits(wall_s=6, cpu_s=1, memory_mb=1024, nproc=16)

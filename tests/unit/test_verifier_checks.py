@@ -7,6 +7,7 @@ setup calls the pool only for the nodes the recording lacks."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import uuid
 
 import pytest
@@ -16,6 +17,7 @@ from pool_stub import StubServer, stub_pool_cfg
 from recording_support import grade, recording_cfg, reply_for, write_prepared
 from trinity.config_schema.protocol import ProtocolConfig
 from trinity.config_schema.pool import AgentSetup
+from trinity.episodes import checks
 from trinity.episodes.checks import PROCEDURES, statement_examples, task_kind
 from trinity.episodes.protocol import turn_context
 from trinity.pool.agents import CHECKS, TurnContext, agent_request, recorded_request
@@ -123,7 +125,7 @@ def test_a_failed_resolve_is_a_failed_verifier_call_not_a_verdict():
     assert text == "" and not calls[0].ok
 
 
-def test_a_hostile_answer_under_review_is_contained(tmp_path):
+def test_a_hostile_answer_under_review_is_contained(tmp_path, monkeypatch):
     target = tmp_path / f"escaped-{uuid.uuid4().hex}"
     hostile = (f"```python\nimport os\nopen({str(target)!r}, 'w').write('x')\nos.system('touch {target}')\n"
                "def add_one(xs):\n    return [x + 1 for x in xs]\n```")
@@ -131,6 +133,8 @@ def test_a_hostile_answer_under_review_is_contained(tmp_path):
     assert not target.exists()
     assert text.startswith("REJECT")
     spin = "```python\ndef add_one(xs):\n    while True:\n        pass\n```"
+    # a spinning program runs until the CPU limit kills it: one CPU-second shows it as well as the checks' five
+    monkeypatch.setattr(checks, "CHECK_LIMITS", dataclasses.replace(checks.CHECK_LIMITS, cpu_s=1))
     text, _ = _verdict("resolve", TASK, spin)
     assert text.startswith("REJECT") and "did not finish" in text
 
