@@ -14,7 +14,11 @@ process loads the default backbone (SmolLM2-135M) and measures
   token x 2 / the peak GFLOP/s of one (64 x 576) @ (576 x 1536) product in that dtype on this CPU. No batching,
   caching or kernel choice can go under it; only fewer tokens, fewer bits or another CPU can.
 
-    .venv/bin/python benchmarks/feature_paths.py [--requests 20] [--states 32] [--out docs/benchmarks/feature_paths/results.json]
+    .venv/bin/python benchmarks/feature_paths.py [--requests 20] [--states 48] [--out docs/benchmarks/feature_paths/results.json]
+    .venv/bin/python benchmarks/feature_paths.py --busy 2 --out docs/benchmarks/feature_paths/busy.json
+
+`--busy N` keeps N other processes spinning on the CPU throughout, as a local pool's llama.cpp servers or a test
+suite do beside `trinity serve` or a stage: what each way does when it does not have the cores to itself.
 
 Needs data/prepared (`make run`). Ways alternate (all ways once, then again, `--rounds` times) so load drift on a
 shared machine hits every way alike; each figure is the median over rounds. Prints a table and writes the
@@ -151,20 +155,9 @@ def run_way(label: str, dtype: str, pinned: bool, threads: int, extra: dict[str,
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--requests", type=int, default=20)
-    parser.add_argument("--states", type=int, default=48)
-    parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--out", type=Path, default=None, help="write the results here (JSON)")
-    parser.add_argument("--heads", default="data/evolve/coordinator/candidates/*.safetensors",
-                        help="saved coordinators whose routes each way must keep (a glob; none found: not measured)")
-    args = parser.parse_args(argv)
+def measure(args: argparse.Namespace, runs: dict[str, list[dict]]) -> list[dict]:
     import numpy as np
 
-    from trinity import cpu_model
-
-    runs: dict[str, list[dict]] = {label: [] for label, *_ in WAYS}
     with tempfile.TemporaryDirectory() as tmp:
         feats: dict[str, np.ndarray] = {}
         for r in range(args.rounds):
@@ -182,6 +175,30 @@ def main(argv: list[str] | None = None) -> int:
             err = float(np.max(np.abs(feats[label] - ref)) / np.max(np.abs(ref)))
             rows.append({"way": label, "dtype": dtype, "pinned": pinned, "threads": threads, **med,
                          "rel_error": err, "routes_kept": kept.get(label)})
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=20)
+    parser.add_argument("--states", type=int, default=48)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--out", type=Path, default=None, help="write the results here (JSON)")
+    parser.add_argument("--busy", type=int, default=0, help="keep this many other processes spinning throughout")
+    parser.add_argument("--heads", default="data/evolve/coordinator/candidates/*.safetensors",
+                        help="saved coordinators whose routes each way must keep (a glob; none found: not measured)")
+    args = parser.parse_args(argv)
+    from trinity import cpu_model
+
+    runs: dict[str, list[dict]] = {label: [] for label, *_ in WAYS}
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.busy)]
+    try:
+        rows = measure(args, runs)
+    finally:
+        for p in spinners:
+            p.kill()
+            p.wait()
+
     base = rows[0]
     print(f"CPU: {cpu_model()} ({os.cpu_count()} cores; {' '.join(cpu_flags())})")
     print("| way | route p50 (ms) | computed tokens | floor (ms) | peak GFLOP/s | states/s | x states/s | rel. error "
@@ -191,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {row['way']} | {row['route_ms']:.1f} | {row['tokens']:.0f} | {row['floor_ms']:.1f} | "
               f"{row['peak_gflops']:.0f} | {row['states_s']:.2f} | {row['states_s'] / base['states_s']:.2f} | "
               f"{row['rel_error']:.1e} | {_share(row['routes_kept'])} |")
-    result = {"cpu": cpu_model(), "cores": os.cpu_count(), "flags": cpu_flags(),
+    result = {"cpu": cpu_model(), "cores": os.cpu_count(), "flags": cpu_flags(), "busy": args.busy,
               "date": datetime.date.today().isoformat(), "requests": args.requests,
               "states": args.states, "rounds": args.rounds, "heads": args.heads, "ways": rows}
     print(json.dumps(result))

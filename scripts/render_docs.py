@@ -32,6 +32,7 @@ ALPHA = 0.05                       # trinity.stats.ALPHA, the report's significa
 EVAL, EVOLVE, ABLATIONS, PARAMS = "metrics/eval.json", "metrics/evolve.json", "metrics/ablations.json", "params.yaml"
 TIMES = "docs/benchmarks/command_times/results.json"
 FEATURE_PATHS = "docs/benchmarks/feature_paths/results.json"
+FEATURE_PATHS_BUSY = "docs/benchmarks/feature_paths/busy.json"
 
 
 class Sources:
@@ -250,14 +251,15 @@ def default_run(src: Sources) -> str:
     return ("\n".join(lines) + "\n") if lines else "No run's metrics are committed yet.\n"
 
 
-def feature_paths(src: Sources) -> str:
+def feature_paths(src: Sources, file: str = FEATURE_PATHS) -> str:
     """benchmarks/feature_paths.py's table: the coordinator's features every way they run on the CPU it measured."""
-    if not src.path(FEATURE_PATHS).is_file():
-        return "Not measured yet (`python benchmarks/feature_paths.py --out " + FEATURE_PATHS + "`).\n"
-    res = src.json(FEATURE_PATHS)
+    if not src.path(file).is_file():
+        return "Not measured yet (`python benchmarks/feature_paths.py --out " + file + "`).\n"
+    res = src.json(file)
     rows = res["ways"]
     base = rows[0]
-    lines = [f"Measured on a {res['cores']}-core {res['cpu']} ({', '.join(res['flags'])}), {res.get('date', '')}: "
+    busy = f", with {res['busy']} other processes spinning throughout" if res.get("busy") else ", nothing else running"
+    lines = [f"Measured on a {res['cores']}-core {res['cpu']} ({', '.join(res['flags'])}), {res.get('date', '')}{busy}: "
              f"{res['requests']} one-line requests and {res['states']} prepared prompts per way, the median of "
              f"{res['rounds']} rounds.", "",
              "| way | `/v1/route` p50 (ms) | computed tokens | arithmetic floor (ms) | peak GFLOP/s | states/s | "
@@ -276,7 +278,7 @@ def _share(x: float | None) -> str:
 
 REGIONS: dict[str, Callable[[Sources], str]] = {
     "results": results, "times": times, "command-times": command_times, "default-run": default_run,
-    "feature-paths": feature_paths,
+    "feature-paths": feature_paths, "feature-paths-busy": lambda src: feature_paths(src, FEATURE_PATHS_BUSY),
 }
 
 

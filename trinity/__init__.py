@@ -1,6 +1,17 @@
 """TRINITY: an evolved LLM coordinator, as a reproducible pipeline. See `trinity.cli` for the command line.
 
-At import, one thing happens: `pin_numerics()`. One code path for CPU float arithmetic on every x86
+At import, two things happen, both settings the math libraries read from the environment when they load.
+
+`quiet_threads()`: OpenMP's idle threads (torch's, which compute the coordinator's features) go to sleep at once
+instead of spinning for a while after every operation (OMP_WAIT_POLICY=PASSIVE). On a machine whose cores something
+else wants too (a local pool's llama.cpp servers beside `trinity serve`, a test suite), spinning threads take the cores
+from the thread that has the work: measured on a 2-core CPU with two other busy processes, a one-line request's
+feature took seconds with spinning threads and a fifth of a second without (benchmarks/feature_paths.py --busy 2,
+docs/benchmarks/feature_paths). Nothing computed changes, only who waits how. A value the user set is kept;
+TRINITY_PASSIVE_THREADS=0 leaves OpenMP's own default; programs trinity starts that are not its own (the llama.cpp
+servers) get the environment without it (`foreign_environment()`).
+
+`pin_numerics()`. One code path for CPU float arithmetic on every x86
 machine of a vendor, so that the cached states (and every stage hash that follows from them) are the same
 bytes on another CPU. MKL (matrix products) and ATen (element-wise kernels) choose their instructions by the CPU:
 on an AVX-512 CPU they take AVX-512 paths, elsewhere AVX2 ones, and the two round differently in the last
@@ -46,6 +57,31 @@ def pin_numerics(environ: "os._Environ[str] | dict[str, str]" = os.environ) -> d
 
 
 pin_numerics()
+
+THREADS = {"OMP_WAIT_POLICY": "PASSIVE"}
+_SET_HERE: set[str] = set()   # the keys quiet_threads set in this process's environment (not the user's)
+
+
+def quiet_threads(environ: "os._Environ[str] | dict[str, str]" = os.environ) -> dict[str, str]:
+    """Set THREADS in `environ` unless the user set them, TRINITY_PASSIVE_THREADS=0, or (for this process) torch is
+    already loaded, its OpenMP having read the environment; returns what is in effect."""
+    if environ.get("TRINITY_PASSIVE_THREADS", "1") != "0":
+        own = environ is os.environ
+        for key, value in THREADS.items():
+            if key not in environ and not (own and "torch" in sys.modules):
+                environ[key] = value
+                if own:
+                    _SET_HERE.add(key)
+    return {k: environ[k] for k in THREADS if k in environ}
+
+
+def foreign_environment() -> dict[str, str]:
+    """This process's environment for a program that is not trinity's (a llama.cpp server, which runs OpenMP threads
+    of its own): without what quiet_threads set here, so it runs with its own defaults or the user's settings."""
+    return {k: v for k, v in os.environ.items() if k not in _SET_HERE}
+
+
+quiet_threads()
 
 __version__ = "0.1.0"
 

@@ -75,3 +75,28 @@ def test_the_test_process_computes_on_the_pinned_path_as_trinitys_commands_do():
     import torch
 
     assert torch.backends.cpu.get_cpu_capability() == "AVX2"
+
+
+def test_quiet_threads_sets_the_passive_wait_and_keeps_the_users():
+    env: dict[str, str] = {}
+    assert numerics.quiet_threads(env) == {"OMP_WAIT_POLICY": "PASSIVE"} == env
+    mine = {"OMP_WAIT_POLICY": "ACTIVE"}
+    assert numerics.quiet_threads(mine) == {"OMP_WAIT_POLICY": "ACTIVE"}
+    off = {"TRINITY_PASSIVE_THREADS": "0"}
+    assert numerics.quiet_threads(off) == {} and "OMP_WAIT_POLICY" not in off
+
+
+def test_trinitys_own_processes_wait_passively_and_the_programs_it_starts_do_not_inherit_it():
+    """A fresh process importing trinity has OMP_WAIT_POLICY=PASSIVE before torch loads; the environment it hands a
+    llama.cpp server (foreign_environment) lacks it, unless the user had set it."""
+    probe = ("import json, os, trinity; print(json.dumps({'own': os.environ.get('OMP_WAIT_POLICY'), "
+             "'foreign': trinity.foreign_environment().get('OMP_WAIT_POLICY')}))")
+    base = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "TRINITY_PASSIVE_THREADS")}
+
+    def run(env: dict[str, str]) -> dict:
+        out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    assert run(base) == {"own": "PASSIVE", "foreign": None}
+    assert run({**base, "OMP_WAIT_POLICY": "ACTIVE"}) == {"own": "ACTIVE", "foreign": "ACTIVE"}
+    assert run({**base, "TRINITY_PASSIVE_THREADS": "0"}) == {"own": None, "foreign": None}

@@ -21,6 +21,7 @@ from typing import Callable
 
 import httpx
 
+from trinity import foreign_environment
 from trinity.config_schema import section
 from trinity.config_schema.pool import PoolConfig
 from trinity.errors import ConfigError, TrinityError
@@ -260,7 +261,7 @@ class LocalPool:
             log = self.state_dir / f"{spec.name}.log"
             with open(log, "ab") as logf:
                 proc = subprocess.Popen(
-                    cmd, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                    cmd, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=foreign_environment(),
                     start_new_session=True,  # its own session: Ctrl-C in the caller is handled by us, not it
                 )
             self._write_state(ServerState(spec.name, proc.pid, spec.port, spec.host, str(log), str(path), time.time(),
