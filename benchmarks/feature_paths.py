@@ -1,6 +1,6 @@
 """The coordinator's features on this CPU, every way they can run here, side by side in one run: for each
-way (float32 or bfloat16; trinity's pinned numerics or each library's own choice; 1 or 2 threads) a fresh
-process loads the default backbone (SmolLM2-135M) and measures
+way (float32 or bfloat16; trinity's pinned numerics or each library's own choice; 1 or 2 threads; OpenMP threads that
+sleep when idle, as trinity sets them, or spin) a fresh process loads the default backbone (SmolLM2-135M) and measures
 
 - `route p50`: the feature of one new one-line chat request, as `POST /v1/route` computes it (prefix KV
   store on, content cache off: every prompt is new), the median over `--requests` prompts, in ms;
@@ -91,12 +91,12 @@ print(json.dumps({"route_ms": 1000 * latency, "tokens": tokens, "states_s": stat
                   "floor_ms": floor_ms, "dtype": str(dtype).replace("torch.", "")}))
 """
 
-# (label, dtype, pinned, threads, environment): OMP_WAIT_POLICY=PASSIVE puts OpenMP's idle threads to sleep at once
-# instead of spinning, which matters when other processes (a local pool's servers, a test suite) want the cores too
+# (label, dtype, pinned, threads, environment). Every trinity process sets OMP_WAIT_POLICY=PASSIVE (its idle OpenMP
+# threads sleep at once, trinity.quiet_threads); TRINITY_PASSIVE_THREADS=0 leaves OpenMP's default, spinning a while
 WAYS = [
-    ("float32, pinned (the stages' default)", "float32", True, 2, {}),
+    ("float32, pinned (trinity's default)", "float32", True, 2, {}),
+    ("float32, pinned, spinning OpenMP threads", "float32", True, 2, {"TRINITY_PASSIVE_THREADS": "0"}),
     ("float32, pinned, 1 thread", "float32", True, 1, {}),
-    ("float32, pinned, passive OpenMP wait", "float32", True, 2, {"OMP_WAIT_POLICY": "PASSIVE"}),
     ("float32, library default", "float32", False, 2, {}),
     ("bfloat16, pinned", "bfloat16", True, 2, {}),
     ("bfloat16, library default", "bfloat16", False, 2, {}),
@@ -140,7 +140,7 @@ def routes_kept(feats: dict, ref, heads: list[Path]) -> dict[str, float]:
 def run_way(label: str, dtype: str, pinned: bool, threads: int, extra: dict[str, str], requests: int, states: int,
             out: str) -> dict:
     env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
-    for key in ("TRINITY_PIN_NUMERICS", "OMP_WAIT_POLICY"):
+    for key in ("TRINITY_PIN_NUMERICS", "OMP_WAIT_POLICY", "TRINITY_PASSIVE_THREADS"):
         env.pop(key, None)
     env.update(extra)
     if not pinned:
