@@ -261,7 +261,7 @@ def feature_paths(src: Sources, file: str = FEATURE_PATHS) -> str:
     busy = f", with {res['busy']} other processes spinning throughout" if res.get("busy") else ", nothing else running"
     lines = [f"Measured on a {res['cores']}-core {res['cpu']} ({', '.join(res['flags'])}), {res.get('date', '')}{busy}: "
              f"{res['requests']} one-line requests and {res['states']} prepared prompts per way, the median of "
-             f"{res['rounds']} rounds.", "",
+             f"{res['rounds']} round{'' if res['rounds'] == 1 else 's'}.", "",
              "| way | `/v1/route` p50 (ms) | computed tokens | arithmetic floor (ms) | peak GFLOP/s | states/s | "
              "states/s vs the stages' default | rel. error | routes kept |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
