@@ -6,6 +6,7 @@ time figures are rendered from (`make docs`).
     python benchmarks/command_times.py                  # print the recorded times (what README quotes)
     python benchmarks/command_times.py --run make-run   # time `make run` in a fresh clone, record it
     python benchmarks/command_times.py --run make-test  # time `.ci/run` (lint and the whole suite) in a fresh clone
+    python benchmarks/command_times.py --run make-run-routing   # the routing benchmark's `make run`, likewise
 
 `--note` adds what the figure needs said (warm caches, what else ran); `--keep` leaves the clone (its metrics/
 and dvc.lock are those of a fresh-clone `make run`). The set-up in a fresh clone downloads nothing that pip's and
@@ -28,7 +29,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "docs" / "benchmarks" / "command_times" / "results.json"
-COMMANDS = {"make-run": ("make run", ["make", "run"]), "make-test": ("make test", [".ci/run"])}
+COMMANDS = {"make-run": ("make run", ["make", "run"]), "make-test": ("make test", [".ci/run"]),
+            "make-run-routing": ("make run EXPERIMENT=routing_benchmark", ["make", "run", "EXPERIMENT=routing_benchmark"])}
 
 
 def cpu_name() -> str:
