@@ -250,13 +250,9 @@ def expectations_walk(compiled: CompiledSet, items: Sequence[CompiledItem], p_ag
                         reach[:, o.child] += wo
                     elif o.reward:
                         per_item[:, i] += wo * o.reward
-    n = max(len(items), 1)
-    total_turns = np.maximum(turns, 1e-12)
-    return {"reward": per_item.mean(axis=1) if items else np.zeros(C), "reward_per_item": per_item,
-            "turns": turns / n, "agent_shares": agent_turns / total_turns[:, None],
-            "price_usd": price / n, "ktokens": tokens / n / 1000.0,
-            "price_per_item": price_item, "ktokens_per_item": tokens_item / 1000.0,
-            "turn_term": (turns / n - 1.0) / max_turns / 4.0}
+    from trinity.record.flat_trees import summary
+
+    return summary(per_item, turns, agent_turns, price, tokens, price_item, tokens_item, max_turns=max_turns)
 
 
 def _at(p: np.ndarray, st: State) -> np.ndarray:

@@ -124,11 +124,19 @@ def flat_expectations(items: Sequence[Any], p_agent: np.ndarray, p_role: np.ndar
     np.add.at(per_item, item_of_edge[ends], flow[ends] * reward[ends][:, None])
     per_item, price_item, tokens_item = per_item.T.copy(), price_item.T.copy(), tokens_item.T.copy()
 
+    return summary(per_item, turns, agent_turns, price_total, tokens_total, price_item, tokens_item, max_turns=max_turns)
+
+
+def summary(per_item: np.ndarray, turns: np.ndarray, agent_turns: np.ndarray, price: np.ndarray, tokens: np.ndarray,
+            price_item: np.ndarray, tokens_item: np.ndarray, *, max_turns: int) -> dict[str, np.ndarray]:
+    """The expectations' result from the per-candidate sums over the items (per_item: (C, n_items)), for the
+    vectorised form and the walk alike."""
+    n_items = per_item.shape[1]
     n = max(n_items, 1)
     total_turns = np.maximum(turns, 1e-12)
-    return {"reward": per_item.mean(axis=1) if n_items else np.zeros(C), "reward_per_item": per_item,
+    return {"reward": per_item.mean(axis=1) if n_items else np.zeros(per_item.shape[0]), "reward_per_item": per_item,
             "turns": turns / n, "agent_shares": agent_turns / total_turns[:, None],
-            "price_usd": price_total / n, "ktokens": tokens_total / n / 1000.0,
+            "price_usd": price / n, "ktokens": tokens / n / 1000.0,
             "price_per_item": price_item, "ktokens_per_item": tokens_item / 1000.0,
             "turn_term": (turns / n - 1.0) / max_turns / 4.0}
 
