@@ -29,8 +29,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import trinity  # noqa: E402,F401 - first: importing trinity pins the math libraries, as in a stage
 import numpy as np  # noqa: E402
+
+import trinity  # noqa: E402,F401 - first: importing trinity pins the math libraries, as in a stage
 
 
 def select(before: bool) -> None:
@@ -132,8 +133,7 @@ def main() -> None:
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
 
-    from trinity import config
-    from trinity import cpu_model
+    from trinity import config, cpu_model
 
     cfg = config.load(args.params)
     result: dict = {"benchmark": "ablate_speed", "cpu": cpu_model(), "date": time.strftime("%Y-%m-%d"),

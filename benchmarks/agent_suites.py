@@ -29,10 +29,10 @@ import time
 from pathlib import Path
 
 from trinity import config
-from trinity.episodes.protocol import SharedMessage, worker_messages
-from trinity.config_schema.protocol import ProtocolConfig
-from trinity.pipeline import record_stage
 from trinity.assembly.local_pool import local_pool
+from trinity.config_schema.protocol import ProtocolConfig
+from trinity.episodes.protocol import SharedMessage, worker_messages
+from trinity.pipeline import record_stage
 from trinity.pipeline.rollouts import make_grader
 from trinity.pool.client import PoolClient
 from trinity.record import store

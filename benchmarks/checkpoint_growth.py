@@ -47,8 +47,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, help="keep the run folder here (default: a temporary one, removed)")
     args = p.parse_args(argv)
 
-    import trinity.evolve.loop as loop
     from evolve_fixture import run, toy_cfg
+
+    import trinity.evolve.loop as loop
     from trinity.evolve.checkpoint import save_checkpoint
 
     scratch = Path(tempfile.mkdtemp(prefix="checkpoint-growth-"))

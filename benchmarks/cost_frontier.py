@@ -117,10 +117,10 @@ def main() -> None:
     # SIGTERM unwinds like Ctrl-C, so the simulated server this script started is stopped with it
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt("SIGTERM")))
 
+    from trinity.assembly.local_pool import LocalPool
     from trinity.pipeline import evolve_stage, frontier_stage
     from trinity.pipeline.rollouts import RolloutContext
     from trinity.pipeline.workspace import timings_dir
-    from trinity.assembly.local_pool import LocalPool
     root = Path(args.root)
     # not the weights: more weights later reuse these runs
     tag = f"gen{generations(args)}-seed{args.seed}"

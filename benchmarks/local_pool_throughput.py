@@ -33,8 +33,9 @@ import random
 import socket
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import httpx
 from omegaconf import OmegaConf

@@ -77,11 +77,11 @@ def main() -> None:
     args = ap.parse_args()
 
     from trinity import config
-    from trinity.stats import paired_test, verdict
     from trinity.pipeline import items as item_sel
     from trinity.pipeline.evolve_stage import evolve
     from trinity.pipeline.recorded import describe_recording, exact_item_values
     from trinity.pipeline.rollouts import RolloutContext
+    from trinity.stats import paired_test, verdict
 
     base = config.compose(["experiment=local_small", *args.overrides])
     if OmegaConf.select(base, "pool.replay") is None:

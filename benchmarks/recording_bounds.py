@@ -26,9 +26,9 @@ SPLITS = ("train", "validation", "test")
 
 
 def rows(cfg) -> list[dict]:
+    from trinity.assembly.pool_client import pool_client
     from trinity.pipeline.items import load_split
     from trinity.pipeline.recorded import RecordedWorld
-    from trinity.assembly.pool_client import pool_client
     from trinity.record import bounds
 
     pool = pool_client(cfg)

@@ -26,14 +26,14 @@ from pathlib import Path
 import numpy as np
 
 from trinity import config
+from trinity.assembly.local_pool import local_servers
+from trinity.assembly.pool_client import pool_client
+from trinity.config_schema.protocol import ProtocolConfig
 from trinity.episodes.parsing import parse_thinker, parse_verdict
 from trinity.episodes.protocol import SharedMessage, review_messages, sample_index_for, worker_messages
-from trinity.config_schema.protocol import ProtocolConfig
 from trinity.pipeline import items as item_sel
 from trinity.pipeline.rollouts import make_grader
 from trinity.pool.client import PoolClient
-from trinity.assembly.local_pool import local_servers
-from trinity.assembly.pool_client import pool_client
 
 CAPS = (16, 32, 48, 64, 96, 128, 160, 192, 256, 320, 384, 512)
 

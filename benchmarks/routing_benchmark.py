@@ -101,10 +101,10 @@ def realised_bound(cfg, test) -> float | None:
     """The hindsight bound on this run's own outcome table: the share of test items on which some
     model's Worker answer at some turn is right (oracle.realised_hindsight); None on a real pool. The
     test episodes are repeat 0 (RolloutContext.run_router, one repeat)."""
+    from trinity.config_schema import group
     from trinity.episodes.protocol import sample_index_for
     from trinity.simulated.oracle import realised_hindsight
     from trinity.simulated.profile import parse_profile
-    from trinity.config_schema import group
     from trinity.simulated.references import is_simulated
 
     if not is_simulated(group(cfg, "pool")) or not test:
@@ -337,10 +337,10 @@ def main() -> None:
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt("SIGTERM")))
 
     from trinity import config
-    from trinity.pipeline import items as item_sel
-    from trinity.pipeline.rollouts import RolloutContext
     from trinity.assembly.local_pool import LocalPool
     from trinity.config_schema import group
+    from trinity.pipeline import items as item_sel
+    from trinity.pipeline.rollouts import RolloutContext
     from trinity.simulated.references import label, references
 
     overrides = ["experiment=routing_benchmark", *args.overrides]

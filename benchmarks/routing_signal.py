@@ -52,12 +52,12 @@ def load(cfg, compute: bool = False) -> dict:
     are the cached ones (`data/states`, with the recording's later transcripts) or, with `compute`, computed
     here by the configured coordinator's backbone (another backbone than the cache's: `coordinator=...`)."""
     from trinity.assembly.pool_client import pool_client
+    from trinity.config_schema.protocol import ProtocolConfig
+    from trinity.episodes.protocol import first_turn_transcript
     from trinity.pipeline.cache_states_stage import _text_key
     from trinity.pipeline.items import load_split
     from trinity.pipeline.recorded import RecordedWorld
     from trinity.pipeline.state_files import first_turn_states, read_state_cache, state_path
-    from trinity.config_schema.protocol import ProtocolConfig
-    from trinity.episodes.protocol import first_turn_transcript
     from trinity.record import bounds
 
     pool = pool_client(cfg)

@@ -23,14 +23,12 @@ def main() -> None:
     ap.add_argument("--params", default="params.yaml")
     args = ap.parse_args()
 
-    from trinity import config   # first: importing trinity pins the math libraries
-
     import numpy as np
     import torch
 
+    from trinity import config  # first: importing trinity pins the math libraries
     from trinity.assembly.coordinator import coordinator_from_config
-    from trinity.pipeline.cache_states_stage import (by_suite_items, position_views, recorded_item_texts,
-                                                     shipped_states)
+    from trinity.pipeline.cache_states_stage import by_suite_items, position_views, recorded_item_texts, shipped_states
     from trinity.pipeline.state_files import features_at_positions
 
     if args.threads:

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import httpx
 
-from trinity.setup.assets import model_path, model_cache_dir
+from trinity.setup.assets import model_cache_dir, model_path
 
 TARGET, DRAFT = "qwen2.5-coder-1.5b-instruct", "qwen2.5-coder-0.5b-instruct"
 PROMPTS = [

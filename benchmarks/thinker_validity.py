@@ -20,11 +20,11 @@ import json
 import re
 
 from trinity import config
+from trinity.assembly.local_pool import local_pool
+from trinity.config_schema.protocol import ProtocolConfig
 from trinity.episodes.parsing import parse_thinker
 from trinity.episodes.protocol import review_messages
-from trinity.config_schema.protocol import ProtocolConfig
 from trinity.pipeline import record_stage
-from trinity.assembly.local_pool import local_pool
 from trinity.pool.client import PoolClient
 from trinity.record import store
 from trinity.stats import wilson_ci

@@ -64,9 +64,9 @@ def main() -> None:
     from omegaconf import OmegaConf
 
     from trinity import config
+    from trinity.assembly.local_pool import LocalPool
     from trinity.pipeline import evolve_stage
     from trinity.pipeline.rollouts import RolloutContext
-    from trinity.assembly.local_pool import LocalPool
 
     data, root = Path(args.data_root), Path(args.root)
     base = config.compose(["experiment=routing_benchmark", f"seed={args.seed}", f"paths.prepared={data}/prepared",

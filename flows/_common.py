@@ -8,7 +8,8 @@ import logging
 import os
 import signal
 import sys
-from typing import Any, Callable, Iterator, cast
+from collections.abc import Callable, Iterator
+from typing import Any, cast
 from uuid import UUID
 
 from trinity import config
@@ -62,7 +63,8 @@ def run_outputs(cfg: Config, stages: tuple[str, ...], label: str,
     started from a deployment (UI or schedule): a new folder under `paths.ad_hoc_runs`, so only
     `dvc repro` ever writes the DVC outputs that dvc.lock describes. Otherwise (the DVC stage, the
     CLI): None, the configured paths."""
-    from trinity.pipeline.workspace import new_run_folder, output_paths as stage_output_paths
+    from trinity.pipeline.workspace import new_run_folder
+    from trinity.pipeline.workspace import output_paths as stage_output_paths
 
     if output_paths is not None:
         return output_paths

@@ -5,7 +5,7 @@ in dvc.yaml, on the pool's server code."""
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator
+from collections.abc import Iterator
 
 from trinity import config
 from trinity.config import Config

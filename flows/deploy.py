@@ -18,6 +18,7 @@ import argparse
 from prefect import serve
 from prefect.schedules import Cron
 
+from flows._common import apply_environment_defaults
 from flows.ablate import ablate_flow
 from flows.cache_states import cache_states_flow
 from flows.evaluate import evaluate_flow
@@ -26,7 +27,6 @@ from flows.frontier import frontier_flow
 from flows.pipeline import pipeline_flow
 from flows.prepare import prepare_flow
 from flows.retrain import retrain_flow
-from flows._common import apply_environment_defaults
 from trinity import config
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from prefect import flow, task
-from prefect.cache_policies import NO_CACHE
 from prefect.artifacts import create_table_artifact
+from prefect.cache_policies import NO_CACHE
 
 from flows._common import cli, prefect_logger, stage_cfg
 

@@ -71,8 +71,8 @@ def record_new_items(cfg: Config, log) -> TrinityConfig:
     first (trinity.pipeline.record_stage.extend), so this run trains and gates on items the last did not
     see; returns the config whose record.items cover them. On a live pool, or with none asked, the config
     is returned as it is."""
-    from trinity.pipeline import record_stage
     from trinity.assembly.local_pool import local_pool as start_local_pool
+    from trinity.pipeline import record_stage
 
     cfg = config.typed(cfg)
     new = dict(cfg.retrain.new_items)

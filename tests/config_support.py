@@ -5,7 +5,8 @@ so the head order is the test's), typed as `trinity.config.load` returns it."""
 from __future__ import annotations
 
 import copy
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from omegaconf import OmegaConf
 

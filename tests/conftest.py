@@ -21,7 +21,6 @@ from pathlib import Path
 
 import pytest
 
-
 # Test files that share one pytest-xdist worker: they use the session's one Prefect server (`deployed_flows`).
 SHARED_PREFECT_SERVER = ("tests/integration/test_deployments.py", "tests/integration/test_retrain_deployment.py")
 

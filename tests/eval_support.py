@@ -5,27 +5,24 @@ coordinator with a priced pool for the evaluate stage (its unit and integration 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import re
 
 import numpy as np
 import pytest
-
-from scripted_pool import ScriptedPool
-from trinity.config import compose
-from trinity.coordinator.head import RoutingHead
-from trinity.config_schema.protocol import ProtocolConfig
-from trinity.eval.moa import moa_prompts
-from trinity.coordinator.router import CoordinatorRouter
-from trinity.tasks.types import TaskItem
-
-import dataclasses
-
 from omegaconf import OmegaConf
+from scripted_pool import ScriptedPool
 
+from trinity.config import compose
+from trinity.config_schema.protocol import ProtocolConfig
+from trinity.contracts import ROLES
+from trinity.coordinator.head import RoutingHead
+from trinity.coordinator.router import CoordinatorRouter
 from trinity.coordinator.saved import check_metadata, load_params
+from trinity.eval.moa import moa_prompts
 from trinity.pipeline import evaluate_stage
 from trinity.pipeline.rollouts import LoopThread, RolloutContext
-from trinity.contracts import ROLES
+from trinity.tasks.types import TaskItem
 
 CFG = compose(["experiment=local_live", "eval.methods=[trinity,trinity:argmax,single_worker,role_select,random,loop,moa,ablations]"])
 PROTOCOL = ProtocolConfig.from_config(CFG.protocol)

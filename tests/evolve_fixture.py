@@ -26,10 +26,10 @@ from typing import Any
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
+from trinity.contracts import ROLES
 from trinity.coordinator.head import Decision, RoutingHead
 from trinity.episodes.trace import EpisodeId, Trace, Turn
 from trinity.evolve.strategy_registry import STRATEGIES
-from trinity.contracts import ROLES
 from trinity.seeding import derive_seed, rng
 
 AGENTS = ("alpha", "beta", "gamma")

@@ -2,6 +2,7 @@
 loaded as a module, math answers that would take a naive grader forever, and short sandbox limits."""
 
 from benchmark_support import load_benchmark
+
 from trinity.sandbox import SandboxLimits
 
 

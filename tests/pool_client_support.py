@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from pool_stub import stub_pool_cfg
+
 from trinity.config_schema.pool import Retry
 from trinity.pool.client import PoolClient
 

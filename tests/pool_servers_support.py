@@ -2,8 +2,9 @@
 local_live config with free ports for its local model servers."""
 
 
-from trinity import config
 from pool_stub import free_ports
+
+from trinity import config
 
 
 def _cfg(tmp_path, models=None, **extra):

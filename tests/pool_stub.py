@@ -29,8 +29,9 @@ import json
 import socket
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 _REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 408: "Request Timeout",
             409: "Conflict", 422: "Unprocessable Entity", 429: "Too Many Requests",
@@ -132,7 +133,7 @@ class StubServer:
 
     # --- lifecycle ---------------------------------------------------------------------------------
 
-    def start(self) -> "StubServer":
+    def start(self) -> StubServer:
         self._thread = threading.Thread(target=self._run_thread, name="pool-stub", daemon=True)
         self._thread.start()
         self._ready.wait(10)
@@ -146,7 +147,7 @@ class StubServer:
         if self._thread is not None:
             self._thread.join(10)
 
-    def __enter__(self) -> "StubServer":
+    def __enter__(self) -> StubServer:
         return self.start()
 
     def __exit__(self, *exc: Any) -> None:

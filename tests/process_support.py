@@ -81,7 +81,6 @@ def prefect_server(home, env: dict | None = None, cwd=None, log=None, timeout_s:
     ahead: `migrated_prefect_home`), until the block ends; yields its API URL. `env` is the environment to run
     it in (default: this process's), `log` the file for its output (default: home/server.log)."""
     import httpx
-
     from pool_stub import free_ports
 
     home = migrated_prefect_home(home)

@@ -15,8 +15,8 @@ from typing import Any
 
 import polars as pl
 from omegaconf import OmegaConf
-
 from pool_stub import StubServer, completion, stub_pool_cfg
+
 from trinity.config import compose
 
 MODELS = ("m-big", "m-mid", "m-small")

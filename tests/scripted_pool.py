@@ -11,8 +11,9 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from trinity.config_schema.protocol import ProtocolConfig
 from trinity.pool.types import CallResult

@@ -17,9 +17,10 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import httpx
 from pool_stub import free_ports
@@ -54,8 +55,8 @@ def prepare_served(root: Path, *, suites: Sequence[str] = ("mmlu",), items_per_s
 
     from trinity import config
     from trinity.assembly.coordinator import coordinator_from_config
-    from trinity.tasks.prepare import load_items
     from trinity.pipeline.suites import prepare_from_config
+    from trinity.tasks.prepare import load_items
 
     root = Path(root)
     overrides = ["pool=simulated", f"paths.cache={root / 'cache'}", f"paths.prepared={root / 'prepared'}",
@@ -87,7 +88,7 @@ class ServeProcess:
     log: Path | None = None
     env: dict = field(default_factory=dict)
 
-    def start(self, timeout_s: float = 180) -> "ServeProcess":
+    def start(self, timeout_s: float = 180) -> ServeProcess:
         self.port, self.pool_port = free_ports(2)
         state = self.served.root / f"pool-{self.pool_port}"
         self.log = self.served.root / f"serve-{self.port}.log"

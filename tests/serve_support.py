@@ -9,16 +9,16 @@ reply that reached the wrong request shows.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
-
 from pool_stub import completion
 
-from trinity.coordinator.head import RoutingHead
 from trinity.contracts import ROLES
+from trinity.coordinator.head import RoutingHead
 
 AGENTS = ("alpha", "beta", "gamma")
 TAG = re.compile(r"REQ-[A-Za-z0-9_]+")

@@ -5,10 +5,10 @@ tests/integration/test_evolve_diagnostics_run.py)."""
 from __future__ import annotations
 
 import pytest
-from omegaconf import OmegaConf
-
 from coordinator_support import tiny_backbone
+from omegaconf import OmegaConf
 from scripted_pool import ScriptedPool
+
 from trinity import config
 
 
@@ -27,11 +27,11 @@ def scripted(tmp_path, monkeypatch):
     from trinity.coordinator import coordinator as coordinator_module
     from trinity.pipeline.cache_states_stage import run as cache_states
     from trinity.pipeline.rollouts import RolloutContext
+    from trinity.pipeline.suites import prepare_from_config
     from trinity.pool.client import PoolClient
     from trinity.tasks.prepare import load_items
-    from trinity.pipeline.suites import prepare_from_config
 
-    cfg = config.compose(["experiment=local_live", 
+    cfg = config.compose(["experiment=local_live",
         "tasks.train=[mmlu]", "tasks.transfer=[]", "tasks.max_items_per_suite=24",
         "evolve.popsize=4", "evolve.generations=2", "evolve.episodes_per_candidate=2", "evolve.validation.every=1",
         "evolve.validation.n_items=2", "evolve.max_concurrent_episodes=8", "protocol.max_turns=2",

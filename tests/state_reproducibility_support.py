@@ -7,10 +7,10 @@ import numpy as np
 from coordinator_support import tiny_backbone
 
 from trinity import config
-from trinity.coordinator.coordinator import Coordinator
 from trinity.assembly.coordinator import coordinator_from_config
+from trinity.coordinator.coordinator import Coordinator
 
-WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa carry the tens".split()
+WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa", "carry", "the", "tens"]
 
 
 def _items(n: int = 150) -> list[tuple[str, str]]:

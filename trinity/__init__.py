@@ -45,7 +45,7 @@ READ_BY = {"MKL_CBWR": "torch", "ATEN_CPU_CAPABILITY": "torch", "OPENBLAS_CORETY
            "NPY_DISABLE_CPU_FEATURES": "numpy"}
 
 
-def pin_numerics(environ: "os._Environ[str] | dict[str, str]" = os.environ) -> dict[str, str]:
+def pin_numerics(environ: os._Environ[str] | dict[str, str] = os.environ) -> dict[str, str]:
     """Set the switches in `environ` unless the user set them or TRINITY_PIN_NUMERICS=0; returns what is
     in effect. A switch whose library is already loaded in this process (it has read the environment) is
     left alone: setting it then would only mislead a child process into looking pinned."""
@@ -62,7 +62,7 @@ THREADS = {"OMP_WAIT_POLICY": "PASSIVE"}
 _SET_HERE: set[str] = set()   # the keys quiet_threads set in this process's environment (not the user's)
 
 
-def quiet_threads(environ: "os._Environ[str] | dict[str, str]" = os.environ) -> dict[str, str]:
+def quiet_threads(environ: os._Environ[str] | dict[str, str] = os.environ) -> dict[str, str]:
     """Set THREADS in `environ` unless the user set them, TRINITY_PASSIVE_THREADS=0, or (for this process) torch is
     already loaded, its OpenMP having read the environment; returns what is in effect."""
     if environ.get("TRINITY_PASSIVE_THREADS", "1") != "0":

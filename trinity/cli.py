@@ -164,8 +164,8 @@ def _cmd_eval(args) -> int:
     # every argument is checked before the pool or the backbone loads; only the run's folder is made
     request = prepare_request(cfg, coordinator=args.coordinator, suites=args.suite or [],
                               methods=args.method or [], output=args.output, root=root, frontier=args.frontier)
-    from trinity.pipeline import evaluate_stage
     from trinity.assembly.local_pool import local_pool
+    from trinity.pipeline import evaluate_stage
     from trinity.pipeline.rollouts import RolloutContext
     from trinity.pipeline.workspace import apply_output_paths
 

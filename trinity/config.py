@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import copy
 import os
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Mapping, cast, overload
+from typing import Any, cast, overload
 
 from omegaconf import DictConfig, OmegaConf
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import types
 import typing
 from pathlib import Path
 from typing import Any
@@ -92,16 +93,16 @@ def schema_table() -> list[str]:
 
 def _unwrap(tp: Any) -> tuple[Any, bool]:
     args = [a for a in typing.get_args(tp) if a is not type(None)]
-    if typing.get_origin(tp) is typing.Union and len(args) == 1:
+    if typing.get_origin(tp) in (typing.Union, types.UnionType) and len(args) == 1:
         return args[0], True
     return tp, False
 
 
 def _type_name(tp: Any) -> str:
     origin = typing.get_origin(tp)
-    if origin in (list, typing.List):
+    if origin in (list, list):
         return f"list of {_type_name(typing.get_args(tp)[0])}"
-    if origin in (dict, typing.Dict):
+    if origin in (dict, dict):
         return "mapping"
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
         return "choice"
@@ -118,7 +119,7 @@ def _schema_rows(cls: type, prefix: str) -> list[tuple[str, str, str, str]]:
         if isinstance(tp, type) and dataclasses.is_dataclass(tp):
             out += _schema_rows(tp, f"{key}.")
             continue
-        dict_args = typing.get_args(tp) if typing.get_origin(tp) in (dict, typing.Dict) else ()
+        dict_args = typing.get_args(tp) if typing.get_origin(tp) in (dict, dict) else ()
         if dict_args and isinstance(dict_args[1], type) and dataclasses.is_dataclass(dict_args[1]):
             out += _schema_rows(dict_args[1], f"{key}.<name>.")
             continue

@@ -24,7 +24,8 @@ import logging
 import sys
 import threading
 import time
-from typing import Callable, Iterable, TextIO
+from collections.abc import Callable, Iterable
+from typing import TextIO
 
 Listener = Callable[[str, int, int], None]
 log = logging.getLogger("trinity.progress")
@@ -57,7 +58,7 @@ class Progress:
             self._bar = tqdm(total=self.total, desc=label, file=stream, leave=False, dynamic_ncols=True)
         self._closed = False
 
-    def __enter__(self) -> "Progress":
+    def __enter__(self) -> Progress:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -55,10 +55,11 @@ import sys
 import sysconfig
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Callable, cast
+from typing import cast
 
 _OUTPUT_CAP = 64 * 1024
 _SHM_BYTES = 64 * 1024 * 1024

@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
+from stage_support import scripted  # noqa: F401  (fixture: a composed config on a scripted pool)
 
 from trinity import config
 from trinity.pipeline.workspace import timings_dir
-from stage_support import scripted  # noqa: F401  (fixture: a composed config on a scripted pool)
 
 pytestmark = pytest.mark.integration
 

@@ -14,8 +14,8 @@ import pytest
 
 from trinity import config
 from trinity.coordinator.saved import save_params
-from trinity.pipeline.eval_arguments import prepare_request
 from trinity.errors import ConfigError
+from trinity.pipeline.eval_arguments import prepare_request
 
 REPO = Path(__file__).resolve().parents[2]
 OUTPUTS = ("reports/report.md", "data/eval/results.parquet", "metrics/eval.json", "data/evolve/coordinator/x")

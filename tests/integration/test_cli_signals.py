@@ -17,7 +17,6 @@ import numpy as np
 import pytest
 from pool_stub import free_ports
 
-
 pytestmark = pytest.mark.slow
 
 
@@ -52,7 +51,6 @@ def _conf_on_free_ports(tmp_path: Path) -> Path:
 def test_sigterm_to_trinity_serve_stops_the_pool_servers_it_started(tmp_path, monkeypatch):
     from trinity import config
     from trinity.assembly.coordinator import coordinator_from_config
-
     from trinity.pool.servers import port_in_use
 
     monkeypatch.setenv(config.CONF_ENV, str(_conf_on_free_ports(tmp_path)))

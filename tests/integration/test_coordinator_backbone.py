@@ -30,7 +30,7 @@ def close(a: np.ndarray, b: np.ndarray) -> bool:
 
 @pytest.fixture(scope="module")
 def coord(tmp_path_factory):
-    cfg = config.compose(["experiment=local_live", 
+    cfg = config.compose(["experiment=local_live",
         f"paths.cache={tmp_path_factory.mktemp('cache')}",
         "coordinator.backbone.device=cpu",
         "coordinator.features.normalize=none",   # raw features: no cached states in this test

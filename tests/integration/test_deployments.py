@@ -14,8 +14,8 @@ import json
 
 import pytest
 from omegaconf import OmegaConf
-
 from pool_stub import StubServer, stub_pool_cfg
+
 from trinity import config
 
 pytestmark = pytest.mark.slow

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from dvc_analysis import ROOT
 
 pytestmark = pytest.mark.integration

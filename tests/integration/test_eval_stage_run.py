@@ -10,13 +10,17 @@ import json
 
 import polars as pl
 import pytest
+from eval_support import (
+    AGENTS,
+    GOOD,
+    L,
+    StandInCoordinator,
+    head_weights,
+    stage,  # noqa: F401  (fixture)
+)
 
-from eval_support import AGENTS, GOOD, head_weights
 from trinity.coordinator.saved import save_params
 from trinity.pipeline import evaluate_stage
-
-from eval_support import L, StandInCoordinator
-from eval_support import stage  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.integration
 

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
-
 from recording_support import make_recording
 
 pytestmark = pytest.mark.integration   # real processes and services: make test, not test-fast

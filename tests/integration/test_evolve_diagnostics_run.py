@@ -10,7 +10,6 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
-
 from stage_support import scripted  # noqa: F401  (fixture: a composed config on a scripted pool)
 
 pytestmark = pytest.mark.integration

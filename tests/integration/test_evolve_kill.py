@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
-
 from evolve_fixture import run, toy_cfg
+
 from trinity.evolve.checkpoint import load_checkpoint
 from trinity.pipeline.evolution_inputs import config_fingerprint
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+
 from trinity import config
 from trinity.pipeline.workspace import timings_dir
 
@@ -61,8 +62,8 @@ def simulated(tmp_path, monkeypatch):
     from trinity.coordinator import coordinator as coordinator_module
     from trinity.pipeline.cache_states_stage import run as cache_states
     from trinity.pipeline.rollouts import RolloutContext
-    from trinity.pool.client import PoolClient
     from trinity.pipeline.suites import prepare_from_config
+    from trinity.pool.client import PoolClient
 
     cfg = config.compose([
         "experiment=routing_benchmark", "tasks.train=[mmlu,gsm8k]", "tasks.max_items_per_suite=16",

@@ -4,7 +4,6 @@ tests/unit/test_graders_agreement.py."""
 
 
 import pytest
-
 from graders_support import _module
 
 pytestmark = pytest.mark.integration

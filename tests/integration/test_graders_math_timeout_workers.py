@@ -6,11 +6,10 @@ import asyncio
 import time
 
 import pytest
+from graders_support import PATHOLOGICAL
 
 from trinity.tasks import get_suite
 from trinity.tasks.graders.worker_pool import WorkerPool, WorkerTimeout
-
-from graders_support import PATHOLOGICAL
 
 pytestmark = pytest.mark.integration
 

@@ -4,10 +4,9 @@ the fallback still contains. The other hostile programs: tests/unit/test_graders
 import time
 
 import pytest
+from graders_support import FAST
 
 from trinity.sandbox import isolation_mode, run_python
-
-from graders_support import FAST
 
 pytestmark = pytest.mark.integration
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import openai
 import pytest
 from omegaconf import OmegaConf
-
 from pool_stub import StubServer, stub_pool_cfg
 from recording_support import SUITE, grade, recording_cfg, reply_for, write_prepared
+
 from trinity import config
 from trinity.config import compose
 from trinity.errors import ConfigError

@@ -28,9 +28,17 @@ from pathlib import Path
 
 import httpx
 import pytest
-
-from journey_support import (REPO, SERVE_PORT, fill, marked_blocks, project_copy, serve_port, stop_group,
-                             use_backbone, user_environment)
+from journey_support import (
+    REPO,
+    SERVE_PORT,
+    fill,
+    marked_blocks,
+    project_copy,
+    serve_port,
+    stop_group,
+    use_backbone,
+    user_environment,
+)
 from pool_stub import StubServer, completion
 from process_support import migrated_prefect_home
 

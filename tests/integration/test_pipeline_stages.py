@@ -9,9 +9,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 from omegaconf import OmegaConf
-
 from pool_stub import StubServer, stub_pool_cfg
 from process_support import prefect_server
+
 from trinity import config
 from trinity.pipeline.rollouts import RolloutContext
 from trinity.tasks.prepare import load_items

@@ -5,11 +5,10 @@ fails. Port checks before starting: tests/unit/test_pool_servers.py."""
 
 import httpx
 import pytest
+from pool_servers_support import _cfg
 
 from trinity.pool import servers
 from trinity.pool.servers import LocalPool, PoolServerError
-
-from pool_servers_support import _cfg
 
 pytestmark = pytest.mark.slow
 
@@ -56,8 +55,7 @@ def test_pool_up_status_chat_down_on_the_real_local_models(tmp_path):
 def test_context_manager_stops_its_servers_when_the_body_fails(tmp_path):
     cfg = _cfg(tmp_path, models=["smollm2-135m"])
     port = cfg.pool.models["smollm2-135m"].port
-    with pytest.raises(RuntimeError, match="flow failed"):
-        with LocalPool(cfg.pool):
-            assert servers.port_in_use("127.0.0.1", port)
-            raise RuntimeError("flow failed")
+    with pytest.raises(RuntimeError, match="flow failed"), LocalPool(cfg.pool):
+        assert servers.port_in_use("127.0.0.1", port)
+        raise RuntimeError("flow failed")
     assert not servers.port_in_use("127.0.0.1", port)

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from process_support import prefect_server, stop
+
 from trinity import config
 
 pytestmark = pytest.mark.slow

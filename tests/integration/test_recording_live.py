@@ -15,7 +15,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from pool_stub import free_ports
 from recording_support import write_prepared
 

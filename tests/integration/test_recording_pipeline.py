@@ -10,10 +10,9 @@ import numpy as np
 import polars as pl
 import pytest
 from omegaconf import OmegaConf
-
 from recording_support import make_recording
-from trinity.pipeline.rollouts import RolloutContext
 
+from trinity.pipeline.rollouts import RolloutContext
 
 pytestmark = pytest.mark.integration   # real processes and services: make test, not test-fast
 

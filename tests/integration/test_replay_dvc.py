@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
-
 from pool_stub import StubServer, error, free_ports, stub_pool_cfg
+
 from trinity import config
 
 pytestmark = pytest.mark.slow

@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from process_support import migrated_prefect_home
+
 from trinity import repro
 
 pytestmark = pytest.mark.integration

@@ -17,9 +17,9 @@ import numpy as np
 import openai
 import pytest
 from omegaconf import OmegaConf
-
 from pool_stub import StubServer, stub_pool_cfg
 from process_support import wait_for
+
 from trinity import config
 
 pytestmark = pytest.mark.slow
@@ -46,11 +46,11 @@ def test_scheduled_retraining_promotes_only_a_better_challenger_and_serving_foll
     from prefect.deployments import run_deployment
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    from trinity.pipeline.coordinator_setup import build_coordinator
     from trinity.models.store import ModelRegistry
+    from trinity.pipeline.coordinator_setup import build_coordinator
+    from trinity.pipeline.suites import prepare_from_config
     from trinity.serve.server import ServerThread, build_app
     from trinity.tasks.prepare import load_items
-    from trinity.pipeline.suites import prepare_from_config
 
     api = deployed_flows.api
     answers: dict[str, str] = {}

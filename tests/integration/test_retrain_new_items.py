@@ -8,7 +8,6 @@ import collections
 
 import pytest
 from omegaconf import OmegaConf
-
 from pool_stub import StubServer
 from recording_support import grade, make_recording, reply_for
 

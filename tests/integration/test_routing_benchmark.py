@@ -25,11 +25,11 @@ import polars as pl
 import pytest
 
 from trinity import config
-from trinity.stats import paired_test
+from trinity.assembly.local_pool import LocalPool
 from trinity.pipeline import cache_states_stage, evolve_stage
 from trinity.pipeline.rollouts import RolloutContext
-from trinity.assembly.local_pool import LocalPool
 from trinity.pipeline.suites import prepare_from_config
+from trinity.stats import paired_test
 
 pytestmark = pytest.mark.slow
 

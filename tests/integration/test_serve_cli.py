@@ -13,11 +13,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from pool_stub import free_ports
 
 from trinity import config
 from trinity.coordinator.saved import save_params
 from trinity.pool.servers import port_in_use
-from pool_stub import free_ports
 
 pytestmark = pytest.mark.integration
 

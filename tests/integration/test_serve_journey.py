@@ -23,10 +23,17 @@ from types import SimpleNamespace
 import httpx
 import numpy as np
 import pytest
+from journey_support import (
+    REPO,
+    SERVE_PORT,
+    project_copy,
+    section_blocks,
+    serve_port,
+    stop_group,
+    use_backbone,
+    user_environment,
+)
 from omegaconf import OmegaConf
-
-from journey_support import (REPO, SERVE_PORT, project_copy, section_blocks, serve_port, stop_group, use_backbone,
-                             user_environment)
 from pool_stub import StubServer, completion
 
 pytestmark = pytest.mark.integration

@@ -3,7 +3,6 @@ free loopback ports, and the official openai client, non-streaming and streaming
 
 from __future__ import annotations
 
-
 import numpy as np
 import openai
 import pytest

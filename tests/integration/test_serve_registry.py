@@ -13,11 +13,10 @@ from coordinator_support import tiny_backbone
 from pool_stub import StubServer
 from serve_support import echo_roles, serve_cfg, tag_of
 
-from trinity.coordinator.coordinator import Coordinator
 from trinity.assembly.coordinator import coordinator_from_config
+from trinity.coordinator.coordinator import Coordinator
 from trinity.models.store import ModelRegistry, ModelRegistryError
 from trinity.serve.server import ServerThread, build_app
-
 
 pytestmark = pytest.mark.integration   # real processes and services: make test, not test-fast
 

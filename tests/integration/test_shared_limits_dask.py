@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
-
 from pool_stub import StubServer, completion, stub_pool_cfg
+
 from trinity import config
 from trinity.pipeline.rollouts import RolloutContext
 from trinity.routers.baselines import SingleWorkerRouter

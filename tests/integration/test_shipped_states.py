@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
-
 from recording_support import make_recording
+
 from trinity.files import sha256_file
 
 pytestmark = pytest.mark.integration   # real processes and services: make test, not test-fast

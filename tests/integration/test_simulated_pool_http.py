@@ -6,15 +6,18 @@ import asyncio
 
 import httpx
 import pytest
+from simulated_pool_support import (
+    _cfg,
+    _free_port,
+    _worker_body,
+    prepared,  # noqa: F401  (fixture)
+)
 
 from trinity import config
-from trinity.pool.client import PoolClient
 from trinity.assembly.local_pool import LocalPool
+from trinity.pool.client import PoolClient
 from trinity.pool.servers import port_in_use
 from trinity.tasks.prepare import load_items
-
-from simulated_pool_support import _free_port, _cfg, _worker_body
-from simulated_pool_support import prepared  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.integration
 

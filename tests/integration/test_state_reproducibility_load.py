@@ -12,11 +12,10 @@ import time
 
 import pytest
 import torch
+from state_reproducibility_support import _coordinator, _items
 
 from trinity.pipeline import state_files
 from trinity.pipeline.state_files import write_state_cache
-
-from state_reproducibility_support import _items, _coordinator
 
 pytestmark = pytest.mark.integration
 

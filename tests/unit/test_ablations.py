@@ -49,6 +49,7 @@ def test_the_budget_counts_the_validation_items_there_are(tmp_path):
     """`evolve.validation.n_items` is a cap: with fewer validation items prepared, the budget (metrics/ablations.json,
     the report's description of each variant) counts the items evolution validates on, not the cap."""
     from recording_support import SUITE, write_prepared
+
     from trinity.pipeline import ablate_stage
 
     write_prepared(tmp_path / "prepared", {"train": 4, "validation": 3, "test": 2})

@@ -8,12 +8,12 @@ import asyncio
 
 import pytest
 from omegaconf import OmegaConf
-
 from pool_stub import StubServer, completion, stub_pool_cfg
 from recording_support import grade, recording_cfg, write_prepared
+
 from trinity.config import compose
-from trinity.errors import ConfigError
 from trinity.config_schema.pool import AgentSetup
+from trinity.errors import ConfigError
 from trinity.pool.agents import agent_request, program_of, python_tool, request_model
 from trinity.pool.client import PoolClient
 from trinity.pool.servers import server_specs
@@ -107,6 +107,7 @@ def test_program_of_thought_answer_reads_as_the_answer_to_every_grader():
 def _agents_recording(tmp_path):
     """Three agents of one stub model (a plain one, one with instructions, one with the tool) recorded at K = 3."""
     from recording_support import reply_for
+
     from trinity.pipeline import record_stage
 
     def reply(body):

@@ -213,9 +213,7 @@ def _is_fallback(node: ast.AST) -> bool:
 def own_defaults(text: str) -> list[str]:
     hits = []
     for node in ast.walk(ast.parse(text)):
-        if _is_select(node) and any(k.arg == "default" for k in node.keywords):
-            hits.append(ast.unparse(node))
-        elif _is_config_get(node) and len(node.args) == 2:
+        if _is_select(node) and any(k.arg == "default" for k in node.keywords) or _is_config_get(node) and len(node.args) == 2:
             hits.append(ast.unparse(node))
         elif isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or):
             first, rest = node.values[0], node.values[1:]

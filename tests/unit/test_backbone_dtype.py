@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from coordinator_support import save_tiny_backbone
 from omegaconf import OmegaConf
 
-from coordinator_support import save_tiny_backbone
 from trinity.coordinator import backbone as bb
 
 
@@ -72,9 +72,8 @@ def test_half_precision_on_a_pinned_amx_cpu_uses_eager_attention(monkeypatch, dt
 def test_a_bfloat16_backbone_reads_a_long_prompt_on_this_cpu(tmp_path):
     """Under the default pinning (ATen at AVX2) a bfloat16 forward pass of a long prompt runs: on an AMX CPU torch's
     fused attention refused it before the backbone switched to eager attention there."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
     from coordinator_support import tiny_tokenizer
+    from transformers import LlamaConfig, LlamaForCausalLM
 
     tokenizer = tiny_tokenizer()
     torch.manual_seed(0)

@@ -9,8 +9,8 @@ import json
 
 import numpy as np
 import pytest
-
 from recording_support import redo_world
+
 from trinity.config import compose, typed
 from trinity.config_schema.protocol import ProtocolConfig
 from trinity.contracts import ROLES

@@ -16,6 +16,7 @@ from coordinator_support import tiny_backbone, transcripts
 
 from trinity import config
 from trinity.assembly.coordinator import coordinator_from_config, load_coordinator
+from trinity.contracts import ROLES, Router
 from trinity.coordinator.features.engine import FeatureEngine, FeatureRequest
 from trinity.coordinator.head import RoutingHead
 from trinity.coordinator.layout import ParamLayout
@@ -24,7 +25,6 @@ from trinity.coordinator.saved import CoordinatorMismatchError
 from trinity.coordinator.svf import SVFAdapter, scaled_singular_values
 from trinity.errors import TrinityError
 from trinity.pipeline.state_files import preload_state_cache, read_state_cache, write_state_cache
-from trinity.contracts import ROLES, Router
 
 SVF_MATRICES = ["model.layers.2.self_attn.*_proj", "model.layers.2.mlp.*_proj", "lm_head"]
 

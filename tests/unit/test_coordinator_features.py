@@ -15,11 +15,12 @@ import json
 import numpy as np
 import polars as pl
 import pytest
-from omegaconf import OmegaConf
 from coordinator_support import numeric_grad, tiny_backbone
+from omegaconf import OmegaConf
 
 from trinity import config
 from trinity.assembly.coordinator import load_coordinator
+from trinity.contracts import ROLES
 from trinity.coordinator.feature_norm import ABS_FLOOR, FLOOR_FRACTION, FeatureNorm, FeatureNormError
 from trinity.coordinator.feature_stats import feature_stats
 from trinity.coordinator.head import RoutingHead
@@ -27,7 +28,6 @@ from trinity.coordinator.saved import CoordinatorMismatchError, load_saved, save
 from trinity.errors import ConfigError
 from trinity.pipeline.coordinator_setup import build_coordinator, first_turn_features
 from trinity.pipeline.state_files import read_state_cache
-from trinity.contracts import ROLES
 from trinity.tasks.prepare import COLUMNS
 
 TRAIN, TRANSFER = ["mmlu", "gsm8k"], ["gpqa_diamond"]
@@ -87,7 +87,7 @@ def _write_prepared(folder, suite: str, splits: list[str]) -> None:
 
 
 def _compose(tmp, *extra):
-    return config.compose(["experiment=local_live", 
+    return config.compose(["experiment=local_live",
         f"tasks.train=[{','.join(TRAIN)}]", f"tasks.transfer=[{','.join(TRANSFER)}]", "coordinator.backbone.id=tiny-llama",
         f"paths.prepared={tmp}/prepared", f"paths.states={tmp}/states", f"paths.metrics={tmp}/metrics",
         f"paths.cache={tmp}/cache", *extra,
@@ -286,8 +286,8 @@ def test_log_prob_gradient_matches_finite_differences_under_normalisation(roles)
 
 
 def test_reinforce_gradient_from_recorded_decisions_is_the_normalised_one(setup):
-    from trinity.evolve.strategy_registry import make_strategy
     from trinity.evolve.on_policy import EpisodeDecisions
+    from trinity.evolve.strategy_registry import make_strategy
 
     coord = build_coordinator(setup["cfg"], backbone=tiny_backbone())
     params = np.random.default_rng(3).normal(0, 0.3, coord.num_params)

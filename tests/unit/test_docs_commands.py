@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -52,7 +52,7 @@ def _placeholders(text: str) -> str:
     return re.sub(r"(?<![\w$/.=:-])[A-Z][A-Z_]*(?:\.\.\.)?(?![\w=/.:-])", PH, text)
 
 
-@lru_cache(maxsize=None)
+@cache
 def top_level_keys() -> frozenset[str]:
     return frozenset(composed(()).keys()) | groups()
 
@@ -122,7 +122,7 @@ def tokens(command: str) -> list[list[str]]:
 
 # --- what exists ------------------------------------------------------------------------------------
 
-@lru_cache(maxsize=None)
+@cache
 def makefile() -> tuple[frozenset[str], frozenset[str]]:
     text = (REPO / "Makefile").read_text()
     targets = set(re.findall(r"^([A-Za-z0-9_-]+):(?!=)", text, re.M))
@@ -130,7 +130,7 @@ def makefile() -> tuple[frozenset[str], frozenset[str]]:
     return frozenset(targets), frozenset(variables)
 
 
-@lru_cache(maxsize=None)
+@cache
 def parser():
     from trinity.cli import build_parser
 
@@ -143,21 +143,21 @@ def subparsers() -> dict:
     return dict(action.choices)
 
 
-@lru_cache(maxsize=None)
+@cache
 def dvc_stages() -> frozenset[str]:
     import yaml
 
     return frozenset(yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"])
 
 
-@lru_cache(maxsize=None)
+@cache
 def groups() -> frozenset[str]:
     """Config groups: folders of conf/ holding option files (pool/profile included)."""
     conf = REPO / "conf"
     return frozenset(p.parent.relative_to(conf).as_posix() for p in conf.rglob("*.yaml") if p.parent != conf)
 
 
-@lru_cache(maxsize=None)
+@cache
 def composed(group_choices: tuple[str, ...]) -> DictConfig:
     from trinity import config
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 import collections
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 

@@ -14,10 +14,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from dvc_analysis import (PACKAGES, ROOT, _covers, _flow_stages, _paths, minimal_deps, module_file, reachable_files,
-                          uncovered)
-
+from dvc_analysis import (
+    PACKAGES,
+    ROOT,
+    _covers,
+    _flow_stages,
+    _paths,
+    minimal_deps,
+    module_file,
+    reachable_files,
+    uncovered,
+)
 
 FLOW_STAGES = _flow_stages()
 

@@ -6,13 +6,13 @@ import numpy as np
 import polars as pl
 import pytest
 
+from trinity.contracts import ROLES
 from trinity.episodes.trace import EpisodeId, Trace, Turn
 from trinity.errors import ConfigError
 from trinity.eval import methods
-from trinity.stats import bootstrap_ci
 from trinity.eval.tables import results_frame, summarize, trace_rows
-from trinity.contracts import ROLES
 from trinity.routers.baselines import RandomRouter, SingleWorkerRouter, WorkerVerifierLoopRouter
+from trinity.stats import bootstrap_ci
 
 
 def test_bootstrap_interval_on_known_data():

@@ -9,11 +9,13 @@ import re
 import numpy as np
 import polars as pl
 import pytest
-
+from eval_support import AGENTS, CFG, GOOD, ITEMS, FixedFeatures, Pool, grade, head_weights, script  # noqa: E402
 from scripted_pool import Fail
-from trinity.coordinator.head import RoutingHead
-from trinity.episodes.protocol import sample_index_for
+
 from trinity.config_schema.protocol import ProtocolConfig
+from trinity.coordinator.head import RoutingHead
+from trinity.coordinator.router import CoordinatorRouter
+from trinity.episodes.protocol import sample_index_for
 from trinity.episodes.runner import EpisodeSpec, run_episodes
 from trinity.errors import ConfigError
 from trinity.eval import methods, report
@@ -21,9 +23,6 @@ from trinity.eval.episode_functions import run_episode_fn
 from trinity.eval.moa import aggregator_messages, moa_episode, moa_prompts
 from trinity.eval.tables import paired_tests, results_frame, summarize, trace_rows
 from trinity.routers.baselines import RoleOnlyRouter, SingleWorkerRouter
-from trinity.coordinator.router import CoordinatorRouter
-
-from eval_support import CFG, AGENTS, GOOD, ITEMS, grade, Pool, script, FixedFeatures, head_weights  # noqa: E402
 
 
 def coordinator(agent: int, role: int, strength: float = 5.0, mode: str = "sample") -> CoordinatorRouter:

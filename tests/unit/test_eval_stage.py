@@ -6,14 +6,15 @@ tests/integration/test_eval_stage_run.py."""
 from __future__ import annotations
 
 import pytest
+from eval_support import (
+    AGENTS,
+    items,
+    stage,  # noqa: F401  (fixture)
+)
 
-from eval_support import AGENTS
 from trinity.config import compose
 from trinity.errors import ConfigError
 from trinity.pipeline import evaluate_plan, evaluate_report, evaluate_stage
-
-from eval_support import items
-from eval_support import stage  # noqa: F401  (fixture)
 
 
 def test_without_a_coordinator_or_ablations_the_baselines_still_run(stage, tmp_path):  # noqa: F811

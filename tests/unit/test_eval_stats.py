@@ -10,11 +10,10 @@ import numpy as np
 import polars as pl
 import pytest
 
-from trinity.episodes.trace import EpisodeId, Trace, Turn
 from trinity import stats
+from trinity.episodes.trace import EpisodeId, Trace, Turn
 from trinity.eval import report
 from trinity.eval.tables import paired_tests, results_frame, summarize, trace_rows, truncation
-
 
 # ---- intervals -----------------------------------------------------------------------------------
 

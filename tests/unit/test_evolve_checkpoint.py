@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 import pytest
+from evolve_fixture import run, toy_cfg
 from omegaconf import OmegaConf
 
-from evolve_fixture import run, toy_cfg
 from trinity.errors import TrinityError
 from trinity.evolve.checkpoint import MAGIC, load_checkpoint, save_checkpoint
 from trinity.evolve.errors import CheckpointError
@@ -193,6 +193,7 @@ def test_a_checkpoint_with_the_rows_inside_is_upgraded_and_resumes(tmp_path):
     import shutil
 
     from evolve_fixture import ToyProblem, save_coordinator
+
     from trinity.pipeline.evolution_inputs import run_evolution_from_config
 
     cfg = toy_cfg(generations=5, every=2, tmp=tmp_path / "ref")

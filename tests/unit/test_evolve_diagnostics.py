@@ -12,16 +12,16 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
-
 from evolve_fixture import AGENTS, ToyProblem, run, save_coordinator, toy_cfg
 from stage_support import scripted  # noqa: F401  (fixture: a composed config on a scripted pool)
+
+from trinity.config_schema.evolve import Fitness
 from trinity.episodes.trace import EpisodeId, Trace, Turn
 from trinity.errors import ConfigError
 from trinity.evolve.diagnostics import ended_without_answer, routing_matrix, training_diagnostics
-from trinity.config_schema.evolve import Fitness
 from trinity.evolve.fitness import shaped_fitness
-from trinity.pipeline.evolution_inputs import run_evolution_from_config
 from trinity.evolve.tables import GENERATIONS_SCHEMA, ROUTING_SCHEMA
+from trinity.pipeline.evolution_inputs import run_evolution_from_config
 
 
 def _read(out: Path, name: str) -> pl.DataFrame:

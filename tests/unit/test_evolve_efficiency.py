@@ -8,17 +8,26 @@ import json
 import logging
 
 import pytest
-from omegaconf import OmegaConf
-
 from evolve_fixture import AGENTS, run, toy_cfg
-from pool_stub import StubServer, completion
+from omegaconf import OmegaConf
 from pool_client_support import chat_once, client_for
+from pool_stub import StubServer, completion
+
 from trinity import config
 from trinity.episodes.protocol import _record_call
 from trinity.episodes.trace import EpisodeId, Trace, Turn
 from trinity.errors import ConfigError
-from trinity.evolve.efficiency import (PoolWork, Throughput, efficiency, episode_work, floor_s, generation_summary,
-                                       model_throughput, pool_throughputs, pool_work)
+from trinity.evolve.efficiency import (
+    PoolWork,
+    Throughput,
+    efficiency,
+    episode_work,
+    floor_s,
+    generation_summary,
+    model_throughput,
+    pool_throughputs,
+    pool_work,
+)
 from trinity.evolve.tables import episode_row
 from trinity.pipeline.items import generation_items, train_items_mode
 from trinity.pool.responses import cached_prompt_tokens, parse_completion

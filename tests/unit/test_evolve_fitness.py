@@ -6,11 +6,11 @@ import math
 
 import pytest
 
-from trinity.episodes.trace import EpisodeId, Trace, Turn
-from trinity.errors import ConfigError
 from trinity.config_schema import section
 from trinity.config_schema.choices import CostUnit
 from trinity.config_schema.evolve import Fitness
+from trinity.episodes.trace import EpisodeId, Trace, Turn
+from trinity.errors import ConfigError
 from trinity.evolve.fitness import agent_entropy, shaped_fitness
 
 

@@ -8,13 +8,13 @@ import logging
 import numpy as np
 import polars as pl
 import pytest
-
 from evolve_fixture import AGENTS, ToyProblem, run, save_coordinator, toy_cfg
-from trinity.evolve.errors import BudgetExhausted
-from trinity.pipeline.evolution_inputs import run_evolution_from_config
-from trinity.evolve.tables import EPISODES_SCHEMA, GENERATIONS_SCHEMA
+
 from trinity.config_schema import section
 from trinity.config_schema.evolve import EvolveConfig
+from trinity.evolve.errors import BudgetExhausted
+from trinity.evolve.tables import EPISODES_SCHEMA, GENERATIONS_SCHEMA
+from trinity.pipeline.evolution_inputs import run_evolution_from_config
 
 
 def _tables(out):

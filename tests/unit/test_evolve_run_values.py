@@ -8,8 +8,8 @@ import dataclasses
 
 import numpy as np
 import pytest
-
 from evolve_fixture import run, toy_cfg
+
 from trinity.config_schema import section
 from trinity.config_schema.evolve import EvolveConfig
 from trinity.episodes.trace import EpisodeId, Trace, Turn

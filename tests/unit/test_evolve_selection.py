@@ -8,8 +8,8 @@ import json
 import numpy as np
 import polars as pl
 import pytest
-
 from evolve_fixture import ToyProblem, save_coordinator, toy_cfg
+
 from trinity.config_schema.choices import ValidationSelect
 from trinity.errors import ConfigError
 from trinity.evolve.selection import RULES, Validated, paired_se, select

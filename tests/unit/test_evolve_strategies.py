@@ -11,15 +11,15 @@ import pickle
 import numpy as np
 import polars as pl
 import pytest
-
 from evolve_fixture import ToyProblem, run, toy_cfg
+
 from trinity.coordinator.head import Decision
 from trinity.errors import ConfigError
-from trinity.evolve.strategy_registry import STRATEGIES, KINDS, make_strategy
 from trinity.evolve.checkpoint import load_checkpoint
-from trinity.pipeline.evolution_inputs import config_fingerprint
 from trinity.evolve.on_policy import EpisodeBatch, EpisodeDecisions
 from trinity.evolve.strategies import default_popsize
+from trinity.evolve.strategy_registry import KINDS, STRATEGIES, make_strategy
+from trinity.pipeline.evolution_inputs import config_fingerprint
 
 BLACK_BOX = sorted(n for n, cls in STRATEGIES.items() if cls.kind == "black_box")
 ON_POLICY = sorted(n for n, cls in STRATEGIES.items() if cls.kind == "on_policy")

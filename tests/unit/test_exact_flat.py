@@ -8,8 +8,15 @@ import numpy as np
 import pytest
 
 from trinity.contracts import ROLES
-from trinity.record.exact import (CompiledItem, CompiledSet, Outcome, State, expectations, expectations_walk,
-                                  one_hot_ties)
+from trinity.record.exact import (
+    CompiledItem,
+    CompiledSet,
+    Outcome,
+    State,
+    expectations,
+    expectations_walk,
+    one_hot_ties,
+)
 
 
 def _random_item(rng: np.random.Generator, n_transcripts: int, agents: int, turns: int) -> CompiledItem:

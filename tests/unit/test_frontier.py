@@ -9,11 +9,11 @@ import json
 import numpy as np
 import polars as pl
 import pytest
+
 from trinity import config
 from trinity.errors import ConfigError
 from trinity.eval import frontier as fr
 from trinity.eval.tables import results_frame
-
 
 # ---------------------------------------------------------------------- non-dominated marking
 
@@ -99,8 +99,8 @@ def test_budget_table_rows_follow_the_choice_rule():
 
 
 def test_cost_weights_keys_are_checked_named_and_leave_the_main_run_key_alone():
-    from trinity.pipeline.evolution_inputs import config_fingerprint
     from trinity.pipeline import frontier_stage
+    from trinity.pipeline.evolution_inputs import config_fingerprint
 
     base = config.compose(["experiment=routing_benchmark"])
     assert list(base.evolve.cost_weights) == [] and base.evolve.cost_weights_unit == "auto"
@@ -185,8 +185,8 @@ def test_a_frontier_server_picks_a_head_per_request_and_names_it_in_the_trace(tm
     backbone; the cheap head's agent row is aligned with the request's first-turn feature, so it opens
     with `gamma`, while the zero head opens with the first model."""
     import openai
-    from pool_stub import StubServer
     from coordinator_support import tiny_backbone
+    from pool_stub import StubServer
     from serve_support import echo_roles, serve_cfg
 
     from trinity.assembly.coordinator import coordinator_from_config

@@ -6,10 +6,10 @@ import time
 
 import pytest
 
+from trinity.sandbox import SandboxResult
 from trinity.tasks import get_suite
 from trinity.tasks.graders import code as code_grader
 from trinity.tasks.graders.code import GradeCache
-from trinity.sandbox import SandboxResult
 from trinity.tasks.types import TaskItem
 
 PROMPT = 'def add(a, b):\n    """Sum of a and b."""\n'

@@ -5,11 +5,11 @@ tests/integration/test_graders_math_timeout_workers.py."""
 import time
 
 import pytest
+from graders_support import PATHOLOGICAL
 
 from trinity.tasks.graders.math_answer import answers_equivalent
 from trinity.tasks.graders.worker_pool import WorkerError, WorkerPool, WorkerStartError
 
-from graders_support import PATHOLOGICAL
 LIMIT_S = 2.0
 # generous: the limit, plus a loaded CI machine's slack to notice and kill; never a worker start (warmed first)
 CUT_OFF_S = LIMIT_S + 3.0

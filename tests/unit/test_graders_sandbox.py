@@ -6,11 +6,10 @@ import shutil
 import subprocess
 
 import pytest
-
-from trinity.tasks.graders.code import grade_program
-from trinity.sandbox import isolation_mode, pids_cgroup_parent, run_python
-
 from graders_support import FAST
+
+from trinity.sandbox import isolation_mode, pids_cgroup_parent, run_python
+from trinity.tasks.graders.code import grade_program
 
 
 def test_plain_program_passes_and_failures_fail():

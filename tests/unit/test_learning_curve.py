@@ -4,7 +4,6 @@ import json
 
 import numpy as np
 import pytest
-
 from benchmark_support import load_benchmark
 
 

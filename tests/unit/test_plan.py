@@ -3,20 +3,19 @@ and wall time. The command line: tests/integration/test_plan_cli.py."""
 
 from __future__ import annotations
 
-import os
-
 import asyncio
 import math
+import os
 import random
 
 import numpy as np
 import pytest
 from omegaconf import OmegaConf
-
 from scripted_pool import RandomRouter, ScriptedPool
+
 from trinity.config import compose
-from trinity.episodes.protocol import run_episode
 from trinity.config_schema.protocol import ProtocolConfig
+from trinity.episodes.protocol import run_episode
 from trinity.episodes.trace import EpisodeId
 from trinity.evolve.strategies import default_popsize
 from trinity.pipeline.items import balanced_counts
@@ -29,6 +28,7 @@ from trinity.plan.render import render_table
 from trinity.plan.tokens import suite_tokens
 from trinity.plan.usage import Usage, cost_usd, episode_usage, wall_s
 from trinity.tasks.types import TaskItem
+
 AGENTS = ["a", "b", "c"]
 PROTOCOL = ProtocolConfig(max_turns=4, collaboration_instructions="Work together.", worker_system="WORKER SYSTEM",
                           thinker_system="THINKER SYSTEM", verifier_system="VERIFIER SYSTEM")

@@ -10,16 +10,16 @@ from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
-
+from pool_client_support import USER, chat_once, client_for
 from pool_stub import Reply, StubServer, completion, error, scripted, stub_pool_cfg
+
+from trinity.config_schema.pool import Retry
 from trinity.errors import ConfigError, TrinityError
 from trinity.pool.budget import Budget
-from trinity.config_schema.pool import Retry
 from trinity.pool.client import PoolClient
 from trinity.pool.errors import MissingApiKeyError, PoolConfigError, UnknownModelError
 from trinity.pool.providers import PROVIDERS
 from trinity.pool.retry import backoff_delay_s, parse_retry_after
-from pool_client_support import USER, chat_once, client_for
 
 REPO = Path(__file__).resolve().parents[2]
 def chat_many(client: PoolClient, requests: list[dict]) -> list:

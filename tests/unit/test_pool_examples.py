@@ -6,13 +6,13 @@ name for the output cap, a seed only where the provider takes one, and the model
 from __future__ import annotations
 
 import asyncio
-from functools import lru_cache
+from functools import cache
 from urllib.parse import urlparse
 
 import pytest
 from omegaconf import OmegaConf
-
 from pool_stub import StubServer
+
 from trinity import config
 from trinity.pool.client import PoolClient
 from trinity.pool.errors import MissingApiKeyError
@@ -24,7 +24,7 @@ KEYS = {"ANTHROPIC_API_KEY": "sk-ant-test", "GEMINI_API_KEY": "gm-test", "MY_LLM
         "OPENAI_API_KEY": "sk-test", "OPENROUTER_API_KEY": "or-test", "TOGETHER_API_KEY": "tg-test"}
 
 
-@lru_cache(maxsize=None)
+@cache
 def composed(example: str):
     """`pool=<example>` composed and checked by the typed schema (the ablation variants' checks, which
     read no pool setting, are left to the experiment test: they cost seconds per composition)."""

@@ -11,8 +11,8 @@ from types import SimpleNamespace
 
 import httpx
 import pytest
-
 from pool_stub import stub_pool_cfg
+
 from trinity.config_schema.pool import Retry
 from trinity.pool import http_transport
 from trinity.pool.budget import Budget

@@ -4,11 +4,10 @@ are refused. The real servers: tests/integration/test_pool_servers_live.py."""
 import socket
 
 import pytest
+from pool_servers_support import _cfg
 
 from trinity.errors import ConfigError
 from trinity.pool.servers import LocalPool
-
-from pool_servers_support import _cfg
 
 
 def test_port_in_use_is_a_config_error_before_starting(tmp_path):

@@ -5,14 +5,21 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-
 from scripted_pool import Fail, ScriptedPool, ScriptedRouter
+
 from trinity.config import compose
+from trinity.config_schema.protocol import ProtocolConfig
 from trinity.episodes.parsing import (
-    ACCEPT, REJECT, extract_tag, normalize_role, parse_thinker, parse_verdict, strip_reasoning, worker_thought,
+    ACCEPT,
+    REJECT,
+    extract_tag,
+    normalize_role,
+    parse_thinker,
+    parse_verdict,
+    strip_reasoning,
+    worker_thought,
 )
 from trinity.episodes.protocol import SAMPLE_INDEX_RANGE, fill, run_episode, sample_index_for
-from trinity.config_schema.protocol import ProtocolConfig
 from trinity.episodes.trace import END_REASONS, EpisodeId
 from trinity.errors import ConfigError
 from trinity.tasks.types import TaskItem

@@ -8,17 +8,17 @@ import math
 
 import numpy as np
 import pytest
-
 from recording_support import MODELS, make_recording, recording_cfg, redo_world
+
 from trinity.config import with_values
 from trinity.config_schema.protocol import ProtocolConfig
+from trinity.contracts import ROLES
 from trinity.episodes.runner import EpisodeSpec, run_episodes
 from trinity.pool.client import PoolClient
 from trinity.record import store
 from trinity.record.exact import compile_items, entropy, expectations, one_hot_ties, recorded_lookup
 from trinity.record.replay import RecordedReplies
 from trinity.record.tree import TreeSettings, tree_size
-from trinity.contracts import ROLES
 
 
 def test_tree_has_every_call_of_the_protocol(tmp_path):
@@ -130,9 +130,9 @@ def test_replay_serves_every_recorded_call_and_names_a_miss(tmp_path):
     rec = store.open_recording(root)
     client = _replay_client(cfg, root)
     protocol = ProtocolConfig.from_config(cfg.protocol)
+    from trinity.episodes.protocol import SharedMessage
     from trinity.pipeline.record_stage import chosen_items
     from trinity.record.tree import messages_for
-    from trinity.episodes.protocol import SharedMessage
 
     item = chosen_items(cfg)[0]
     shared = SharedMessage(item.prompt, protocol.collaboration_instructions, protocol.thought_format)
@@ -383,6 +383,7 @@ def test_the_recorder_prepares_its_own_items_when_record_prepared_is_set(tmp_pat
     whatever paths.prepared holds (here a toy file of another cap): the same config chooses the same items."""
 
     from recording_support import write_prepared
+
     from trinity.config import compose
     from trinity.pipeline import record_stage
 

@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from coordinator_support import numeric_grad
 from evolve_fixture import save_coordinator, toy_cfg
+
+from trinity.contracts import ROLES
 from trinity.coordinator.head import Decision, RoutingHead
 from trinity.episodes.trace import EpisodeId, Trace, Turn
 from trinity.errors import ConfigError
-from trinity.evolve.strategy_registry import make_strategy
 from trinity.evolve.on_policy import EpisodeBatch, EpisodeDecisions
-from trinity.contracts import ROLES
+from trinity.evolve.strategy_registry import make_strategy
 from trinity.seeding import rng as seeded_rng
 
 N_AGENTS, D = 3, 5

@@ -6,17 +6,17 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from config_support import typed_config
 from omegaconf import OmegaConf
 
-from config_support import typed_config
 from trinity.config import with_values
 from trinity.config_schema import group
 from trinity.coordinator.saved import CoordinatorMismatchError, load_saved, save_params
 from trinity.episodes.trace import EpisodeId, Trace
 from trinity.errors import ConfigError
-from trinity.pipeline import retrain_stage
 from trinity.models.gate import GateRule, decide
 from trinity.models.store import ModelRegistry
+from trinity.pipeline import retrain_stage
 from trinity.tasks.types import TaskItem
 
 D = 2

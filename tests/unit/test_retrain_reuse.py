@@ -12,13 +12,13 @@ from coordinator_support import tiny_backbone
 from omegaconf import OmegaConf
 
 from trinity import config
-from trinity.coordinator.coordinator import Coordinator
 from trinity.assembly.coordinator import coordinator_from_config
+from trinity.coordinator.coordinator import Coordinator
 from trinity.pipeline.retrain_stage import data_lines
 from trinity.pipeline.state_files import reuse_state_cache, write_state_cache
+from trinity.pipeline.suites import prepare_from_config
 from trinity.pipeline.workspace import earlier_outputs
 from trinity.tasks import prepare as prepare_module
-from trinity.pipeline.suites import prepare_from_config
 
 
 def _gsm_rows(n: int) -> list[str]:

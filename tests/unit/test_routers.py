@@ -10,15 +10,15 @@ import asyncio
 
 import numpy as np
 import pytest
-
 from scripted_pool import ScriptedPool
-from trinity.coordinator.head import RoutingHead
-from trinity.episodes.protocol import run_episode
+
 from trinity.config_schema.protocol import ProtocolConfig
-from trinity.episodes.trace import EpisodeId
 from trinity.contracts import ROLES, Router
-from trinity.routers.baselines import RandomRouter, RoleOnlyRouter, SingleWorkerRouter, WorkerVerifierLoopRouter
+from trinity.coordinator.head import RoutingHead
 from trinity.coordinator.router import CoordinatorRouter
+from trinity.episodes.protocol import run_episode
+from trinity.episodes.trace import EpisodeId
+from trinity.routers.baselines import RandomRouter, RoleOnlyRouter, SingleWorkerRouter, WorkerVerifierLoopRouter
 from trinity.routers.masked import MaskedRouter
 from trinity.routers.registry import ROUTER_CLS
 from trinity.serve.settings import RolePolicy

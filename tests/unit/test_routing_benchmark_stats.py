@@ -5,8 +5,8 @@ and each seed's run gets its own simulated outcome table."""
 
 import numpy as np
 import pytest
-
 from benchmark_support import load_benchmark
+
 from trinity.stats import paired_test
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from trinity.eval.tables import RESULT_RUN_FACTS, write_results
 from trinity.evolve.outputs import METRIC_RUN_FACTS, publish_tables, split_metrics
-from trinity.evolve.tables import EPISODE_RUN_FACTS, GENERATION_RUN_FACTS, CSV_COLUMNS
+from trinity.evolve.tables import CSV_COLUMNS, EPISODE_RUN_FACTS, GENERATION_RUN_FACTS
 from trinity.pipeline.evolve_stage import stop_on_replay_misses
 from trinity.pool.errors import CacheMissError
 

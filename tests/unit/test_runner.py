@@ -6,8 +6,8 @@ import asyncio
 import time
 
 import pytest
-
 from scripted_pool import RandomRouter, ScriptedPool, ScriptedRouter, stable_hash
+
 from trinity.config_schema.protocol import ProtocolConfig
 from trinity.episodes.runner import EpisodeSpec, episode_seed, generation_specs, run_episodes
 from trinity.episodes.trace import EpisodeId

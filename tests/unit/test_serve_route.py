@@ -12,10 +12,10 @@ from coordinator_support import tiny_backbone
 from pool_stub import StubServer
 from serve_support import AGENTS, serve_cfg
 
+from trinity.assembly.coordinator import coordinator_from_config
+from trinity.config_schema.protocol import ProtocolConfig
 from trinity.contracts import ROLES
 from trinity.episodes.protocol import first_turn_transcript
-from trinity.config_schema.protocol import ProtocolConfig
-from trinity.assembly.coordinator import coordinator_from_config
 from trinity.serve.server import ServerThread, build_app
 
 PROMPT = "What is 6*7? Give the number."

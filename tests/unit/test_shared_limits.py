@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from pool_stub import StubServer, stub_pool_cfg
+
 from trinity.pool.budget import Budget
 from trinity.pool.client import PoolClient
 from trinity.pool.shared_limits import LocalLimits

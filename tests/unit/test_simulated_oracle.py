@@ -2,8 +2,14 @@
 
 import pytest
 
-from trinity.simulated.oracle import (best_routing, hindsight, policy_value, profile_references,
-                                           realised_hindsight, suite_oracle)
+from trinity.simulated.oracle import (
+    best_routing,
+    hindsight,
+    policy_value,
+    profile_references,
+    realised_hindsight,
+    suite_oracle,
+)
 from trinity.simulated.profile import SimulatedModel, parse_profile
 
 

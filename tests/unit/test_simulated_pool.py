@@ -7,25 +7,28 @@ import asyncio
 import numpy as np
 import pytest
 from omegaconf import OmegaConf
+from simulated_pool_support import (
+    _cfg,
+    _free_port,
+    _worker_body,
+    prepared,  # noqa: F401  (fixture)
+)
 
 from trinity import config
+from trinity.assembly.local_pool import LocalPool
 from trinity.episodes.runner import EpisodeSpec, run_episodes
 from trinity.errors import ConfigError
 from trinity.pipeline.rollouts import make_grader
-from trinity.assembly.local_pool import LocalPool
 from trinity.pool.servers import PoolServerError
+from trinity.pool.types import CallResult
+from trinity.routers.baselines import RandomRouter
 from trinity.simulated.launcher import simulated_world
 from trinity.simulated.oracle import policy_value
 from trinity.simulated.profile import parse_model, parse_profile
 from trinity.simulated.replies import writer_for
 from trinity.simulated.server import Refused, SimulatedPool
-from trinity.pool.types import CallResult
-from trinity.routers.baselines import RandomRouter
-from trinity.tasks.registry import get_suite
 from trinity.tasks.prepare import load_items
-
-from simulated_pool_support import _free_port, _cfg, _worker_body
-from simulated_pool_support import prepared  # noqa: F401  (fixture)
+from trinity.tasks.registry import get_suite
 
 
 def test_profile_values_are_checked_and_named():

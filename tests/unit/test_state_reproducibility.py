@@ -5,9 +5,8 @@ entry. The cache_states files under concurrent load: tests/integration/test_stat
 from __future__ import annotations
 
 import numpy as np
+from state_reproducibility_support import _coordinator, _items
 
-
-from state_reproducibility_support import _items, _coordinator
 from trinity import config
 from trinity.assembly.coordinator import coordinator_from_config
 

@@ -7,8 +7,8 @@ import pytest
 from omegaconf import OmegaConf
 
 from trinity.errors import TrinityError
-from trinity.tasks import load_items
 from trinity.pipeline.suites import prepare_from_config
+from trinity.tasks import load_items
 
 
 def _cfg(tmp_path, **tasks):

@@ -8,7 +8,6 @@ import sys
 import time
 
 import pytest
-
 from benchmark_support import load_benchmark
 
 bench = load_benchmark("test_cpu")

@@ -12,11 +12,11 @@ import uuid
 
 import pytest
 from omegaconf import OmegaConf
-
 from pool_stub import StubServer, stub_pool_cfg
 from recording_support import grade, recording_cfg, reply_for, write_prepared
-from trinity.config_schema.protocol import ProtocolConfig
+
 from trinity.config_schema.pool import AgentSetup
+from trinity.config_schema.protocol import ProtocolConfig
 from trinity.episodes import checks
 from trinity.episodes.checks import PROCEDURES, statement_examples, task_kind
 from trinity.episodes.protocol import turn_context

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from config_support import typed_config
 from evolve_fixture import run, toy_cfg
+
 from trinity.config import with_values
 from trinity.coordinator.saved import CoordinatorMismatchError
 from trinity.coordinator.warm_start import map_params
@@ -85,8 +85,8 @@ def test_the_loop_starts_from_x0_and_keys_its_checkpoint_on_it(tmp_path):
 def test_evolve_warm_start_resolves_the_champion_or_a_path(tmp_path):
 
     from trinity.errors import ConfigError
-    from trinity.pipeline.evolve_stage import run_dir, warm_start_source
     from trinity.models.store import ModelRegistry
+    from trinity.pipeline.evolve_stage import run_dir, warm_start_source
 
     cfg = typed_config({"seed": 0, "paths": {"registry": str(tmp_path / "models"), "cache": str(tmp_path / "c")},
                         "evolve": {"warm_start": None}})

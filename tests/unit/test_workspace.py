@@ -11,8 +11,7 @@ import yaml
 
 from trinity import config
 from trinity.errors import ConfigError
-from trinity.pipeline.workspace import (PIPELINE, STAGE_OUTPUTS, apply_output_paths, new_run_folder,
-                                        output_paths)
+from trinity.pipeline.workspace import PIPELINE, STAGE_OUTPUTS, apply_output_paths, new_run_folder, output_paths
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -66,7 +65,7 @@ def test_bad_stage_or_key_is_a_clear_error(tmp_path):
 
 
 def test_run_folders_never_collide(tmp_path):
-    now = dt.datetime(2026, 12, 1, 4, 5, 6, tzinfo=dt.timezone.utc)
+    now = dt.datetime(2026, 12, 1, 4, 5, 6, tzinfo=dt.UTC)
     a = new_run_folder(tmp_path, "evolve", now=now)
     b = new_run_folder(tmp_path, "evolve", now=now)
     assert a.name == "20261201T040506Z-evolve" and b.name == "20261201T040506Z-evolve-1"

@@ -5,8 +5,8 @@ statistics fitted on a run's cached states are the pipeline's (trinity.pipeline.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 

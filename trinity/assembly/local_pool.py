@@ -10,7 +10,8 @@ pool's), so `pool.server: simulated` works wherever a pool is started this way."
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import trinity.simulated.launcher  # noqa: F401  registers pool.server: simulated
 from trinity.config_schema import Config, document, typed

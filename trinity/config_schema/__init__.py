@@ -56,7 +56,7 @@ def typed(cfg: Config) -> TrinityConfig:
     return conform(cfg)
 
 
-def document(cfg: Config) -> "DictConfig":
+def document(cfg: Config) -> DictConfig:
     """The composed mapping behind `cfg` (a typed config's `document`)."""
     if isinstance(cfg, TrinityConfig):
         if cfg.document is None:

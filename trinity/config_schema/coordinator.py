@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, List, Optional
+from typing import Any
 
 from omegaconf import MISSING
 
@@ -16,7 +16,7 @@ from trinity.errors import ConfigError
 class Backbone:
     id: str = MISSING                      # an asset name, a hub id or a GGUF path (by source)
     source: BackboneSource = BackboneSource.hub
-    revision: Optional[str] = None
+    revision: str | None = None
     dtype: Dtype = Dtype.float32
     device: str = "auto"                   # auto | cpu | cuda | cuda:N | mps
 
@@ -24,13 +24,13 @@ class Backbone:
 @dataclass(frozen=True)
 class Svf:
     enabled: bool = False
-    matrices: List[str] = field(default_factory=list)
+    matrices: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
 class Features:
     normalize: FeatureNormalize = FeatureNormalize.none   # a params.yaml from before this key: raw features
-    rank: Optional[int] = number(None, ge=0)              # null: every direction (the paper); k: the top k principal
+    rank: int | None = number(None, ge=0)              # null: every direction (the paper); k: the top k principal
     #                                                       directions of the standardised training states
 
     def check(self, key: str) -> None:
@@ -75,7 +75,7 @@ class FeatureCache:
 @dataclass(frozen=True)
 class CoordinatorConfig:
     backbone: Backbone = field(default_factory=Backbone)
-    roles: Optional[List[str]] = field(default_factory=lambda: ["worker", "thinker", "verifier"])   # null: all three
+    roles: list[str] | None = field(default_factory=lambda: ["worker", "thinker", "verifier"])   # null: all three
     token_position: int = -2
     svf: Svf = field(default_factory=Svf)
     routing: RoutingMode = RoutingMode.sample

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import List, Optional
 
 from trinity.config_schema.choices import EvalSet
 from trinity.config_schema.fields import number
 from trinity.errors import ConfigError
-
 
 PLACEHOLDERS = {"aggregator_format": ("{query}", "{proposals}"), "proposal_format": ("{n}", "{text}")}
 
@@ -32,12 +30,12 @@ class MoA:
 
 @dataclass(frozen=True)
 class EvalConfig:
-    methods: List[str] = field(default_factory=lambda: ["trinity", "trinity:argmax", "single_worker", "role_select",
+    methods: list[str] = field(default_factory=lambda: ["trinity", "trinity:argmax", "single_worker", "role_select",
                                                         "random", "loop", "moa", "ablations"])
-    items_per_suite: Optional[int] = number(50, gt=0)     # null: every test item
+    items_per_suite: int | None = number(50, gt=0)     # null: every test item
     repeats: int = number(1, gt=0)
     bootstrap_samples: int = number(2000, gt=0)
     min_items: int = number(20, gt=0)                     # below it a verdict says "too few items"
-    suites: Optional[List[str]] = None                    # null: tasks.train + tasks.transfer
-    sets: List[EvalSet] = field(default_factory=lambda: [EvalSet.validation, EvalSet.test])
+    suites: list[str] | None = None                    # null: tasks.train + tasks.transfer
+    sets: list[EvalSet] = field(default_factory=lambda: [EvalSet.validation, EvalSet.test])
     moa: MoA = field(default_factory=MoA)

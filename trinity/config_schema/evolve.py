@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import List, Optional
 
-from trinity.config_schema.choices import (CostUnit, FitnessEstimate, FrontierCostUnit, Optimizer, ResponseCacheMode,
-                                          TrainItems, ValidationSelect)
+from trinity.config_schema.choices import (
+    CostUnit,
+    FitnessEstimate,
+    FrontierCostUnit,
+    Optimizer,
+    ResponseCacheMode,
+    TrainItems,
+    ValidationSelect,
+)
 from trinity.config_schema.fields import number
 from trinity.errors import ConfigError
 
@@ -29,7 +35,7 @@ class Fitness:
 
 @dataclass(frozen=True)
 class Validation:
-    every: Optional[int] = number(5, ge=0)      # validate the mean every N generations; null/0: at the end
+    every: int | None = number(5, ge=0)      # validate the mean every N generations; null/0: at the end
     n_items: int = number(64, gt=0)
     # which validated mean is kept (trinity.evolve.selection): max (the paper) | paired_gain | one_se; the last
     # two ask for a gain beyond `margin` standard errors of the paired per-item differences
@@ -44,15 +50,15 @@ class ConstantPolicy:
     among the best prompt-independent policy of the training and validation items (a head with a per-turn prior and
     zero weights), the evolved head plus that prior at each strength, and the evolved head. Elsewhere: not applied."""
     enabled: bool = True
-    strengths: List[float] = number(default_factory=lambda: [16.0, 4.0, 1.0], gt=0)
+    strengths: list[float] = number(default_factory=lambda: [16.0, 4.0, 1.0], gt=0)
 
 
 @dataclass(frozen=True)
 class BudgetLimits:
     """Limits on real (uncached) pool calls of the run; null: unlimited."""
-    max_cost_usd: Optional[float] = number(None, ge=0)
-    max_tokens: Optional[int] = number(None, ge=0)
-    max_calls: Optional[int] = number(None, ge=0)
+    max_cost_usd: float | None = number(None, ge=0)
+    max_tokens: int | None = number(None, ge=0)
+    max_calls: int | None = number(None, ge=0)
 
 
 @dataclass(frozen=True)
@@ -68,7 +74,7 @@ class Reinforce:
 @dataclass(frozen=True)
 class CostWeights:
     """evolve.cost_weights read on its own (the frontier stage)."""
-    weights: List[float] = number(default_factory=list, ge=0)
+    weights: list[float] = number(default_factory=list, ge=0)
 
     def check(self, key: str) -> None:
         if len(set(self.weights)) != len(self.weights):
@@ -79,25 +85,25 @@ class CostWeights:
 class EvolveConfig:
     strategy: str = "sep_cma"                  # a name in trinity.evolve.strategy_registry.STRATEGIES
     sigma0: float = number(0.03, gt=0)
-    popsize: Optional[int] = number(None, gt=0)   # null: ceil(4 + 3 ln n)
+    popsize: int | None = number(None, gt=0)   # null: ceil(4 + 3 ln n)
     generations: int = number(60, gt=0)
     episodes_per_candidate: int = number(16, gt=0)
     repeats: int = number(1, gt=0)
     train_items: TrainItems = TrainItems.resample
-    max_train_items: Optional[int] = number(None, gt=0)   # null: every training item; N: a seeded suite-balanced subset
+    max_train_items: int | None = number(None, gt=0)   # null: every training item; N: a seeded suite-balanced subset
     fitness: Fitness = field(default_factory=Fitness)
-    cost_weights: List[float] = number(default_factory=list, ge=0)   # the frontier stage: one head per weight
+    cost_weights: list[float] = number(default_factory=list, ge=0)   # the frontier stage: one head per weight
     cost_weights_unit: FrontierCostUnit = FrontierCostUnit.auto
     validation: Validation = field(default_factory=Validation)
     constant_policy: ConstantPolicy = field(default_factory=ConstantPolicy)
-    early_stop_patience: Optional[int] = number(None, ge=0)   # null or 0: never stop early
-    warm_start: Optional[str] = None           # null: x0 = 0; champion: the registry's champion; or a path
-    warm_start_sigma0: Optional[float] = number(None, gt=0)   # null: sigma0
+    early_stop_patience: int | None = number(None, ge=0)   # null or 0: never stop early
+    warm_start: str | None = None           # null: x0 = 0; champion: the registry's champion; or a path
+    warm_start_sigma0: float | None = number(None, gt=0)   # null: sigma0
     resume: bool = True
     budget: BudgetLimits = field(default_factory=BudgetLimits)
     response_cache: ResponseCacheMode = ResponseCacheMode.read_write
     max_concurrent_episodes: int = number(64, gt=0)
-    reinforce: Optional[Reinforce] = None     # evolve=reinforce sets it; absent: the defaults above
+    reinforce: Reinforce | None = None     # evolve=reinforce sets it; absent: the defaults above
 
     def check(self, key: str) -> None:
         # the strategy name is checked against the registry when the config is composed (trinity.config)

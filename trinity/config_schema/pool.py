@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, Optional
+from typing import Any
 
 from trinity.config_schema.fields import number
 from trinity.errors import ConfigError
@@ -12,15 +12,15 @@ from trinity.errors import ConfigError
 @dataclass(frozen=True)
 class Sampling:
     temperature: float = number(0.1, ge=0)
-    max_tokens: Optional[int] = number(None, gt=0)
+    max_tokens: int | None = number(None, gt=0)
     timeout_s: float = number(300.0, gt=0)
 
 
 @dataclass(frozen=True)
 class Throughput:
     """Measured rates (benchmarks/local_pool_throughput.py); null: not measured."""
-    decode_tok_s: Optional[float] = number(None, gt=0)
-    prefill_tok_s: Optional[float] = number(None, gt=0)
+    decode_tok_s: float | None = number(None, gt=0)
+    prefill_tok_s: float | None = number(None, gt=0)
 
 
 @dataclass(frozen=True)
@@ -41,11 +41,11 @@ REDO_MODES = ("continue", "fresh", "anew")
 class AgentSetup:
     """`pool.models.<name>.setup`: what makes a pool entry an agent rather than a bare model (trinity.pool.agents).
     Several agents can share one model server (the same base_url or port)."""
-    instructions: Dict[str, str] = field(default_factory=dict)   # role -> the agent's own instructions, added
+    instructions: dict[str, str] = field(default_factory=dict)   # role -> the agent's own instructions, added
     #                                                               at the end of the task's user message
-    max_tokens: Dict[str, int] = field(default_factory=dict)     # role -> the agent's own output cap
-    tool: Optional[str] = None                                   # trinity.pool.agents.TOOLS name (Worker turns)
-    verify: Optional[str] = None    # trinity.pool.agents.CHECKS name: the agent's checking procedure as the
+    max_tokens: dict[str, int] = field(default_factory=dict)     # role -> the agent's own output cap
+    tool: str | None = None                                   # trinity.pool.agents.TOOLS name (Worker turns)
+    verify: str | None = None    # trinity.pool.agents.CHECKS name: the agent's checking procedure as the
     #                                 Verifier (it runs code in the sandbox or re-solves the task and compares);
     #                                 null: it judges by reading, with the protocol's Verifier prompt
     redo: str = "continue"          # its Worker turn after a REJECT (trinity.pool.agents.REDO_MODES): continue
@@ -70,26 +70,26 @@ class AgentSetup:
 class PoolModel:
     """One `pool.models.<name>` entry. Local llama.cpp models give asset/port/n_*; hosted ones
     base_url/api_key_env; simulated ones their `simulated` profile."""
-    model_id: Optional[str] = None
-    provider: Optional[str] = None             # default: pool.provider
-    base_url: Optional[str] = None
-    api_key_env: Optional[str] = None          # the environment variable holding the key (never the key)
-    asset: Optional[str] = None                # trinity.setup.assets name of a local GGUF
-    port: Optional[int] = number(None, gt=0, le=65535)
+    model_id: str | None = None
+    provider: str | None = None             # default: pool.provider
+    base_url: str | None = None
+    api_key_env: str | None = None          # the environment variable holding the key (never the key)
+    asset: str | None = None                # trinity.setup.assets name of a local GGUF
+    port: int | None = number(None, gt=0, le=65535)
     n_ctx: int = number(4096, gt=0)           # llama.cpp: context, parallel slots, CPU threads
     n_parallel: int = number(4, gt=0)
     n_threads: int = number(2, gt=0)
-    price_in_per_mtok: Optional[float] = number(None, ge=0)    # USD per million prompt tokens
-    price_out_per_mtok: Optional[float] = number(None, ge=0)   # USD per million completion tokens
-    max_concurrency: Optional[int] = number(None, gt=0)
-    requests_per_minute: Optional[float] = number(None, gt=0)
-    temperature: Optional[float] = number(None, ge=0)          # per-model sampling overrides
-    max_tokens: Optional[int] = number(None, gt=0)
-    timeout_s: Optional[float] = number(None, gt=0)
-    throughput: Optional[Throughput] = None
-    extra_body: Dict[str, Any] = field(default_factory=dict)
-    simulated: Optional[Dict[str, Any]] = None  # the simulated pool's model profile (pool=simulated)
-    setup: Optional[AgentSetup] = None          # the agent's own instructions, caps and tool (null: the bare model)
+    price_in_per_mtok: float | None = number(None, ge=0)    # USD per million prompt tokens
+    price_out_per_mtok: float | None = number(None, ge=0)   # USD per million completion tokens
+    max_concurrency: int | None = number(None, gt=0)
+    requests_per_minute: float | None = number(None, gt=0)
+    temperature: float | None = number(None, ge=0)          # per-model sampling overrides
+    max_tokens: int | None = number(None, gt=0)
+    timeout_s: float | None = number(None, gt=0)
+    throughput: Throughput | None = None
+    extra_body: dict[str, Any] = field(default_factory=dict)
+    simulated: dict[str, Any] | None = None  # the simulated pool's model profile (pool=simulated)
+    setup: AgentSetup | None = None          # the agent's own instructions, caps and tool (null: the bare model)
 
 
 @dataclass(frozen=True)
@@ -108,21 +108,21 @@ class Replay:
 class PoolConfig:
     name: str = "pool"
     provider: str = "openai"
-    models: Dict[str, PoolModel] = field(default_factory=dict)
+    models: dict[str, PoolModel] = field(default_factory=dict)
     sampling: Sampling = field(default_factory=Sampling)
     retry: Retry = field(default_factory=Retry)
     host: str = "127.0.0.1"
-    port: Optional[int] = number(None, gt=0, le=65535)   # a pool served by one server (pool=simulated)
-    server: Optional[str] = None                 # trinity.pool.servers.LAUNCHERS name; null: one per model
+    port: int | None = number(None, gt=0, le=65535)   # a pool served by one server (pool=simulated)
+    server: str | None = None                 # trinity.pool.servers.LAUNCHERS name; null: one per model
     state_dir: str = ".trinity/pool"
     startup_timeout_s: float = number(180.0, gt=0)
-    prepared: Optional[str] = None               # the simulated server's prepared items
-    role_prompts: Optional[Dict[str, str]] = None
-    profile: Optional[str] = None
-    outcome_seed: Optional[int] = None           # pool=simulated: the outcome table's seed (${seed}: one per run)
-    measured: Optional[Dict[str, Any]] = None    # a calibrated profile's measured counts
-    replay: Optional[Replay] = None              # pool=recorded: replies from a recording (trinity.record)
-    from_recording: Optional[str] = None         # pool=replay: this recording's folder; the pool is the one it
+    prepared: str | None = None               # the simulated server's prepared items
+    role_prompts: dict[str, str] | None = None
+    profile: str | None = None
+    outcome_seed: int | None = None           # pool=simulated: the outcome table's seed (${seed}: one per run)
+    measured: dict[str, Any] | None = None    # a calibrated profile's measured counts
+    replay: Replay | None = None              # pool=recorded: replies from a recording (trinity.record)
+    from_recording: str | None = None         # pool=replay: this recording's folder; the pool is the one it
     #                                              was made from (its manifest's pool_config), replayed
 
     def check(self, key: str) -> None:

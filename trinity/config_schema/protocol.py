@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 from trinity.config_schema.fields import number
 from trinity.errors import ConfigError
@@ -35,18 +35,18 @@ class ProtocolConfig:
     # ({n}: the rejection's number). null (the paper): nothing, so after a REJECT the coordinator reads exactly
     # what it read before the Verifier and routes the same way (it cannot "verify, then redo"). Pool models
     # never see it: a Worker still receives the shared message alone.
-    rejection_note: Optional[str] = None
+    rejection_note: str | None = None
     # Output caps: None (the pool's sampling.max_tokens), one int for every role, or per role
     # {worker: ..., thinker: ..., verifier: ...}, each None, an int, or per suite {default: N, <suite>: N}.
     max_tokens: Any = None
-    temperature: Optional[float] = number(None, ge=0)   # None: the pool's sampling.temperature
+    temperature: float | None = number(None, ge=0)   # None: the pool's sampling.temperature
     record_replies: bool = False       # keep each reply in Turn.reply (large; for serving and debugging)
 
     def check(self, key: str) -> None:
         check_protocol(self, key)
 
     @classmethod
-    def from_config(cls, cfg: Any) -> "ProtocolConfig":
+    def from_config(cls, cfg: Any) -> ProtocolConfig:
         """From a ProtocolConfig, a mapping or an OmegaConf node (cfg.protocol), absent keys at their defaults;
         an unknown key or a broken rule is a ConfigError naming it."""
         if isinstance(cfg, cls):

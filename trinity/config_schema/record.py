@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import List, Optional
 
 from trinity.config_schema.fields import number
-from trinity.errors import ConfigError
 from trinity.contracts import ROLES
-
+from trinity.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -23,15 +21,15 @@ class RecordItems:
 class RecordConfig:
     name: str = "local-small"               # the recording's folder under `dir`
     dir: str = "data/recordings"
-    roles: List[str] = field(default_factory=lambda: list(ROLES))   # the roles the tree branches on
+    roles: list[str] = field(default_factory=lambda: list(ROLES))   # the roles the tree branches on
     samples: int = number(1, gt=0)          # replies recorded per call (sample index 0..samples-1)
     items: RecordItems = field(default_factory=RecordItems)
     concurrent_items: int = number(3, gt=0)  # items expanded at once (their calls share the pool's limits)
-    max_calls: Optional[int] = number(None, gt=0)   # stop (resumably) after this many new calls; null: no cap
+    max_calls: int | None = number(None, gt=0)   # stop (resumably) after this many new calls; null: no cap
     # where the recorder's items come from: null, the pipeline's prepared folder (paths.prepared, as the
     # prepare stage left it); a folder, the recorder's own, which it prepares from the experiment's tasks
     # section on every run (seconds), so the items chosen never depend on what the pipeline last prepared
-    prepared: Optional[str] = None
+    prepared: str | None = None
 
     def check(self, key: str) -> None:
         bad = [r for r in self.roles if r not in ROLES]

@@ -4,9 +4,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Dict, List, Optional
+from typing import Any, ClassVar
 
-from trinity.errors import ConfigError
 from trinity.config_schema.choices import PromoteRule, RunnerKind
 from trinity.config_schema.coordinator import CoordinatorConfig
 from trinity.config_schema.eval import EvalConfig
@@ -17,6 +16,7 @@ from trinity.config_schema.protocol import ProtocolConfig
 from trinity.config_schema.record import RecordConfig
 from trinity.config_schema.serve import ServeConfig
 from trinity.config_schema.tasks import TasksConfig
+from trinity.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,7 @@ class Paths:
     metrics: str = "metrics"
     reports: str = "reports"
     cache: str = ".trinity"
-    model_cache: Optional[str] = None
+    model_cache: str | None = None
     timings: str = ".trinity/timings"      # wall times, pool work, cache hits: outside DVC's hashed outputs
     registry: str = "models"               # the model registry (trinity models, serve --registry, retraining)
     ad_hoc_runs: str = "runs"
@@ -41,14 +41,14 @@ class Paths:
 class Runner:
     kind: RunnerKind = RunnerKind.threads
     max_workers: int = number(8, gt=0)
-    dask_address: Optional[str] = None      # e.g. tcp://scheduler:8786; null: a local cluster
+    dask_address: str | None = None      # e.g. tcp://scheduler:8786; null: a local cluster
     dask_workers: int = number(2, gt=0)
 
 
 @dataclass(frozen=True)
 class Schedule:
-    cron: Optional[str] = None
-    overrides: List[str] = field(default_factory=list)
+    cron: str | None = None
+    overrides: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -57,12 +57,12 @@ class Retrain:
     promote_rule: PromoteRule = PromoteRule.paired_test
     alpha: float = number(0.05, gt=0, le=1)
     min_items: int = number(20, gt=0)
-    items: Optional[int] = number(64, gt=0)       # null: every test item of the training suites
-    warm_start: Optional[str] = "champion"
+    items: int | None = number(64, gt=0)       # null: every test item of the training suites
+    warm_start: str | None = "champion"
     dvc_track: bool = True       # `dvc add` the registry after every change (trinity.models.tracking)
     # on a recording (pool.replay): items per suite and split that each run records first with the live
     # pool (budget: evolve.budget), so every run trains and gates on more items than the last; 0: none
-    new_items: Dict[str, int] = field(default_factory=lambda: {"train": 0, "validation": 0, "test": 0})
+    new_items: dict[str, int] = field(default_factory=lambda: {"train": 0, "validation": 0, "test": 0})
 
     def check(self, key: str) -> None:
         bad = sorted(set(self.new_items) - {"train", "validation", "test"})
@@ -82,8 +82,8 @@ class PlanAssumptions:
 @dataclass(frozen=True)
 class Ablations:
     enabled: bool = False
-    variants: Optional[List[str]] = None    # null: every definition, in order
-    definitions: Dict[str, Any] = field(default_factory=dict)   # name -> {dotted key: value}
+    variants: list[str] | None = None    # null: every definition, in order
+    definitions: dict[str, Any] = field(default_factory=dict)   # name -> {dotted key: value}
 
 
 @dataclass(frozen=True)

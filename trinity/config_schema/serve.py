@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
 
 from trinity.config_schema.choices import RoutingMode, ServeCacheMode
 from trinity.config_schema.fields import number
@@ -12,15 +11,15 @@ from trinity.errors import ConfigError
 
 @dataclass(frozen=True)
 class ServeLimits:
-    max_turns: Optional[int] = number(None, gt=0)       # null: protocol.max_turns
+    max_turns: int | None = number(None, gt=0)       # null: protocol.max_turns
     max_tokens: int = number(1024, gt=0)
-    max_cost_usd: Optional[float] = number(None, gt=0)
+    max_cost_usd: float | None = number(None, gt=0)
 
 
 @dataclass(frozen=True)
 class RoleAccess:
-    allow: Optional[List[str]] = None     # null: every pool model
-    deny: List[str] = field(default_factory=list)
+    allow: list[str] | None = None     # null: every pool model
+    deny: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -30,7 +29,7 @@ class ServeConfig:
     model_name: str = "trinity"
     routing: RoutingMode = RoutingMode.argmax
     answer_first: bool = True              # never the Verifier before a Worker has answered
-    auth_token_env: Optional[str] = "TRINITY_SERVE_TOKEN"
+    auth_token_env: str | None = "TRINITY_SERVE_TOKEN"
     max_concurrency: int = number(8, gt=0)        # episodes at once
     max_queue: int = number(256, ge=0)            # requests waiting for a slot (0: refuse at once)
     queue_timeout_s: float = number(60.0, gt=0)   # the longest a request waits for a slot
@@ -43,7 +42,7 @@ class ServeConfig:
     registry_poll_s: float = number(1.0, gt=0)   # --registry: how often registry.json is checked
     log_prompts: bool = False
     limits: ServeLimits = field(default_factory=ServeLimits)
-    roles: Dict[str, RoleAccess] = field(default_factory=dict)
+    roles: dict[str, RoleAccess] = field(default_factory=dict)
 
     def check(self, key: str) -> None:
         from trinity.contracts import ROLES

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 from trinity.config_schema.fields import number
 from trinity.errors import ConfigError
@@ -24,14 +24,14 @@ class Splits:
 
 @dataclass(frozen=True)
 class TasksConfig:
-    train: List[str] = field(default_factory=list)       # suite names (trinity.tasks.registry.SUITES)
-    transfer: List[str] = field(default_factory=list)    # evaluated zero-shot, never trained on
+    train: list[str] = field(default_factory=list)       # suite names (trinity.tasks.registry.SUITES)
+    transfer: list[str] = field(default_factory=list)    # evaluated zero-shot, never trained on
     splits: Splits = field(default_factory=Splits)
-    max_items_per_suite: Optional[int] = number(None, gt=0)
-    judge_model: Optional[str] = None                     # pool model judging open answers (null: the first)
-    local_files: Dict[str, str] = field(default_factory=dict)   # suite -> a local Parquet/JSONL file
-    suite_options: Dict[str, Dict[str, Any]] = field(default_factory=dict)
-    online: Dict[str, Dict[str, Any]] = field(default_factory=dict)
+    max_items_per_suite: int | None = number(None, gt=0)
+    judge_model: str | None = None                     # pool model judging open answers (null: the first)
+    local_files: dict[str, str] = field(default_factory=dict)   # suite -> a local Parquet/JSONL file
+    suite_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    online: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def check(self, key: str) -> None:
         # suite names are checked against the registry when the config is composed (trinity.config)

@@ -25,26 +25,27 @@ import hashlib
 import logging
 import os
 import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from trinity.config_schema.coordinator import CoordinatorConfig
+from trinity.contracts import ROLES
 from trinity.coordinator.backbone import Backbone, load_backbone
 from trinity.coordinator.feature_norm import STATE_IDENTITY, FeatureNorm, FeatureNormError, check_mode
 from trinity.coordinator.features.content_cache import FeatureCache
 from trinity.coordinator.features.engine import FeatureEngine, FeatureRequest
 from trinity.coordinator.features.length_buckets import resolve_max_padding
 from trinity.coordinator.features.request_queue import FeatureService
-from trinity.contracts import ROLES
 from trinity.coordinator.head import RoutingHead, argmax_tie, check_roles, section_roles
 from trinity.coordinator.layout import ParamLayout
 from trinity.coordinator.prompt import PromptRenderer
+from trinity.coordinator.router import CoordinatorRouter
 from trinity.coordinator.saved import check_metadata, load_saved, save_params, saved_feature_norm
 from trinity.coordinator.svf import SVFAdapter
-from trinity.coordinator.router import CoordinatorRouter
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +61,7 @@ class Route:
 
     @classmethod
     def of(cls, agents: Sequence[str], p_agent: np.ndarray, p_role: np.ndarray, *,
-           agent: int | None = None, role: str | None = None) -> "Route":
+           agent: int | None = None, role: str | None = None) -> Route:
         """From the head's probabilities; the pick is the argmax unless `agent` / `role` name it."""
         agent = argmax_tie(p_agent, None) if agent is None else agent
         role = ROLES[argmax_tie(p_role, None)] if role is None else role
@@ -91,7 +92,7 @@ class Coordinator:
         max_wait_s: float = 0.002,
         normalize: str = "none",
         feature_norm: FeatureNorm | None = None,
-        fit_norm: Callable[["Coordinator"], FeatureNorm] | None = None,
+        fit_norm: Callable[[Coordinator], FeatureNorm] | None = None,
     ):
         self.backbone = backbone
         self.pool_models = tuple(pool_models)
@@ -123,7 +124,7 @@ class Coordinator:
     @classmethod
     def from_config(cls, c: CoordinatorConfig, pool_models: Sequence[str], system_template: str, *,
                       cache_dir: str | os.PathLike, model_cache: str | None = None, backbone: Backbone | None = None,
-                      fit_norm: Callable[["Coordinator"], FeatureNorm] | None = None) -> "Coordinator":
+                      fit_norm: Callable[[Coordinator], FeatureNorm] | None = None) -> Coordinator:
         """The coordinator of the typed `coordinator` section `c`, routing among `pool_models` (the head's agent
         order) with the protocol's coordinator prompt `system_template`; the feature cache's disk file lives
         under `cache_dir` (paths.cache), the backbone's conversion under `model_cache`. Under
@@ -210,7 +211,7 @@ class Coordinator:
         return CoordinatorRouter(self.head_for(params), self.service, self.layout.svf_deltas(params),
                                  mode or self.routing, record=record)
 
-    def route(self, params: np.ndarray, transcript: str) -> "Route":
+    def route(self, params: np.ndarray, transcript: str) -> Route:
         """Which agent in which role the head of `params` picks first for `transcript` (the first turn's
         transcript, trinity.episodes.protocol.first_turn_transcript), with the probabilities it gives every
         agent and role: one backbone forward pass, no pool call. The pick is the most probable agent and role
@@ -266,7 +267,7 @@ class Coordinator:
     @classmethod
     def load(cls, path: str | os.PathLike, c: CoordinatorConfig, pool_models: Sequence[str], system_template: str, *,
              cache_dir: str | os.PathLike, model_cache: str | None = None,
-             backbone: Backbone | None = None) -> tuple["Coordinator", np.ndarray]:
+             backbone: Backbone | None = None) -> tuple[Coordinator, np.ndarray]:
         """Build the coordinator (as from_config) and load saved parameters, refusing any mismatch. Its
         feature statistics (standardize|rebalance) are the stored ones, not fitted from any states."""
         _, meta, _ = load_saved(path)

@@ -51,7 +51,6 @@ import numpy as np
 from trinity.config_schema.choices import FeatureNormalize
 from trinity.errors import ConfigError, TrinityError
 
-
 MODES = tuple(m.value for m in FeatureNormalize)
 KEY = "coordinator.features.normalize"
 RANK_KEY = "coordinator.features.rank"
@@ -139,7 +138,7 @@ class FeatureNorm:
         return out
 
     @classmethod
-    def fit(cls, features: np.ndarray, *, keep_shared: bool = False, rank: int | None = None) -> "FeatureNorm":
+    def fit(cls, features: np.ndarray, *, keep_shared: bool = False, rank: int | None = None) -> FeatureNorm:
         """Statistics of `features` (n x d, n >= 2): mean and population std with the floor; with `rank` the
         top `rank` principal directions of the standardised features (an error when the features span fewer:
         they cannot name more); with `keep_shared` the shared direction comes back at the rms norm of the

@@ -25,7 +25,7 @@ sample of `max_pairs` pairs per kind, drawn uniformly from that kind's pairs.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

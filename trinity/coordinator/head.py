@@ -25,14 +25,13 @@ policy (trinity.pipeline.constant_policy), which saves it with the coordinator a
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
-from trinity.coordinator.feature_norm import FeatureNorm
 from trinity.contracts import ROLES, ROUTING_MODES
-
+from trinity.coordinator.feature_norm import FeatureNorm
 
 
 def softmax(logits: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:

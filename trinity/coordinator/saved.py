@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 from safetensors import safe_open
-from safetensors.numpy import save_file   # numpy, not torch: `trinity serve` refuses a file before importing torch
+from safetensors.numpy import save_file  # numpy, not torch: `trinity serve` refuses a file before importing torch
 
 from trinity.coordinator.feature_norm import FeatureNorm
 from trinity.errors import TrinityError

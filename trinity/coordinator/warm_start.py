@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from trinity.coordinator.saved import CoordinatorMismatchError, load_saved
 from trinity.contracts import ROLES
+from trinity.coordinator.saved import CoordinatorMismatchError, load_saved
 
 # Must match for the parameter vector to mean the same thing on the new run.
 SAME = ("backbone_id", "backbone_revision", "hidden_size", "svf_matrices")

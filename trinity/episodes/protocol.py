@@ -27,12 +27,12 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from trinity.episodes.parsing import ACCEPT, ThinkerAdvice, parse_thinker, parse_verdict, worker_thought
 from trinity.config_schema.protocol import ProtocolConfig
+from trinity.contracts import ROLES, Router
+from trinity.episodes.parsing import ACCEPT, ThinkerAdvice, parse_thinker, parse_verdict, worker_thought
 from trinity.episodes.trace import EpisodeId, Trace, Turn
 from trinity.pool.agents import TurnContext
 from trinity.pool.types import CallResult
-from trinity.contracts import ROLES, Router
 from trinity.seeding import derive_seed
 from trinity.tasks.types import TaskItem
 
@@ -166,11 +166,11 @@ class TurnState:
         """The end reason when this turn ends the episode without a call: a Verifier before any answer."""
         return "verifier_before_answer" if role == "verifier" and not self.answers else None
 
-    def after_failed_call(self) -> "TurnState":
+    def after_failed_call(self) -> TurnState:
         """A failed call changes nothing but uses up the advice it carried."""
         return TurnState(self.answers)
 
-    def after_reply(self, role: str, outcome: str) -> tuple["TurnState", str | None]:
+    def after_reply(self, role: str, outcome: str) -> tuple[TurnState, str | None]:
         """(the next turn's state, the end reason when this reply ends the episode) for one of
         REPLY_OUTCOMES[role]."""
         if outcome not in REPLY_OUTCOMES[role]:

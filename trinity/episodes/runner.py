@@ -20,10 +20,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from trinity.episodes.protocol import ChatPool, Grader, run_episode
 from trinity.config_schema.protocol import ProtocolConfig
-from trinity.episodes.trace import EpisodeId, Trace
 from trinity.contracts import Router
+from trinity.episodes.protocol import ChatPool, Grader, run_episode
+from trinity.episodes.trace import EpisodeId, Trace
 from trinity.seeding import derive_seed
 from trinity.tasks.types import TaskItem
 
@@ -51,7 +51,7 @@ class EpisodeSpec:
 
     @classmethod
     def create(cls, root_seed: int, item: TaskItem, router: Router, *, generation: int = -1,
-               candidate: int = -1, repeat: int = 0, shared_across_candidates: bool = False) -> "EpisodeSpec":
+               candidate: int = -1, repeat: int = 0, shared_across_candidates: bool = False) -> EpisodeSpec:
         episode_id = EpisodeId(generation=generation, candidate=candidate, item=item.uid, repeat=repeat)
         seed = episode_seed(root_seed, episode_id, shared_across_candidates=shared_across_candidates)
         return cls(item=item, router=router, episode_id=episode_id, seed=seed)

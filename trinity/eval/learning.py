@@ -12,7 +12,8 @@ learning (the routing benchmark against a known optimum; the paper's setting).
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import polars as pl
 

@@ -17,8 +17,9 @@ ablation folder) is skipped with its reason, never a crash. Users add their own 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from trinity.contracts import ROUTING_MODES, Router
 from trinity.errors import ConfigError
@@ -34,7 +35,7 @@ class MethodSkipped(ConfigError):
 @dataclass(frozen=True)
 class Method:
     name: str
-    build: Callable[["MethodContext"], Router | None]
+    build: Callable[[MethodContext], Router | None]
     max_turns: int | None = None        # None: the protocol's K
     episode: EpisodeFn | None = None    # replaces the turn protocol (the router is then unused)
     protocol: Any = None                # None: cfg.protocol (an ablation may bring its variant's)

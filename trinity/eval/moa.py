@@ -16,12 +16,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from trinity.episodes.protocol import (ChatPool, Grader, SharedMessage, fill, sample_index_for,
-                                       worker_messages)
-from trinity.config_schema.protocol import ProtocolConfig
-from trinity.episodes.trace import EpisodeId, Trace, Turn
 from trinity.config_schema import section
 from trinity.config_schema.eval import MoA
+from trinity.config_schema.protocol import ProtocolConfig
+from trinity.episodes.protocol import ChatPool, Grader, SharedMessage, fill, sample_index_for, worker_messages
+from trinity.episodes.trace import EpisodeId, Trace, Turn
 from trinity.eval.episode_functions import EpisodeFn
 from trinity.pool.types import CallResult
 from trinity.tasks.types import TaskItem

@@ -7,8 +7,9 @@ are averaged first (`item_means`, `per_item`) and the statistics run over the it
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 import polars as pl
 

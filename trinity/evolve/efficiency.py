@@ -23,8 +23,9 @@ Everything here is pure: traces and config in, numbers out.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any
 
 from trinity.episodes.trace import Trace, Turn
 

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import hashlib
 import io
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import polars as pl
 

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from trinity.config_schema.evolve import Fitness
 from trinity.episodes.trace import Trace

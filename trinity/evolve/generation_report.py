@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from trinity.evolve.diagnostics import x0_comparison
 from trinity.evolve.run_state import RunState

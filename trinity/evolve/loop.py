@@ -51,10 +51,11 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Any, Callable, Literal, Protocol, Sequence, Union, cast, overload
+from typing import Any, Literal, Protocol, Union, cast, overload
 
 import numpy as np
 
@@ -62,7 +63,6 @@ from trinity.config_schema.evolve import EvolveConfig
 from trinity.contracts import ROUTING_MODES
 from trinity.episodes.trace import Trace
 from trinity.errors import TrinityError
-from trinity.evolve.strategy_registry import Algorithm, make_strategy
 from trinity.evolve.checkpoint import load_checkpoint, save_checkpoint
 from trinity.evolve.diagnostics import routing_rows, training_diagnostics, x0_comparison
 from trinity.evolve.efficiency import Throughput, efficiency, generation_summary
@@ -70,16 +70,16 @@ from trinity.evolve.episode_parts import prune_parts, read_parts, write_part
 from trinity.evolve.errors import BudgetExhausted
 from trinity.evolve.evaluators import Evaluator, as_evaluator
 from trinity.evolve.fitness import FitnessParts, shaped_fitness
+from trinity.evolve.generation_report import progress_report, x0_report
 from trinity.evolve.on_policy import EpisodeBatch, EpisodeDecisions, OnPolicyMethod
 from trinity.evolve.outputs import RunPaths, totals, write_outputs
 from trinity.evolve.run_state import RunState
 from trinity.evolve.selection import Validated, select
-from trinity.evolve.generation_report import progress_report, x0_report
 from trinity.evolve.strategies import BlackBoxStrategy
+from trinity.evolve.strategy_registry import Algorithm, make_strategy
 from trinity.evolve.tables import concat_episodes, episode_row, episodes_frame
 from trinity.evolve.upgrade import CHECKPOINT_VERSION, upgrade
 from trinity.seeding import derive_seed
-
 
 log = logging.getLogger("trinity.evolve")
 

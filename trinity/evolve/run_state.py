@@ -44,6 +44,6 @@ class RunState:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
     @classmethod
-    def from_payload(cls, payload: dict[str, Any]) -> "RunState":
+    def from_payload(cls, payload: dict[str, Any]) -> RunState:
         """From a checkpoint's dict at the current version (extra keys an older loop wrote are dropped)."""
         return cls(**{f.name: payload[f.name] for f in dataclasses.fields(cls)})

@@ -26,8 +26,8 @@ which of its validated means is saved differs (which is how benchmarks/recorded_
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import numpy as np
 

@@ -23,8 +23,9 @@ from __future__ import annotations
 import hashlib
 import math
 import pickle
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, ClassVar, Mapping, Sequence
+from typing import Any, ClassVar
 
 import numpy as np
 

@@ -11,7 +11,8 @@ Adding an algorithm is a class of one of those kinds and a line here; settings c
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Union
+from collections.abc import Mapping
+from typing import Any, Union
 
 from trinity.errors import ConfigError
 from trinity.evolve.on_policy import OnPolicyMethod, Reinforce

@@ -12,8 +12,9 @@ With no champion yet, the challenger is promoted whatever the rule (there is not
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from trinity.config_schema.root import Retrain
 from trinity.errors import ConfigError
@@ -29,7 +30,7 @@ class GateRule:
     min_items: int = 20
 
     @classmethod
-    def from_config(cls, r: Retrain) -> "GateRule":
+    def from_config(cls, r: Retrain) -> GateRule:
         """From the typed `retrain` section: promote_rule, alpha, min_items (schema: trinity.config_schema.root.Retrain)."""
         if not 0 < float(r.alpha) < 1:
             raise ConfigError(f"config key 'retrain.alpha' must be in (0, 1), got {r.alpha}")

@@ -9,6 +9,7 @@ from typing import Any
 from trinity.files import sha256_file
 from trinity.models.store import sha256_text
 
+
 def data_versions(prepared: str | Path) -> dict[str, Any]:
     """sha256 of the prepare stage's manifest (in `prepared`, paths.prepared) and each suite's source entry
     (None when not prepared)."""

@@ -31,9 +31,10 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from trinity.errors import TrinityError
 from trinity.files import atomic_write_bytes, sha256_file
@@ -65,7 +66,7 @@ def sha256_text(text: str) -> str:
 
 
 def now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
 class ModelRegistry:

@@ -21,8 +21,9 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, cast
+from typing import Any, cast
 
 from omegaconf import OmegaConf
 
@@ -63,8 +64,8 @@ def main_popsize(cfg: Config) -> int:
     popsize = typed(cfg).evolve.popsize
     if popsize is not None:
         return popsize
-    from trinity.evolve.strategies import default_popsize
     from trinity.assembly.coordinator import coordinator_from_config
+    from trinity.evolve.strategies import default_popsize
 
     return default_popsize(coordinator_from_config(cfg).num_params)
 

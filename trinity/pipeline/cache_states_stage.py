@@ -19,14 +19,15 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
 from trinity.config import Config, typed
-from trinity.episodes.protocol import first_turn_transcript
 from trinity.config_schema.protocol import ProtocolConfig
+from trinity.episodes.protocol import first_turn_transcript
 from trinity.pipeline import items as item_sel
 from trinity.progress import Listener, Progress
 from trinity.seeding import derive_seed

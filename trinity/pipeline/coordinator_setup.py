@@ -7,18 +7,19 @@ whole config without statistics is trinity.assembly.coordinator's."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
-from typing import Any, Callable, Collection, Sequence
+from typing import Any
 
 import numpy as np
 
-from trinity.config import Config, typed
 from trinity.assembly.coordinator import coordinator_from_config
+from trinity.config import Config, typed
+from trinity.config_schema.protocol import ProtocolConfig
 from trinity.coordinator.backbone import Backbone
 from trinity.coordinator.coordinator import Coordinator
 from trinity.coordinator.feature_norm import KEY, STATE_IDENTITY, FeatureNorm, FeatureNormError
 from trinity.episodes.protocol import first_turn_transcript
-from trinity.config_schema.protocol import ProtocolConfig
 from trinity.pipeline.state_files import read_state_cache, state_path
 from trinity.tasks.prepare import load_items
 

@@ -10,10 +10,11 @@ models in the pool), the output folder (not inside a pipeline output, writable).
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Sequence, cast
+from typing import TYPE_CHECKING, cast
 
 import yaml
 
@@ -47,8 +48,7 @@ def pipeline_outputs(root: Path) -> list[Path]:
 
 
 def check_coordinator(path: str | os.PathLike, pool_models: Sequence[str]) -> Path:
-    from trinity.coordinator.saved import saved_pool_models
-    from trinity.coordinator.saved import coordinator_file
+    from trinity.coordinator.saved import coordinator_file, saved_pool_models
 
     if not Path(path).exists():
         raise ConfigError(f"--coordinator {path}: no such file or folder")

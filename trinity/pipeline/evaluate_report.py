@@ -21,8 +21,8 @@ from trinity.eval.tables import truncation
 from trinity.pipeline.evaluate_frontier import frontier_section
 from trinity.pipeline.evaluate_references import recorded_verdict, simulated_references
 from trinity.pipeline.evaluate_tables import eval_metrics
-from trinity.pipeline.rollouts import RolloutContext
 from trinity.pipeline.recording_tables import verifier_section
+from trinity.pipeline.rollouts import RolloutContext
 
 
 def write_report(cfg: Config, ctx: RolloutContext, methods: list, skipped: list, sets: dict,

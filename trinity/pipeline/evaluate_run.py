@@ -5,7 +5,8 @@ prices when it knows them."""
 from __future__ import annotations
 
 import asyncio
-from typing import Callable, Protocol, cast, runtime_checkable
+from collections.abc import Callable
+from typing import Protocol, cast, runtime_checkable
 
 import polars as pl
 

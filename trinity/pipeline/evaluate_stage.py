@@ -17,9 +17,8 @@ report, with evaluate_references and evaluate_frontier).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
-
 
 from trinity.config import Config, typed
 from trinity.eval.tables import paired_tests, summarize

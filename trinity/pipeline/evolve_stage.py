@@ -15,18 +15,19 @@ import contextlib
 import json
 import logging
 import shutil
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import numpy as np
 
 from trinity.config import Config, document, typed
 from trinity.config_schema import TrinityConfig
 from trinity.config_schema.protocol import ProtocolConfig
+from trinity.coordinator.saved import coordinator_file
 from trinity.pipeline import items as item_sel
 from trinity.pipeline.mean_evaluators import ExactEvaluation, SampledEvaluator
 from trinity.pipeline.population import PopulationEvaluator, Submit, inline_submit
-from trinity.coordinator.saved import coordinator_file
 from trinity.pipeline.rollouts import RolloutContext, replay_misses, stop_on_replay_misses
 from trinity.pipeline.workspace import timings_dir
 from trinity.progress import Listener, Progress
@@ -266,8 +267,8 @@ def routing_describer(coord: Any, items: list[TaskItem], protocol: ProtocolConfi
     the one the cache_states stage preloads into the coordinator's feature cache, so the features cost
     nothing there; they are computed once per run and kept in this closure. With SVF the backbone (hence
     every feature) depends on the parameters, so they are computed per call with the mean's SVF offsets."""
-    from trinity.evolve.diagnostics import routing_matrix
     from trinity.episodes.protocol import first_turn_transcript
+    from trinity.evolve.diagnostics import routing_matrix
 
     transcripts = [first_turn_transcript(protocol, it.prompt) for it in items]
     suites = [it.suite for it in items]

@@ -33,15 +33,16 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import polars as pl
 
 from trinity.config import Config, typed, with_values
 from trinity.config_schema import TrinityConfig
-from trinity.errors import TrinityError
 from trinity.coordinator.saved import coordinator_file
+from trinity.errors import TrinityError
 from trinity.pipeline.population import Submit, inline_submit
 from trinity.pipeline.rollouts import replay_misses, stop_on_replay_misses
 from trinity.pipeline.workspace import timings_dir

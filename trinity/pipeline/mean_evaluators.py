@@ -9,7 +9,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, ContextManager, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, ContextManager
 
 import numpy as np
 

@@ -13,8 +13,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, ContextManager, cast
+from typing import Any, ContextManager, cast
 
 import numpy as np
 from omegaconf import DictConfig, OmegaConf

@@ -23,8 +23,9 @@ import platform
 import shlex
 import sys
 import time
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence, cast
+from typing import Any, cast
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -32,8 +33,8 @@ from trinity import cpu_model
 from trinity.config import Config, document, typed
 from trinity.config_schema import TrinityConfig
 from trinity.config_schema.pool import Retry
-from trinity.config_schema.record import RecordConfig
 from trinity.config_schema.protocol import ProtocolConfig
+from trinity.config_schema.record import RecordConfig
 from trinity.errors import TrinityError
 from trinity.pipeline.items import load_split, sample
 from trinity.pool.agents import TurnContext, recorded_request
@@ -425,14 +426,14 @@ async def _record(cfg: TrinityConfig, root: Path, manifest: dict, items: Sequenc
                   pool_context, client_factory, grader) -> dict[str, Any]:
     import contextlib
 
-    from trinity.pipeline.rollouts import make_grader
     from trinity.assembly.pool_client import run_budget
     from trinity.episodes.checks import PROCEDURES
+    from trinity.pipeline.rollouts import make_grader
     from trinity.pool.client import PoolClient
 
     journal = root / store.JOURNAL
     root.mkdir(parents=True, exist_ok=True)
-    started_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    started_at = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     t0 = time.monotonic()
     order = {it.uid: i for i, it in enumerate(items)}
     ctx = pool_context() if pool_context is not None else contextlib.nullcontext()
@@ -480,7 +481,7 @@ async def _record(cfg: TrinityConfig, root: Path, manifest: dict, items: Sequenc
                              "nodes": frame.height, "calls": tree.calls,
                              "new_calls": recorder.new_by_item.get(item.uid, 0),
                              "wall_s": round(time.monotonic() - t_item, 1),
-                             "recorded_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), **entry}
+                             "recorded_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), **entry}
                     manifest["items"] = sorted([e for e in manifest["items"] if e["uid"] != item.uid] + [entry],
                                                key=lambda e: order.get(e["uid"], 1 << 30))
                     recorded += 1

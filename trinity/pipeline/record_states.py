@@ -13,8 +13,9 @@ loses only the item in flight. Run it with the experiment that replays the recor
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, cast
+from typing import Any, cast
 
 from omegaconf import DictConfig, OmegaConf
 

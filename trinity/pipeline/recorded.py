@@ -12,20 +12,28 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
 from trinity.config import Config, document, typed
 from trinity.config_schema.evolve import Fitness
-from trinity.evolve.fitness import FitnessParts
-from trinity.record import store
-from trinity.record.exact import (CompiledItem, CompiledSet, compile_items, entropy, expectations, one_hot_ties,
-                                  recorded_lookup)
 from trinity.contracts import ROLES
+from trinity.evolve.fitness import FitnessParts
 from trinity.progress import Progress
+from trinity.record import store
+from trinity.record.exact import (
+    CompiledItem,
+    CompiledSet,
+    compile_items,
+    entropy,
+    expectations,
+    one_hot_ties,
+    recorded_lookup,
+)
 from trinity.tasks.types import TaskItem
 
 

@@ -19,19 +19,19 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, cast
+from typing import Any, cast
 
 import numpy as np
 from omegaconf import OmegaConf
 
 from trinity.config import Config, document, typed
-from trinity.coordinator.saved import CoordinatorMismatchError, load_saved
-from trinity.pipeline import items as item_sel
-from trinity.coordinator.saved import coordinator_file
+from trinity.coordinator.saved import CoordinatorMismatchError, coordinator_file, load_saved
 from trinity.models.gate import GateDecision, GateRule, decide
 from trinity.models.meta import differences, run_meta
 from trinity.models.store import ModelRegistry, Version, sha256_text
+from trinity.pipeline import items as item_sel
 
 log = logging.getLogger("trinity.retrain")
 

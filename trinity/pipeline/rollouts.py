@@ -15,18 +15,19 @@ import asyncio
 import contextlib
 import hashlib
 import threading
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Coroutine, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from trinity.config import Config, to_yaml, typed
 from trinity.config_schema import TrinityConfig
+from trinity.contracts import Router
 from trinity.episodes.runner import EpisodeSpec, run_episodes
 from trinity.episodes.trace import Trace
-from trinity.contracts import Router
 from trinity.tasks.types import TaskItem
 
 if TYPE_CHECKING:
@@ -141,7 +142,7 @@ def make_grader(cfg: Config, judge=None) -> Callable[[TaskItem, str], Awaitable[
 class RolloutContext:
     """Per-process pool client + coordinator + loop. Build with `RolloutContext.get(cfg)`."""
 
-    _instances: dict[str, "RolloutContext"] = {}
+    _instances: dict[str, RolloutContext] = {}
     _lock = threading.Lock()
     shared_limits: Any = None  # the run's limits on Dask (trinity.pool.shared_limits.DaskLimits), else None
 
@@ -192,7 +193,7 @@ class RolloutContext:
             preload_state_cache(coordinator, path)
 
     @classmethod
-    def get(cls, cfg: Config, *, with_coordinator: bool = True, key: str | None = None) -> "RolloutContext":
+    def get(cls, cfg: Config, *, with_coordinator: bool = True, key: str | None = None) -> RolloutContext:
         """The process's context for `cfg` (`key`: its config_key, when the caller already has it)."""
         key = (key or config_key(cfg)) + str(with_coordinator)
         with cls._lock:

@@ -10,9 +10,10 @@ from __future__ import annotations
 import logging
 import shutil
 import time
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any
 
 from omegaconf import OmegaConf
 

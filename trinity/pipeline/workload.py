@@ -15,9 +15,9 @@ and the configured roles under sampling; the first model as a Worker under argma
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, cast
-
+from typing import cast
 
 from trinity.config import Config, typed
 from trinity.contracts import ROLES, Router
@@ -41,11 +41,11 @@ class Route:
     aggregator: str | None = None    # Mixture-of-Agents: every agent proposes, this one merges
 
     @classmethod
-    def uniform(cls, agents: list[str], roles: list[str], max_turns: int) -> "Route":
+    def uniform(cls, agents: list[str], roles: list[str], max_turns: int) -> Route:
         return cls({a: 1.0 / len(agents) for a in agents}, [{r: 1.0 / len(roles) for r in roles}], max_turns)
 
     @classmethod
-    def fixed(cls, agent: str, roles: list[dict[str, float]], max_turns: int) -> "Route":
+    def fixed(cls, agent: str, roles: list[dict[str, float]], max_turns: int) -> Route:
         return cls({agent: 1.0}, roles, max_turns)
 
 

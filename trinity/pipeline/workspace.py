@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Iterable, Mapping
 
 from trinity.config import Config, typed, with_values
 from trinity.config_schema import TrinityConfig
@@ -33,7 +33,7 @@ PIPELINE = tuple(STAGE_OUTPUTS)
 
 def new_run_folder(root: str | os.PathLike, label: str, *, now: dt.datetime | None = None) -> Path:
     """A folder that did not exist before: `<root>/<YYYYmmddTHHMMSSZ>-<label>[-n]`, created here."""
-    now = now or dt.datetime.now(dt.timezone.utc)
+    now = now or dt.datetime.now(dt.UTC)
     stamp = now.strftime("%Y%m%dT%H%M%SZ")
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)

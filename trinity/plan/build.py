@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-
 from trinity.config_schema import Config, TrinityConfig, typed
 from trinity.pipeline.items import eval_suites
 from trinity.pipeline.workload import WORKLOADS, Part, WorkloadContext
@@ -13,7 +12,6 @@ from trinity.plan.popsize import resolve_popsize
 from trinity.plan.suites import suite_infos
 from trinity.plan.tokens import CHARS_PER_TOKEN
 from trinity.plan.usage import SCENARIOS, Usage, cost_usd, part_usage, wall_s
-
 
 
 def build_plan(cfg: Config, assumptions: Assumptions | None = None) -> dict[str, Any]:

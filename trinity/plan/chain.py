@@ -4,8 +4,8 @@ rules (trinity.episodes.protocol.TurnState): no copy of the rules here."""
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
 
 from trinity.contracts import ROLES
 from trinity.episodes.protocol import TurnState

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
-
+from collections.abc import Mapping
+from typing import Any
 
 from trinity.config_schema import TrinityConfig
 from trinity.contracts import ROLES

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-
 from trinity.config_schema import Config
 from trinity.plan.assumptions import Assumptions
 from trinity.plan.build import figures

@@ -29,7 +29,7 @@ class Usage:
         self.prompt[model] += prompt
         self.completion[model] += completion
 
-    def add(self, other: "Usage", times: float = 1.0) -> None:
+    def add(self, other: Usage, times: float = 1.0) -> None:
         self.episodes += other.episodes * times
         self.max_calls += other.max_calls * times
         for mine, theirs in ((self.calls, other.calls), (self.prompt, other.prompt), (self.completion, other.completion)):

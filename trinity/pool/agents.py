@@ -30,8 +30,8 @@ same messages but run different tools never share a reply.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Callable, Mapping, Sequence
 
 from trinity.config_schema.pool import AgentSetup
 from trinity.pool.errors import PoolConfigError

@@ -12,8 +12,9 @@ Budget arithmetic to them and mirrors them into each process's Budget.
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 
 @dataclass
@@ -35,13 +36,13 @@ class Budget:
         self._lock = threading.Lock()
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "Budget":
+    def from_dict(cls, d: Mapping[str, Any]) -> Budget:
         """Inverse of to_dict: limits and amounts spent, e.g. to resume a run."""
         keys = ("max_cost_usd", "max_tokens", "max_calls", "calls", "tokens", "cost_usd")
         return cls(**{k: d[k] for k in keys if k in d})
 
     @classmethod
-    def from_config(cls, budget_cfg: Any) -> "Budget":
+    def from_config(cls, budget_cfg: Any) -> Budget:
         """From `cfg.evolve.budget` (typed, or a mapping of max_cost_usd, max_tokens, max_calls; null = unlimited)."""
         from trinity.config_schema import section
         from trinity.config_schema.evolve import BudgetLimits

@@ -20,12 +20,13 @@ import os
 import sqlite3
 import threading
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
-from trinity.pool.errors import CacheError
 from trinity.config_schema.choices import ResponseCacheMode
+from trinity.pool.errors import CacheError
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +84,7 @@ class CachedReply:
                           ensure_ascii=False, separators=(",", ":"))
 
     @classmethod
-    def from_json(cls, blob: str) -> "CachedReply":
+    def from_json(cls, blob: str) -> CachedReply:
         d = json.loads(blob)
         return cls(text=str(d["text"]), prompt_tokens=int(d["prompt_tokens"]),
                    completion_tokens=int(d["completion_tokens"]), finish_reason=d.get("finish_reason"))

@@ -37,8 +37,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import httpx
 
@@ -56,8 +57,8 @@ from trinity.pool.replay_layer import ReplayLayer
 from trinity.pool.shared_limits import LocalLimits, RunLimits
 from trinity.pool.single_flight import SingleFlightCache
 from trinity.pool.tool_layer import AgentToolLayer
-from trinity.pool.verify_layer import Procedures, VerifyLayer
 from trinity.pool.types import CallResult
+from trinity.pool.verify_layer import Procedures, VerifyLayer
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +105,7 @@ class PoolClient:
                     budget: Budget | None = None, retry: Retry | None = None,
                     transport: httpx.AsyncBaseTransport | None = None,
                     limits: RunLimits | None = None, replay: Any = None,
-                    procedures: Procedures | None = None) -> "PoolClient":
+                    procedures: Procedures | None = None) -> PoolClient:
         """From `cfg.pool`. Raises MissingApiKeyError (naming the variable) when a model needs a key that
         is not set, and CacheError when the cache file is not usable, before any call is made.
         Retry settings come from `retry` or else the optional `pool.retry` mapping. With `pool.replay`
@@ -196,7 +197,7 @@ class PoolClient:
         if self.replay is not None:
             self.replay.flush()
 
-    async def __aenter__(self) -> "PoolClient":
+    async def __aenter__(self) -> PoolClient:
         return self
 
     async def __aexit__(self, *exc: Any) -> None:

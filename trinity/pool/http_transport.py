@@ -13,8 +13,9 @@ import json
 import logging
 import random
 import time
+from collections.abc import Callable, Mapping
 from functools import partial
-from typing import Any, AsyncContextManager, Callable, Mapping
+from typing import Any, AsyncContextManager
 
 import httpx
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from typing import Callable, Generic, TypeVar
+from collections.abc import Callable
+from typing import Generic, TypeVar
 
 T = TypeVar("T")
 
@@ -16,7 +17,7 @@ T = TypeVar("T")
 class PerLoop(Generic[T]):
     def __init__(self, make: Callable[[], T]):
         self._make = make
-        self._values: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, T]" = weakref.WeakKeyDictionary()
+        self._values: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, T] = weakref.WeakKeyDictionary()
 
     def get(self) -> T:
         """The running loop's value, made now if this loop has none yet."""

@@ -8,12 +8,12 @@ so adding a provider is one entry, never a new branch in the client.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from trinity.config_schema import section
-from trinity.config_schema.pool import PoolConfig, PoolModel, Replay, Sampling
-from trinity.config_schema.pool import AgentSetup
+from trinity.config_schema.pool import AgentSetup, PoolConfig, PoolModel, Replay, Sampling
 from trinity.pool.agents import check_tool
 from trinity.pool.errors import MissingApiKeyError, PoolConfigError
 

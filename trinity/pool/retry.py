@@ -11,7 +11,7 @@ from __future__ import annotations
 import email.utils
 import random
 import time
-from typing import Mapping
+from collections.abc import Mapping
 
 from trinity.config_schema.pool import Retry
 

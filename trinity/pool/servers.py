@@ -15,9 +15,9 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable
 
 import httpx
 
@@ -153,7 +153,7 @@ def _tail(path: str | Path, lines: int = 20) -> str:
     return "\n".join(text[-lines:])
 
 
-def _llamacpp_launch(pool: "LocalPool", spec: ServerSpec) -> tuple[list[str], str]:
+def _llamacpp_launch(pool: LocalPool, spec: ServerSpec) -> tuple[list[str], str]:
     cache = Path(pool.model_cache) if pool.model_cache else None
     path = model_path(spec.asset, cache)  # may assemble the model: only when launching
     cmd = [
@@ -167,8 +167,8 @@ def _llamacpp_launch(pool: "LocalPool", spec: ServerSpec) -> tuple[list[str], st
 
 @dataclass(frozen=True)
 class Launcher:
-    command: Callable[["LocalPool", ServerSpec], tuple[list[str], str]]   # (argv, model or world path)
-    fingerprint: Callable[["LocalPool", ServerSpec], str] = lambda pool, spec: ""   # "": never restarted
+    command: Callable[[LocalPool, ServerSpec], tuple[list[str], str]]   # (argv, model or world path)
+    fingerprint: Callable[[LocalPool, ServerSpec], str] = lambda pool, spec: ""   # "": never restarted
 
 
 # ServerSpec.kind -> how to start it. Floors above register theirs (trinity.simulated.launcher registers
@@ -324,7 +324,7 @@ class LocalPool:
                 progress(f"{spec.name}: stopped")
 
     # -- context manager: the servers this object started are stopped on exit --------------------
-    def __enter__(self) -> "LocalPool":
+    def __enter__(self) -> LocalPool:
         try:
             self.up()
         except BaseException:

@@ -43,8 +43,9 @@ import contextlib
 import sys
 import threading
 import time
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping
 from concurrent.futures import Future
-from typing import Any, AsyncContextManager, AsyncIterator, Callable, Coroutine, Iterable, Mapping, Protocol
+from typing import Any, AsyncContextManager, Protocol
 
 from trinity.pool.budget import Budget, RunTotals, add_counts
 from trinity.pool.providers import ModelEndpoint
@@ -126,7 +127,7 @@ class LocalLimits:
         return None if self.budget is None else self.budget.to_dict()
 
 
-def run_limits(budget: Budget | None, run_key: str) -> "DaskLimits | None":
+def run_limits(budget: Budget | None, run_key: str) -> DaskLimits | None:
     """Run-wide limits when this process takes part in a Dask run (a task on a worker, or the flow's
     process while its Dask task runner is open with a default client), else None: the pool client then
     keeps its limits in this process."""

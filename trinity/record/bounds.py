@@ -21,7 +21,6 @@ import numpy as np
 from trinity.record.exact import CompiledItem
 
 
-
 def _q(item: CompiledItem, sid: int, action: tuple[int, str], value) -> float:
     return sum(o.weight * (o.reward if o.child < 0 else value(o.child)) for o in item.states[sid].actions[action])
 

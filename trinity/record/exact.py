@@ -27,11 +27,11 @@ from typing import Any
 
 import numpy as np
 
-from trinity.episodes.protocol import SharedMessage, TurnState, read_reply, rejection_reason, turn_context
 from trinity.config_schema.protocol import ProtocolConfig
+from trinity.contracts import ROLES
+from trinity.episodes.protocol import SharedMessage, TurnState, read_reply, rejection_reason, turn_context
 from trinity.pool.agents import TurnContext, recorded_request
 from trinity.record.tree import messages_for
-from trinity.contracts import ROLES
 from trinity.tasks.types import TaskItem
 
 # lookup(model, role, item, messages, sample, context) -> (reply text, ok, grade or None, price, tokens) or None

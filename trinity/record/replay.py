@@ -15,8 +15,9 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import threading
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import polars as pl
 
@@ -47,7 +48,7 @@ class RecordedReplies:
 
     @classmethod
     def open(cls, path: str | Path, *, on_miss: str = "error", identity: Mapping[str, Any] | None = None
-             ) -> "RecordedReplies":
+             ) -> RecordedReplies:
         rec = store.open_recording(path)
         if identity is not None:
             store.check_identity(rec.manifest, identity, str(path))
@@ -96,7 +97,7 @@ class RecordedReplies:
             return None
         root = self.recording.root
         manifest = store.read_manifest(root)
-        stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S%f")
+        stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S%f")
         name = f"live-{stamp}.parquet"
         entry = store.write_part(root, name, pl.DataFrame(rows, schema=store.NODE_SCHEMA))
         manifest["extra_parts"] = list(manifest.get("extra_parts", [])) + [

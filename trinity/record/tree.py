@@ -25,13 +25,20 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from trinity.episodes.parsing import ThinkerAdvice
-from trinity.episodes.protocol import (SharedMessage, TurnState, read_reply, rejection_reason, review_messages,
-                                       turn_context, worker_messages)
 from trinity.config_schema.protocol import ProtocolConfig
+from trinity.contracts import ROLES
+from trinity.episodes.parsing import ThinkerAdvice
+from trinity.episodes.protocol import (
+    SharedMessage,
+    TurnState,
+    read_reply,
+    rejection_reason,
+    review_messages,
+    turn_context,
+    worker_messages,
+)
 from trinity.pool.agents import TurnContext
 from trinity.pool.cache import canonical_digest
-from trinity.contracts import ROLES
 from trinity.tasks.types import TaskItem
 
 Messages = list[dict[str, str]]

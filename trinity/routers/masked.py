@@ -12,11 +12,13 @@ With `answer_first` and no visible answer yet, roles are barred before drawing: 
 
 from __future__ import annotations
 
-from typing import Any, Callable, Collection, Mapping, Protocol
+from collections.abc import Callable, Collection, Mapping
+from typing import Any, Protocol
 
 import numpy as np
 
-from trinity.contracts import Choice, ROLES, ROUTING_MODES as MODES, Router
+from trinity.contracts import ROLES, Choice, Router
+from trinity.contracts import ROUTING_MODES as MODES
 from trinity.coordinator.head import argmax_tie, draw
 
 

@@ -7,11 +7,11 @@ class takes its own constructor arguments (an agent index, a pool size, a wrappe
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from trinity.contracts import Router
-from trinity.routers.baselines import RandomRouter, RoleOnlyRouter, SingleWorkerRouter, WorkerVerifierLoopRouter
 from trinity.coordinator.router import CoordinatorRouter
+from trinity.routers.baselines import RandomRouter, RoleOnlyRouter, SingleWorkerRouter, WorkerVerifierLoopRouter
 from trinity.routers.masked import MaskedRouter
 
 ROUTER_CLS: dict[str, Callable[..., Router]] = {   # classes, each with its own constructor arguments

@@ -18,8 +18,9 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 from trinity.serve.schema import RequestError
 
@@ -55,7 +56,7 @@ OUTCOMES = (ADMITTED, *REFUSALS)
 class NotAdmitted(RequestError):
     """A request that got no episode slot: `outcome` names why (REFUSALS), `waited_s` how long it queued."""
 
-    def __init__(self, outcome: str, waited_s: float, admission: "Admission"):
+    def __init__(self, outcome: str, waited_s: float, admission: Admission):
         refusal = REFUSALS[outcome]
         message = refusal.message.format(limit=admission.limit, max_queue=admission.max_queue,
                                          timeout_s=admission.timeout_s, retry_after_s=admission.retry_after_s,

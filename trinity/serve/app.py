@@ -18,8 +18,9 @@ import json
 import logging
 import time
 import uuid
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator, Callable
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
@@ -28,9 +29,9 @@ from starlette.types import Receive, Scope, Send
 
 from trinity.serve import schema
 from trinity.serve.admission import ADMITTED, Admission, NotAdmitted
-from trinity.serve.request_episode import EpisodeResult, Runner
 from trinity.serve.limits import check_bearer, read_body
 from trinity.serve.metrics import Metrics
+from trinity.serve.request_episode import EpisodeResult, Runner
 from trinity.serve.schema import RequestError
 from trinity.serve.settings import ServeSettings
 
@@ -244,7 +245,7 @@ def create_app(settings: ServeSettings, runner: Runner, *, metrics: Metrics | No
             while True:
                 try:
                     event = await asyncio.wait_for(queue.get(), timeout=settings.config.keepalive_s)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     yield ": keep-alive\n\n"
                     continue
                 if event is _DONE:

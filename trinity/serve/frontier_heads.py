@@ -48,7 +48,7 @@ class ServedFrontier:
     heads: tuple[FrontierHead, ...]
 
     @classmethod
-    def load(cls, folder: str | os.PathLike[str]) -> "ServedFrontier":
+    def load(cls, folder: str | os.PathLike[str]) -> ServedFrontier:
         """The frontier heads of a frontier folder; a folder that is not one, holds no frontier, or misses a
         head's file is refused naming --frontier."""
         folder = Path(folder)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hmac
-from typing import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping
 
 from trinity.serve.schema import RequestError
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import errno
 import os
 import socket
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from trinity.config_schema import Config, typed
 from trinity.contracts import ROLES

@@ -14,7 +14,8 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from trinity.models.store import ModelRegistry, ModelRegistryError, Version
 from trinity.serve.request_episode import EpisodeResult, EpisodeRunner, OnEvent
@@ -85,7 +86,7 @@ class RegistryRunner:
         log.info("registry %s: now serving %s (was %s)", self.registry.root, champion.name, old)
         return True
 
-    def start(self) -> "RegistryRunner":
+    def start(self) -> RegistryRunner:
         if self._thread is None:
             self._thread = threading.Thread(target=self._watch, name="trinity-registry-watch", daemon=True)
             self._thread.start()

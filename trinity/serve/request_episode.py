@@ -22,17 +22,18 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Collection, Protocol
+from typing import Any, Protocol
 
+from trinity.config_schema.protocol import ProtocolConfig
+from trinity.contracts import ROLES
+from trinity.coordinator.coordinator import Route
 from trinity.episodes.parsing import ThinkerAdvice, extract_tag, parse_thinker, strip_reasoning, visible_answer
 from trinity.episodes.protocol import ChatPool, TurnState, first_turn_transcript, read_reply, run_episode
-from trinity.config_schema.protocol import ProtocolConfig
 from trinity.episodes.trace import EpisodeId, Trace
 from trinity.pool.agents import TurnContext
 from trinity.pool.types import CallResult
-from trinity.contracts import ROLES
-from trinity.coordinator.coordinator import Route
 from trinity.routers.masked import MaskedRouter, choose_masked
 from trinity.seeding import derive_seed
 from trinity.serve.schema import ChatRequest

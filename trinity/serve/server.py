@@ -42,12 +42,11 @@ def build_app(cfg: Config, coordinator_path: str | os.PathLike | None = None, *,
     configured ones (tests)."""
     import dataclasses
 
-    from trinity.serve.app import create_app
-    from trinity.serve.request_episode import EpisodeRunner
-
-    from trinity.coordinator.saved import coordinator_file
     from trinity.assembly.coordinator import load_coordinator
     from trinity.assembly.pool_client import pool_client
+    from trinity.coordinator.saved import coordinator_file
+    from trinity.serve.app import create_app
+    from trinity.serve.request_episode import EpisodeRunner
 
     if sum(x is not None for x in (coordinator_path, frontier, registry)) != 1:
         raise ValueError("serve one coordinator, one frontier or one registry")
@@ -212,7 +211,7 @@ class ServerThread:
     def base_url(self) -> str:
         return f"http://{self.host}:{self.port}/v1"
 
-    def start(self, timeout_s: float = 60) -> "ServerThread":
+    def start(self, timeout_s: float = 60) -> ServerThread:
         self._thread.start()
         deadline = threading.Event()
         for _ in range(int(timeout_s * 20)):
@@ -227,7 +226,7 @@ class ServerThread:
         self.server.should_exit = True
         self._thread.join(float(self.server.config.timeout_graceful_shutdown or 0) + 10)
 
-    def __enter__(self) -> "ServerThread":
+    def __enter__(self) -> ServerThread:
         return self.start()
 
     def __exit__(self, *exc: Any) -> None:

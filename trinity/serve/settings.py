@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import ipaddress
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from trinity.config_schema import Config, typed
 from trinity.config_schema.serve import ServeConfig
-from trinity.errors import ConfigError
 from trinity.contracts import ROLES
-
+from trinity.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -26,14 +26,14 @@ class RolePolicy:
     allowed: Mapping[str, frozenset[int]]        # role -> allowed agent indices (never empty)
 
     @classmethod
-    def everyone(cls, agents: Sequence[str]) -> "RolePolicy":
+    def everyone(cls, agents: Sequence[str]) -> RolePolicy:
         return cls(tuple(agents), {role: frozenset(range(len(agents))) for role in ROLES})
 
     def allows(self, agent_index: int, role: str) -> bool:
         return agent_index in self.allowed[role]
 
     def narrowed(self, allow: Mapping[str, Sequence[str] | None], deny: Mapping[str, Sequence[str]],
-                 *, where: str) -> "RolePolicy":
+                 *, where: str) -> RolePolicy:
         """This policy intersected with `allow` and minus `deny` (role -> model names). `where` prefixes
         error keys ('serve.roles' for config, 'trinity' for requests). Raises ValueError(key, message)."""
         index = {name: i for i, name in enumerate(self.agents)}
@@ -79,7 +79,7 @@ class ServeSettings:
     frontier: bool = False       # serving a cost-quality frontier (--frontier): requests may pick a head
 
     @classmethod
-    def from_config(cls, cfg: Config) -> "ServeSettings":
+    def from_config(cls, cfg: Config) -> ServeSettings:
         """From the whole config (its serve section, pool models and protocol.max_turns). Types, choices and
         ranges are the schema's (trinity.config_schema.serve); this adds the role policy."""
         cfg = typed(cfg)

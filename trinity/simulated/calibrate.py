@@ -15,17 +15,18 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import yaml
 
 from trinity.config_schema import section
 from trinity.config_schema.pool import PoolModel
-from trinity.episodes.protocol import SharedMessage, read_reply, review_messages, sample_index_for, worker_messages
 from trinity.config_schema.protocol import ProtocolConfig
+from trinity.episodes.protocol import SharedMessage, read_reply, review_messages, sample_index_for, worker_messages
 
 
 @dataclass

@@ -4,8 +4,8 @@ a reason (the server answers 400), never answered with a made-up reply."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Sequence
 
 from trinity.tasks.types import TaskItem
 
@@ -30,7 +30,7 @@ class ItemIndex:
             self._by_line.setdefault(_key_line(it.prompt), []).append(it)
 
     @classmethod
-    def from_prepared(cls, prepared_dir: str | Path) -> "ItemIndex":
+    def from_prepared(cls, prepared_dir: str | Path) -> ItemIndex:
         from trinity.tasks.prepare import load_items
 
         items: list[TaskItem] = []

@@ -37,11 +37,12 @@ baseline), the best routing restricted to one agent, and uniformly random agent 
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any
 
-from trinity.simulated.profile import SimulatedModel, worker_right
 from trinity.contracts import ROLES
+from trinity.simulated.profile import SimulatedModel, worker_right
 
 NONE, RIGHT, WRONG = 0, 1, 2          # answer state
 State = tuple[int, str | None, int]   # (answer, pending suggested role, reference thoughts n)

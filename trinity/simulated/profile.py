@@ -19,8 +19,9 @@ hash: its table is the one every run saw before the outcome seed existed.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from trinity.errors import ConfigError
 

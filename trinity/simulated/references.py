@@ -6,7 +6,8 @@ simulated and which profile it played, and that only the hindsight bound is an u
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from trinity.config_schema import section
 from trinity.config_schema.pool import PoolConfig

@@ -11,8 +11,9 @@ canonical programs). A suite without a writer is refused when the server starts,
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from fractions import Fraction
-from typing import Callable, Protocol
+from typing import Protocol
 
 from trinity.tasks.types import TaskItem
 

@@ -20,8 +20,9 @@ import hashlib
 import json
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from trinity.simulated.lookup import ItemIndex, Unplaceable, find_role, user_text
 from trinity.simulated.profile import SimulatedModel, draw, parse_model, worker_right

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Mapping
+from typing import Any, ClassVar
 
 from trinity.tasks.sources import local_file_version, read_local_file
 from trinity.tasks.types import MalformedRow, TaskItem

@@ -10,9 +10,10 @@ import csv
 import gzip
 import importlib.util
 import json
+from collections.abc import Iterator
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from trinity.errors import TrinityError
 

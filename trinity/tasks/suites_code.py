@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import importlib.util
 import re
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
-from trinity.tasks.base import FilteredRow, Grade, TaskSuite, require
-from trinity.tasks.graders.code import (PROGRAM_GRADES, extract_code, failure_reason, grade_program, program_key,
-                                        repeatable)
 from trinity.sandbox import SandboxLimits
+from trinity.tasks.base import FilteredRow, Grade, TaskSuite, require
+from trinity.tasks.graders.code import (
+    PROGRAM_GRADES,
+    extract_code,
+    failure_reason,
+    grade_program,
+    program_key,
+    repeatable,
+)
 from trinity.tasks.sources import dist_version, package_file, read_jsonl
 from trinity.tasks.types import TaskItem
 

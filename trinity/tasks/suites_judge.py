@@ -9,8 +9,9 @@ rating / 10; a failed judge call or a reply without a rating scores 0 and the re
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import lru_cache
-from typing import Any, Mapping
+from typing import Any
 
 from trinity.tasks.base import Grade, TaskSuite, require
 from trinity.tasks.graders.judge import judge_score

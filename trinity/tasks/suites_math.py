@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from trinity.tasks.base import Grade, TaskSuite, require
 from trinity.tasks.graders.math_answer import answers_equivalent, extract_math_answer

@@ -17,14 +17,15 @@ import json
 import pickle
 import re
 import zlib
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
+from trinity.sandbox import SandboxLimits
 from trinity.tasks.base import Grade, require
 from trinity.tasks.graders.math_answer import answers_equivalent, extract_math_answer, normalize
-from trinity.sandbox import SandboxLimits
+from trinity.tasks.sources import load_hub_rows
 from trinity.tasks.suites_code import CODE_INSTRUCTION, CodeSuite
 from trinity.tasks.suites_math import MathSuite, math_prompt
-from trinity.tasks.sources import load_hub_rows
 from trinity.tasks.types import MalformedRow, TaskItem
 
 

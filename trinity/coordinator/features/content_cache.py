@@ -16,8 +16,8 @@ import os
 import sqlite3
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 

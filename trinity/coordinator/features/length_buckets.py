@@ -11,7 +11,7 @@ when adding the next row would push the padding above `max_padding` x the batch'
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from trinity.config_schema.coordinator import parse_max_padding
 
@@ -22,7 +22,7 @@ AUTO_MAX_PADDING = {"cpu": 0.1, "cuda": None, "mps": None}
 def resolve_max_padding(value: object, device_type: str) -> float | None:
     """`auto` -> the device's default; None/`none` -> no bound; else a fraction >= 0."""
     parsed = parse_max_padding(value)
-    return AUTO_MAX_PADDING.get(device_type, None) if parsed == "auto" else parsed  # type: ignore[return-value]
+    return AUTO_MAX_PADDING.get(device_type) if parsed == "auto" else parsed  # type: ignore[return-value]
 
 
 def length_batches(lengths: Sequence[int], max_batch: int, max_padding: float | None = None) -> list[list[int]]:

@@ -7,8 +7,9 @@ import hashlib
 import re
 import threading
 from collections import OrderedDict
+from collections.abc import Callable, Hashable
 from concurrent.futures import Future
-from typing import Any, Callable, Hashable
+from typing import Any
 
 from trinity.sandbox import SandboxLimits, SandboxResult, run_python
 

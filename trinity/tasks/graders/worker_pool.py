@@ -10,7 +10,8 @@ from __future__ import annotations
 import importlib
 import multiprocessing
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 STARTUP_TIMEOUT_S = 120.0
 
