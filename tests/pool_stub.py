@@ -13,8 +13,8 @@ An exception in a handler becomes a 500 whose body names it. Handlers run on the
 a reply slow, return `Reply(delay_s=...)` (or `completion(..., delay_s=...)`) rather than sleeping.
 `stub_pool_cfg(server.base_url, models=[...])` builds a `cfg.pool` for PoolClient.from_config.
 
-The server runs its own asyncio loop in a background thread, so it works under sync tests, under
-`asyncio.run` and from other processes (`python tests/pool_stub.py --delay 0.1` prints its base URL).
+The server runs its own asyncio loop in a background thread, so it works under sync tests and under
+`asyncio.run`.
 It records every request (`server.requests`: path, headers, JSON) and the most requests it saw at once
 (`server.max_in_flight`). Written from raw asyncio streams (not an HTTP framework) so it can misbehave
 on purpose at the byte level.
@@ -22,12 +22,10 @@ on purpose at the byte level.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import itertools
 import json
 import socket
-import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -269,19 +267,3 @@ def stub_pool_cfg(base_url: str, models: Any = ("stub",), *, provider: str = "vl
     if retry is not None:
         cfg["retry"] = retry
     return OmegaConf.create(cfg)
-
-
-def main(argv: list[str] | None = None) -> None:
-    """Serve fixed-delay completions until stdin closes (used by benchmarks/pool_throughput.py)."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--delay", type=float, default=0.1, help="seconds before each reply")
-    parser.add_argument("--port", type=int, default=0)
-    args = parser.parse_args(argv)
-    reply = completion("ok", delay_s=args.delay)
-    with StubServer(lambda _body: reply, port=args.port) as server:
-        print(server.base_url, flush=True)
-        sys.stdin.read()
-
-
-if __name__ == "__main__":
-    main()

@@ -1,5 +1,5 @@
-"""Every command shown in README.md and docs/*.md exists (issue 31): make targets and variables (parsed from
-the Makefile), `trinity` subcommands, actions and flags (introspected from trinity.cli.build_parser, and
+"""Every command shown in README.md, docs/*.md and docs/benchmarks/ exists (issue 31): make targets and variables
+(parsed from the Makefile), `trinity` subcommands, actions and flags (introspected from trinity.cli.build_parser, and
 parsed by it when the command is concrete), config keys and group options used as overrides (checked
 against the composed config, composed with the command's own group choices), flows modules and benchmark
 scripts with their flags. Fast: no subprocess, no network; one composition per distinct set of group
@@ -32,7 +32,9 @@ OVERRIDE = re.compile(r"^\+{0,2}[a-z_][a-z0-9_]*(?:[./][A-Za-z0-9_-]+)*=")
 
 
 def doc_files() -> list[Path]:
-    return [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    """README, the guides, and every page under docs/benchmarks (its index and each benchmark's own page)."""
+    docs = REPO / "docs"
+    return [REPO / "README.md", *sorted(docs.glob("*.md")), *sorted((docs / "benchmarks").rglob("*.md"))]
 
 
 @dataclass(frozen=True)
@@ -416,3 +418,19 @@ def test_the_readme_reference_lists_every_make_target_and_trinity_command():
     assert not missing, f"README's reference table lacks make targets {missing}"
     missing = [c for c in subparsers() if f"`trinity {c}" not in readme]
     assert not missing, f"README's reference table lacks trinity commands {missing}"
+
+
+def test_the_benchmarks_index_shows_every_script_with_a_command():
+    """docs/benchmarks/README.md has one row per script in benchmarks/, whose command runs that script (checked
+    like every other command above), and no row for a script that is gone."""
+    index = REPO / "docs/benchmarks/README.md"
+    rows = {m.group(1): line for line in index.read_text().splitlines()
+            if (m := re.match(r"^\| `(\w+\.py)` \|", line))}
+    scripts = {p.name for p in (REPO / "benchmarks").glob("*.py")}
+    assert scripts, "no benchmark scripts found"
+    assert sorted(scripts - rows.keys()) == [], "benchmarks missing from the index"
+    assert sorted(rows.keys() - scripts) == [], "the index lists scripts that do not exist"
+    shown = {s.text for s in commands_in(index.read_text(), "docs/benchmarks/README.md")}
+    no_command = [name for name, line in rows.items()
+                  if not any(f"benchmarks/{name}" in text and text in line for text in shown)]
+    assert no_command == [], f"index rows without a command that runs their script: {no_command}"

@@ -1,5 +1,5 @@
 """A recording served over loopback HTTP (OpenAI-style `/v1/chat/completions`, `/health`): the other way
-to replay it, measured against the in-process replay by benchmarks/replay_speed.py.
+to replay it (the default, `pool=recorded`, reads the recording in-process).
 
     python -m trinity.record.server --recording data/recordings/local-small --port 8660
 
