@@ -20,6 +20,8 @@ Decisions where the spec is silent (all recorded in the Trace):
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -178,7 +180,8 @@ class TurnState:
         if role == "worker":
             return TurnState(self.answers + 1), None
         if role == "thinker":
-            return TurnState(self.answers, {"advise_worker": "worker", "advise_verifier": "verifier"}.get(outcome)), None
+            advised = {"advise_worker": "worker", "advise_verifier": "verifier"}.get(outcome)
+            return TurnState(self.answers, advised), None
         return TurnState(self.answers), ("accept" if outcome == "accept" else None)
 
 
@@ -200,6 +203,64 @@ def read_reply(role: str, text: str) -> ReplyReading:
         return ReplyReading("no_advice" if advice is None else f"advise_{advice.role}", advice=advice)
     verdict = parse_verdict(text)
     return ReplyReading("accept" if verdict == ACCEPT else "reject", verdict=verdict)
+
+
+@dataclass(frozen=True)
+class TurnRequest:
+    """What a turn sends the pool besides its model and sample index."""
+    messages: Messages
+    max_tokens: int | None
+    temperature: float | None
+    context: TurnContext
+
+
+@dataclass(frozen=True)
+class EpisodeState:
+    """An episode before a turn: what the router reads (`shared.router_text`), what the messages are built from
+    and what the turn rules read. Immutable: `after_reply` and `after_failed_call` return the next state, so the
+    recorder and exact fitness branch over every reply from one state while an Episode steps through one path."""
+    shared: SharedMessage
+    answer: str | None = None             # the current answer: the latest Worker reply
+    advice: ThinkerAdvice | None = None   # the previous turn's valid Thinker advice (only for this turn)
+    rules: TurnState = TurnState()
+    rejection: str | None = None          # the latest REJECT's reason while no Worker has answered since
+
+    @classmethod
+    def start(cls, cfg: ProtocolConfig, item: TaskItem) -> EpisodeState:
+        return cls(SharedMessage(item.prompt, cfg.collaboration_instructions, cfg.thought_format))
+
+    def messages(self, cfg: ProtocolConfig, item: TaskItem, role: str) -> Messages:
+        """The messages of a turn playing `role`: a Worker reads the shared message (and the advice's
+        suggestion), a Thinker or Verifier the query and the current answer."""
+        if role == "worker":
+            return worker_messages(cfg, self.shared, self.advice.suggestion if self.advice is not None else None)
+        return review_messages(cfg, role, item.prompt, self.answer)
+
+    def request(self, cfg: ProtocolConfig, item: TaskItem, role: str, fresh_sample: int) -> TurnRequest:
+        return TurnRequest(self.messages(cfg, item, role), cfg.max_tokens_for(role, item.suite), cfg.temperature,
+                           turn_context(cfg, item, self.answer, self.rejection, fresh_sample))
+
+    def after_failed_call(self) -> EpisodeState:
+        """A failed call changes nothing but uses up the advice it carried."""
+        return dataclasses.replace(self, advice=None, rules=self.rules.after_failed_call())
+
+    def after_reply(self, cfg: ProtocolConfig, role: str, text: str,
+                    reading: ReplyReading) -> tuple[EpisodeState, str | None]:
+        """(the next state, the end reason when this reply ends the episode) after a successful reply `text`
+        of `role`, read as `reading` (read_reply's, or what a driver's hook made of it)."""
+        shared, answer, rejection = self.shared, self.answer, self.rejection
+        if role == "worker":
+            answer, rejection = text, None
+            if reading.thought:
+                shared = copy.copy(shared)
+                shared.append(reading.thought)
+        elif role == "verifier" and reading.outcome == "reject":
+            rejection = rejection_reason(text)
+            if cfg.rejection_note:
+                shared = copy.copy(shared)
+                shared.rejected(cfg.rejection_note)
+        rules, end = self.rules.after_reply(role, reading.outcome)
+        return EpisodeState(shared, answer, reading.advice, rules, rejection), end
 
 
 def _record_call(turn: Turn, result: CallResult, keep_reply: bool) -> None:
@@ -240,6 +301,131 @@ def _check_choice(agent_index: Any, role: Any, agents: Sequence[str]) -> tuple[i
     return int(agent_index), str(role)
 
 
+# call(turn, request) -> what the pool returned for the turn's agent (turn.agent) in its role (turn.role)
+CallTurn = Callable[[Turn, TurnRequest], Awaitable[CallResult]]
+# advice_role(thinker turn, the role its valid advice names) -> the role the advice sets for the next turn
+AdviceRole = Callable[[Turn, str], str]
+
+
+class Episode:
+    """One episode as a step object, played on one path: `turn` says what the router's choice becomes (the role
+    played, whether it calls the pool), `request` what that turn sends, and `tell` takes what came back; `finish`
+    grades and returns the Trace. `play` is the loop run_episode and serving share; the recorder and exact
+    fitness branch over EpisodeState instead.
+
+    `advice_role` is the one hook into the rules: it may redirect the role a Thinker's valid advice sets for the
+    next turn (serving's answer-first turns a suggested Verifier into a Worker); the Turn keeps the role the
+    Thinker suggested. Router errors raise; pool failures never do (they are failed turns)."""
+
+    def __init__(self, cfg: ProtocolConfig, item: TaskItem, agents: Sequence[str], episode_id: EpisodeId,
+                 seed: int, *, advice_role: AdviceRole | None = None):
+        self.cfg = cfg
+        self.item = item
+        self.agents = list(agents)
+        self.episode_id = episode_id
+        self.rng = np.random.default_rng(seed)   # the router's
+        self.trace = Trace(episode=episode_id, seed=seed)
+        self.state = EpisodeState.start(cfg, item)
+        self.end: str | None = None   # why the episode ended before its turn limit (before grading)
+        self.failed_calls = 0
+        self.advice_role = advice_role
+        self._fresh_sample = sample_index_for(item.uid, episode_id.repeat, 0)
+
+    @property
+    def index(self) -> int:
+        """The next turn's index."""
+        return len(self.trace.turns)
+
+    @property
+    def done(self) -> bool:
+        return self.end is not None or self.index >= self.cfg.max_turns
+
+    @property
+    def transcript(self) -> str:
+        """What the router reads before the next turn."""
+        return self.state.shared.router_text
+
+    @property
+    def forced_role(self) -> str | None:
+        """The role a Thinker's advice sets for the next turn (None: the router's role stands)."""
+        return self.state.rules.advised
+
+    @property
+    def answer(self) -> str | None:
+        return self.state.answer
+
+    def turn(self, agent_index: Any, router_role: Any) -> Turn:
+        """The next turn for the router's choice; `turn.called` False: it ends the episode without a call."""
+        agent_index, router_role = _check_choice(agent_index, router_role, self.agents)
+        rules = self.state.rules
+        turn = Turn(index=self.index, agent=self.agents[agent_index], agent_index=agent_index,
+                    role=rules.role(router_role), role_from_thinker=rules.advised is not None, router_role=router_role,
+                    sample_index=sample_index_for(self.item.uid, self.episode_id.repeat, self.index))
+        self.trace.turns.append(turn)
+        self.end = rules.end_before_call(turn.role)
+        if self.end is not None:
+            turn.called = False
+        return turn
+
+    def request(self, turn: Turn) -> TurnRequest:
+        return self.state.request(self.cfg, self.item, turn.role, self._fresh_sample)
+
+    def tell(self, turn: Turn, result: CallResult) -> None:
+        """What the pool returned for `turn` (the latest turn)."""
+        _record_call(turn, result, self.cfg.record_replies)
+        if not result.ok:
+            self.failed_calls += 1
+            self.state = self.state.after_failed_call()
+            if result.budget_exhausted:
+                self.end = "budget"
+            return
+        reading = read_reply(turn.role, result.text)
+        if turn.role == "thinker":
+            advice = reading.advice
+            turn.suggested_role = advice.role if advice is not None else None
+            if advice is not None and self.advice_role is not None:
+                role = self.advice_role(turn, advice.role)
+                if role != advice.role:
+                    reading = ReplyReading(f"advise_{role}", advice=ThinkerAdvice(advice.suggestion, role))
+        elif turn.role == "verifier":
+            turn.verdict = reading.verdict
+        self.state, self.end = self.state.after_reply(self.cfg, turn.role, result.text, reading)
+
+    async def play(self, choose: Callable[[str, int, np.random.Generator], Awaitable[Any]], call: CallTurn) -> None:
+        """Play turns until the episode ends: `choose(transcript, turn, rng)` is the router's, `call` the pool's."""
+        while not self.done:
+            turn = self.turn(*await choose(self.transcript, self.index, self.rng))
+            if turn.called:
+                self.tell(turn, await call(turn, self.request(turn)))
+
+    async def finish(self, grader: Grader) -> Trace:
+        """The Trace: an accepted answer, or the answer held at the turn limit, is graded (module doc)."""
+        trace, answer = self.trace, self.state.answer
+        if self.end == "budget":
+            trace.final_answer = answer
+        if self.end in ("budget", "verifier_before_answer"):
+            trace.end_reason = self.end
+            return trace
+        if self.end is not None:
+            assert answer is not None  # only a Verifier's accept ends here, and never before an answer
+            return await _score(trace, self.item, answer, self.end, grader)
+        if answer is None:
+            trace.end_reason = "pool_failure" if self.failed_calls else "turn_limit"
+            return trace
+        return await _score(trace, self.item, answer, "turn_limit", grader)
+
+
+def pool_call(pool: ChatPool) -> CallTurn:
+    """The call of `Episode.play` on a ChatPool."""
+
+    async def call(turn: Turn, request: TurnRequest) -> CallResult:
+        return await pool.chat(turn.agent, request.messages, sample_index=turn.sample_index,
+                               max_tokens=request.max_tokens, temperature=request.temperature, role=turn.role,
+                               context=request.context)
+
+    return call
+
+
 async def run_episode(
     item: TaskItem,
     router: Router,
@@ -253,78 +439,6 @@ async def run_episode(
     """Run one episode and return its Trace. `agents` are the pool model names in config order (the
     head's agent-logit order); the router's rng is numpy's default_rng(seed). Router errors (a bug)
     raise; pool failures never do (they are failed turns); grader errors are recorded (module doc)."""
-    cfg = ProtocolConfig.from_config(protocol_cfg)
-    rng = np.random.default_rng(seed)
-    trace = Trace(episode=episode_id, seed=seed)
-    shared = SharedMessage(item.prompt, cfg.collaboration_instructions, cfg.thought_format)
-    answer: str | None = None
-    advice: ThinkerAdvice | None = None  # set by a Thinker turn, used up by the next turn
-    state = TurnState()
-    failed_calls = 0
-    rejection: str | None = None   # the latest REJECT's reason while no Worker has answered since
-    fresh_sample = sample_index_for(item.uid, episode_id.repeat, 0)
-
-    for index in range(cfg.max_turns):
-        agent_index, router_role = _check_choice(*await router.choose(shared.router_text, index, rng), agents)
-        role = state.role(router_role)
-        suggestion = advice.suggestion if advice is not None and role == "worker" else None
-        turn = Turn(
-            index=index,
-            agent=agents[agent_index],
-            agent_index=agent_index,
-            role=role,
-            role_from_thinker=state.advised is not None,
-            router_role=router_role,
-            sample_index=sample_index_for(item.uid, episode_id.repeat, index),
-        )
-        advice = None
-        trace.turns.append(turn)
-
-        end = state.end_before_call(role)
-        if end is not None:
-            turn.called = False
-            trace.end_reason = end
-            return trace
-
-        if role == "worker":
-            messages = worker_messages(cfg, shared, suggestion)
-        else:
-            messages = review_messages(cfg, role, item.prompt, answer)
-        result = await pool.chat(
-            turn.agent, messages, sample_index=turn.sample_index,
-            max_tokens=cfg.max_tokens_for(role, item.suite), temperature=cfg.temperature, role=role,
-            context=turn_context(cfg, item, answer, rejection, fresh_sample),
-        )
-        _record_call(turn, result, cfg.record_replies)
-
-        if not result.ok:
-            failed_calls += 1
-            state = state.after_failed_call()
-            if result.budget_exhausted:
-                trace.final_answer = answer
-                trace.end_reason = "budget"
-                return trace
-            continue
-
-        reading = read_reply(role, result.text)
-        if role == "worker":
-            answer, rejection = result.text, None
-            if reading.thought:
-                shared.append(reading.thought)
-        elif role == "thinker":
-            advice = reading.advice
-            turn.suggested_role = advice.role if advice is not None else None
-        else:
-            turn.verdict = reading.verdict
-            if reading.outcome == "reject":
-                shared.rejected(cfg.rejection_note)
-                rejection = rejection_reason(result.text)
-        state, end = state.after_reply(role, reading.outcome)
-        if end is not None:
-            assert answer is not None  # only a Verifier's accept ends here, and never before an answer
-            return await _score(trace, item, answer, end, grader)
-
-    if answer is None:
-        trace.end_reason = "pool_failure" if failed_calls else "turn_limit"
-        return trace
-    return await _score(trace, item, answer, "turn_limit", grader)
+    episode = Episode(ProtocolConfig.from_config(protocol_cfg), item, agents, episode_id, seed)
+    await episode.play(router.choose, pool_call(pool))
+    return await episode.finish(grader)
