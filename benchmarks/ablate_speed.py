@@ -83,7 +83,8 @@ def per_call(cfg, calls: int, rounds: int) -> dict:
         RolloutContext.close_all()
 
 
-def stage_run(cfg, before: bool, variants: list[str] | None, features: Path | None) -> tuple[float, float, dict[str, str]]:
+def stage_run(cfg, before: bool, variants: list[str] | None,
+              features: Path | None) -> tuple[float, float, dict[str, str]]:
     from trinity.config import with_values
     from trinity.pipeline import ablate_stage
 
@@ -160,7 +161,8 @@ def main() -> None:
                            "identical_outputs": identical, "files": len(hashes["before"]),
                            "md5": hashes["after"]}
         result["stage"]["same_as_pipeline_outputs"] = same_as_outputs(cfg, hashes["after"])
-        print(f"stage: before/after CPU {result['stage']['cpu_ratio_best']}x, wall {result['stage']['wall_ratio_best']}x "
+        print(f"stage: before/after CPU {result['stage']['cpu_ratio_best']}x, "
+              f"wall {result['stage']['wall_ratio_best']}x "
               f"(best of {args.rounds}); {len(hashes['before'])} output files, "
               f"{'the same bytes' if identical else 'DIFFERENT BYTES'}; the same as the pipeline's outputs in "
               f"{cfg.paths.ablations}: {result['stage']['same_as_pipeline_outputs']}")
@@ -169,8 +171,8 @@ def main() -> None:
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, indent=1) + "\n")
-    print(json.dumps({k: v for k, v in result.items() if k != "stage"}
-                     | ({"stage": {k: v for k, v in result["stage"].items() if k != "md5"}} if "stage" in result else {})))
+    stage = {"stage": {k: v for k, v in result["stage"].items() if k != "md5"}} if "stage" in result else {}
+    print(json.dumps({k: v for k, v in result.items() if k != "stage"} | stage))
 
 
 if __name__ == "__main__":

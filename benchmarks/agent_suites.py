@@ -107,8 +107,10 @@ def table(rows: list[dict]) -> dict:
             mine = [r for r in sub if r["agent"] == a]
             k = sum(1 for r in mine if r["grade"] >= 1.0)
             mean, lo, hi = wilson_ci(k, len(mine))
-            per_agent[a] = {"n": len(mine), "correct": k, "accuracy": round(mean, 3), "wilson95": [round(lo, 3), round(hi, 3)],
-                            "mean_completion_tokens": round(sum(r["completion_tokens"] for r in mine) / max(len(mine), 1), 1),
+            tokens = sum(r["completion_tokens"] for r in mine)
+            per_agent[a] = {"n": len(mine), "correct": k, "accuracy": round(mean, 3),
+                            "wilson95": [round(lo, 3), round(hi, 3)],
+                            "mean_completion_tokens": round(tokens / max(len(mine), 1), 1),
                             "mean_latency_s": round(sum(r["latency_s"] for r in mine) / max(len(mine), 1), 1),
                             "truncated": sum(1 for r in mine if r["finish_reason"] == "length")}
         best = max(agents, key=lambda a: per_agent[a]["accuracy"])
@@ -127,14 +129,15 @@ def render(t: dict, source: str) -> str:
              "| suite | items | " + " | ".join(agents) + " | best | any agent |",
              "|---|---|" + "---|" * len(agents) + "---|---|"]
     for suite, s in t["suites"].items():
-        cells = [f"{s['agents'][a]['accuracy']:.2f} [{s['agents'][a]['wilson95'][0]:.2f}, {s['agents'][a]['wilson95'][1]:.2f}]"
-                 for a in agents]
-        lines.append(f"| {suite} | {s['items']} | " + " | ".join(cells) + f" | {s['best']} | {s['any_agent_share']:.2f} |")
+        cells = [f"{s['agents'][a]['accuracy']:.2f} "
+                 f"[{s['agents'][a]['wilson95'][0]:.2f}, {s['agents'][a]['wilson95'][1]:.2f}]" for a in agents]
+        lines.append(f"| {suite} | {s['items']} | " + " | ".join(cells)
+                     + f" | {s['best']} | {s['any_agent_share']:.2f} |")
     lines += ["", "Mean completion tokens (truncated replies) per agent and suite:", "",
               "| suite | " + " | ".join(agents) + " |", "|---|" + "---|" * len(agents)]
     for suite, s in t["suites"].items():
-        lines.append(f"| {suite} | " + " | ".join(f"{s['agents'][a]['mean_completion_tokens']:.0f} ({s['agents'][a]['truncated']})"
-                                                 for a in agents) + " |")
+        cells = [f"{s['agents'][a]['mean_completion_tokens']:.0f} ({s['agents'][a]['truncated']})" for a in agents]
+        lines.append(f"| {suite} | " + " | ".join(cells) + " |")
     lines += ["", "Items one agent solves and another does not (row solves, column fails):", ""]
     for suite, s in t["suites"].items():
         lines.append(f"- {suite}: " + ", ".join(f"{k} {v}" for k, v in s["only_one_right"].items()))
@@ -146,7 +149,8 @@ def main() -> None:
     ap.add_argument("--items", type=int, default=10, help="validation+train items per training suite")
     ap.add_argument("--from-recording", action="store_true", help="read the recording's turn-0 Worker nodes")
     ap.add_argument("--out", default=None, help="write results.json and results.md into this folder")
-    ap.add_argument("--no-start", action="store_true", help="use pool servers that are already running (the recorder's)")
+    ap.add_argument("--no-start", action="store_true",
+                    help="use pool servers that are already running (the recorder's)")
     ap.add_argument("overrides", nargs="*")
     args = ap.parse_args()
     cfg = config.load(None, args.overrides)

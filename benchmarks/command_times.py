@@ -30,7 +30,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "docs" / "benchmarks" / "command_times" / "results.json"
 COMMANDS = {"make-run": ("make run", ["make", "run"]), "make-test": ("make test", [".ci/run"]),
-            "make-run-routing": ("make run EXPERIMENT=routing_benchmark", ["make", "run", "EXPERIMENT=routing_benchmark"])}
+            "make-run-routing": ("make run EXPERIMENT=routing_benchmark",
+                                 ["make", "run", "EXPERIMENT=routing_benchmark"])}
 
 
 def cpu_name() -> str:

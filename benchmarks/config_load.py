@@ -67,7 +67,8 @@ def main() -> None:
             out = subprocess.run([sys.executable, "-c", COLD.format(overrides=[f"experiment={e}"])], cwd=ROOT,
                                  capture_output=True, text=True, check=True)
             times.append(float(out.stdout.strip().splitlines()[-1]))
-        print(f"  experiment={e:<20} median {statistics.median(times):.2f}  (min {min(times):.2f}, max {max(times):.2f})")
+        print(f"  experiment={e:<20} median {statistics.median(times):.2f}  "
+              f"(min {min(times):.2f}, max {max(times):.2f})")
 
 
 if __name__ == "__main__":

@@ -86,7 +86,7 @@ def paired(a, b, repeats: int, setup=None) -> tuple[float, float, float]:
             if setup:
                 setup()
             out.append(timed(fn))
-    return statistics.median(ta), statistics.median(tb), statistics.median(x / y for x, y in zip(ta, tb))
+    return statistics.median(ta), statistics.median(tb), statistics.median(x / y for x, y in zip(ta, tb, strict=True))
 
 
 def median_time(fn, repeats: int, setup=None) -> float:
@@ -151,9 +151,9 @@ def main() -> None:
         fresh()
         reuse_runs.append(run_episode())
         full_runs.append([timed(lambda t=t: eng.reference_feature(t)) for t in turns])
-    reuse = [statistics.median(col) for col in zip(*reuse_runs)]
-    full = [statistics.median(col) for col in zip(*full_runs)]
-    turn5_ratio = statistics.median(r[-1] / f[-1] for r, f in zip(reuse_runs, full_runs))
+    reuse = [statistics.median(col) for col in zip(*reuse_runs, strict=True)]
+    full = [statistics.median(col) for col in zip(*full_runs, strict=True)]
+    turn5_ratio = statistics.median(r[-1] / f[-1] for r, f in zip(reuse_runs, full_runs, strict=True))
 
     # 2. batching: 8 distinct first-turn prompts, and the next turn of 8 concurrent episodes
     tasks = [TASK.replace("college physics", f"college physics (variant {i})") for i in range(8)]
@@ -171,10 +171,12 @@ def main() -> None:
         coord.cache.clear_memory()
 
     one_next, batch_next, next_speedup = paired(
-        lambda: [coord.precompute([e[2]]) for e in episodes], lambda: coord.precompute([e[2] for e in episodes]), R, prime
+        lambda: [coord.precompute([e[2]]) for e in episodes], lambda: coord.precompute([e[2] for e in episodes]),
+        R, prime,
     )
     prime()
-    agree = rel_diff(coord.precompute([e[2] for e in episodes]), np.stack([eng.reference_feature(e[2]) for e in episodes]))
+    agree = rel_diff(coord.precompute([e[2] for e in episodes]),
+                     np.stack([eng.reference_feature(e[2]) for e in episodes]))
     agree = max(agree, rel_diff(coord.precompute(first), np.stack([eng.reference_feature(p) for p in first])))
 
     short = [episode(3, task, SHORT_THOUGHT) for task in tasks]
@@ -186,7 +188,8 @@ def main() -> None:
 
     new_short = len(eng.tokens(short[0][2])) - len(eng.tokens(short[0][1]))
     one_short, batch_short, short_speedup = paired(
-        lambda: [coord.precompute([e[2]]) for e in short], lambda: coord.precompute([e[2] for e in short]), R, prime_short
+        lambda: [coord.precompute([e[2]]) for e in short], lambda: coord.precompute([e[2] for e in short]),
+        R, prime_short,
     )
 
     # cache_states: distinct first-turn prompts, batched as the stage batches them
@@ -197,7 +200,8 @@ def main() -> None:
 
     # padding: mixed-length first turns, padded batches unbounded vs bounded by max_padding
     spread = np.random.default_rng(1).integers(0, 9, args.states)
-    mixed = [episode(1, TASK.replace("college physics", f"college physics, item {i}") + " Show each step." * int(6 * k))[0]
+    mixed = [episode(1, TASK.replace("college physics", f"college physics, item {i}")
+                     + " Show each step." * int(6 * k))[0]
              for i, k in enumerate(spread)]
     mixed_tokens = [len(eng.tokens(p)) for p in mixed]
     bound = eng.max_padding
@@ -214,7 +218,8 @@ def main() -> None:
     eng.prefix_store = store
 
     # arithmetic ceiling: linear-layer FLOPs of the 8 first turns run one by one, against a big matmul
-    linear_params = sum(m.weight.numel() for m in coord.backbone.decoder.layers.modules() if isinstance(m, torch.nn.Linear))
+    linear_params = sum(m.weight.numel() for m in coord.backbone.decoder.layers.modules()
+                        if isinstance(m, torch.nn.Linear))
     first_tokens = sum(len(eng.tokens(p)) for p in first)
     one_by_one_gflops = 2 * linear_params * first_tokens / one_first / 1e9
     a = torch.randn(2048, 2048, dtype=coord.backbone.dtype, device=coord.backbone.device)
@@ -245,7 +250,9 @@ def main() -> None:
     svf_agree = rel_diff(eng.features([FeatureRequest(last, c) for c in candidates[:2]]),
                          np.stack([eng.reference_feature(last, c) for c in candidates[:2]]))
 
-    r = lambda x: round(x, 4)
+    def r(x):
+        return round(x, 4)
+
     result = {
         "benchmark": "coordinator_features",
         "backbone": coord.backbone.name,

@@ -79,7 +79,9 @@ def pool_label(cfg) -> str:
     from trinity.config_schema import group
     from trinity.simulated.references import is_simulated, label
 
-    return label(group(cfg, "pool")) if is_simulated(group(cfg, "pool")) else f"local pool '{cfg.pool.get('name', '?')}' ({', '.join(cfg.pool.models)})"
+    if is_simulated(group(cfg, "pool")):
+        return label(group(cfg, "pool"))
+    return f"local pool '{cfg.pool.get('name', '?')}' ({', '.join(cfg.pool.models)})"
 
 
 def prepare(cfg) -> None:
@@ -104,7 +106,8 @@ def main() -> None:
     ap.add_argument("--experiment", default="routing_benchmark",
                     help="routing_benchmark (the simulated pool, dollars) or local_small (the llama.cpp pool, tokens)")
     ap.add_argument("--generations", type=int, default=None,
-                    help="evolve.generations of every run (default: 10 on the routing benchmark, else the experiment's)")
+                    help="evolve.generations of every run "
+                         "(default: 10 on the routing benchmark, else the experiment's)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--root", default=".trinity/bench_cost_frontier")
     ap.add_argument("--fresh", action="store_true", help="start this budget's runs and response cache over")

@@ -135,8 +135,9 @@ def main() -> None:
         for i, (label, env, pinned, prefix) in enumerate(settings):
             out, run_dir = tmp / f"s{i}" / "out", tmp / f"s{i}" / "run"
             overrides = inputs + [
-                f"paths.runs={out}/data/evolve", f"paths.ablations={out}/data/ablations", f"paths.metrics={out}/metrics",
-                f"paths.reports={out}/reports", f"paths.cache={run_dir}/cache", f"paths.timings={run_dir}/timings"]
+                f"paths.runs={out}/data/evolve", f"paths.ablations={out}/data/ablations",
+                f"paths.metrics={out}/metrics", f"paths.reports={out}/reports", f"paths.cache={run_dir}/cache",
+                f"paths.timings={run_dir}/timings"]
             facts = run_child(stages, overrides, child_env(env, pinned), prefix)
             metrics = json.loads((out / "metrics" / "evolve.json").read_text())
             rows.append({"label": label, "env": env, "pinned": pinned, "cpu": " ".join(prefix[2:]) or "this",

@@ -14,7 +14,8 @@ sleep when idle, as trinity sets them, or spin) a fresh process loads the defaul
   token x 2 / the peak GFLOP/s of one (64 x 576) @ (576 x 1536) product in that dtype on this CPU. No batching,
   caching or kernel choice can go under it; only fewer tokens, fewer bits or another CPU can.
 
-    .venv/bin/python benchmarks/feature_paths.py [--requests 20] [--states 48] [--out docs/benchmarks/feature_paths/results.json]
+    .venv/bin/python benchmarks/feature_paths.py [--requests 20] [--states 48]
+        [--out docs/benchmarks/feature_paths/results.json]
     .venv/bin/python benchmarks/feature_paths.py --busy 2 --out docs/benchmarks/feature_paths/busy.json
 
 `--busy N` keeps N other processes spinning on the CPU throughout, as a local pool's llama.cpp servers or a test
@@ -127,12 +128,12 @@ def routes_kept(feats: dict, ref, heads: list[Path]) -> dict[str, float]:
     for path in heads:
         head = coord.head_for(coord.read_params(path))
 
-        def picks(rows):
+        def picks(rows, head=head):
             return [(int(np.argmax(a)), int(np.argmax(r))) for a, r in (head.probabilities(x, turn=0) for x in rows)]
 
         want = picks(ref)
         for label, rows in feats.items():
-            share = float(np.mean([p == w for p, w in zip(picks(rows), want)]))
+            share = float(np.mean([p == w for p, w in zip(picks(rows), want, strict=True)]))
             out[label] = min(out.get(label, 1.0), share)
     return out
 

@@ -54,7 +54,8 @@ def curve(facts: dict, all_items: int | None = None) -> tuple[list[dict], str | 
     for variant, n in sorted(sizes.items(), key=lambda vn: (vn[1] is None, vn[1] or 0)):
         seeds = sorted(r["seed"] for r in rows if r["variant"] == variant)
         test = np.array([facts["per_item"][f"{s}/{variant}"] for s in seeds])
-        train = [r["train_expected_reward"] for r in rows if r["variant"] == variant and r["train_expected_reward"] is not None]
+        train = [r["train_expected_reward"] for r in rows
+                 if r["variant"] == variant and r["train_expected_reward"] is not None]
         gens = [r["best_generation"] for r in rows if r["variant"] == variant]
         vs_ref = [paired_test(test[i], facts["per_item"][f"{s}/{REFERENCE}"], samples=4000, seed=s)
                   for i, s in enumerate(seeds)] if variant != REFERENCE else []
@@ -76,7 +77,8 @@ def _count(pairs: list[tuple[float, float]], alpha: float = 0.05) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("results", nargs="?", default=str(Path(__file__).resolve().parents[1] / "docs/benchmarks/learning_curve/results.json"),
+    committed = Path(__file__).resolve().parents[1] / "docs/benchmarks/learning_curve/results.json"
+    ap.add_argument("results", nargs="?", default=str(committed),
                     help="a results.json of benchmarks/recorded_ablations.py (default: the committed curve)")
     ap.add_argument("--all-items", type=int, default=None,
                     help="the reference's training items, for a file written before rows recorded them")
@@ -95,9 +97,11 @@ def main(argv: list[str] | None = None) -> int:
     for pt in points:
         t = np.array(pt["test_means"])
         train = "-" if pt["train_mean"] is None else f"{pt['train_mean']:.3f}"
-        print(f"| {pt['train_items'] if pt['train_items'] is not None else 'all'} | {len(pt['seeds'])} | {t.mean():.3f} | "
+        items = pt["train_items"] if pt["train_items"] is not None else "all"
+        vs_reference = _count(pt["vs_reference"]) if pt["variant"] != REFERENCE else "(this is it)"
+        print(f"| {items} | {len(pt['seeds'])} | {t.mean():.3f} | "
               f"{t.min():.3f}-{t.max():.3f} | {train} | {', '.join(map(str, pt['kept_generations']))} | "
-              f"{_count(pt['vs_reference']) if pt['variant'] != REFERENCE else '(this is it)'} | {_count(pt['vs_best'])} |")
+              f"{vs_reference} | {_count(pt['vs_best'])} |")
     return 0
 
 

@@ -157,7 +157,7 @@ async def _phase(ports: dict[str, int], body: Body, requests: int, count: Callab
             await done.wait()
             await asyncio.gather(*fillers)
             prompts = [int((r.get("usage") or {}).get("prompt_tokens") or 0) for r in replies]
-            cached = sum(cached_prompt_tokens(r, p) for r, p in zip(replies, prompts))
+            cached = sum(cached_prompt_tokens(r, p) for r, p in zip(replies, prompts, strict=True))
             return name, Sample(sum(count(r) for r in replies), sum(prompts), cached, span)
 
         return dict(await asyncio.gather(*(model(n, p) for n, p in ports.items())))
@@ -182,7 +182,7 @@ def run_layout(layout: Layout, args: argparse.Namespace) -> dict[str, Any]:
         cfg = config.compose([f"pool.state_dir={tmp}"])
         OmegaConf.set_struct(cfg, False)
         ports = {}
-        for (name, m), (threads, slots) in zip(cfg.pool.models.items(), layout):
+        for (name, m), (threads, slots) in zip(cfg.pool.models.items(), layout, strict=True):
             m.port, m.n_threads, m.n_parallel = free_port(), threads, slots
             ports[str(name)] = m.port
         with LocalPool(cfg.pool, progress=lambda *_: None):
@@ -192,7 +192,7 @@ def run_layout(layout: Layout, args: argparse.Namespace) -> dict[str, Any]:
 def yaml_snippet(layout: Layout, result: dict[str, Any]) -> str:
     """The best layout's settings and measured throughput per model, to paste into conf/pool/local.yaml."""
     lines = [f"# conf/pool/local.yaml, layout {layout_name(layout)} (all models loaded at once)", "models:"]
-    for (name, r), (threads, slots) in zip(result["models"].items(), layout):
+    for (name, r), (threads, slots) in zip(result["models"].items(), layout, strict=True):
         lines += [f"  {name}:", f"    n_threads: {threads}", f"    n_parallel: {slots}",
                   f"    throughput: {{decode_tok_s: {r['decode']['tok_per_s']}, "
                   f"prefill_tok_s: {r['prefill']['tok_per_s']}}}"]

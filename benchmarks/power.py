@@ -77,7 +77,7 @@ def measured(results: Path) -> dict:
     acc = {a: sum(g[a] for g in grades.values()) / len(grades) for a in agents}
     best = max(agents, key=lambda a: acc[a])
     oracle = [max(g.values()) for g in grades.values()]
-    disc = sum(1 for g, o in zip(grades.values(), oracle) if g[best] != o) / len(grades)
+    disc = sum(1 for g, o in zip(grades.values(), oracle, strict=True) if g[best] != o) / len(grades)
     return {"items": len(grades), "accuracy": acc, "best": best, "oracle": sum(oracle) / len(grades),
             "discordant_best_vs_oracle": disc}
 
@@ -91,7 +91,8 @@ def main() -> None:
     ap.add_argument("--minutes-per-item", type=float, default=6.0)
     ap.add_argument("--discordant", default="measured,0.25",
                     help="discordant shares to assume: `measured` (the oracle's against the best agent: a router "
-                         "that is never wrong where the agent is right) and fixed shares (a router that also loses items)")
+                         "that is never wrong where the agent is right) and fixed shares "
+                         "(a router that also loses items)")
     args = ap.parse_args()
     m = measured(Path(args.results))
     print(json.dumps({"measured": m}), flush=True)

@@ -45,8 +45,8 @@ VARIANTS = {
     # the head's capacity by the number of principal directions it reads (coordinator.features.rank)
     **{f"rank {k}": {"evolve.fitness.estimate": "exact", "coordinator.features.rank": k} for k in (0, 1, 2, 4, 8, 16)},
 }
-# the learning curve: the reference trained on a seeded, suite-balanced subset of the training split (evolve.max_train_items;
-# each seed draws its own subset); asked for by name (--variants), not part of the default list
+# the learning curve: the reference trained on a seeded, suite-balanced subset of the training split
+# (evolve.max_train_items; each seed draws its own subset); asked for by name (--variants), not part of the default list
 CURVE = {f"train items {n}": {"evolve.fitness.estimate": "exact", "evolve.max_train_items": n} for n in (8, 16, 24)}
 DEFAULT_VARIANTS = list(VARIANTS)
 VARIANTS.update(CURVE)
@@ -72,7 +72,8 @@ def main() -> None:
     ap.add_argument("--generations", type=int, default=None, help="default: evolve.generations")
     ap.add_argument("--variants", nargs="+", default=DEFAULT_VARIANTS, choices=list(VARIANTS))
     ap.add_argument("--out", default=str(ROOT / "docs/benchmarks/recorded_ablations"))
-    ap.add_argument("--reference", default=REFERENCE, choices=list(VARIANTS), help="the variant every other is paired with")
+    ap.add_argument("--reference", default=REFERENCE, choices=list(VARIANTS),
+                    help="the variant every other is paired with")
     ap.add_argument("overrides", nargs="*")
     args = ap.parse_args()
 
@@ -100,7 +101,8 @@ def main() -> None:
                 cfg = variant_cfg(base, VARIANTS[name], seed, args.generations, tmp)
                 t0 = time.perf_counter()
                 try:
-                    out = evolve(cfg, out_dir=tmp / f"run-{seed}-{len(rows)}", metrics_dir=tmp / "m", reports_dir=tmp / "r")
+                    out = evolve(cfg, out_dir=tmp / f"run-{seed}-{len(rows)}", metrics_dir=tmp / "m",
+                                 reports_dir=tmp / "r")
                     result = out["result"]
                     ctx = RolloutContext.get(cfg)
                     values = exact_item_values(cfg, ctx, result.params, test_items)["values"]
@@ -115,10 +117,12 @@ def main() -> None:
                 rows.append({"seed": seed, "variant": name, "test_expected_reward": float(np.mean(values["trinity"])),
                              "train_expected_reward": fit.get("train"), "train_items": fit.get("train_items"),
                              "x0": float(np.mean(values["x0 (= random)"])),
-                             "validation_reward": result.best_validation_reward, "best_generation": result.best_generation,
-                             "generations": result.generations_completed, "wall_s": round(time.perf_counter() - t0, 1)})
+                             "validation_reward": result.best_validation_reward,
+                             "best_generation": result.best_generation, "generations": result.generations_completed,
+                             "wall_s": round(time.perf_counter() - t0, 1)})
                 print(f"seed {seed} {name:28s} train {rows[-1]['train_expected_reward']} validation "
-                      f"{rows[-1]['validation_reward']} test {rows[-1]['test_expected_reward']:.3f} (x0 {rows[-1]['x0']:.3f}) "
+                      f"{rows[-1]['validation_reward']} test {rows[-1]['test_expected_reward']:.3f} "
+                      f"(x0 {rows[-1]['x0']:.3f}) "
                       f"kept generation {result.best_generation} in {rows[-1]['wall_s']:.0f}s", flush=True)
     tests = []
     for seed in args.seeds:
@@ -127,8 +131,8 @@ def main() -> None:
             if ref is None or name == args.reference or (seed, name) not in per_item:
                 continue
             t = paired_test(ref, per_item[(seed, name)], samples=4000, seed=seed)
-            tests.append({"seed": seed, "reference": args.reference, "other": name, "n": t.n, "reference_mean": t.mean_a,
-                          "other_mean": t.mean_b, "test": t.test, "p_value": t.p_value,
+            tests.append({"seed": seed, "reference": args.reference, "other": name, "n": t.n,
+                          "reference_mean": t.mean_a, "other_mean": t.mean_b, "test": t.test, "p_value": t.p_value,
                           "verdict": verdict(t, min_items=20)})
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -146,11 +150,13 @@ def main() -> None:
              f"{facts['recording']}.", "", f"Command: `{facts['command']}`; {facts['wall_s']:.0f} s.", "",
              "| seed | variant | train (exact, kept mean) | validation | test (expected) | x0 | kept generation |",
              "|---|---|---:|---:|---:|---:|---:|"]
-    lines += [f"| {r['seed']} | {r['variant']} | {'-' if r['train_expected_reward'] is None else round(r['train_expected_reward'], 3)} | "
+    lines += [f"| {r['seed']} | {r['variant']} | "
+              f"{'-' if r['train_expected_reward'] is None else round(r['train_expected_reward'], 3)} | "
               f"{r['validation_reward'] if r['validation_reward'] is None else round(r['validation_reward'], 3)} | "
               f"{r['test_expected_reward']:.3f} | {r['x0']:.3f} | "
               f"{r['best_generation']} |" for r in rows]
-    lines += ["", f"Paired tests per seed, `{args.reference}` against each (sign-flip on per-item expected rewards):", "",
+    lines += ["", f"Paired tests per seed, `{args.reference}` against each "
+              "(sign-flip on per-item expected rewards):", "",
               "| seed | other | n | reference | other | p | verdict |", "|---|---|---:|---:|---:|---:|---|"]
     lines += [f"| {t['seed']} | {t['other']} | {t['n']} | {t['reference_mean']:.3f} | {t['other_mean']:.3f} | "
               f"{t['p_value']:.3g} | {t['verdict']} |" for t in tests]

@@ -72,12 +72,14 @@ def per_suite_out_of_sample(cfg) -> list[dict]:
     every = world.compiled([it for sp in ("train", "validation") for it in load_split(cfg, list(cfg.tasks.train), sp)])
     for suite in list(cfg.tasks.train) + list(cfg.tasks.transfer):
         # a transfer suite has no items of its own to choose on: the policy of all training suites' items
-        chosen_on = world.compiled([it for sp in ("train", "validation") for it in load_split(cfg, [suite], sp)]) or every
+        chosen_on = world.compiled([it for sp in ("train", "validation")
+                                    for it in load_split(cfg, [suite], sp)]) or every
         test = world.compiled(load_split(cfg, [suite], "test"))
         if not test:
             continue
         values = {name: [bounds.single_worker(c, a) for c in test] for a, name in enumerate(world.agents)}
-        fixed = bounds.fixed_policies(chosen_on, len(world.agents), roles, world.protocol.max_turns) if chosen_on else {}
+        fixed = (bounds.fixed_policies(chosen_on, len(world.agents), roles, world.protocol.max_turns)
+                 if chosen_on else {})
         policy = max(fixed, key=fixed.get) if fixed else None
         values["suite policy"] = [bounds.follow(c, policy) for c in test] if policy else [float("nan")] * len(test)
         out.append({"suite": suite, "items": len(test), "values": values,

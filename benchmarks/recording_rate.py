@@ -46,7 +46,8 @@ def main(argv: list[str] | None = None) -> None:
         rate = "-" if r["calls_per_h"] is None else f"{r['calls_per_h']:.0f}"
         print(f"{str(r['date']):26} {r['items']:>5} {r['new_calls']:>9} {r['wall_h']:>6.2f} {rate:>8}  {r['machine']}")
     for m, f in out["machines"].items():
-        print(f"total on {m}: {f['new_calls']} new calls in {f['wall_h']:.1f} h = {f['calls_per_h']:.0f} new calls per hour")
+        print(f"total on {m}: {f['new_calls']} new calls in {f['wall_h']:.1f} h = "
+              f"{f['calls_per_h']:.0f} new calls per hour")
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
 

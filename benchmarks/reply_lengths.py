@@ -115,7 +115,8 @@ def main() -> None:
     agents = args.models.split(",") if args.models else list(cfg.pool.models)
     unknown = [a for a in agents if a not in cfg.pool.models]
     if unknown:
-        raise SystemExit(f"--models: unknown pool model(s) {', '.join(unknown)}; the pool has {', '.join(cfg.pool.models)}")
+        raise SystemExit(f"--models: unknown pool model(s) {', '.join(unknown)}; "
+                         f"the pool has {', '.join(cfg.pool.models)}")
     local = local_servers(cfg.pool, model_cache=cfg.paths.model_cache)
 
     async def go():
@@ -140,7 +141,8 @@ def main() -> None:
             for agent in agents:
                 mine = [r for r in group if r["model"] == agent]
                 if mine:
-                    print(json.dumps({"role": role, "suite": suite, "model": agent, **summarise(mine, args.max_tokens)}))
+                    print(json.dumps({"role": role, "suite": suite, "model": agent,
+                                      **summarise(mine, args.max_tokens)}))
             pooled = summarise(group, args.max_tokens)
             fits = [c for c, share in pooled["cut_by_cap"].items() if share <= args.target]
             summary[f"{role}/{suite}"] = {"recommended_cap": min(fits) if fits else None,

@@ -110,8 +110,9 @@ def realised_bound(cfg, test) -> float | None:
     if not is_simulated(group(cfg, "pool")) or not test:
         return None
     models, k, seed = parse_profile(cfg.pool), int(cfg.protocol.max_turns), int(cfg.pool.get("outcome_seed") or 0)
-    return float(np.mean([realised_hindsight(models, it.uid, it.suite, [sample_index_for(it.uid, 0, t) for t in range(k)],
-                                             seed) for it in test]))
+    return float(np.mean([realised_hindsight(models, it.uid, it.suite,
+                                             [sample_index_for(it.uid, 0, t) for t in range(k)], seed)
+                          for it in test]))
 
 
 def baselines(ctx, cfg, test) -> dict[str, dict[str, float]]:
@@ -160,9 +161,11 @@ def per_suite(results: dict[str, list[dict]], refs: dict | None) -> list[str]:
     and hindsight bound (exact expectations)."""
     suites = sorted({uid.split("/", 1)[0] for runs in results.values() for r in runs for uid in r["test"]["argmax"]})
     lines = ["| variant | mode | " + " | ".join(suites) + " |", "|---|---|" + "---|" * len(suites)]
-    for key, label in (("oracle", "best deterministic policy (oracle), exact"), ("hindsight", "hindsight bound, exact")):
+    for key, label in (("oracle", "best deterministic policy (oracle), exact"),
+                       ("hindsight", "hindsight bound, exact")):
         exact = {x["suite"]: x[key] for x in refs["suites"]} if refs else {}
-        lines.append(f"| {label} | - | " + " | ".join(f"{exact[s]:.3f}" if s in exact else "n/a" for s in suites) + " |")
+        cells = [f"{exact[s]:.3f}" if s in exact else "n/a" for s in suites]
+        lines.append(f"| {label} | - | " + " | ".join(cells) + " |")
     for name, runs in results.items():
         for mode in ("argmax", "sample"):
             cells = []
@@ -226,13 +229,15 @@ def summarise(results: dict[str, list[dict]], refs: dict | None) -> tuple[list[s
                              f"{'n/a' if bound is None else f'{bound:.3f}'} | {versus} | {r['best_generation']} | "
                              f"{_fmt(r.get('best_validation_reward'))} | {r['train_s']:.0f} |")
             mean, lo, hi = seed_interval(rates)
-            summary[f"{name}/{mode}"] = {"mean": mean, "t95": [lo, hi], "per_seed": rates,
-                                         "seeds": list(runs), "n_per_seed": [len(r["test"][mode]) for r in runs.values()]}
-    lines += ["", "Over seeds (each seed one run with its own outcome table; t-interval over the per-seed rewards):", "",
+            summary[f"{name}/{mode}"] = {"mean": mean, "t95": [lo, hi], "per_seed": rates, "seeds": list(runs),
+                                         "n_per_seed": [len(r["test"][mode]) for r in runs.values()]}
+    lines += ["", "Over seeds (each seed one run with its own outcome table; "
+              "t-interval over the per-seed rewards):", "",
               "| variant | mode | seeds | mean test reward [95% t-interval] |", "|---|---|---|---|"]
     for key, v in summary.items():
         name, mode = key.rsplit("/", 1)
-        lines.append(f"| {name} | {mode} | {len(v['per_seed'])} | {v['mean']:.3f} [{v['t95'][0]:.3f}, {v['t95'][1]:.3f}] |")
+        lines.append(f"| {name} | {mode} | {len(v['per_seed'])} | "
+                     f"{v['mean']:.3f} [{v['t95'][0]:.3f}, {v['t95'][1]:.3f}] |")
     if refs is not None:
         p = refs["pooled"]
         lines += ["", f"Reference (exact expectations, weighted as the test items): best deterministic policy (oracle) "
@@ -352,9 +357,10 @@ def main() -> None:
     wanted = {"max_items_per_suite": base.tasks.max_items_per_suite, "seed": int(base.seed),
               "splits": {k: float(v) for k, v in base.tasks.splits.items()}}
     if {k: prepared.get(k) for k in wanted} != wanted or not set(base.tasks.train) <= set(prepared.get("suites", {})):
-        raise SystemExit(f"error: {base.paths.prepared} does not hold this experiment's prepared data ({wanted}, suites "
-                         f"{list(base.tasks.train)}); run `make run EXPERIMENT=routing_benchmark` (or its prepare and "
-                         "cache_states stages) first, or point --overrides paths.prepared=... paths.states=... at them")
+        raise SystemExit(f"error: {base.paths.prepared} does not hold this experiment's prepared data "
+                         f"({wanted}, suites {list(base.tasks.train)}); run `make run EXPERIMENT=routing_benchmark` "
+                         "(or its prepare and cache_states stages) first, "
+                         "or point --overrides paths.prepared=... paths.states=... at them")
     out = Path(args.out)
     root = Path(base.paths.cache) / "routing_benchmark" / args.compare / f"generations-{base.evolve.generations}"
     test = item_sel.load_split(base, list(base.tasks.train), "test")
@@ -395,8 +401,8 @@ def main() -> None:
           f"![{args.compare}]({args.compare}.png)", ""]
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{args.compare}.md").write_text("\n".join(md))
-    raw = {name: [{k: r[k] for k in ("seed", "test", "best_generation", "best_validation_reward", "train_s", "hindsight")}
-                  for r in runs] for name, runs in results.items()}
+    kept = ("seed", "test", "best_generation", "best_validation_reward", "train_s", "hindsight")
+    raw = {name: [{k: r[k] for k in kept} for r in runs] for name, runs in results.items()}
     (out / f"{args.compare}_items.json").write_text(json.dumps(raw, indent=0))
     plot(results, refs, out / f"{args.compare}.png", title)
     print(json.dumps({"benchmark": "routing_benchmark", "pool": label(group(base, 'pool')), "compare": args.compare,

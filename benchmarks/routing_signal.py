@@ -103,12 +103,12 @@ def load(cfg, compute: bool = False) -> dict:
             raise SystemExit(f"no cached states of {', '.join(missing)} in {cfg.paths.states}: "
                              "run `trinity run prepare cache_states` first")
         by_uid = first_turn_states(cfg.paths.states, suites)
-        first_of = {t: by_uid[it.uid] for it, t in zip(items, firsts) if it.uid in by_uid}
+        first_of = {t: by_uid[it.uid] for it, t in zip(items, firsts, strict=True) if it.uid in by_uid}
         later = {}
         later_path = state_path(cfg.paths.states, "recorded-transcripts")
         if later_path.is_file():
             keys, feats, _ = read_state_cache(later_path)
-            later.update(zip(keys, feats))
+            later.update(zip(keys, feats, strict=False))
     if not first_of:
         raise SystemExit("no recorded item has a first-turn state: the states are of other items (another experiment's "
                          "cache_states?); rerun `trinity run cache_states` with the same overrides")
@@ -119,8 +119,9 @@ def load(cfg, compute: bool = False) -> dict:
             if text is not None and _text_key(text) in later:
                 after[i, a] = later[_text_key(text)]
     keep = np.array([t in first_of for t in firsts]) & ~np.isnan(grades).any(axis=1)
-    return {"uids": [it.uid for it, k in zip(items, keep) if k], "suites": [it.suite for it, k in zip(items, keep) if k],
-            "states": np.stack([first_of[t] for t, k in zip(firsts, keep) if k]).astype(np.float64),
+    return {"uids": [it.uid for it, k in zip(items, keep, strict=True) if k],
+            "suites": [it.suite for it, k in zip(items, keep, strict=True) if k],
+            "states": np.stack([first_of[t] for t, k in zip(firsts, keep, strict=True) if k]).astype(np.float64),
             "grades": grades[keep], "after": after[keep], "agents": agents,
             "backbone": str(cfg.coordinator.backbone.id), "world": world}
 
@@ -217,8 +218,10 @@ def main(argv: list[str] | None = None) -> int:
     best_agent = int(grades.mean(axis=0).argmax())
     suite_means = np.stack([loo_group_mean(grades[:, a], groups) for a in range(len(agents))], axis=1)
     routers = {
-        "suite router (per suite the agent with the best leave-one-out mean)": grades[np.arange(n), suite_means.argmax(axis=1)],
-        "probe router (per item the agent of the highest leave-one-out prediction)": grades[np.arange(n), predictions.argmax(axis=1)],
+        "suite router (per suite the agent with the best leave-one-out mean)":
+            grades[np.arange(n), suite_means.argmax(axis=1)],
+        "probe router (per item the agent of the highest leave-one-out prediction)":
+            grades[np.arange(n), predictions.argmax(axis=1)],
         "oracle (some agent right: the room)": grades.max(axis=1),
     }
     print(f"\nfirst-turn routers against the best single agent, {agents[best_agent]} "

@@ -60,7 +60,8 @@ def main() -> None:
                     differ += 1
                     worst = max(worst, float(np.max(np.abs(row - mine[position][text]))))
     try:
-        cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "?")
+        with open("/proc/cpuinfo") as info:
+            cpu = next((ln.split(":", 1)[1].strip() for ln in info if ln.startswith("model name")), "?")
     except OSError:
         import platform
 

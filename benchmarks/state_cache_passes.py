@@ -53,10 +53,11 @@ def main() -> None:
         out = work()
         wall = time.perf_counter() - t0
         after = [v.engine.stats for v in views.values()]
-        prompts = sum(a["requests"] - b["requests"] for a, b in zip(after, stats))
+        pairs = list(zip(after, stats, strict=True))
+        prompts = sum(a["requests"] - b["requests"] for a, b in pairs)
         row = {"way": name, "positions": positions, "prompts_through_the_backbone": prompts,
-               "computed_tokens": sum(a["computed_tokens"] - b["computed_tokens"] for a, b in zip(after, stats)),
-               "reused_tokens": sum(a["reused_tokens"] - b["reused_tokens"] for a, b in zip(after, stats)),
+               "computed_tokens": sum(a["computed_tokens"] - b["computed_tokens"] for a, b in pairs),
+               "reused_tokens": sum(a["reused_tokens"] - b["reused_tokens"] for a, b in pairs),
                "wall_s": round(wall, 1), "states": sum(map(len, firsts.values())) + sum(map(len, laters.values())),
                "states_per_s": None}
         row["states_per_s"] = round(row["states"] * len(positions) / wall, 2)
@@ -70,7 +71,7 @@ def main() -> None:
             for texts in files:
                 for start in range(0, len(texts), STATE_SLICE):
                     part = texts[start:start + STATE_SLICE]
-                    out[position].update(zip(part, view.precompute(part, isolated=True)))
+                    out[position].update(zip(part, view.precompute(part, isolated=True), strict=True))
         return out
 
     def now() -> dict[int, dict[str, np.ndarray]]:

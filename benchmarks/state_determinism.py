@@ -12,10 +12,11 @@ libraries' own switches (MKL_CBWR, ATEN_CPU_CAPABILITY), each in a fresh process
 `--speed N` instead times the first N recorded later-turn transcripts of the default (what cache_states
 spends most of its time on), pinned and unpinned in turn, `--rounds` times each, side by side in one run.
 
-Needs data/prepared (`make run` or `trinity prepare`). Prints one JSON line per setting: the sha256 of the features, whether they are the bytes an AVX2-only
-CPU computes, the largest absolute difference to those, and the seconds taken. The first three run
-without trinity's pinning (TRINITY_PIN_NUMERICS=0: each library's own choice, or the forced one); the last
-is trinity's default (trinity.pin_numerics), which must give the AVX2-only CPU's bytes on this CPU too.
+Needs data/prepared (`make run` or `trinity prepare`). Prints one JSON line per setting: the sha256 of the
+features, whether they are the bytes an AVX2-only CPU computes, the largest absolute difference to those, and the
+seconds taken. The first three run without trinity's pinning (TRINITY_PIN_NUMERICS=0: each library's own choice,
+or the forced one); the last is trinity's default (trinity.pin_numerics), which must give the AVX2-only CPU's bytes
+on this CPU too.
 """
 
 from __future__ import annotations
@@ -97,7 +98,8 @@ print(json.dumps({"capability": torch.backends.cpu.get_cpu_capability(), "transc
 def speed(n: int, rounds: int) -> None:
     for r in range(rounds):
         for pinned in (True, False):
-            env = {k: v for k, v in os.environ.items() if k not in ("MKL_CBWR", "ATEN_CPU_CAPABILITY", "OPENBLAS_CORETYPE")}
+            env = {k: v for k, v in os.environ.items()
+                   if k not in ("MKL_CBWR", "ATEN_CPU_CAPABILITY", "OPENBLAS_CORETYPE")}
             env["TRINITY_PIN_NUMERICS"] = "1" if pinned else "0"
             done = subprocess.run([sys.executable, "-c", SPEED_CHILD, str(n)], env=env, capture_output=True, text=True)
             if done.returncode != 0:

@@ -10,8 +10,9 @@ seconds on this machine (shared and noisy: compare files within one run, and run
 `--durations-out` also writes the per-file seconds as the table tests/conftest.py reads to start the longest
 files first (`make test-durations`); it is written only when pytest passed, so a broken run keeps the old table.
 
-Examples: `python benchmarks/test_times.py` (what `make test` runs: one worker more than the CPUs, `--dist loadfile`, every test),
-`python benchmarks/test_times.py -- -n 0` (one process), `python benchmarks/test_times.py -- -m "not slow" -n auto`.
+Examples: `python benchmarks/test_times.py` (what `make test` runs: one worker more than the CPUs, `--dist loadfile`,
+every test), `python benchmarks/test_times.py -- -n 0` (one process),
+`python benchmarks/test_times.py -- -m "not slow" -n auto`.
 """
 
 from __future__ import annotations
@@ -77,7 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--top", type=int, default=25, help="files to list (the rest are summed)")
     parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
     parser.add_argument("--durations-out", type=Path, default=None,
-                        help="also write the per-file seconds here as the suite's start order table (when pytest passed)")
+                        help="also write the per-file seconds here as the suite's start order table "
+                             "(when pytest passed)")
     parser.add_argument("pytest_args", nargs="*", help="after --: passed to pytest")
     args = parser.parse_args(argv)
     pytest_args = args.pytest_args or list(MAKE_TEST_ARGS)

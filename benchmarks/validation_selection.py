@@ -128,14 +128,15 @@ def main() -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps(facts, indent=1))
-    lines = [f"# Kept mean by rule and l2 weight (exact expected rewards: {len(sets['test'])} test items of the training "
-             f"suites, {len(sets['transfer'])} of the transfer suites)", "",
+    lines = [f"# Kept mean by rule and l2 weight (exact expected rewards: {len(sets['test'])} test items "
+             f"of the training suites, {len(sets['transfer'])} of the transfer suites)", "",
              f"{facts['recording']}.", "", f"Command: `{facts['command']}`; {facts['wall_s']:.0f} s. Means over seeds "
              f"{', '.join(map(str, args.seeds))}; validation every {args.every} generations.", "",
              "| l2 | rule | train | validation | test | val - test | transfer | norm of the mean | kept generations |",
              "|---:|---|---:|---:|---:|---:|---:|---:|---|"]
     lines += [f"| {s['l2']:g} | {s['rule']} | {s['train']:.3f} | {s['validation']:.3f} | {s['test']:.3f} | "
-              f"{s['validation'] - s['test']:+.3f} | {'-' if s['transfer'] is None else format(s['transfer'], '.3f')} | "
+              f"{s['validation'] - s['test']:+.3f} | "
+              f"{'-' if s['transfer'] is None else format(s['transfer'], '.3f')} | "
               f"{s['norm']:.1f} | {', '.join(map(str, s['generations']))} |" for s in summary]
     (out / "results.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
