@@ -20,7 +20,6 @@ Under sampling the router draws agent and role independently; a Thinker's valid 
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,9 +28,8 @@ import numpy as np
 
 from trinity.config_schema.protocol import ProtocolConfig
 from trinity.contracts import ROLES
-from trinity.episodes.protocol import SharedMessage, TurnState, read_reply, rejection_reason, turn_context
+from trinity.episodes.protocol import EpisodeState, read_reply
 from trinity.pool.agents import TurnContext, recorded_request
-from trinity.record.tree import messages_for
 from trinity.tasks.types import TaskItem
 
 # lookup(model, role, item, messages, sample, context) -> (reply text, ok, grade or None, price, tokens) or None
@@ -101,21 +99,20 @@ def compile_items(items: Sequence[TaskItem], cfg: ProtocolConfig, agents: Sequen
             transcripts.append(text)
         return index[text]
 
-    compiled = []
-    for item in items:
+    def compile_item(item: TaskItem) -> CompiledItem:
         states: list[State] = []
         seen: dict[tuple, int] = {}
 
-        def visit(turn: int, shared: SharedMessage, answer: str | None, grade: float, advice,
-                  rules: TurnState, rejection: str | None = None) -> int:
+        def visit(turn: int, episode: EpisodeState, grade: float) -> int:
             # Two paths that reach the same turn in the same situation (transcript, answer, advice, rules)
             # share one state: after a rejected Verifier the transcript is unchanged, so the Verifiers of
             # every agent that review one answer alike lead to one state, not one subtree each (a DAG).
-            key = (turn, shared.router_text, answer, grade,
-                   None if advice is None else (advice.suggestion, advice.role), rules, rejection)
+            advice, rules = episode.advice, episode.rules
+            key = (turn, episode.shared.router_text, episode.answer, grade,
+                   None if advice is None else (advice.suggestion, advice.role), rules, episode.rejection)
             if key in seen:
                 return seen[key]
-            state = State(turn, transcript_id(shared.router_text), rules.advised)
+            state = State(turn, transcript_id(episode.shared.router_text), rules.advised)
             states.append(state)
             sid = len(states) - 1
             seen[key] = sid
@@ -123,52 +120,41 @@ def compile_items(items: Sequence[TaskItem], cfg: ProtocolConfig, agents: Sequen
                 if rules.end_before_call(role):
                     state.actions[(a, role)] = [Outcome(1.0, -1, 0.0, 0.0, 0.0)]
                     continue
-                messages = messages_for(cfg, item, shared, answer, advice, role)
                 outs = []
                 for s in range(samples):
-                    rec = lookup(agents[a], role, item, messages, s, turn_context(cfg, item, answer, rejection, s))
+                    request = episode.request(cfg, item, role, s)
+                    rec = lookup(agents[a], role, item, request.messages, s, request.context)
                     if rec is None:
                         raise IncompleteRecording(f"item {item.uid}: no recorded reply for {agents[a]} as {role} at "
                                                   f"turn {turn} (sample {s})")
-                    outs.append(_outcome(rec, 1.0 / samples, turn, shared, answer, grade, role, rules, visit,
-                                         rejection))
+                    outs.append(_outcome(rec, 1.0 / samples, turn, episode, grade, role))
                 state.actions[(a, role)] = outs
             return sid
 
-        def _outcome(rec: Recorded, w: float, turn: int, shared, answer, grade, role, rules: TurnState,
-                     visit_fn, rejection: str | None) -> Outcome:
-            """What one recorded reply leads to, by the protocol's reader and rules (read_reply, TurnState)."""
-            nxt_shared, nxt_answer, nxt_grade, nxt_advice, nxt_rejection = shared, answer, grade, None, rejection
+        def _outcome(rec: Recorded, w: float, turn: int, episode: EpisodeState, grade: float, role: str) -> Outcome:
+            """What one recorded reply leads to, by the protocol's reader and rules (read_reply, EpisodeState)."""
+            nxt_grade = grade
             if not rec.ok:
-                after = rules.after_failed_call()
+                after = episode.after_failed_call()
             else:
-                reading = read_reply(role, rec.text)
-                after, end = rules.after_reply(role, reading.outcome)
+                after, end = episode.after_reply(cfg, role, rec.text, read_reply(role, rec.text))
                 if role == "worker":
                     if rec.grade is None:
                         raise IncompleteRecording(f"item {item.uid}: a recorded Worker answer has no grade")
-                    nxt_answer, nxt_grade, nxt_rejection = rec.text, float(rec.grade), None
-                    if reading.thought:
-                        nxt_shared = copy.copy(shared)
-                        nxt_shared.append(reading.thought)
-                elif role == "verifier" and reading.outcome == "reject":
-                    nxt_rejection = rejection_reason(rec.text)
-                    if cfg.rejection_note:
-                        nxt_shared = copy.copy(shared)
-                        nxt_shared.rejected(cfg.rejection_note)
-                nxt_advice = reading.advice
+                    nxt_grade = float(rec.grade)
                 if end is not None:   # the Verifier accepted: the current answer is graded
-                    return Outcome(w, -1, grade if answer is not None else 0.0, rec.price_usd, rec.tokens, grade)
-            held = nxt_grade if nxt_answer is not None else 0.0
+                    return Outcome(w, -1, grade if episode.answer is not None else 0.0, rec.price_usd, rec.tokens,
+                                   grade)
+            held = nxt_grade if after.answer is not None else 0.0
             if turn + 1 >= cfg.max_turns:
                 return Outcome(w, -1, held, rec.price_usd, rec.tokens, held)
-            child = visit_fn(turn + 1, nxt_shared, nxt_answer, nxt_grade, nxt_advice, after, nxt_rejection)
+            child = visit(turn + 1, after, nxt_grade)
             return Outcome(w, child, 0.0, rec.price_usd, rec.tokens, held)
 
-        shared = SharedMessage(item.prompt, cfg.collaboration_instructions, cfg.thought_format)
-        visit(0, shared, None, 0.0, None, TurnState())
-        compiled.append(CompiledItem(item, _by_turn(states)))
-    return CompiledSet(compiled, transcripts, agents)
+        visit(0, EpisodeState.start(cfg, item), 0.0)
+        return CompiledItem(item, _by_turn(states))
+
+    return CompiledSet([compile_item(item) for item in items], transcripts, agents)
 
 
 def _by_turn(states: list[State]) -> list[State]:

@@ -20,7 +20,6 @@ which concurrent calls came back.
 from __future__ import annotations
 
 import asyncio
-import copy
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,15 +27,7 @@ from typing import Any
 from trinity.config_schema.protocol import ProtocolConfig
 from trinity.contracts import ROLES
 from trinity.episodes.parsing import ThinkerAdvice
-from trinity.episodes.protocol import (
-    SharedMessage,
-    TurnState,
-    read_reply,
-    rejection_reason,
-    review_messages,
-    turn_context,
-    worker_messages,
-)
+from trinity.episodes.protocol import EpisodeState, SharedMessage, TurnState, read_reply
 from trinity.pool.agents import TurnContext
 from trinity.pool.cache import canonical_digest
 from trinity.tasks.types import TaskItem
@@ -92,12 +83,8 @@ class Node:
 @dataclass
 class _State:
     turn: int
-    shared: SharedMessage
-    answer: str | None
-    advice: ThinkerAdvice | None
+    episode: EpisodeState                      # the protocol's state of the episode before this turn
     path: tuple[tuple[str, str, int], ...] = ()
-    rules: TurnState = TurnState()     # what the protocol's turn rules read (answers so far, advised role)
-    rejection: str | None = None       # the latest REJECT's reason while no Worker has answered since
 
 
 @dataclass
@@ -119,10 +106,8 @@ class TreeSettings:
 
 def messages_for(cfg: ProtocolConfig, item: TaskItem, state_shared: SharedMessage, answer: str | None,
                  advice: ThinkerAdvice | None, role: str) -> Messages:
-    if role == "worker":
-        suggestion = advice.suggestion if advice is not None else None
-        return worker_messages(cfg, state_shared, suggestion)
-    return review_messages(cfg, role, item.prompt, answer)
+    """The messages of a turn playing `role` in that situation (EpisodeState.messages)."""
+    return EpisodeState(state_shared, answer, advice).messages(cfg, item, role)
 
 
 @dataclass
@@ -148,47 +133,38 @@ async def expand_item(item: TaskItem, cfg: ProtocolConfig, settings: TreeSetting
         return float(await grades[answer])
 
     async def one_call(state: _State, model: str, role: str) -> None:
-        messages = messages_for(cfg, item, state.shared, state.answer, state.advice, role)
-        await asyncio.gather(*(one_sample(state, model, role, messages, s) for s in range(settings.samples)))
+        await asyncio.gather(*(one_sample(state, model, role, s) for s in range(settings.samples)))
 
-    async def one_sample(state: _State, model: str, role: str, messages: Messages, sample: int) -> None:
-        context = turn_context(cfg, item, state.answer, state.rejection, sample)
-        rhash, reply = await call(model, role, messages, sample, context)
+    async def one_sample(state: _State, model: str, role: str, sample: int) -> None:
+        request = state.episode.request(cfg, item, role, sample)
+        rhash, reply = await call(model, role, request.messages, sample, request.context)
         path = state.path + ((model, role, sample),)
         node = Node(path=path, turn=state.turn, model=model, role=role, sample=sample, request_hash=rhash,
                     reply=reply)
         nodes.append(node)
         if not reply.ok:
-            await expand(_State(state.turn + 1, state.shared, state.answer, None, path, state.rules.after_failed_call(),
-                                state.rejection))
+            await expand(_State(state.turn + 1, state.episode.after_failed_call(), path))
             return
         reading = read_reply(role, reply.text)
-        shared, answer, rejection = state.shared, state.answer, state.rejection
         if role == "worker":
             node.grade = await graded(reply.text)
-            if reading.thought:
-                shared = copy.copy(shared)
-                shared.append(reading.thought)
-            answer, rejection = reply.text, None
         elif role == "thinker":
             node.suggested_role = reading.advice.role if reading.advice is not None else None
         else:
             node.verdict = reading.verdict
-            if reading.outcome == "reject":
-                rejection = rejection_reason(reply.text)
-        rules, end = state.rules.after_reply(role, reading.outcome)
+        episode, end = state.episode.after_reply(cfg, role, reply.text, reading)
         if end is None:
-            await expand(_State(state.turn + 1, shared, answer, reading.advice, path, rules, rejection))
+            await expand(_State(state.turn + 1, episode, path))
 
     async def expand(state: _State) -> None:
         if state.turn >= settings.max_turns:
             return
-        todo = [one_call(state, m, r) for m, r in state.rules.picks(settings.agents, settings.roles)
-                if state.rules.end_before_call(r) is None]
+        rules = state.episode.rules
+        todo = [one_call(state, m, r) for m, r in rules.picks(settings.agents, settings.roles)
+                if rules.end_before_call(r) is None]
         await asyncio.gather(*todo)
 
-    shared = SharedMessage(item.prompt, cfg.collaboration_instructions, cfg.thought_format)
-    await expand(_State(0, shared, None, None))
+    await expand(_State(0, EpisodeState.start(cfg, item)))
     nodes.sort(key=lambda n: (n.turn, [(_model_rank(settings, m), ROLES.index(r), s) for m, r, s in n.path]))
     ids = {n.path: i for i, n in enumerate(nodes)}
     for n in nodes:
