@@ -9,7 +9,8 @@ Per concurrency c (the server is started once with `--slots` = the largest c): `
 flight at a time, each a different short prompt asked for exactly `--max-tokens` tokens (end-of-sequence
 ignored). Prints one JSON line per c: completion tokens, wall seconds, tokens per second and the ratio to
 c = 1, measured side by side in one run (this machine is shared and noisy). The recorder's throughput in
-calls per hour follows these tokens per second: a recorded call is mostly decode (docs/benchmarks/local_pool).
+calls per hour follows these tokens per second as far as decoding is what its calls spend their time on (the
+server's log says how its slots spent theirs).
 """
 
 from __future__ import annotations
