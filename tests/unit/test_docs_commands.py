@@ -434,3 +434,25 @@ def test_the_benchmarks_index_shows_every_script_with_a_command():
     no_command = [name for name, line in rows.items()
                   if not any(f"benchmarks/{name}" in text and text in line for text in shown)]
     assert no_command == [], f"index rows without a command that runs their script: {no_command}"
+
+
+def indented_commands(text: str) -> list[int]:
+    """Lines of an indented (unfenced) code block that start with a program this checker reads: such a block
+    is not read above, so a command in one would go unchecked."""
+    lines, fence, found = text.split("\n"), False, []
+    for no, line in enumerate(lines, 1):
+        if line.strip().startswith("```"):
+            fence = not fence
+            continue
+        words = line.split()
+        program = words[0] if words else ""
+        if not fence and line.startswith("    ") and (program in PYTHON | TRINITY | DVC or program == "make"):
+            found.append(no)
+    return found
+
+
+def test_no_page_shows_a_command_in_an_indented_block():
+    assert indented_commands("text\n\n    python benchmarks/x.py --y\n\n```bash\n    python ok.py\n```\n") == [3]
+    found = [f"{path.relative_to(REPO).as_posix()}:{no}" for path in doc_files()
+             for no in indented_commands(path.read_text())]
+    assert not found, "fence these commands (```bash) so that they are checked: " + ", ".join(found)
