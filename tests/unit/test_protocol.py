@@ -188,7 +188,7 @@ def test_verifier_before_answer_ends_with_zero_and_no_call():
     })
     assert trace.end_reason == "verifier_before_answer"
     assert trace.reward == 0.0 and not trace.graded and trace.final_answer is None
-    assert trace.turns_used == 2 and trace.turns[1].called is False and trace.pool_calls == 1
+    assert trace.turns_used == 2 and trace.turns[1].called is False and trace.calls == 1
     assert pool.counts() == {("big", "thinker"): 1}
     assert grader.calls == []
 
@@ -237,6 +237,15 @@ def test_budget_exhausted_ends_episode_ungraded():
     assert trace.final_answer == "4 <idea>i</idea>"
     assert trace.turns[1].error == "budget: max_calls"
     assert pool.count == 2
+    assert trace.calls == 1 and trace.turns[1].refused   # the refused call sent no request
+
+
+def test_a_failed_call_counts_as_a_call_and_the_turn_holds_its_call_result():
+    trace, _, _, _ = run([(0, "worker"), (1, "worker")], {"worker": [Fail(), "4 <idea>i</idea>"]},
+                         cfg=ProtocolConfig(**{**CFG.__dict__, "max_turns": 2}))
+    assert trace.calls == 2 and not trace.turns[0].ok and not trace.turns[0].refused
+    assert trace.turns[1].call is not None and trace.turns[1].call.text == "4 <idea>i</idea>"
+    assert "call" not in trace.to_dict()["turns"][1]   # the serialised trace keeps its fields
 
 
 def test_grader_crash_is_recorded_not_raised():

@@ -264,6 +264,7 @@ class EpisodeState:
 
 
 def _record_call(turn: Turn, result: CallResult, keep_reply: bool) -> None:
+    turn.call = result
     turn.prompt_tokens = result.prompt_tokens
     turn.completion_tokens = result.completion_tokens
     turn.cached_prompt_tokens = result.cached_prompt_tokens

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from trinity.pool.types import CallResult
 
 END_REASONS = ("accept", "verifier_before_answer", "turn_limit", "pool_failure", "budget")
 
@@ -43,6 +46,19 @@ class Turn:
     replayed: bool = False             # served from a recording (pool.replay): no pool server did this work now
     price_usd: float = 0.0             # the call at list prices, paid or not: a cost-aware fitness must not
     #                                    favour whichever candidate reached a shared call second
+    call: CallResult | None = field(default=None, repr=False, compare=False)   # what the pool returned (the
+    #                                    fields above are read from it); None: no call, or a hand-built turn
+
+    @property
+    def refused(self) -> bool:
+        """The pool refused the call because a budget is spent: it sent no request."""
+        return self.call is not None and self.call.budget_exhausted
+
+    def to_dict(self) -> dict[str, Any]:
+        """The turn as plain data: every field but its CallResult (the trace's one serialised form)."""
+        d = asdict(self)
+        del d["call"]
+        return d
 
 
 @dataclass
@@ -78,19 +94,17 @@ class Trace:
 
     @property
     def calls(self) -> int:
-        """Pool calls sent (a verifier-before-answer turn sends none)."""
-        return sum(1 for t in self.turns if t.called)
-
-    @property
-    def pool_calls(self) -> int:
-        """Calls actually sent (`calls` also counts a verifier-before-answer turn, which sends none)."""
-        return sum(1 for t in self.turns if t.called)
+        """Requests the episode sent the pool: one per turn, except a verifier-before-answer turn (no call) and
+        a call refused because a budget is spent. A failed call counts: it was sent."""
+        return sum(1 for t in self.turns if t.called and not t.refused)
 
     @property
     def cache_hits(self) -> int:
         return sum(1 for t in self.turns if t.cached)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
+        """The trace as plain data, turns by Turn.to_dict, with turns_used."""
         d = asdict(self)
+        d["turns"] = [t.to_dict() for t in self.turns]
         d["turns_used"] = self.turns_used
         return d
