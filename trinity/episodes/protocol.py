@@ -392,12 +392,16 @@ class Episode:
             turn.verdict = reading.verdict
         self.state, self.end = self.state.after_reply(self.cfg, turn.role, result.text, reading)
 
-    async def play(self, choose: Callable[[str, int, np.random.Generator], Awaitable[Any]], call: CallTurn) -> None:
-        """Play turns until the episode ends: `choose(transcript, turn, rng)` is the router's, `call` the pool's."""
+    async def play(self, choose: Callable[[str, int, np.random.Generator], Awaitable[Any]], call: CallTurn,
+                   told: Callable[[Turn], Awaitable[None]] | None = None) -> None:
+        """Play turns until the episode ends: `choose(transcript, turn, rng)` is the router's, `call` the pool's;
+        `told(turn)` hears of every call once the episode has taken its result."""
         while not self.done:
             turn = self.turn(*await choose(self.transcript, self.index, self.rng))
             if turn.called:
                 self.tell(turn, await call(turn, self.request(turn)))
+                if told is not None:
+                    await told(turn)
 
     async def finish(self, grader: Grader) -> Trace:
         """The Trace: an accepted answer, or the answer held at the turn limit, is graded (module doc)."""

@@ -1,9 +1,10 @@
-"""One request = one TRINITY episode (trinity.episodes.protocol.run_episode) over the shared pool client.
+"""One request = one TRINITY episode (trinity.episodes.protocol.Episode) over the shared pool client.
 
-`EpisodeRunner.run` builds the request's own pool view (RequestPool: per-request cost cap, the role
-policy enforced once more at the call, a live event per pool call) and router (MaskedRouter), runs the
-protocol unchanged, and returns the answer with the trace as a plain dict. Nothing here logs prompts.
-Serving grades nothing: there is no reference answer, so the trace carries no reward.
+`EpisodeRunner.run` plays the request's episode with its own router (MaskedRouter) and its own pool call
+(RequestCalls: a per-request cost cap, the role policy enforced once more at the call, a live event per pool
+call), and returns the answer with the trace as a plain dict. The episode says what every turn is (agent, role,
+messages) and takes what came back; serving reads no role out of a prompt and no reply a second time. Nothing
+here logs prompts. Serving grades nothing: there is no reference answer, so the trace carries no reward.
 
 The answer a client reads is `visible_answer` of the latest Worker reply that has any text outside the
 protocol's tags (normally the final answer; an earlier one when the final reply held only tags). When no
@@ -13,8 +14,8 @@ The trace keeps the raw final answer (`final_answer`) and says what is shown: `a
 `answer_source` ("reply", "idea"; both None for an empty answer).
 
 With `answer_first`, until a Worker reply has visible text: the router never picks the Verifier, the
-last turn is kept for a Worker, and a Thinker suggesting the Verifier is read as suggesting a Worker
-(its suggestion goes to that Worker; the trace keeps the role it suggested and marks the turn
+last turn is kept for a Worker, and a Thinker's advice naming the Verifier sets a Worker instead (the episode's
+advice hook; its suggestion goes to that Worker; the trace keeps the role it suggested and marks the turn
 `answer_first_override`). Under the paper's protocol each of these would end the request with no answer.
 """
 
@@ -27,12 +28,10 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from trinity.config_schema.protocol import ProtocolConfig
-from trinity.contracts import ROLES
 from trinity.coordinator.coordinator import Route
-from trinity.episodes.parsing import ThinkerAdvice, extract_tag, parse_thinker, strip_reasoning, visible_answer
-from trinity.episodes.protocol import ChatPool, TurnState, first_turn_transcript, read_reply, run_episode
-from trinity.episodes.trace import EpisodeId, Trace
-from trinity.pool.agents import TurnContext
+from trinity.episodes.parsing import extract_tag, strip_reasoning, visible_answer
+from trinity.episodes.protocol import ChatPool, Episode, TurnRequest, first_turn_transcript, pool_call
+from trinity.episodes.trace import EpisodeId, Trace, Turn
 from trinity.pool.types import CallResult
 from trinity.routers.masked import MaskedRouter, choose_masked
 from trinity.seeding import derive_seed
@@ -40,31 +39,24 @@ from trinity.serve.schema import ChatRequest
 from trinity.tasks.types import TaskItem
 
 OnEvent = Callable[[dict[str, Any]], Awaitable[None] | None]
+# the fields of Turn.to_dict that a served trace shows per turn, and those of a live turn event
 TURN_FIELDS = ("index", "role", "agent", "router_role", "role_from_thinker", "called", "ok", "error", "verdict",
                "suggested_role", "prompt_tokens", "completion_tokens", "latency_s", "cost_usd", "cached")
+EVENT_FIELDS = ("index", "role", "agent", "ok", "error", "verdict", "prompt_tokens", "completion_tokens",
+                "latency_s", "cost_usd", "cached")
 
 
-class RequestPool:
-    """The pool as one request sees it (a ChatPool). Also tells the router which role a Thinker has
-    forced on the next turn, by reading the Thinker's reply with the protocol's own reader and rule
-    (read_reply, TurnState)."""
+class RequestCalls:
+    """The pool calls of one request (Episode.play's `call`): the role policy checked once more at the call,
+    the request's cost cap, and what the client will read (the latest Worker reply with visible text)."""
 
-    def __init__(self, pool: ChatPool, protocol: ProtocolConfig, agents: list[str], policy, *,
-                 max_cost_usd: float | None, on_call: Callable[[str, CallResult], Awaitable[None]] | None = None,
-                 answer_first: bool = False):
-        self.pool = pool
-        self.agents = agents
+    def __init__(self, pool: ChatPool, policy: Any, *, max_cost_usd: float | None):
+        self.call = pool_call(pool)
         self.policy = policy
         self.max_cost_usd = max_cost_usd
-        self.on_call = on_call
-        self.answer_first = answer_first
         self.cost_usd = 0.0
-        self.next_role: str | None = None
-        self.calls = 0                    # the protocol calls the pool once per turn, so this is the turn index
         self.shown: tuple[int, str] | None = None  # (turn, visible text): the latest Worker reply that has some
         self.idea: tuple[int, str] | None = None   # (turn, <idea>): the latest Worker reply that has one
-        self.overridden: set[int] = set()  # Thinker turns whose suggested Verifier became a Worker
-        self._role_of_system = {protocol.system_prompt(r): r for r in ROLES}
 
     def answer(self) -> tuple[str, int, str] | None:
         """(text, turn, source) of what the client reads; None when no Worker reply has anything to show."""
@@ -80,51 +72,20 @@ class RequestPool:
         does not count: the Verifier stays out and the last turn goes to a Worker, who may do better."""
         return self.shown is not None
 
-    def forced_role(self) -> str | None:
-        return self.next_role
-
-    async def chat(self, model: str, messages: list[dict[str, str]], *, sample_index: int = 0,
-                   max_tokens: int | None = None, temperature: float | None = None,
-                   role: str | None = None, context: TurnContext | None = None) -> CallResult:
-        role = role or self._role_of_system.get(messages[0]["content"] if messages else "", "worker")
-        turn = self.calls
-        self.calls += 1
-        self.next_role = None
-        if not self.policy.allows(self.agents.index(model), role):  # MaskedRouter prevents this
-            result = CallResult(model=model, text="", ok=False, error=f"policy: {model} may not be the {role}")
-        elif self.max_cost_usd is not None and self.cost_usd >= self.max_cost_usd:
-            result = CallResult(model=model, text="", ok=False, budget_exhausted=True,
-                                error=f"budget: request max_cost_usd={self.max_cost_usd} reached")
-        else:
-            result = await self.pool.chat(model, messages, sample_index=sample_index, max_tokens=max_tokens,
-                                          temperature=temperature, role=role, context=context)
-            self.cost_usd += result.cost_usd
-            if role == "worker" and result.ok:
-                visible, idea = visible_answer(result.text), extract_tag(strip_reasoning(result.text), "idea")
-                self.shown = (turn, visible) if visible else self.shown
-                self.idea = (turn, idea) if idea else self.idea
-            if role == "thinker" and result.ok:
-                reading = read_reply(role, result.text)
-                if reading.outcome == "advise_verifier" and self.answer_first and not self.answered:
-                    assert reading.advice is not None  # an advise_* outcome carries its advice (read_reply)
-                    result = _suggesting_worker(result, reading.advice)
-                    reading = read_reply(role, result.text)
-                    self.overridden.add(turn)
-                self.next_role = TurnState().after_reply(role, reading.outcome)[0].advised   # the protocol's rule
-        if self.on_call is not None:
-            await self.on_call(role, result)
+    async def __call__(self, turn: Turn, request: TurnRequest) -> CallResult:
+        if not self.policy.allows(turn.agent_index, turn.role):  # MaskedRouter prevents this
+            return CallResult(model=turn.agent, text="", ok=False,
+                              error=f"policy: {turn.agent} may not be the {turn.role}")
+        if self.max_cost_usd is not None and self.cost_usd >= self.max_cost_usd:
+            return CallResult(model=turn.agent, text="", ok=False, budget_exhausted=True,
+                              error=f"budget: request max_cost_usd={self.max_cost_usd} reached")
+        result = await self.call(turn, request)
+        self.cost_usd += result.cost_usd
+        if turn.role == "worker" and result.ok:
+            visible, idea = visible_answer(result.text), extract_tag(strip_reasoning(result.text), "idea")
+            self.shown = (turn.index, visible) if visible else self.shown
+            self.idea = (turn.index, idea) if idea else self.idea
         return result
-
-
-def _suggesting_worker(result: CallResult, advice: ThinkerAdvice) -> CallResult:
-    """The Thinker's reply as the protocol will read it with the Worker as the suggested role. The
-    protocol takes the role from the reply text (it has no other hook), so the text is rewritten in the
-    canonical form. Should the protocol's parser ever read that form otherwise, the advice is dropped
-    instead: the router then decides the turn, and it never picks the Verifier here."""
-    text = f"<suggestion>{advice.suggestion}</suggestion>\n<suggested_role>worker</suggested_role>"
-    if parse_thinker(text) != ThinkerAdvice(advice.suggestion, "worker"):
-        text = ""
-    return dataclasses.replace(result, text=text)
 
 
 @dataclass
@@ -136,33 +97,28 @@ class EpisodeResult:
     error: str | None       # an unexpected exception (router, coordinator): 500
 
 
-def turn_event(index: int, role: str, result: CallResult) -> dict[str, Any]:
-    return {"index": index, "role": role, "agent": result.model, "ok": result.ok, "error": result.error,
-            "verdict": read_reply(role, result.text).verdict if role == "verifier" and result.ok else None,
-            "prompt_tokens": result.prompt_tokens, "completion_tokens": result.completion_tokens,
-            "latency_s": round(result.latency_s, 4), "cost_usd": result.cost_usd, "cached": result.cached}
+def _fields(turn: Turn, names: tuple[str, ...]) -> dict[str, Any]:
+    d = turn.to_dict()
+    out = {k: d[k] for k in names}
+    out["latency_s"] = round(out["latency_s"], 4)
+    return out
 
 
-def trace_dict(trace: Trace, *, request_id: str, routing: str, policy, wall_s: float,
+def turn_event(turn: Turn) -> dict[str, Any]:
+    """A pool call as a live event, once the episode has taken its result."""
+    return _fields(turn, EVENT_FIELDS)
+
+
+def trace_dict(trace: Trace, *, request_id: str, routing: str, policy: Any, wall_s: float,
                overridden: Collection[int] = (), answer_turn: int | None = None,
                answer_source: str | None = None) -> dict[str, Any]:
-    turns = [{k: getattr(t, k) for k in TURN_FIELDS} for t in trace.turns]
-    for t in turns:
-        t["latency_s"] = round(t["latency_s"], 4)
-        t["answer_first_override"] = t["index"] in overridden
-        if t["answer_first_override"]:
-            t["suggested_role"] = "verifier"   # what the Thinker said; the next turn shows what ran
+    turns = [{**_fields(t, TURN_FIELDS), "answer_first_override": t.index in overridden} for t in trace.turns]
     return {"request_id": request_id, "routing": routing, "seed": trace.seed, "allowed": policy.to_dict(),
             "turns": turns, "turns_used": trace.turns_used, "end_reason": trace.end_reason,
             "final_answer": trace.final_answer, "answer_turn": answer_turn, "answer_source": answer_source,
             "prompt_tokens": trace.prompt_tokens, "completion_tokens": trace.completion_tokens,
-            "cost_usd": trace.cost_usd, "pool_calls": _pool_calls(trace), "error": trace.error,
+            "cost_usd": trace.cost_usd, "pool_calls": trace.calls, "error": trace.error,
             "latency_s": round(wall_s, 4)}
-
-
-def _pool_calls(trace: Trace) -> int:
-    """Calls that reached the pool: not the verifier-before-answer turn, not a call refused by a budget."""
-    return sum(1 for t in trace.turns if t.called and not (t.error or "").startswith("budget"))
 
 
 async def _no_grade(item: TaskItem, answer: str) -> float:
@@ -219,39 +175,46 @@ class EpisodeRunner:
                                        temperature=request.temperature if request.temperature is not None
                                        else self.protocol.temperature)
         events: list[dict[str, Any]] = []
+        calls = RequestCalls(self.pool, request.policy, max_cost_usd=request.max_cost_usd)
+        overridden: set[int] = set()   # Thinker turns whose advice named the Verifier and set a Worker
 
-        async def on_call(role: str, result: CallResult) -> None:
-            event = turn_event(len(events), role, result)
+        def advice_role(turn: Turn, role: str) -> str:
+            if self.answer_first and role == "verifier" and not calls.answered:
+                overridden.add(turn.index)
+                return "worker"
+            return role
+
+        async def told(turn: Turn) -> None:
+            event = turn_event(turn)
             events.append(event)
             if self.metrics is not None:
-                self.metrics.pool_call(role, result)
+                self.metrics.pool_call(turn.role, turn.call)
             if on_event is not None:
                 maybe = on_event({"event": "turn", "turn": event})
                 if maybe is not None:
                     await maybe
 
-        rpool = RequestPool(self.pool, protocol, self.agents, request.policy, max_cost_usd=request.max_cost_usd,
-                            on_call=on_call, answer_first=self.answer_first)
-        router = MaskedRouter(self.base_router, mode=request.routing, policy=request.policy,
-                              forced_role=rpool.forced_role, answer_first=self.answer_first,
-                              answered=lambda: rpool.answered, last_turn=protocol.max_turns - 1)
         item = TaskItem(suite="serve", item_id=request_id, prompt=request.prompt, reference=None, split="serve")
         seed = self._seed(request, request_id)
-        episode_id = EpisodeId(generation=-1, candidate=-1, item=item.uid)
+        episode = Episode(protocol, item, self.agents, EpisodeId(generation=-1, candidate=-1, item=item.uid), seed,
+                          advice_role=advice_role)
+        router = MaskedRouter(self.base_router, mode=request.routing, policy=request.policy,
+                              forced_role=lambda: episode.forced_role, answer_first=self.answer_first,
+                              answered=lambda: calls.answered, last_turn=protocol.max_turns - 1)
         try:
-            trace = await run_episode(item, router, rpool, self.agents, protocol, episode_id, seed, _no_grade)
+            await episode.play(router.choose, calls, told)
+            trace = await episode.finish(_no_grade)
         except Exception as e:  # a router or coordinator bug: report what ran, keep serving
+            ran, error = episode.trace, f"{type(e).__name__}: {e}"
             partial = {"request_id": request_id, "routing": request.routing, "seed": seed,
                        "allowed": request.policy.to_dict(), "turns": events, "turns_used": len(events),
-                       "end_reason": "error",
-                       "prompt_tokens": sum(t["prompt_tokens"] for t in events),
-                       "completion_tokens": sum(t["completion_tokens"] for t in events),
-                       "cost_usd": sum(t["cost_usd"] for t in events), "pool_calls": len(events),
-                       "error": f"{type(e).__name__}: {e}", "latency_s": round(time.perf_counter() - started, 4)}
-            return EpisodeResult(request_id, None, partial, failed=False, error=partial["error"])
-        text, turn, source = rpool.answer() or ("" if trace.final_answer is not None else None, None, None)
+                       "end_reason": "error", "prompt_tokens": ran.prompt_tokens,
+                       "completion_tokens": ran.completion_tokens, "cost_usd": ran.cost_usd, "pool_calls": ran.calls,
+                       "error": error, "latency_s": round(time.perf_counter() - started, 4)}
+            return EpisodeResult(request_id, None, partial, failed=False, error=error)
+        text, turn, source = calls.answer() or ("" if trace.final_answer is not None else None, None, None)
         out = trace_dict(trace, request_id=request_id, routing=request.routing, policy=request.policy,
-                         wall_s=time.perf_counter() - started, overridden=rpool.overridden, answer_turn=turn,
+                         wall_s=time.perf_counter() - started, overridden=overridden, answer_turn=turn,
                          answer_source=source)
         if self.metrics is not None:
             self.metrics.episode(out)
