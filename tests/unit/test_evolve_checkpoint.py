@@ -1,5 +1,6 @@
 """Checkpoint files: round trip, corrupt and mismatched checkpoints, the ways to start over, and the episode
-parts the checkpoint references instead of holding the rows, and checkpoints older versions wrote."""
+parts the checkpoint references instead of holding the rows, and checkpoints older versions wrote (version 4
+is upgraded, anything older starts over)."""
 
 from __future__ import annotations
 
@@ -187,63 +188,6 @@ def test_a_damaged_part_is_refused_on_resume_naming_the_file(tmp_path, damage):
                                                   "x0.parquet"]
 
 
-def test_a_checkpoint_with_the_rows_inside_is_upgraded_and_resumes(tmp_path):
-    """Version 2 held every episode row in the checkpoint: resuming one writes the rows out as parts, re-saves
-    the checkpoint without them, and ends as a run never stopped."""
-    import shutil
-
-    from evolve_fixture import ToyProblem, save_coordinator
-
-    from trinity.pipeline.evolution_inputs import run_evolution_from_config
-
-    cfg = toy_cfg(generations=5, every=2, tmp=tmp_path / "ref")
-    run(tmp_path / "ref" / "run", cfg)
-    problem = ToyProblem(cfg)
-
-    def stop_in_generation_3(g, xs):
-        if g == 3:
-            raise KeyboardInterrupt
-        return problem.evaluate_population(g, xs)
-
-    out = tmp_path / "old" / "run"
-    cfg_old = toy_cfg(generations=5, every=2, tmp=tmp_path / "old")
-    with pytest.raises(KeyboardInterrupt):
-        run_evolution_from_config(cfg_old, n_params=problem.n_params, evaluate_population=stop_in_generation_3,
-                      evaluate_mean=problem.evaluate_mean, save_coordinator=save_coordinator, out_dir=out,
-                      describe_mean=problem.describe_mean)
-    payload = load_checkpoint(out / "checkpoint.pkl", _fingerprint(cfg))
-    parts = payload.pop("episode_parts")
-    rows = pl.concat([pl.read_parquet(out / "episodes" / r["file"]) for r in parts]).to_dicts()
-    save_checkpoint(out / "checkpoint.pkl", {**payload, "version": 2, "episode_rows": rows})
-    shutil.rmtree(out / "episodes")
-
-    resumed = run(out, cfg_old)
-    assert resumed.resumed and resumed.generations_completed == 5
-    upgraded = load_checkpoint(out / "checkpoint.pkl", _fingerprint(cfg))
-    assert upgraded["version"] == CHECKPOINT_VERSION and "episode_rows" not in upgraded
-    assert _parts(out) == _parts(tmp_path / "ref" / "run")
-    ref_episodes = pl.read_parquet(tmp_path / "ref" / "run" / "episodes.parquet")
-    assert pl.read_parquet(out / "episodes.parquet").equals(ref_episodes)
-
-
-def _as_version_3(name, state):
-    """The state as version 3 held it: a plain dict, sep-CMA-ES's random stream inside its pickled ES
-    (numpy's randn bound to the RandomState pycma's `seed` option had seeded)."""
-    import pickle
-
-    old = {"strategy": name, "generation": state.generation, "pending": None, "mean": np.array(state.mean)}
-    if name == "sep_cma":
-        es = pickle.loads(state.es)
-        source = np.random.RandomState()
-        source.set_state(state.rng)
-        es.opts["randn"] = es.sm.randn = source.randn
-        return {**old, "sigma": state.sigma, "es": pickle.dumps(es), "numpy_rng": np.random.get_state()}
-    if name == "random_search":
-        return {**old, "sigma": state.sigma, "rng": state.rng, "best_fitness": state.best_fitness}
-    return {**old, "sigma": 0.05, "adam_m": np.array(state.adam_m), "adam_v": np.array(state.adam_v),
-            "step": state.step, "grad_norm": state.grad_norm, "baseline": state.baseline}
-
-
 def _stopped_run(tmp_path, stop_at: int, **toy):
     """A reference run of toy_cfg(**toy), then the same run stopped by Ctrl-C in generation `stop_at`
     (its checkpoint left behind): (reference result, the stopped run's folder, its config, its fingerprint)."""
@@ -265,36 +209,27 @@ def _stopped_run(tmp_path, stop_at: int, **toy):
     return reference, out, cfg_old, config_fingerprint(cfg, problem.n_params)
 
 
-@pytest.mark.parametrize("name", ["sep_cma", "random_search", "reinforce"])
-def test_a_checkpoint_with_a_plain_dict_state_is_upgraded_and_resumes(tmp_path, name):
-    """Version 3 held the strategy state as a plain dict (and REINFORCE's learning rate in `sigma`); it is
-    read, its state made the algorithm's typed value with the same numbers, and the run ends as one never
-    stopped. (Checked once against checkpoints the version 3 code itself wrote, for all three.)"""
-    reference, out, cfg_old, fingerprint = _stopped_run(tmp_path, 3, strategy=name, generations=5, every=2)
-    payload = load_checkpoint(out / "checkpoint.pkl", fingerprint)
-    rows = [{k: v for k, v in r.items() if k != "learning_rate"} for r in payload["generation_rows"]]
-    save_checkpoint(out / "checkpoint.pkl", {**payload, "version": 3, "state": _as_version_3(name, payload["state"]),
-                                             "generation_rows": rows})
+@pytest.mark.parametrize("version", [2, 3])
+def test_a_checkpoint_older_than_version_4_starts_the_run_over(tmp_path, caplog, version):
+    """Versions 2 (every episode row inside) and 3 (the strategy state a plain dict) are no longer read: the
+    run starts over, with a warning naming the version, and ends as a run never stopped."""
+    import logging
 
-    resumed = run(out, cfg_old)
-    assert resumed.resumed and resumed.generations_completed == 5
-    assert np.array_equal(resumed.final_mean, reference.final_mean) and np.array_equal(resumed.params, reference.params)
-    upgraded = load_checkpoint(out / "checkpoint.pkl", fingerprint)
-    assert upgraded["version"] == CHECKPOINT_VERSION and not isinstance(upgraded["state"], dict)
+    reference, out, cfg_old, fingerprint = _stopped_run(tmp_path, 3, generations=5, every=2)
+    payload = load_checkpoint(out / "checkpoint.pkl", fingerprint)
+    old = {**payload, "version": version}
+    if version == 3:
+        old["state"] = {"strategy": "sep_cma", "generation": 3}
+    save_checkpoint(out / "checkpoint.pkl", old)
+
+    with caplog.at_level(logging.WARNING, logger="trinity.evolve"):
+        again = run(out, cfg_old)
+    assert f"version {version}" in caplog.text and "starting this run over" in caplog.text
+    assert not again.resumed and again.generations_completed == 5
+    assert np.array_equal(again.params, reference.params)
+    assert load_checkpoint(out / "checkpoint.pkl", fingerprint)["version"] == CHECKPOINT_VERSION
     ref_episodes = pl.read_parquet(tmp_path / "ref" / "run" / "episodes.parquet")
     assert pl.read_parquet(out / "episodes.parquet").equals(ref_episodes)
-
-
-def test_a_version_3_state_of_an_unknown_algorithm_is_refused_naming_it(tmp_path):
-    out = tmp_path / "run"
-    cfg = toy_cfg(generations=2, tmp=tmp_path)
-    run(out, cfg)
-    fingerprint = config_fingerprint(cfg, 18)
-    payload = load_checkpoint(out / "checkpoint.pkl", fingerprint)
-    save_checkpoint(out / "checkpoint.pkl", {**payload, "version": 3, "state": {"strategy": "gone", "generation": 2}})
-    with pytest.raises(CheckpointError, match="'gone' state") as e:
-        run(out, cfg)
-    assert "resume=false" in str(e.value)
 
 
 def test_a_version_4_checkpoint_resumes_with_its_best_as_the_first_validation(tmp_path):
