@@ -74,4 +74,7 @@ def test_route_in_python_and_over_http_picks_the_steered_agent_with_no_pool_call
             assert denied.json()["agent"] in ("alpha", "gamma") and denied.json()["role"] == "worker"
             bad = httpx.post(f"{server.base_url}/route", json={"model": "trinity"}, timeout=60)
             assert bad.status_code == 400
+            metrics = httpx.get(f"{server.base_url.removesuffix('/v1')}/metrics", timeout=60).text
+            assert 'trinity_serve_requests_total{path="/v1/route",status="200"} 2.0' in metrics
+            assert 'trinity_serve_requests_total{path="/v1/route",status="400"} 1.0' in metrics
         assert stub.count == 0   # routing asked no pool model anything

@@ -36,7 +36,7 @@ from trinity.serve.schema import RequestError
 from trinity.serve.settings import ServeSettings
 
 log = logging.getLogger("trinity.serve")
-PATHS = ("/v1/chat/completions", "/v1/models", "/health", "/metrics")
+PATHS = ("/v1/chat/completions", "/v1/route", "/v1/models", "/health", "/metrics")   # metrics labels; others: "other"
 _DONE = object()
 
 
@@ -232,7 +232,8 @@ def create_app(settings: ServeSettings, runner: Runner, *, metrics: Metrics | No
         failure = _failure(result)
         if failure is not None:
             return _error_response(failure)
-        return JSONResponse(schema.completion(request_id, settings.config.model_name, result.answer or "", result.trace))
+        completion = schema.completion(request_id, settings.config.model_name, result.answer or "", result.trace)
+        return JSONResponse(completion)
 
     async def _stream(chat: schema.ChatRequest, request_id: str, waited: float) -> AsyncIterator[str]:
         created = int(time.time())
