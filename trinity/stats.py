@@ -25,7 +25,8 @@ _TOL = 1e-12          # rewards are in [0, 1]: differences closer than this are 
 
 
 def bootstrap_ci(values, *, samples: int = 2000, level: float = 0.95, seed: int = 0) -> tuple[float, float, float]:
-    """(mean, low, high): percentile bootstrap of the mean. An empty input gives NaNs; one value a zero-width interval."""
+    """(mean, low, high): percentile bootstrap of the mean. An empty input gives NaNs; one value a zero-width
+    interval."""
     x = np.asarray(list(values), dtype=float)
     if x.size == 0:
         return float("nan"), float("nan"), float("nan")
@@ -74,7 +75,10 @@ def mcnemar_exact(b: int, c: int) -> float:
     n = b + c
     if n == 0:
         return 1.0
-    tail = sum(math.comb(n, k) for k in range(min(b, c) + 1))
+    tail, term = 0, 1   # term = comb(n, k), each from the one before: exact integers, no comb() per k
+    for k in range(min(b, c) + 1):
+        tail += term
+        term = term * (n - k) // (k + 1)
     # integer true division is correctly rounded for any size; 2.0 ** n overflowed past n = 1024
     return min(1.0, (2 * tail) / (1 << n))
 

@@ -53,13 +53,13 @@ def test_real_backbone_shapes_and_parameter_count(coord):
 def test_real_backbone_prefix_reuse_and_batching_equal_plain_forward(coord):
     texts = transcripts(4)
     references = [coord.engine.reference_feature(t) for t in texts]
-    for text, reference in zip(texts, references):  # one episode, turn by turn: prefix reuse
+    for text, reference in zip(texts, references, strict=True):  # one episode, turn by turn: prefix reuse
         assert close(coord.precompute([text])[0], reference)
     assert coord.engine.stats["reused_tokens"] > 0
     coord.cache.clear_memory()
     coord.engine.prefix_store.clear()
     batch = coord.precompute(texts[::-1] + ["Unrelated question: name a prime above 100."])
-    for feature, reference in zip(batch, references[::-1]):
+    for feature, reference in zip(batch, references[::-1], strict=False):
         assert close(feature, reference)
 
 
@@ -69,14 +69,15 @@ def test_real_backbone_svf_zero_is_exact_and_candidates_batch(coord):
     plain = coord.engine.reference_feature(text)
     assert np.array_equal(coord.engine.reference_feature(text, zeros), plain)
     rng = np.random.default_rng(0)
-    params = [np.concatenate([rng.normal(0, 0.03, coord.layout.svf_size), np.zeros(coord.layout.head_size)]) for _ in range(3)]
+    params = [np.concatenate([rng.normal(0, 0.03, coord.layout.svf_size), np.zeros(coord.layout.head_size)])
+              for _ in range(3)]
     routers = [coord.router_for(p) for p in params]
 
     async def episode_features():
         return await asyncio.gather(*(coord.service.features(text, r.svf_deltas) for r in routers))
 
     features = asyncio.run(episode_features())
-    for router, feature in zip(routers, features):
+    for router, feature in zip(routers, features, strict=True):
         assert close(feature, coord.engine.reference_feature(text, router.svf_deltas))
         assert not np.array_equal(feature, plain)
     assert np.array_equal(coord.precompute([text], zeros)[0], coord.precompute([text])[0])
@@ -112,3 +113,10 @@ def test_the_gguf_backbone_converts_into_an_empty_model_cache(tmp_path):
     folder = converted_folder(gguf, tmp_path / "hf" / "smollm2-135m-instruct")
     assert (folder / "config.json").is_file() and any(folder.glob("*.safetensors"))
     assert not list((tmp_path / "hf").glob("*.partial-*"))
+    # the conversion reads the GGUF's metadata once through a memo of its own: the libraries' functions are
+    # their own again afterwards
+    import gguf
+    from transformers import modeling_gguf_pytorch_utils as gguf_utils
+
+    assert gguf_utils.load_gguf_checkpoint.__module__ == gguf_utils.__name__
+    assert not hasattr(gguf.get_tensor_name_map, "cache_info")

@@ -10,9 +10,11 @@ Sources (config `coordinator.backbone.source`):
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -75,8 +77,8 @@ def resolve_dtype(name: str | None, device: torch.device | None = None) -> torch
     """The torch dtype of `coordinator.backbone.dtype`. "auto" is bfloat16 where `device` computes it natively
     (a CUDA GPU that supports it; a CPU whose oneDNN has native bfloat16 kernels, such as AVX-512 BF16 or AMX)
     and float32 elsewhere, where bfloat16 would be emulated and slower: measured on a 2-core AVX-512 BF16 CPU,
-    SmolLM2-135M's states of 60 prompts took 18 s in bfloat16 against 32 s in float32 (docs/REPRODUCIBILITY.md). Its bytes
-    then depend on the machine, so the embedded default keeps float32."""
+    SmolLM2-135M's states of 60 prompts took 18 s in bfloat16 against 32 s in float32 (docs/REPRODUCIBILITY.md). Its
+    bytes then depend on the machine, so the embedded default keeps float32."""
     if name is None:
         return torch.float32
     if str(name) == "auto":
@@ -84,7 +86,8 @@ def resolve_dtype(name: str | None, device: torch.device | None = None) -> torch
     try:
         return DTYPES[str(name)]
     except KeyError:
-        raise BackboneError(f"coordinator.backbone.dtype must be one of auto, {', '.join(DTYPES)}, got {name!r}") from None
+        raise BackboneError(f"coordinator.backbone.dtype must be one of auto, {', '.join(DTYPES)}, "
+                            f"got {name!r}") from None
 
 
 def native_bfloat16(device: torch.device) -> bool:
@@ -193,16 +196,17 @@ def converted_folder(gguf: Path, target: Path) -> Path:
     tmp = target.with_name(f"{target.name}.partial-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     try:
-        # Any: torch types the GGUF marks below as module attributes (Tensor | Module)
-        model: Any = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
-        # The GGUF loader marks the model as quantised although the weights are dequantised floats;
-        # clearing the marks lets save_pretrained write a plain float32 checkpoint.
-        model.hf_quantizer = None
-        model.is_quantized = False
-        if hasattr(model.config, "quantization_config"):
-            del model.config.quantization_config
-        model.save_pretrained(tmp)
-        AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name).save_pretrained(tmp)
+        with _gguf_read_once():
+            # Any: torch types the GGUF marks below as module attributes (Tensor | Module)
+            model: Any = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+            # The GGUF loader marks the model as quantised although the weights are dequantised floats;
+            # clearing the marks lets save_pretrained write a plain float32 checkpoint.
+            model.hf_quantizer = None
+            model.is_quantized = False
+            if hasattr(model.config, "quantization_config"):
+                del model.config.quantization_config
+            model.save_pretrained(tmp)
+            AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name).save_pretrained(tmp)
         try:
             os.rename(tmp, target)
         except OSError:
@@ -217,6 +221,38 @@ def converted_folder(gguf: Path, target: Path) -> Path:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return target
+
+
+@contextlib.contextmanager
+def _gguf_read_once() -> Iterator[None]:
+    """While a GGUF file converts, transformers reads its metadata three times (the model's config, the weights,
+    the tokenizer's config: each a full parse of the 49k-token vocabulary with gguf's Python reader) and rebuilds
+    gguf's tensor-name map once per module of the model (hundreds of times). Both are pure functions of their
+    arguments, so within the conversion the metadata-only reads of one file share one parse (each caller gets
+    its own copy) and the name map is built once per architecture and depth. The folder written is the same."""
+    import copy
+    import functools
+
+    import gguf
+    from transformers import modeling_gguf_pytorch_utils as gguf_utils
+
+    read, name_map = gguf_utils.load_gguf_checkpoint, gguf.get_tensor_name_map
+    metadata: dict[str, Any] = {}
+
+    def read_once(path: Any, return_tensors: bool = False, **kwargs: Any) -> Any:
+        if return_tensors or kwargs:
+            return read(path, return_tensors=return_tensors, **kwargs)
+        key = os.fspath(path)
+        if key not in metadata:
+            metadata[key] = read(path, return_tensors=False)
+        return copy.deepcopy(metadata[key])
+
+    gguf_utils.load_gguf_checkpoint = read_once
+    gguf.get_tensor_name_map = functools.lru_cache(maxsize=None)(name_map)
+    try:
+        yield
+    finally:
+        gguf_utils.load_gguf_checkpoint, gguf.get_tensor_name_map = read, name_map
 
 
 def _from_folder(folder: Path, dtype: torch.dtype) -> tuple[Any, Any]:
