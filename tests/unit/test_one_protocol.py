@@ -5,9 +5,11 @@ rejects twice, and the episode ends at the turn limit with the answer held (a sc
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import dataclasses
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,6 +27,7 @@ from trinity.serve.schema import parse_chat_request
 from trinity.serve.settings import RolePolicy, ServeSettings
 from trinity.tasks.types import TaskItem
 
+ROOT = Path(__file__).resolve().parents[2]
 PROMPT = "What is 6*7?"
 REQUEST_ID = "req-one"
 SCRIPT = {"thinker": "<suggestion>multiply</suggestion><suggested_role>worker</suggested_role>",
@@ -129,3 +132,26 @@ def test_one_episode_gives_one_trace_live_recorded_and_replayed_through_the_runn
     assert served == expected
     assert served_pool.requests == replay_pool.requests
     assert served["pool_calls"] == 4 and protocol.max_turns == 4
+
+
+# The protocol's readers and rules (trinity.episodes): who else names them restates the protocol.
+READERS = {"parse_thinker", "parse_verdict", "worker_thought"}        # read_reply is the one reader of a reply
+RULES = READERS | {"read_reply", "TurnState", "after_reply", "after_failed_call", "system_prompt", "ThinkerAdvice",
+                   "run_episode"}
+
+
+def _names(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    names |= {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+    return names | {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
+
+
+@pytest.mark.parametrize("part, forbidden", [("serve", RULES), ("record", READERS), ("plan", READERS),
+                                             ("pipeline", READERS), ("eval", READERS), ("evolve", READERS)])
+def test_the_drivers_name_none_of_the_rules_they_drive(part, forbidden):
+    """Serving asks the Episode what a turn is and tells it what came back: it reads no role out of a prompt
+    (system_prompt), parses no reply and applies no rule itself. The others read a reply only through
+    read_reply."""
+    found = {str(p.relative_to(ROOT)): sorted(_names(p) & forbidden) for p in (ROOT / "trinity" / part).rglob("*.py")}
+    assert {k: v for k, v in found.items() if v} == {}
