@@ -3,8 +3,8 @@
 The head draws agent and role independently; here the role is taken first (as the head would), then
 the agent from the head's agent distribution restricted to the models allowed for the role the turn
 will really have. That role is the router's own unless the previous turn was a Thinker with a valid
-suggestion, which overrides it (docs/METHOD.md); `forced_role()` says so (RequestPool predicts it from
-the Thinker's reply with the protocol's own parser), so a denied model never gets the forced role.
+suggestion, which overrides it (docs/METHOD.md); `forced_role()` says so (serving passes the request's
+Episode.forced_role), so a denied model never gets the forced role.
 Sampling draws two uniforms from the episode rng, agent first, like RoutingHead.choose.
 With `answer_first` and no visible answer yet, roles are barred before drawing: the Verifier always
 (it would end the episode answerless), and on the last turn the Thinker too (nothing would follow it).
