@@ -3,6 +3,11 @@
 One episode = one task item solved over at most K turns. Each turn the router picks (agent, role);
 a valid Thinker suggestion overrides the role (never the agent) of the next turn.
 
+The rules are written once and driven from outside: `Episode` is the step object the rollout runner
+(run_episode) and serving play, asking what a turn is and telling it what came back; the recorder and exact
+fitness branch over `EpisodeState` (what a reply leads to); `trinity plan` steps `TurnState` over assumed
+outcome probabilities.
+
 Decisions where the spec is silent (all recorded in the Trace):
 - A failed pool call (CallResult.ok False) is a failed turn: it counts toward K and changes nothing
   (no answer, no thought, no verdict; a Thinker override it was carrying is used up).
@@ -136,7 +141,7 @@ def rejection_reason(text: str) -> str:
 
 
 # ------------------------------------------------------------------------- the turn rules, written once
-# run_episode plays them on real replies; trinity.plan takes their exact expectation over assumed outcome
+# Episode plays them on real replies; trinity.plan takes their exact expectation over assumed outcome
 # probabilities. Only what a reply does to the episode is here; prompts and parsing are above and in parsing.py.
 
 # What a successful reply of each role can do to the episode (the names trinity.plan assigns probabilities to).
@@ -195,7 +200,7 @@ class ReplyReading:
 
 
 def read_reply(role: str, text: str) -> ReplyReading:
-    """Parse a successful reply of `role` (run_episode and the recording tree read replies only through this)."""
+    """Parse a successful reply of `role` (every driver of the protocol reads replies only through this)."""
     if role == "worker":
         return ReplyReading("answer", thought=worker_thought(text) or None)
     if role == "thinker":
