@@ -59,13 +59,14 @@ def pytest_make_collect_report(collector):
         wrong = misplaced([node for node in report.result if isinstance(node, pytest.Item)])
         if wrong:
             report.outcome, report.result = "failed", []
-            report.longrepr = (f"{len(wrong)} test(s) in the wrong folder: tests/{UNIT}/ holds the tests marked neither "
-                               f"slow nor integration, tests/{INTEGRATION}/ those marked slow or integration\n  "
-                               + "\n  ".join(wrong))
+            report.longrepr = (f"{len(wrong)} test(s) in the wrong folder: tests/{UNIT}/ holds the tests marked "
+                               f"neither slow nor integration, tests/{INTEGRATION}/ those marked slow or "
+                               "integration\n  " + "\n  ".join(wrong))
     return report
 
 
-# Seconds per test file from one measured run (benchmarks/test_times.py --durations-out writes it; `make test-durations`).
+# Seconds per test file from one measured run (benchmarks/test_times.py --durations-out writes it;
+# `make test-durations`).
 DURATIONS = TESTS / "durations.json"
 
 

@@ -24,7 +24,8 @@ from trinity.pipeline import evaluate_stage
 from trinity.pipeline.rollouts import LoopThread, RolloutContext
 from trinity.tasks.types import TaskItem
 
-CFG = compose(["experiment=local_live", "eval.methods=[trinity,trinity:argmax,single_worker,role_select,random,loop,moa,ablations]"])
+CFG = compose(["experiment=local_live",
+               "eval.methods=[trinity,trinity:argmax,single_worker,role_select,random,loop,moa,ablations]"])
 PROTOCOL = ProtocolConfig.from_config(CFG.protocol)
 AGENTS = list(CFG.pool.models)                 # three local models; the last one answers correctly
 GOOD = len(AGENTS) - 1
@@ -139,7 +140,8 @@ def items(suite: str, n: int) -> list[TaskItem]:
 
 @pytest.fixture
 def stage(tmp_path, monkeypatch):
-    cfg = compose(["experiment=local_live"] + [f"paths.{k}={tmp_path}/{k}" for k in ("cache", "eval", "reports", "metrics", "runs", "ablations", "states")]
+    folders = ("cache", "eval", "reports", "metrics", "runs", "ablations", "states")
+    cfg = compose(["experiment=local_live"] + [f"paths.{k}={tmp_path}/{k}" for k in folders]
                   + ["eval.bootstrap_samples=200", "eval.methods=[trinity,trinity:argmax,single_worker,role_select,"
                      "random,loop,moa,ablations]"])
     pool = PricedPool(script(), delay_s=0.001)

@@ -103,7 +103,8 @@ def project_copy(root: Path) -> Path:
         shutil.copy2(REPO / name, root / name)
     (root / ".venv").symlink_to(BIN.parent)
     # `make setup` reinstalls when pyproject.toml is newer than the venv's stamps: never from a copy
-    for name, stamp in (("pyproject.toml", ".deps-installed"), ("requirements/offline-assets.txt", ".assets-installed")):
+    for name, stamp in (("pyproject.toml", ".deps-installed"),
+                        ("requirements/offline-assets.txt", ".assets-installed")):
         if (BIN.parent / stamp).exists():
             before = (BIN.parent / stamp).stat().st_mtime - 60
             os.utime(root / name, (before, before))

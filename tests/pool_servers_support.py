@@ -14,7 +14,7 @@ def _cfg(tmp_path, models=None, **extra):
     OmegaConf.set_struct(cfg, False)
     names = list(cfg.pool.models)
     ports = free_ports(len(names))
-    for name, port in zip(names, ports):
+    for name, port in zip(names, ports, strict=True):
         cfg.pool.models[name].port = port
         cfg.pool.models[name].n_parallel = 1
     if models is not None:

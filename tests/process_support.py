@@ -91,7 +91,8 @@ def prefect_server(home, env: dict | None = None, cwd=None, log=None, timeout_s:
     env.pop("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", None)
     proc = subprocess.Popen([str(Path(sys.executable).parent / "prefect"), "server", "start", "--host", "127.0.0.1",
                              "--port", str(port)], env=env, cwd=cwd or home,
-                            stdout=open(log or home / "server.log", "wb"), stderr=subprocess.STDOUT)
+                            stdout=open(log or home / "server.log", "wb"),  # noqa: SIM115 (the server's log)
+                            stderr=subprocess.STDOUT)
     try:
         wait_for(lambda: httpx.get(f"{api}/health", timeout=2).status_code == 200, timeout_s, "prefect server",
                  [proc])
@@ -120,7 +121,8 @@ class DeployedFlows:
                         "PREFECT_RUNNER_POLL_FREQUENCY": "1"}   # the runner picks up a triggered run within a second
             self.env.pop("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", None)
             self.procs.append(subprocess.Popen([sys.executable, "-m", "flows.deploy"], env=self.env, cwd=REPO,
-                                               stdout=open(self.logs / "deploy.log", "wb"), stderr=subprocess.STDOUT))
+                                               stdout=open(self.logs / "deploy.log", "wb"),  # noqa: SIM115 (its log)
+                                               stderr=subprocess.STDOUT))
         except BaseException:
             self.close()
             raise

@@ -60,7 +60,8 @@ def prepare_served(root: Path, *, suites: Sequence[str] = ("mmlu",), items_per_s
 
     root = Path(root)
     overrides = ["pool=simulated", f"paths.cache={root / 'cache'}", f"paths.prepared={root / 'prepared'}",
-                 f"tasks.train=[{','.join(suites)}]", "tasks.transfer=[]", f"tasks.max_items_per_suite={items_per_suite}",
+                 f"tasks.train=[{','.join(suites)}]", "tasks.transfer=[]",
+                 f"tasks.max_items_per_suite={items_per_suite}",
                  "coordinator.features.normalize=none"]   # a zero head needs no feature statistics
     from coordinator_support import tiny_backbone
 

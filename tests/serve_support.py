@@ -93,7 +93,8 @@ def serve_cfg(base_url: str, cache_dir: Path, *overrides: str):
 
     from trinity import config
 
-    cfg = config.compose(["experiment=local_live", f"paths.cache={cache_dir}", "coordinator.backbone.id=tiny-llama", "protocol.max_turns=4",
+    cfg = config.compose(["experiment=local_live", f"paths.cache={cache_dir}", "coordinator.backbone.id=tiny-llama",
+                          "protocol.max_turns=4",
                           "coordinator.features.normalize=none", *overrides])   # no cached states here
     cfg.pool = stub_pool_cfg(base_url, models=list(AGENTS), retry={"max_retries": 0})
     return cfg

@@ -37,14 +37,16 @@ def scripted(tmp_path, monkeypatch):
         "evolve.validation.n_items=2", "evolve.max_concurrent_episodes=8", "protocol.max_turns=2",
         "coordinator.backbone.id=tiny-llama", "ablations.variants=[reinforce,no_roles,last_token,svf]",
         "ablations.enabled=true",
-        f"paths.data={tmp_path}/data", f"paths.prepared={tmp_path}/data/prepared", f"paths.states={tmp_path}/data/states",
+        f"paths.data={tmp_path}/data", f"paths.prepared={tmp_path}/data/prepared",
+        f"paths.states={tmp_path}/data/states",
         f"paths.runs={tmp_path}/data/evolve", f"paths.metrics={tmp_path}/metrics", f"paths.reports={tmp_path}/reports",
         f"paths.cache={tmp_path}/cache",
     ])
     OmegaConf.set_struct(cfg, False)
     cfg.paths.ablations = f"{tmp_path}/data/ablations"
     cfg.ablations.definitions.svf = {"coordinator.svf.enabled": True,  # the tiny backbone has 4 layers
-                                     "coordinator.svf.matrices": ["model.layers.2.self_attn.*_proj", "model.layers.2.mlp.*_proj"]}
+                                     "coordinator.svf.matrices": ["model.layers.2.self_attn.*_proj",
+                                                                  "model.layers.2.mlp.*_proj"]}
     config.validate(cfg)
     monkeypatch.setattr(coordinator_module, "load_backbone", lambda *a, **k: tiny_backbone())
     prepare_from_config(cfg, cfg.paths.prepared)
@@ -63,7 +65,8 @@ def scripted(tmp_path, monkeypatch):
 
     def make_pool(*args, **kwargs):
         script = {(m, "worker"): worker(m == oracle) for m in cfg.pool.models}
-        script.update({"verifier": "ACCEPT", "thinker": "<suggestion>check</suggestion><suggested_role>worker</suggested_role>"})
+        script.update({"verifier": "ACCEPT",
+                       "thinker": "<suggestion>check</suggestion><suggested_role>worker</suggested_role>"})
         pools.append(_Pool(cfg.protocol, script))
         return pools[-1]
 

@@ -27,7 +27,8 @@ DEFAULT_VARIANTS = ["random_search", "reinforce", "no_thinker", "no_roles", "las
 
 def test_default_variants_are_the_papers_ablations_at_the_main_budget():
     assert not config.compose(["experiment=local_live"]).ablations.enabled   # the live pool cannot afford them
-    recorded = config.compose()   # the embedded default (a recording) trains them, all but two, and the paper's fitness:
+    # the embedded default (a recording) trains them, all but two, and the paper's fitness:
+    recorded = config.compose()
     assert list(recorded.ablations.variants) == ["random_search", "reinforce", "no_roles", "last_token",
                                                  "entropy_bonus", "sampled_fitness"]
     paper_fitness = config.ablation_variants(recorded)
@@ -80,7 +81,7 @@ def test_ablate_stage_end_to_end_and_resume(scripted):  # noqa: F811
     assert list(metrics["variants"]) == ["reinforce", "no_roles", "last_token", "svf"]
     assert metrics["budget"]["train_episodes_per_generation"] == 4 * 2 and metrics["budget"]["generations"] == 2
     # finished variants come back from their checkpoints without a single pool call
-    rerun = dict(zip(["reinforce", "no_roles", "last_token", "svf"], pools[first_run_pools:]))
+    rerun = dict(zip(["reinforce", "no_roles", "last_token", "svf"], pools[first_run_pools:], strict=False))
     assert rerun["reinforce"].count == 0 and rerun["no_roles"].count == 0
     # whether a variant resumed is a run fact, outside the metrics (a warm rerun writes the same metrics)
     assert all("resumed" not in v for v in metrics["variants"].values())
@@ -92,7 +93,7 @@ def test_ablate_stage_end_to_end_and_resume(scripted):  # noqa: F811
     variants = ablate_stage.variants(cfg)
     run_dirs = {evolve_stage.run_dir(v) for _, v in variants.values()}
     assert len(run_dirs) == 4  # each variant has its own checkpoint folder
-    for name, (overrides, variant_cfg) in variants.items():
+    for name, (overrides, _) in variants.items():
         folder = root / name
         assert {"coordinator.safetensors", "coordinator.json", "variant.yaml", "generations.parquet",
                 "summary.json", "routing.parquet", "routing.png"} <= {p.name for p in folder.iterdir()}

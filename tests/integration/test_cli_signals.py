@@ -4,6 +4,7 @@ servers and the coordinator backbone load)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -42,7 +43,7 @@ def _conf_on_free_ports(tmp_path: Path) -> Path:
     conf = tmp_path / "conf"
     shutil.copytree(config.conf_dir(), conf)
     local = OmegaConf.load(conf / "pool" / "local.yaml")
-    for model, port in zip(local.models.values(), free_ports(len(local.models))):
+    for model, port in zip(local.models.values(), free_ports(len(local.models)), strict=True):
         model.port = port
     OmegaConf.save(local, conf / "pool" / "local.yaml")
     return conf
@@ -94,7 +95,5 @@ def test_sigterm_to_trinity_serve_stops_the_pool_servers_it_started(tmp_path, mo
         if proc.poll() is None:
             proc.kill()
         for p in (tmp_path / "pool").glob("*.json"):
-            try:
+            with contextlib.suppress(ProcessLookupError, ValueError, KeyError):
                 os.kill(json.loads(p.read_text())["pid"], signal.SIGKILL)
-            except (ProcessLookupError, ValueError, KeyError):
-                pass

@@ -86,7 +86,7 @@ def test_evolution_writes_the_bytes_of_an_avx2_only_cpu(recorded_cfg, tmp_path):
     pinned = evolve_bytes(recorded_cfg, tmp_path / "pinned", {})
     avx2 = evolve_bytes(recorded_cfg, tmp_path / "avx2", {**AVX2_ONLY, "TRINITY_PIN_NUMERICS": "0"})
     assert pinned == avx2
-    if " avx512f" in open("/proc/cpuinfo").read():
+    if " avx512f" in Path("/proc/cpuinfo").read_text():
         # numpy on its AVX-512 kernels (trinity before numpy was pinned): other bytes, in the tables and metrics
         free = {k: v for k, v in AVX2_ONLY.items() if k != "NPY_DISABLE_CPU_FEATURES"}
         unpinned = evolve_bytes(recorded_cfg, tmp_path / "free", {**free, "TRINITY_PIN_NUMERICS": "0"})

@@ -35,7 +35,8 @@ def test_evolve_stage_records_both_modes_x0_and_routing_without_recomputing_feat
     routing = pl.read_parquet(runs / "routing.parquet")
     models = list(cfg.pool.models)
     assert routing["generation"].unique().sort().to_list() == [-1, 0, 1]
-    assert routing["suite"].unique().to_list() == ["mmlu"] and routing["model"].unique(maintain_order=True).to_list() == models
+    assert routing["suite"].unique().to_list() == ["mmlu"]
+    assert routing["model"].unique(maintain_order=True).to_list() == models
     x0 = routing.filter(pl.col("generation") == -1)
     assert np.allclose(x0["mean_prob"].to_numpy(), 1 / len(models))
     assert x0["argmax_share"].to_list() == [1.0] + [0.0] * (len(models) - 1)

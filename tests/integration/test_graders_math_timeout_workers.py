@@ -44,7 +44,7 @@ def test_concurrent_grading_from_event_loop_threads_gets_every_verdict_right():
     async def grade_all():
         items = [suite.item(f"c{n}", "q", {"answer": ref}) for n, (_, ref, _) in enumerate(cases)]
         replies = [f"The answer is \\boxed{{{answer}}}." for answer, _, _ in cases]
-        return await asyncio.gather(*(suite.grade(item, reply) for item, reply in zip(items, replies)))
+        return await asyncio.gather(*(suite.grade(item, reply) for item, reply in zip(items, replies, strict=True)))
 
     start = time.monotonic()
     scores = asyncio.run(grade_all())

@@ -7,6 +7,8 @@ docs/OWN_POOL.md's own commands, as printed: tests/integration/test_own_pool_jou
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import openai
 import pytest
 from omegaconf import OmegaConf
@@ -64,7 +66,7 @@ def test_record_once_train_on_the_replay_then_serve_the_live_pool(tmp_path, tiny
             cache_states_stage.run(replay)
             out = evolve_stage.run(replay)
             assert out["replay_misses"] == 0
-            report = open(evaluate_stage.run(replay)["report"]).read()
+            report = Path(evaluate_stage.run(replay)["report"]).read_text()
         finally:
             RolloutContext.close_all()
         assert (big.count, small.count) == recorded_calls   # training and evaluation asked no pool model

@@ -1,8 +1,10 @@
 """The pipeline end to end on a scripted pool served over real loopback HTTP and a tiny random backbone
-(the real one has its own tests; here only the wiring matters): prepare -> cache_states -> evolve -> evaluate, plus the Prefect flow wrapper."""
+(the real one has its own tests; here only the wiring matters): prepare -> cache_states -> evolve -> evaluate, plus the
+Prefect flow wrapper."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
@@ -22,10 +24,8 @@ pytestmark = pytest.mark.slow
 def _answer_for(item) -> str:
     ref = item.reference
     if isinstance(ref, str):
-        try:
+        with contextlib.suppress(ValueError):
             ref = json.loads(ref)
-        except ValueError:
-            pass
     if item.suite == "gsm8k":
         value = ref["answer"] if isinstance(ref, dict) else ref
         return f"Working it out. The answer is {value}. <idea>computed it</idea>"
@@ -93,7 +93,8 @@ def test_prepare_cache_states_evolve_evaluate_on_a_scripted_pool(run_cfg):
             told = []
             states = cache_states_stage.run(cfg, on_work=lambda label, done, total: told.append((done, total)))
             assert told[-1] == (states["count"], states["count"])
-            assert states["count"] == sum(len(load_items(cfg.paths.prepared, s)) for s in ("mmlu", "gsm8k", "gpqa_diamond"))
+            assert states["count"] == sum(len(load_items(cfg.paths.prepared, s))
+                                          for s in ("mmlu", "gsm8k", "gpqa_diamond"))
 
             work = []
             out = evolve_stage.run(cfg, on_work=lambda label, done, total: work.append((label, done, total)))
@@ -105,18 +106,19 @@ def test_prepare_cache_states_evolve_evaluate_on_a_scripted_pool(run_cfg):
             assert gens.height == 2
             assert eps.filter(pl.col("candidate") >= 0).height == 2 * 4 * 4
             assert out["result"].generations_completed == 2
-            assert (cfg.paths.runs + "/coordinator") and json.loads(open(f"{cfg.paths.metrics}/evolve.json").read())
+            assert (cfg.paths.runs + "/coordinator")
+            assert json.loads(Path(f"{cfg.paths.metrics}/evolve.json").read_text())
 
             ev = evaluate_stage.run(cfg)
             summary = ev["summary"]
             val = summary.filter((pl.col("set") == "validation") & (pl.col("suite") == "all"))
-            rewards = dict(zip(val["method"], val["mean_reward"]))
+            rewards = dict(zip(val["method"], val["mean_reward"], strict=True))
             assert rewards["single:oracle"] == 1.0
             assert rewards["single:guesser"] == 0.0 and rewards["single:other"] == 0.0
             assert {"trinity", "random", "loop:oracle"} <= set(rewards)
-            report = open(ev["report"]).read()
+            report = Path(ev["report"]).read_text()
             assert "single:oracle" in report and "TRINITY" in report
-            metrics = json.loads(open(f"{cfg.paths.metrics}/eval.json").read())
+            metrics = json.loads(Path(f"{cfg.paths.metrics}/eval.json").read_text())
             assert metrics["validation/all/single:oracle"] == 1.0
         finally:
             RolloutContext.close_all()
@@ -177,6 +179,6 @@ def test_rollouts_on_the_task_runner_match_the_inline_run(run_cfg, prefect_harne
         finally:
             RolloutContext.close_all()
     assert len(on_runner) == 2 and all(len(t) == 2 for t in on_runner)
-    for a, b in zip(on_runner, inline):
+    for a, b in zip(on_runner, inline, strict=True):
         assert [(x.episode, [(t.agent, t.role) for t in x.turns], x.reward) for x in a] == \
                [(x.episode, [(t.agent, t.role) for t in x.turns], x.reward) for x in b]

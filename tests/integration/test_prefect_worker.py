@@ -56,8 +56,8 @@ def test_a_worker_of_the_work_pool_runs_a_deployment_of_prefect_yaml(tmp_path):
             _prefect(["work-pool", "create", POOL, "--type", "process"], env, tmp_path)
             _prefect(["--no-prompt", "deploy", "--all"], env, REPO)
             procs.append(subprocess.Popen([str(BIN / "prefect"), "worker", "start", "--pool", POOL], env=env,
-                                          cwd=tmp_path, stdout=open(logs / "worker.log", "wb"),
-                                          stderr=subprocess.STDOUT))
+                                          cwd=tmp_path, stderr=subprocess.STDOUT,
+                                          stdout=open(logs / "worker.log", "wb")))  # noqa: SIM115 (the worker's log)
             with temporary_settings({PREFECT_API_URL: api}):
                 async def deployments():
                     async with get_client() as client:

@@ -5,6 +5,7 @@ lacks would stop the stage. The backbone is the tiny random one: here only the w
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -20,7 +21,8 @@ pytestmark = pytest.mark.integration   # real processes and services: make test,
 @pytest.fixture(scope="module")
 def recorded_cfg(tmp_path_factory, tiny_backbone_overrides):
     tmp = tmp_path_factory.mktemp("recpipe")
-    cfg, root, _server = make_recording(tmp, roles=("worker", "verifier"), overrides=tuple(tiny_backbone_overrides))   # the stub server is stopped now
+    # the stub server is stopped now
+    cfg, root, _server = make_recording(tmp, roles=("worker", "verifier"), overrides=tuple(tiny_backbone_overrides))
     OmegaConf.set_struct(cfg, False)
     cfg.pool.replay = {"recording": str(root), "on_miss": "error"}
     cfg.coordinator.roles = ["worker", "verifier"]
@@ -45,7 +47,7 @@ def test_states_cover_every_transcript_of_the_recording(recorded_cfg):
     assert out["counts"].get(cache_states_stage.RECORDED_STATES, 0) > 0
     # only what the run uses: the 7 recorded items of the 10 prepared ones (the first turns)
     assert out["counts"]["gsm8k"] == 7
-    index = json.loads(open(f"{recorded_cfg.paths.states}/{cache_states_stage.RECORDED_STATES}.json").read())
+    index = json.loads(Path(f"{recorded_cfg.paths.states}/{cache_states_stage.RECORDED_STATES}.json").read_text())
     # every Worker answer with an idea adds a transcript: 3 per item at K = 2
     assert index["count"] == 3 * 7
 
@@ -53,8 +55,6 @@ def test_states_cover_every_transcript_of_the_recording(recorded_cfg):
 def test_states_at_the_ablations_positions_serve_the_last_token_variant_without_a_forward_pass(recorded_cfg, tmp_path):
     """With the last-token ablation enabled, cache_states also writes every file at token position -1 (one
     pass per prompt); the variant's coordinator preloads them and exact fitness computes no feature."""
-    from pathlib import Path
-
     from trinity.config import apply_overrides
     from trinity.pipeline import cache_states_stage, evolve_stage
     from trinity.pipeline.state_files import read_state_cache
@@ -96,7 +96,8 @@ def test_max_train_items_trains_on_a_seeded_subset_of_the_training_split(recorde
     try:
         cache_states_stage.run(cfg)
         for run in ("a", "b"):
-            cfg.paths.runs, cfg.paths.cache = f"{recorded_cfg.paths.runs}-cap{cap}{run}", f"{recorded_cfg.paths.cache}-cap{cap}{run}"
+            cfg.paths.runs = f"{recorded_cfg.paths.runs}-cap{cap}{run}"
+            cfg.paths.cache = f"{recorded_cfg.paths.cache}-cap{cap}{run}"
             fit = evolve_stage.run(cfg)["kept_mean_fit"]
             assert fit["train_items"] == min(cap, 3) and fit["validation_items"] == 2
             used.append(fit["train"])
@@ -125,7 +126,7 @@ def test_evolve_on_the_recording_makes_no_pool_call(recorded_cfg, estimate):
             assert totals["calls"] == 0                       # no episode at all
             assert gens["episodes"].sum() == 0
             assert gens["validation_reward"].is_not_null().all()
-            fit = out["kept_mean_fit"]                        # the saved coordinator's train reward beside its validation
+            fit = out["kept_mean_fit"]       # the saved coordinator's train reward beside its validation
             assert fit["train_items"] == 3 and fit["validation_items"] == 2 and 0.0 <= fit["train"] <= 1.0
             # never below a constant policy: the saved coordinator is one of the candidates, at least the constant
             # policy's validation reward; the evolved head's own values beside it when another was kept
@@ -138,7 +139,7 @@ def test_evolve_on_the_recording_makes_no_pool_call(recorded_cfg, estimate):
             # every validated mean's exact train reward beside its validation in the generations table, and
             # the kept one's in the metrics: the same number kept_mean_fit computes after the run
             assert gens["train_reward"].is_not_null().all() and gens["kept_generation"].is_not_null().all()
-            metrics = json.loads(open(f"{cfg.paths.metrics}/evolve.json").read())
+            metrics = json.loads(Path(f"{cfg.paths.metrics}/evolve.json").read_text())
             assert metrics["best_train_reward"] == pytest.approx(evolved["train"], abs=1e-6)
             assert metrics["constant_policy"]["kept"] == chosen["kept"]
             kept = gens["kept_generation"][-1]
@@ -163,7 +164,7 @@ def test_evaluation_opens_with_the_verdict_on_the_recording(recorded_cfg):
         cache_states_stage.run(cfg)
         evolve_stage.run(cfg)
         out = evaluate_stage.run(cfg)
-        report = open(out["report"]).read()
+        report = Path(out["report"]).read_text()
         assert report.index("## Verdict on real replies") < report.index("## Did the evolved coordinator learn?")
         assert "replayed from the recording" in report
         assert "by split, so over-fitting shows: train " in report and "kept by the rule `one_se` among 4" in report
@@ -185,7 +186,7 @@ def test_evaluation_opens_with_the_verdict_on_the_recording(recorded_cfg):
         assert "| `constant` | " in chosen and "| `evolved` | " in chosen and "| yes |" in chosen
         # what the first-turn state can see, over the recorded items of every split that have a state
         assert "What the coordinator's first-turn state can see" in report
-        metrics = json.loads(open(f"{cfg.paths.metrics}/eval.json").read())
+        metrics = json.loads(Path(f"{cfg.paths.metrics}/eval.json").read_text())
         agents = [k.split(":", 1)[1] for k in metrics if k.startswith("test/all/single:")]
         assert agents and all(0.0 < metrics[f"recording/state_signal/{a}/p_value"] <= 1.0 for a in agents)
         hindsight = metrics["test/recording/bound_hindsight"]

@@ -1,7 +1,7 @@
 """Reproducible across machines, with real git and DVC: a pipeline (prepare -> cache_states -> evolve ->
-frontier (one cost weight) -> evaluate on a tiny random backbone and a scripted pool over loopback HTTP) is run with `dvc repro`, its response cache
-is snapshotted, `dvc add`ed and pushed to a local DVC remote with the outputs; a fresh `git clone` pulls
-everything, reruns every stage (`dvc repro --force`, cold feature cache) under
+frontier (one cost weight) -> evaluate on a tiny random backbone and a scripted pool over loopback HTTP) is run with
+`dvc repro`, its response cache is snapshotted, `dvc add`ed and pushed to a local DVC remote with the outputs; a fresh
+`git clone` pulls everything, reruns every stage (`dvc repro --force`, cold feature cache) under
 TRINITY_RESPONSE_CACHE=replay_only against a pool that refuses every call, and must make no pool call
 and leave dvc.lock byte-identical. With the response cache emptied the replay stops with an error
 naming the misses instead of scoring them as failed turns."""
@@ -138,7 +138,8 @@ def test_a_fresh_clone_replays_the_pipeline_from_the_pulled_response_cache(tmp_p
         assert (clone / "dvc.lock").read_text() == committed
         assert _run(["git", "status", "--porcelain"], clone, env).stdout == ""
         # the run facts went to the timings folder, outside the hashed outputs
-        assert json.loads((clone / ".trinity/timings/evolve/pool_totals.json").read_text())["overall"]["real_calls"] == 0
+        totals = json.loads((clone / ".trinity/timings/evolve/pool_totals.json").read_text())
+        assert totals["overall"]["real_calls"] == 0
 
         # a replay that misses stops with an error instead of scoring the misses as failed turns
         (clone / ".trinity/responses.sqlite").unlink()

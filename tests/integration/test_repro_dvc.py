@@ -31,7 +31,8 @@ def test_stage_commands_run_this_interpreter(tmp_path):
     subprocess.run([*repro.dvc_executable(), "init", "--no-scm", "-q"], cwd=tmp_path, check=True)
     env = {**os.environ, "PATH": f"{decoy}{os.pathsep}{os.environ.get('PATH', '')}"}
     code = ("import sys; from trinity import repro; "
-            f"sys.exit(repro.run(['probe', 'seed=5'], root=__import__('pathlib').Path({str(tmp_path)!r}), server=False))")
+            "sys.exit(repro.run(['probe', 'seed=5'], "
+            f"root=__import__('pathlib').Path({str(tmp_path)!r}), server=False))")
     result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
                             timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -5,8 +5,8 @@ champion's head rows by name; a run that fails leaves the registry unchanged. Ea
 `retrain-decision` markdown artifact.
 
 The pool is the scripted loopback stub (model `right` answers every MMLU item correctly, the others never),
-the coordinator a tiny random backbone (saved as a Hugging Face folder); one turn per episode, argmax routing, so a coordinator's
-reward is exactly whether its head picks `right`."""
+the coordinator a tiny random backbone (saved as a Hugging Face folder); one turn per episode, argmax routing, so a
+coordinator's reward is exactly whether its head picks `right`."""
 
 from __future__ import annotations
 
@@ -78,7 +78,8 @@ def test_scheduled_retraining_promotes_only_a_better_challenger_and_serving_foll
         cfg.pool = OmegaConf.merge(stub_pool_cfg(stub.base_url, models=POOL), {"host": "127.0.0.1"})
         prepare_from_config(cfg, cfg.paths.prepared)
         for it in load_items(cfg.paths.prepared, "mmlu"):
-            ref = json.loads(it.reference) if isinstance(it.reference, str) and it.reference.startswith("{") else it.reference
+            ref = (json.loads(it.reference) if isinstance(it.reference, str) and it.reference.startswith("{")
+                   else it.reference)
             answers[it.prompt.strip()[:200]] = ref["answer"] if isinstance(ref, dict) else ref
         test_items = load_items(cfg.paths.prepared, "mmlu", "test")
         assert len(test_items) >= 6, len(test_items)   # all discordant: exact McNemar p <= 2 / 2^6 < 0.05
@@ -98,7 +99,8 @@ def test_scheduled_retraining_promotes_only_a_better_challenger_and_serving_foll
             path.write_text(config.to_yaml(c))
             return str(path)
 
-        better = params_file("better", **{"retrain.warm_start": str(tmp_path / "good"), "evolve.warm_start_sigma0": 1e-9})
+        better = params_file("better",
+                             **{"retrain.warm_start": str(tmp_path / "good"), "evolve.warm_start_sigma0": 1e-9})
         worse = params_file("worse", **{"retrain.warm_start": None})
         broken = params_file("broken", **{"retrain.warm_start": str(tmp_path / "nowhere")})
         grown = cfg.copy()
@@ -112,7 +114,8 @@ def test_scheduled_retraining_promotes_only_a_better_challenger_and_serving_foll
             question = test_items[0].prompt
 
             def served() -> dict:
-                reply = client.chat.completions.create(model="trinity", messages=[{"role": "user", "content": question}])
+                reply = client.chat.completions.create(model="trinity",
+                                                       messages=[{"role": "user", "content": question}])
                 return reply.model_extra["trinity"]
 
             before = served()
@@ -168,7 +171,8 @@ def test_scheduled_retraining_promotes_only_a_better_challenger_and_serving_foll
                 assert meta["warm_start"]["added"] == ["extra"] and meta["warm_start"]["removed"] == []
                 assert [k[0] for k in meta["warm_start"]["kept"]] == POOL
                 assert any("mapped by model name" in n for n in meta["gate"]["notes"])
-                assert "pool: wrong right other -> wrong right other extra (added extra)" in meta["differs_from_champion"]
+                assert ("pool: wrong right other -> wrong right other extra (added extra)"
+                        in meta["differs_from_champion"])
 
                 # 4. a run that fails leaves the registry as it was
                 state = (tmp_path / "models" / "registry.json").read_bytes()

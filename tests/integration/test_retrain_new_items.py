@@ -53,9 +53,9 @@ def test_extend_records_only_the_new_items_and_the_stages_then_use_them(tmp_path
     with StubServer(reply_for) as idle:
         for m in cfg.pool.models.values():
             m.base_url = idle.base_url
-        _, again = record_stage.extend(grown, {}, progress=lambda _l: None, grader=grade,
-                                       client_factory=lambda journal, known: PoolClient.from_config(cfg.pool, cache_path=journal,
-                                                                                replay=known))
+        _, again = record_stage.extend(
+            grown, {}, progress=lambda _l: None, grader=grade,
+            client_factory=lambda journal, known: PoolClient.from_config(cfg.pool, cache_path=journal, replay=known))
         assert idle.count == 0 and again["recorded"] == 0
 
 

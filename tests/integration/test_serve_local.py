@@ -21,9 +21,10 @@ def test_serve_over_the_local_pool_with_the_real_coordinator(tmp_path, monkeypat
 
     monkeypatch.delenv("TRINITY_SERVE_TOKEN", raising=False)
     # raw features: a zero head needs no feature statistics, and there are no cached states here
-    cfg = config.compose(["experiment=local_live", f"paths.cache={tmp_path / 'cache'}", f"pool.state_dir={tmp_path / 'pool'}",
+    cfg = config.compose(["experiment=local_live", f"paths.cache={tmp_path / 'cache'}",
+                          f"pool.state_dir={tmp_path / 'pool'}",
                           "coordinator.features.normalize=none"])
-    for name, port in zip(cfg.pool.models, free_ports(len(cfg.pool.models))):
+    for name, port in zip(cfg.pool.models, free_ports(len(cfg.pool.models)), strict=True):
         cfg.pool.models[name].port = port
     agents = list(cfg.pool.models)
     coord = coordinator_from_config(cfg)

@@ -78,7 +78,7 @@ def dask_cluster(tmp_path_factory):
     logs = []
 
     def start(*args: str) -> None:
-        log = open(tmp_path / f"proc{len(procs)}.log", "wb")
+        log = open(tmp_path / f"proc{len(procs)}.log", "wb")  # noqa: SIM115 (the process's log, closed in the teardown)
         logs.append(log)
         procs.append(subprocess.Popen([str(BIN / "dask"), *args], cwd=REPO, env=env, stdout=log,
                                       stderr=subprocess.STDOUT, start_new_session=True))

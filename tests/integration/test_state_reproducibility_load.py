@@ -1,6 +1,6 @@
 """The cache_states files are bit-identical whatever else ran: computed twice by the stage's own computation
-(`write_state_cache`: `features_at_positions`, then `save_state_cache`, as cache_states calls them), once quietly and once under
-concurrent feature requests (the serving/evolution batching service warming the content cache and prefix
+(`write_state_cache`: `features_at_positions`, then `save_state_cache`, as cache_states calls them), once quietly and
+once under concurrent feature requests (the serving/evolution batching service warming the content cache and prefix
 store in arrival order), another thread count and a CPU-burning thread, the safetensors and index bytes
 are equal. (docs/REPRODUCIBILITY.md: what may still differ across CPUs, GPUs and dtypes.)"""
 

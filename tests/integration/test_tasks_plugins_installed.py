@@ -60,7 +60,8 @@ class ToySums(MathSuite):
         return [{"id": f"sum-{a}-{b}", "a": a, "b": b} for a in range(3) for b in range(4)]
 
     def to_item(self, row):
-        return self.item(row["id"], math_prompt(f"What is {row['a']} + {row['b']}?"), {"answer": str(row["a"] + row["b"])})
+        return self.item(row["id"], math_prompt(f"What is {row['a']} + {row['b']}?"),
+                         {"answer": str(row["a"] + row["b"])})
 '''
 
 

@@ -37,7 +37,8 @@ def test_unknown_override_key_unknown_variant_and_invalid_variant_are_named():
 def test_disabled_stage_writes_empty_outputs(tmp_path):
     from trinity.pipeline import ablate_stage
 
-    cfg = config.compose(["experiment=local_live", "ablations.enabled=false", f"paths.metrics={tmp_path}/m", f"paths.data={tmp_path}/d"])
+    cfg = config.compose(["experiment=local_live", "ablations.enabled=false", f"paths.metrics={tmp_path}/m",
+                          f"paths.data={tmp_path}/d"])
     OmegaConf.set_struct(cfg, False)
     cfg.paths.ablations = f"{tmp_path}/d/ablations"
     out = ablate_stage.run(cfg, evolve=lambda *a, **k: pytest.fail("nothing to train"))
@@ -53,7 +54,8 @@ def test_the_budget_counts_the_validation_items_there_are(tmp_path):
     from trinity.pipeline import ablate_stage
 
     write_prepared(tmp_path / "prepared", {"train": 4, "validation": 3, "test": 2})
-    base = ["experiment=local_live", f"tasks.train=[{SUITE}]", "tasks.transfer=[]", f"paths.prepared={tmp_path}/prepared",
+    base = ["experiment=local_live", f"tasks.train=[{SUITE}]", "tasks.transfer=[]",
+            f"paths.prepared={tmp_path}/prepared",
             "evolve.generations=4", "evolve.validation.every=2"]
     capped = ablate_stage.budget(config.typed(config.compose(base + ["evolve.validation.n_items=64"])), popsize=5)
     assert capped["validation_items"] == 3

@@ -213,7 +213,8 @@ def _is_fallback(node: ast.AST) -> bool:
 def own_defaults(text: str) -> list[str]:
     hits = []
     for node in ast.walk(ast.parse(text)):
-        if _is_select(node) and any(k.arg == "default" for k in node.keywords) or _is_config_get(node) and len(node.args) == 2:
+        if (_is_select(node) and any(k.arg == "default" for k in node.keywords)
+                or _is_config_get(node) and len(node.args) == 2):
             hits.append(ast.unparse(node))
         elif isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or):
             first, rest = node.values[0], node.values[1:]
@@ -291,7 +292,8 @@ PARTIAL_CONFIG_READERS = {"trinity/pipeline/evolution_inputs.py", "trinity/pipel
 def config_reader_calls(text: str) -> list[str]:
     """Calls of the schema's whole-config readers (`group(...)`, `setting(...)`) and of `OmegaConf.select`."""
     return [ast.unparse(node) for node in ast.walk(ast.parse(text))
-            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _WHOLE_CONFIG_READERS)
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                and node.func.id in _WHOLE_CONFIG_READERS)
             or _is_select(node)]
 
 

@@ -52,7 +52,7 @@ def test_a_bad_params_file_is_refused_naming_the_key(tmp_path, edit, needles):
 
 def test_a_loaded_params_file_is_in_struct_mode(tmp_path):
     cfg = config.load(_params_with(tmp_path, lambda d: None))
-    with pytest.raises(Exception):
+    with pytest.raises(AttributeError):
         cfg.evolve.sigmo = 1   # a key the config lacks is an error, not a new key
     assert cfg.evolve.sigma0 == config.compose(["experiment=local_live"]).evolve.sigma0
 

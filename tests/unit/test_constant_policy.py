@@ -45,9 +45,9 @@ def test_a_per_turn_prior_rides_at_the_end_of_the_parameter_vector():
 
 
 def test_a_constant_policy_as_a_head_routes_exactly_as_the_policy_at_every_turn():
-    """Zero weights and a constant policy's per-turn prior: one-hot probabilities (exp(-CONSTANT_LOGIT) is 0.0), so sampled
-    and argmax routing pick the policy's agent and role at each turn, whatever the feature; a turn past the table
-    reads its last row."""
+    """Zero weights and a constant policy's per-turn prior: one-hot probabilities (exp(-CONSTANT_LOGIT) is 0.0), so
+    sampled and argmax routing pick the policy's agent and role at each turn, whatever the feature; a turn past the
+    table reads its last row."""
     policy = ((2, "worker"), (0, "verifier"), (1, "worker"))
     head = RoutingHead(np.zeros((6, 4)), 3, ("worker", "verifier"),
                        turn_bias=policy_bias(policy))

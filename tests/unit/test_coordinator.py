@@ -43,7 +43,8 @@ def engine(svf_patterns=(), **kwargs) -> FeatureEngine:
 @pytest.fixture(scope="module")
 def tiny_cfg(tmp_path_factory):
     # raw features: these tests exercise the feature path on a random tiny backbone with no cached states
-    return config.compose(["experiment=local_live", f"paths.cache={tmp_path_factory.mktemp('cache')}", "coordinator.features.normalize=none",
+    return config.compose(["experiment=local_live", f"paths.cache={tmp_path_factory.mktemp('cache')}",
+                           "coordinator.features.normalize=none",
                            "coordinator.roles=[worker,thinker,verifier]"])
 
 
@@ -60,7 +61,10 @@ def test_head_parameter_count_and_role_order():
 def test_sampling_is_reproducible_from_a_seed_and_follows_the_softmax():
     head = RoutingHead(np.random.default_rng(0).normal(size=(6, 8)), n_agents=3)
     feature = np.random.default_rng(1).normal(size=8)
-    draws = lambda seed: [head.choose(feature, rng, "sample") for rng in [np.random.default_rng(seed)] for _ in range(50)]
+
+    def draws(seed):
+        rng = np.random.default_rng(seed)
+        return [head.choose(feature, rng, "sample") for _ in range(50)]
     assert draws(42) == draws(42)
     assert draws(42) != draws(43)
     p_agent, _ = head.probabilities(feature)
@@ -85,7 +89,8 @@ def test_layout_is_svf_then_head():
 def test_svf_has_one_parameter_per_singular_value():
     backbone = tiny_backbone()
     svf = SVFAdapter(backbone, SVF_MATRICES + ["model.embed_tokens"])
-    expected = {f"model.layers.2.self_attn.{p}": 32 if p in ("q_proj", "o_proj") else 16 for p in ("q_proj", "k_proj", "v_proj", "o_proj")}
+    expected = {f"model.layers.2.self_attn.{p}": 32 if p in ("q_proj", "o_proj") else 16
+                for p in ("q_proj", "k_proj", "v_proj", "o_proj")}
     expected |= {f"model.layers.2.mlp.{p}": 32 for p in ("gate_proj", "up_proj", "down_proj")}
     assert dict(svf.matrices) == {**expected, "lm_head": 32, "model.embed_tokens": 32}
     assert svf.size == sum(expected.values()) + 64
@@ -122,7 +127,7 @@ def test_batched_svf_candidates_equal_their_plain_forward(patterns):
     requests = [FeatureRequest(texts[i % 4], rng.normal(0, 0.1, eng.svf.size)) for i in range(6)]
     requests.append(FeatureRequest(texts[0], None))  # a plain row in the same call
     features = eng.features(requests)
-    for request, feature in zip(requests, features):
+    for request, feature in zip(requests, features, strict=True):
         assert close(feature, eng.reference_feature(request.transcript, request.svf_deltas))
 
 
@@ -131,12 +136,13 @@ def test_prefix_reuse_equals_the_plain_forward_and_costs_only_new_tokens():
     eng = engine()
     texts = transcripts(5)
     references = [eng.reference_feature(t) for t in texts]
-    for text, reference in zip(texts, references):
+    for text, reference in zip(texts, references, strict=True):
         before = eng.stats["computed_tokens"]
         assert close(eng.features([text])[0], reference)
     new_tokens = len(eng.tokens(texts[4])) - len(eng.tokens(texts[3]))
     # the last turn recomputes its new tokens plus the re-rendered end of the prompt, not the whole prompt
-    suffix = len(eng.tokens("")) - len(eng.renderer.tokenizer(eng.renderer.render("").rsplit("<|im_end|>", 1)[0])["input_ids"])
+    prompt_part = eng.renderer.render("").rsplit("<|im_end|>", 1)[0]
+    suffix = len(eng.tokens("")) - len(eng.renderer.tokenizer(prompt_part)["input_ids"])
     assert eng.stats["computed_tokens"] - before == new_tokens + suffix
     assert eng.stats["reused_tokens"] > 0
 
@@ -149,7 +155,7 @@ def test_batched_features_with_mixed_prefixes_equal_the_plain_forward():
     passes = eng.stats["forward_passes"]
     features = eng.features(batch)
     assert eng.stats["forward_passes"] == passes + 1
-    for text, feature in zip(batch, features):
+    for text, feature in zip(batch, features, strict=True):
         assert close(feature, eng.reference_feature(text))
 
 
@@ -181,7 +187,7 @@ def test_the_padding_bound_holds_for_the_tokens_left_after_prefix_reuse():
     decoder.forward = forward
     assert eng.stats["reused_tokens"] > 0
     assert sum(slots) <= 1.1 * eng.stats["computed_tokens"], (sum(slots), eng.stats)
-    for text, feature in zip(texts, features):
+    for text, feature in zip(texts, features, strict=True):
         assert close(feature, eng.reference_feature(text))
 
 
@@ -195,7 +201,7 @@ def test_padding_bound_splits_uneven_prompts_and_features_still_match():
     unbounded = engine(max_batch=16, max_padding=None)
     unbounded.features(texts)
     assert unbounded.stats["forward_passes"] == 1
-    for text, feature in zip(texts, features):
+    for text, feature in zip(texts, features, strict=True):
         assert close(feature, bounded.reference_feature(text))
     assert len(set(lengths)) >= 3
 
@@ -226,7 +232,7 @@ def test_service_batches_concurrent_episodes(tiny_cfg):
 
     features = asyncio.run(many())
     assert coord.service.batch_sizes == [8]
-    for text, feature in zip(texts, features):
+    for text, feature in zip(texts, features, strict=True):
         assert close(feature, coord.engine.reference_feature(text))
 
 
@@ -256,18 +262,21 @@ def test_save_and_load_round_trip_and_refuse_mismatches(tiny_cfg, tmp_path):
     path = coord.save(tmp_path / "coordinator.safetensors", params, {"generation": 3})
     meta = (tmp_path / "coordinator.json").read_text()
     assert '"pool_models"' in meta and '"generation": 3' in meta
-    tiny_id_cfg = config.compose(["experiment=local_live", f"paths.cache={tmp_path}", "coordinator.backbone.id=tiny-llama", "coordinator.features.normalize=none"])
+    tiny_id_cfg = config.compose(["experiment=local_live", f"paths.cache={tmp_path}",
+                                  "coordinator.backbone.id=tiny-llama", "coordinator.features.normalize=none"])
     loaded, loaded_params = load_coordinator(path, tiny_id_cfg, backbone=tiny_backbone())
     assert np.array_equal(loaded_params, params)
 
-    other_pool = config.compose(["experiment=local_live", f"paths.cache={tmp_path}", "coordinator.backbone.id=tiny-llama", "coordinator.features.normalize=none",
+    other_pool = config.compose(["experiment=local_live", f"paths.cache={tmp_path}",
+                                 "coordinator.backbone.id=tiny-llama", "coordinator.features.normalize=none",
                                  "~pool.models.smollm2-135m"])
     with pytest.raises(CoordinatorMismatchError, match="pool_models"):
         load_coordinator(path, other_pool, backbone=tiny_backbone())
     with pytest.raises(CoordinatorMismatchError, match="backbone_id"):
         load_coordinator(path, tiny_cfg, backbone=tiny_backbone())
     with pytest.raises(CoordinatorMismatchError, match="backbone_revision"):
-        load_coordinator(path, tiny_id_cfg, backbone=tiny_backbone().__class__(**{**tiny_backbone().__dict__, "revision": "other"}))
+        load_coordinator(path, tiny_id_cfg,
+                         backbone=tiny_backbone().__class__(**{**tiny_backbone().__dict__, "revision": "other"}))
     assert issubclass(CoordinatorMismatchError, TrinityError)
 
 
@@ -311,14 +320,16 @@ def test_role_restriction_keeps_the_draw_count_and_the_agent_stream():
         reference = np.random.default_rng(11)
         reference.random(2 * len(features))  # exactly two uniforms per turn, whatever the roles
         assert rng.bit_generator.state == reference.bit_generator.state
-        assert agents == [RoutingHead(weights, 3).choose(f, r)[0] for r in [np.random.default_rng(11)] for f in features]
+        again = np.random.default_rng(11)
+        assert agents == [RoutingHead(weights, 3).choose(f, again)[0] for f in features]
 
 
 def test_allowed_roles_are_checked():
     for bad in (["thinker"], ["worker", "worker"], ["worker", "critic"], []):
         with pytest.raises(ValueError):
             RoutingHead(np.zeros((6, 2)), 3, allowed_roles=bad)
-    assert RoutingHead(np.zeros((6, 2)), 3, allowed_roles=["verifier", "worker"]).allowed_roles == ("worker", "verifier")
+    head = RoutingHead(np.zeros((6, 2)), 3, allowed_roles=["verifier", "worker"])
+    assert head.allowed_roles == ("worker", "verifier")
 
 
 def test_roles_are_saved_and_checked_on_load(tmp_path):
@@ -345,7 +356,8 @@ def test_recording_router_keeps_each_decision_with_its_feature(tiny_cfg):
     assert plain.decisions is None
     texts = transcripts(3)
     picks = [asyncio.run(router.choose(t, i, rng)) for rng in [np.random.default_rng(2)] for i, t in enumerate(texts)]
-    assert picks == [asyncio.run(plain.choose(t, i, rng)) for rng in [np.random.default_rng(2)] for i, t in enumerate(texts)]
+    assert picks == [asyncio.run(plain.choose(t, i, rng)) for rng in [np.random.default_rng(2)]
+                     for i, t in enumerate(texts)]
     assert [(d.agent, ROLES[d.role]) for d in router.decisions] == picks
     assert all(d.role_mask == (True, True, True) for d in router.decisions)
     assert close(router.decisions[1].feature, coord.engine.reference_feature(texts[1]))

@@ -82,13 +82,15 @@ def test_feature_norm_standardises_and_floors_constant_dimensions():
 # ---------------------------------------------------------------------- a prepared + cached tiny setup
 def _write_prepared(folder, suite: str, splits: list[str]) -> None:
     rows = [{"item_id": f"{i:03d}", "split": split, "prompt": f"{suite} question {i}: " + "why and how? " * (1 + i % 4),
-             "reference": json.dumps("A"), "meta": "{}", "source": "test", "version": "1"} for i, split in enumerate(splits)]
+             "reference": json.dumps("A"), "meta": "{}", "source": "test", "version": "1"}
+             for i, split in enumerate(splits)]
     pl.DataFrame(rows, schema={c: pl.String for c in COLUMNS}).write_parquet(folder / f"{suite}.parquet")
 
 
 def _compose(tmp, *extra):
     return config.compose(["experiment=local_live",
-        f"tasks.train=[{','.join(TRAIN)}]", f"tasks.transfer=[{','.join(TRANSFER)}]", "coordinator.backbone.id=tiny-llama",
+        f"tasks.train=[{','.join(TRAIN)}]", f"tasks.transfer=[{','.join(TRANSFER)}]",
+        "coordinator.backbone.id=tiny-llama",
         f"paths.prepared={tmp}/prepared", f"paths.states={tmp}/states", f"paths.metrics={tmp}/metrics",
         f"paths.cache={tmp}/cache", *extra,
     ])
@@ -123,7 +125,7 @@ def _train_and_other_states(setup):
     for suite in TRAIN:
         uids, features, _ = read_state_cache(setup["tmp"] / "states" / f"{suite}.safetensors")
         split = {it.uid: it.split for it in load_items(setup["tmp"] / "prepared", suite)}
-        for uid, f in zip(uids, features):
+        for uid, f in zip(uids, features, strict=True):
             (train if split[uid] == "train" else other).append(f)
     return np.array(train, dtype=np.float64), np.array(other, dtype=np.float64)
 
@@ -132,7 +134,8 @@ def test_cache_states_stage_writes_the_feature_stats(setup):
     tmp = setup["tmp"]
     metrics = json.loads((tmp / "metrics" / "states.json").read_text())
     assert metrics["count"] == setup["stage"]["count"] == 11 + 8 + 4
-    assert 0 < metrics["prompt_dependent_share"] < 1 and metrics["same_suite_pairs"] > 0 and metrics["cross_suite_pairs"] > 0
+    assert 0 < metrics["prompt_dependent_share"] < 1
+    assert metrics["same_suite_pairs"] > 0 and metrics["cross_suite_pairs"] > 0
     assert np.isclose(metrics["rms_norm"] ** 2, metrics["mean_norm"] ** 2 + metrics["rms_deviation_norm"] ** 2)
     assert set(metrics["per_suite"]) == set(TRAIN + TRANSFER)
     assert json.loads((tmp / "states" / "manifest.json").read_text())["feature_stats"] == {
@@ -184,13 +187,16 @@ def test_save_and_load_keep_the_statistics_and_route_identically(setup, tmp_path
     loaded, loaded_params = load_coordinator(path, no_states, backbone=tiny_backbone())
     assert np.array_equal(loaded_params, params) and loaded.feature_norm.digest == coord.feature_norm.digest
     for f in _probe_features(setup):
-        for a, b in zip(loaded.head_for(loaded_params).probabilities(f), coord.head_for(params).probabilities(f)):
+        for a, b in zip(loaded.head_for(loaded_params).probabilities(f), coord.head_for(params).probabilities(f),
+                        strict=True):
             assert np.array_equal(a, b)
         assert not np.allclose(coord.head_for(params).probabilities(f)[0], RoutingHead(
             coord.layout.head_weights(params), 3).probabilities(f)[0])  # the statistics do act
     text = "Task: what is 2 + 2?"
-    picks = lambda c, p: [asyncio.run(r.choose(text, t, rng)) for r in [c.router_for(p)]
-                          for rng in [np.random.default_rng(5)] for t in range(6)]
+
+    def picks(c, p):
+        r, rng = c.router_for(p), np.random.default_rng(5)
+        return [asyncio.run(r.choose(text, t, rng)) for t in range(6)]
     assert picks(loaded, loaded_params) == picks(coord, params)
 
 
@@ -202,7 +208,8 @@ def test_read_params_uses_each_files_own_statistics(setup, tmp_path):
     shifted = params + 0.01
     b = save_params(tmp_path / "b.safetensors", shifted,
                     {**coord.metadata(), **other.metadata()}, other.tensors())
-    evaluator = build_coordinator(_compose(tmp_path, "coordinator.features.normalize=standardize"), backbone=tiny_backbone())
+    evaluator = build_coordinator(_compose(tmp_path, "coordinator.features.normalize=standardize"),
+                                  backbone=tiny_backbone())
     pa, pb = evaluator.read_params(a), evaluator.read_params(b)
     assert evaluator.head_for(pa).norm.digest == coord.feature_norm.digest
     assert evaluator.head_for(pb).norm.digest == other.digest
@@ -280,7 +287,8 @@ def test_log_prob_gradient_matches_finite_differences_under_normalisation(roles)
     for feature in raw[:3]:
         for agent, role in [(0, "worker"), (2, roles[-1])]:
             analytic = RoutingHead(w, 3, roles, norm).log_prob_grad(feature, agent, role)
-            numeric = numeric_grad(lambda x: RoutingHead(x, 3, roles, norm).log_prob(feature, agent, role), w)
+            numeric = numeric_grad(lambda x, feature=feature, agent=agent, role=role:   # runs in this iteration
+                                   RoutingHead(x, 3, roles, norm).log_prob(feature, agent, role), w)
             assert np.allclose(analytic, numeric, atol=1e-6)
             assert not np.allclose(analytic, RoutingHead(w, 3, roles).log_prob_grad(feature, agent, role))
 
@@ -300,15 +308,16 @@ def test_reinforce_gradient_from_recorded_decisions_is_the_normalised_one(setup)
             asyncio.run(router.choose(text + " more" * t, t, rng))
         raw.append([coord.engine.reference_feature(text + " more" * t) for t in range(2)])
         records.append(EpisodeDecisions(float(e), list(router.decisions)))
-    for dec, f in zip(records[0].decisions, raw[0]):  # a decision holds what W multiplied
+    for dec, f in zip(records[0].decisions, raw[0], strict=True):  # a decision holds what W multiplied
         assert np.allclose(dec.feature, coord.feature_norm.apply(f), atol=1e-4 * max(1.0, np.abs(dec.feature).max()))
     method = make_strategy("reinforce", coord.num_params, popsize=2)
     grad, baseline = method.gradient(params, records)
 
     def surrogate(x: np.ndarray) -> float:  # 1/N sum (R - b) sum_t log pi(a_t | raw f_t), with the coordinator's head
         head = coord.head_for(x)
-        return sum((rec.reward - baseline) * sum(head.log_prob(f, d.agent, d.role) for d, f in zip(rec.decisions, fs))
-                   for rec, fs in zip(records, raw)) / len(records)
+        return sum((rec.reward - baseline) * sum(head.log_prob(f, d.agent, d.role)
+                                                 for d, f in zip(rec.decisions, fs, strict=True))
+                   for rec, fs in zip(records, raw, strict=True)) / len(records)
 
     numeric = numeric_grad(surrogate, params, h=1e-5)
     assert np.allclose(grad, numeric, atol=1e-4)
@@ -343,7 +352,8 @@ def test_rebalance_is_saved_loaded_and_refused_when_mismatched(setup, tmp_path):
                                              backbone=tiny_backbone())
     assert loaded.feature_norm.digest == coord.feature_norm.digest
     for f in _probe_features(setup):
-        for a, b in zip(loaded.head_for(loaded_params).probabilities(f), coord.head_for(params).probabilities(f)):
+        for a, b in zip(loaded.head_for(loaded_params).probabilities(f), coord.head_for(params).probabilities(f),
+                        strict=True):
             assert np.array_equal(a, b)
     with pytest.raises(CoordinatorMismatchError, match="coordinator.features.normalize"):
         load_coordinator(path, setup["cfg"], backbone=tiny_backbone())   # saved rebalance, configured standardize
@@ -387,7 +397,7 @@ def test_rank_zero_is_a_prompt_independent_policy():
     first = head.probabilities(f[0])
     assert not np.allclose(first[0], 1 / 3)
     for row in f[1:]:
-        assert all(np.allclose(a, b) for a, b in zip(head.probabilities(row), first))
+        assert all(np.allclose(a, b) for a, b in zip(head.probabilities(row), first, strict=True))
 
 
 def test_a_rank_above_what_the_features_span_is_refused():
@@ -420,7 +430,8 @@ def test_a_ranked_coordinator_is_saved_loaded_and_its_basis_checked(setup, tmp_p
                                              backbone=tiny_backbone())
     assert loaded.feature_norm.rank == 3 and loaded.feature_norm.digest == coord.feature_norm.digest
     for f in _probe_features(setup):
-        for a, b in zip(loaded.head_for(loaded_params).probabilities(f), coord.head_for(params).probabilities(f)):
+        for a, b in zip(loaded.head_for(loaded_params).probabilities(f), coord.head_for(params).probabilities(f),
+                        strict=True):
             assert np.array_equal(a, b)
     # a file whose basis does not match its metadata is refused, never routed
     save_params(tmp_path / "bad.safetensors", params, {**meta, "feature_norm_rank": 2},

@@ -36,7 +36,8 @@ def _agent_accuracy(agent: str | None) -> Callable[[], float]:
 
 def _state_row(label: str, key: str) -> Callable[[], Any]:
     def read() -> Any:
-        rows = [json.loads(line) for line in (ROOT / "docs/benchmarks/state_determinism/results.jsonl").read_text().splitlines()]
+        rows = [json.loads(line)
+                for line in (ROOT / "docs/benchmarks/state_determinism/results.jsonl").read_text().splitlines()]
         return next(r for r in rows if r["label"] == label)[key]
     return read
 
@@ -58,7 +59,8 @@ def _ablate_speed(*keys: str, pick: Callable[[list], Any] = min) -> Callable[[],
 CLAIMS: list[tuple[str, str, Callable[[], Any]]] = [
     ("docs/benchmarks/agent_suites/README.md", r"\| all \| 30 \| (\d\.\d\d) ", _agent_accuracy("qwen-direct")),
     ("docs/benchmarks/agent_suites/README.md", r"\| all \| 30 \| [^|]+\| (\d\.\d\d) ", _agent_accuracy("qwen-steps")),
-    ("docs/benchmarks/agent_suites/README.md", r"\| all \| 30 \| [^|]+\|[^|]+\| (\d\.\d\d) ", _agent_accuracy("qwen-python")),
+    ("docs/benchmarks/agent_suites/README.md", r"\| all \| 30 \| [^|]+\|[^|]+\| (\d\.\d\d) ",
+     _agent_accuracy("qwen-python")),
     ("docs/benchmarks/agent_suites/README.md", r"\| all \| 30 \|(?:[^|]+\|){4} (\d\.\d\d) \|", _agent_accuracy(None)),
     ("docs/benchmarks/state_determinism/README.md", r"library's own choice[^|]*\| ([0-9a-f]{16}) \|",
      _state_row("this CPU, library default", "sha256")),
@@ -66,15 +68,18 @@ CLAIMS: list[tuple[str, str, Callable[[], Any]]] = [
      _state_row("trinity pinned (this CPU)", "sha256")),
     ("docs/benchmarks/state_determinism/README.md", r"library's own choice[^|]*\|[^|]+\|[^|]+\| (\d\.\de-\d+) \|",
      _state_row("this CPU, library default", "max_abs_diff_to_avx2_cpu")),
-    ("docs/benchmarks/ablate_speed/README.md", r"\(592 states\) \| (\d+\.\d) ms", _ablate_speed("per_call", "generation", "walk_ms")),
+    ("docs/benchmarks/ablate_speed/README.md", r"\(592 states\) \| (\d+\.\d) ms",
+     _ablate_speed("per_call", "generation", "walk_ms")),
     ("docs/benchmarks/ablate_speed/README.md", r"\(592 states\) \| [^|]+\| (\d+\.\d) ms",
      _ablate_speed("per_call", "generation", "vectorised_ms")),
-    ("docs/benchmarks/ablate_speed/README.md", r"\(602 states\) \| (\d+\.\d) ms", _ablate_speed("per_call", "validation", "walk_ms")),
+    ("docs/benchmarks/ablate_speed/README.md", r"\(602 states\) \| (\d+\.\d) ms",
+     _ablate_speed("per_call", "validation", "walk_ms")),
     ("docs/benchmarks/ablate_speed/README.md", r"CPU of its process, best of 2 \| (\d+\.\d) s",
      _ablate_speed("stage", "runs", "before", pick=lambda runs: min(r["cpu_s"] for r in runs))),
     ("docs/benchmarks/ablate_speed/README.md", r"CPU of its process, best of 2 \| [^|]+\| (\d+\.\d) s",
      _ablate_speed("stage", "runs", "after", pick=lambda runs: min(r["cpu_s"] for r in runs))),
-    ("docs/benchmarks/ablate_speed/README.md", r"best of 2 \| [^|]+\| [^|]+\| (\d\.\d\d)x", _ablate_speed("stage", "cpu_ratio_best")),
+    ("docs/benchmarks/ablate_speed/README.md", r"best of 2 \| [^|]+\| [^|]+\| (\d\.\d\d)x",
+     _ablate_speed("stage", "cpu_ratio_best")),
 ]
 
 
@@ -117,8 +122,10 @@ def test_every_picture_a_committed_page_shows_is_committed():
     """A Markdown page in git links only pictures that are in git too (a copied report keeps its charts)."""
     import subprocess
 
-    pages = subprocess.run(["git", "ls-files", "*.md"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
-    tracked = set(subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split())
+    pages = subprocess.run(["git", "ls-files", "*.md"], cwd=ROOT, capture_output=True, text=True,
+                           check=True).stdout.split()
+    tracked = set(subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True,
+                                 check=True).stdout.split())
     missing = []
     for page in pages:
         for target in re.findall(r"!\[[^\]]*\]\(([^)\s]+)\)", (ROOT / page).read_text()):

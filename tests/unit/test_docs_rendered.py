@@ -55,7 +55,8 @@ def _eval(p_random: float, d_random: float, p_best: float, d_best: float) -> dic
     return {"test/recording/trinity": 0.5, "test/recording/x0_(=_random)": 0.5 - d_random,
             "test/recording/singlea": 0.5 - d_best, "test/recording/singleb": 0.1,
             "test/recording_items": 40,
-            "test/recording_paired/x0_(=_random)/p_value": p_random, "test/recording_paired/x0_(=_random)/difference": d_random,
+            "test/recording_paired/x0_(=_random)/p_value": p_random,
+            "test/recording_paired/x0_(=_random)/difference": d_random,
             "test/recording_paired/x0_(=_random)/n": 40,
             "test/recording_paired/singlea/p_value": p_best, "test/recording_paired/singlea/difference": d_best,
             "test/recording_paired/singlea/n": 40,
@@ -115,7 +116,8 @@ def development_traces(text: str) -> list[str]:
 
 def test_the_hygiene_check_finds_what_it_looks_for():
     sample = ("measured at f54b0e2 by hand\nissue 40 asked\n/work/rec/trinity/cli.py\nthe twelfth session\n"
-              "| setting | sha256 |\n|---|---|\n| pinned | 6a949abea424c146 |\nmodel files qwen (cc324af070c2)\n1000000 bytes\n")
+              "| setting | sha256 |\n|---|---|\n| pinned | 6a949abea424c146 |\nmodel files qwen (cc324af070c2)\n"
+              "1000000 bytes\n")
     found = development_traces(sample)
     assert [f.split(":")[0] for f in found] == ["1", "2", "3", "4"], found
 

@@ -49,7 +49,8 @@ def test_stage_deps_name_only_code_it_imports(stage):
     code = [d for d in _paths(spec.get("deps")) if d.split("/")[0] in PACKAGES]
     expected = minimal_deps(ROOT, reachable_files(ROOT, module))
     assert code == expected, (f"stage {stage!r}: code deps differ from its imports; run `python scripts/dvc_deps.py`."
-                              f" extra: {sorted(set(code) - set(expected))}, missing: {sorted(set(expected) - set(code))}")
+                              f" extra: {sorted(set(code) - set(expected))}, missing: "
+                              f"{sorted(set(expected) - set(code))}")
 
 
 @pytest.mark.parametrize("stage", sorted(FLOW_STAGES))
@@ -92,7 +93,8 @@ def _write(root: Path, files: dict[str, str]) -> None:
 def test_analyser_on_synthetic_package(tmp_path):
     _write(tmp_path, {
         "app/__init__.py": "",
-        "app/main.py": "import os\nfrom app import eager\n\ndef run():\n    from app.lazy import thing\n    return thing\n",
+        "app/main.py": "import os\nfrom app import eager\n\ndef run():\n    from app.lazy import thing\n"
+                       "    return thing\n",
         "app/eager.py": "from .sub import helper\n",  # relative import of a subpackage's module
         "app/lazy.py": "def thing():\n    import app.deep.leaf\n",
         "app/deep/__init__.py": "",

@@ -67,7 +67,9 @@ def test_summary_per_suite_and_pooled():
     rows += trace_rows("test", "b", [_trace("gsm8k/1", 0.0, ["n"]), _trace("gsm8k/2", 0.0, ["n"]),
                                      _trace("mmlu/1", 1.0, ["n"])])
     summary = summarize(results_frame(rows), samples=200)
-    get = lambda m, s: summary.filter((pl.col("method") == m) & (pl.col("suite") == s)).row(0, named=True)
+
+    def get(m, s):
+        return summary.filter((pl.col("method") == m) & (pl.col("suite") == s)).row(0, named=True)
     assert get("a", "gsm8k")["mean_reward"] == 0.5 and get("a", "gsm8k")["n"] == 2
     assert get("a", "gsm8k")["calls_per_query"] == 1.5
     assert get("a", "all")["mean_reward"] == pytest.approx(2 / 3)

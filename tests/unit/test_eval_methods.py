@@ -49,12 +49,14 @@ def run_method(m: methods.Method, pool, items=ITEMS, protocol=None):
 def test_default_method_list_expands_to_every_baseline_and_skips_clearly():
     full = ctx(coordinator_router=lambda mode: coordinator(GOOD, 0),
                ablation_names=lambda: ["no_thinker", "unfinished"],
-               load_ablation=lambda n: (methods.Ablation(router=lambda: coordinator(0, 0)) if n == "no_thinker"
-                                        else (_ for _ in ()).throw(methods.MethodSkipped("no coordinator.safetensors"))))
+               load_ablation=lambda n: (
+                   methods.Ablation(router=lambda: coordinator(0, 0)) if n == "no_thinker"
+                   else (_ for _ in ()).throw(methods.MethodSkipped("no coordinator.safetensors"))))
     ms, skipped = methods.expand_with_skips(list(CFG.eval.methods), full)
     assert list(CFG.eval.methods) == ["trinity", "trinity:argmax", "single_worker", "role_select", "random", "loop",
                                       "moa", "ablations"]
-    assert [m.name for m in ms] == (["trinity", "trinity:argmax"] + [f"single:{a}" for a in AGENTS] + [f"roles:{a}" for a in AGENTS]
+    assert [m.name for m in ms] == (["trinity", "trinity:argmax"] + [f"single:{a}" for a in AGENTS]
+                                    + [f"roles:{a}" for a in AGENTS]
                                     + ["random", f"loop:{AGENTS[0]}", f"moa:{AGENTS[0]}", "ablation:no_thinker"])
     assert skipped == [methods.Skipped("ablation:unfinished", "no coordinator.safetensors")]
 
@@ -163,7 +165,8 @@ def test_every_baseline_runs_on_scripted_replies():
         calls[m.name] = rows["calls"].to_list()
         assert sum(rows["calls"]) == pool.count, m.name
     good, bad = AGENTS[GOOD], AGENTS[0]
-    assert rewards["trinity"] == 1.0 and rewards["trinity:argmax"] == 1.0 and rewards[f"single:{good}"] == 1.0 and rewards[f"single:{bad}"] == 0.0
+    assert rewards["trinity"] == 1.0 and rewards["trinity:argmax"] == 1.0
+    assert rewards[f"single:{good}"] == 1.0 and rewards[f"single:{bad}"] == 0.0
     assert rewards[f"roles:{good}"] == 1.0 and rewards[f"roles:{bad}"] == 0.0
     assert rewards[f"moa:{bad}"] == 1.0          # the bad aggregator merges the good proposal
     assert rewards[f"loop:{bad}"] == 0.0 and rewards["ablation:first_agent"] == 0.0
@@ -261,7 +264,8 @@ def test_costs_are_at_list_prices_even_when_a_call_was_shared():
     traces[0].turns[0].cost_usd = 0.0        # a cache hit: paid nothing
     (row,) = trace_rows("test", "m", traces, price=lambda model, p, c: (p + 2 * c) / 1e6)
     t = traces[0].turns[0]
-    assert row["paid_usd"] == 0.0 and row["cost_usd"] == pytest.approx((t.prompt_tokens + 2 * t.completion_tokens) / 1e6)
+    assert row["paid_usd"] == 0.0 and row["cost_usd"] == pytest.approx((t.prompt_tokens
+                                                                        + 2 * t.completion_tokens) / 1e6)
 
 
 def _results(rows: dict[str, dict[str, list[float]]]) -> pl.DataFrame:

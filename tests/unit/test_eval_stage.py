@@ -5,6 +5,8 @@ tests/integration/test_eval_stage_run.py."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from eval_support import (
     AGENTS,
@@ -24,7 +26,7 @@ def test_without_a_coordinator_or_ablations_the_baselines_still_run(stage, tmp_p
     assert set(reasons) == {"trinity", "trinity:argmax", *(f"roles:{a}" for a in AGENTS), "ablations"}
     assert "none at" in reasons["trinity"] and "does not exist" in reasons["ablations"]
     assert "trinity" not in set(out["summary"]["method"]) and f"moa:{AGENTS[0]}" in set(out["summary"]["method"])
-    text = open(out["report"]).read()
+    text = Path(out["report"]).read_text()
     assert "No comparison: `trinity` was not evaluated" in text and "`ablations`: no trained ablations" in text
     assert out["paired"].is_empty() and "## Truncated replies" in text
 
@@ -37,7 +39,7 @@ def test_min_items_is_checked_before_any_work(stage):  # noqa: F811
             evaluate_stage.run(cfg)
     assert pool.count == 0
     cfg.eval.min_items = 2
-    text = open(evaluate_stage.run(cfg)["report"]).read()
+    text = Path(evaluate_stage.run(cfg)["report"]).read_text()
     assert "too few items" not in text
 
 

@@ -46,7 +46,7 @@ def test_interval_is_wilson_for_0_1_rewards_and_bootstrap_otherwise():
              "truncated_calls": 0}
             for s, rewards in (("mcq", [1.0, 0.0, 1.0]), ("code", [0.5, 1.0, 0.0])) for i, r in enumerate(rewards)]
     summary = summarize(results_frame(rows), samples=200)
-    how = dict(zip(summary["suite"], summary["ci_method"]))
+    how = dict(zip(summary["suite"], summary["ci_method"], strict=True))
     assert how == {"mcq": "wilson", "code": "bootstrap", "all": "bootstrap"}
 
 
@@ -132,7 +132,9 @@ def test_same_means_different_pairing_flips_the_verdict():
         assert (row["n"], row["b"], row["c"], row["test"]) == (100, b, c, "mcnemar")
         assert row["method_mean"] == 0.55 and row["other_mean"] == 0.45 and row["difference"] == pytest.approx(0.1)
         assert row["p_value"] == stats.mcnemar_exact(b, c)
-        get = lambda m: summary.filter((pl.col("method") == m) & (pl.col("suite") == "math")).row(0, named=True)
+
+        def get(m, summary=summary):   # this iteration's summary
+            return summary.filter((pl.col("method") == m) & (pl.col("suite") == "math")).row(0, named=True)
         assert get("trinity")["ci_low"] < get("other")["ci_high"]       # the intervals overlap
         verdicts[(b, c)] = row["verdict"]
         lines = report.verdicts(summary, paired, "test")
@@ -160,7 +162,8 @@ def test_too_few_items_gives_no_verdict():
     lines = report.verdicts(summarize(results, samples=100), paired, "test")
     assert lines[0] == ("Over 1 suite, trinity wins on 0, loses on 0, shows no significant difference on 0 and "
                         "has too few paired items for a verdict on 1 (math).")
-    assert "**math**: too few items (n=100, need 101) for a verdict on trinity against the best other method" in lines[2]
+    assert ("**math**: too few items (n=100, need 101) for a verdict on trinity against the best other method"
+            in lines[2])
     assert "win" not in lines[2].split(":")[1]
 
 
@@ -173,7 +176,9 @@ def test_paired_table_against_every_method_pairs_only_shared_items():
     rows += [{**r, "item": "math/extra"} for r in _rows("random", "math", [1])]    # trinity never ran it
     paired = paired_tests(results_frame(rows), samples=500, min_items=20)
     assert set(paired["other"]) == {"single:a", "random", "trinity:argmax"}
-    get = lambda o, s: paired.filter((pl.col("other") == o) & (pl.col("suite") == s)).row(0, named=True)
+
+    def get(o, s):
+        return paired.filter((pl.col("other") == o) & (pl.col("suite") == s)).row(0, named=True)
     assert get("random", "math")["n"] == 30 and get("random", "all")["n"] == 60
     assert get("single:a", "math")["verdict"] == "win" and get("single:a", "math")["b"] == 30
     assert get("random", "math")["verdict"] == "no significant difference" and get("random", "math")["p_value"] == 1.0
@@ -277,7 +282,8 @@ def test_intervals_count_items_not_repeats():
     for suite in ("s", "t", "all"):
         a = eight.filter(pl.col("suite") == suite).row(0, named=True)
         b = one.filter(pl.col("suite") == suite).row(0, named=True)
-        assert a["n"] == b["n"] and (a["mean_reward"], a["ci_low"], a["ci_high"]) == (b["mean_reward"], b["ci_low"], b["ci_high"])
+        assert a["n"] == b["n"]
+        assert (a["mean_reward"], a["ci_low"], a["ci_high"]) == (b["mean_reward"], b["ci_low"], b["ci_high"])
         assert a["episodes"] == 8 * b["episodes"]
     assert eight.filter(pl.col("suite") == "all")["n"][0] == 10
 

@@ -24,7 +24,8 @@ def test_the_verdict_pools_only_in_distribution_items_and_reports_transfer_apart
     lines = every_agent_lines(result, [{"other": "single:a"}, {"other": "single:b"}], min_items=20, samples=200)
     text = "\n".join(lines)
     head = lines[0]
-    assert head.startswith("Does `trinity` beat every single agent of its pool (in-distribution, 40 test items)? **yes**")
+    assert head.startswith("Does `trinity` beat every single agent of its pool (in-distribution, 40 "
+                           "test items)? **yes**")
     assert "`trinity` 0.750" in head                                   # the transfer items are not in it
     far = next(line for line in lines if line.startswith("Zero-shot transfer"))
     assert "20 test items" in far and "`trinity` 0.100" in far and "a 0.900 (loss" in far
@@ -36,13 +37,15 @@ def test_without_transfer_suites_every_item_is_pooled_and_too_few_items_say_so()
     result = _result(10, 0, 0.8, 0.2, 0.0, 0.0)
     result["transfer_suites"] = []
     lines = every_agent_lines(result, [{"other": "single:a"}, {"other": "single:b"}], min_items=20, samples=200)
-    assert lines[0].startswith("Does `trinity` beat every single agent of its pool (pooled, 10 test items)? too few items")
+    assert lines[0].startswith("Does `trinity` beat every single agent of its pool (pooled, 10 test "
+                               "items)? too few items")
     assert not any(line.startswith("Zero-shot transfer") for line in lines)
 
 
 def test_the_split_table_sets_every_method_side_by_side_and_shows_a_coordinator_below_a_baseline_on_train():
     def split(n: int, mine: float, fixed: float, extra: dict | None = None) -> dict:
-        ones = lambda p: np.array([1.0] * round(p * n) + [0.0] * (n - round(p * n)))
+        def ones(p):
+            return np.array([1.0] * round(p * n) + [0.0] * (n - round(p * n)))
         values = {"trinity": ones(mine), FIXED: ones(fixed), "single:a": ones(0.5), "bound: hindsight": ones(1.0),
                   **(extra or {})}
         return {"items": [f"i{k}" for k in range(n)], "values": values}

@@ -48,7 +48,8 @@ class _Recorder:
         return self.problem.evaluate_mean(g, params, mode)
 
     def run(self, cfg, out: Path, **kw):
-        return run_evolution_from_config(cfg, n_params=self.problem.n_params, evaluate_population=self.evaluate_population,
+        return run_evolution_from_config(cfg, n_params=self.problem.n_params,
+                                         evaluate_population=self.evaluate_population,
                              evaluate_mean=self.evaluate_mean, save_coordinator=save_coordinator, out_dir=out,
                              describe_mean=self.problem.describe_mean, **kw)
 
@@ -81,7 +82,8 @@ def test_x0_is_validated_once_as_generation_minus_one_and_resume_does_not_redo_i
     second = _Recorder(ToyProblem(cfg))
     resumed = second.run(cfg, tmp_path / "run")
     assert second.mean_calls == [(3, "sample"), (3, "argmax")] and resumed.resumed
-    assert np.array_equal(resumed.params, reference.params) and resumed.x0_validation_reward == reference.x0_validation_reward
+    assert np.array_equal(resumed.params, reference.params)
+    assert resumed.x0_validation_reward == reference.x0_validation_reward
     _same_run(tmp_path / "ref", tmp_path / "run")
 
     # interrupted inside x0's validation: nothing was committed, the next run validates x0 from the start
@@ -113,7 +115,8 @@ def test_a_run_that_never_beats_x0_keeps_x0_and_says_so(tmp_path, caplog):
 
     reports = []
     with caplog.at_level(logging.INFO, logger="trinity.evolve"):
-        result = run_evolution_from_config(cfg, n_params=problem.n_params, evaluate_population=problem.evaluate_population,
+        result = run_evolution_from_config(cfg, n_params=problem.n_params,
+                                           evaluate_population=problem.evaluate_population,
                                evaluate_mean=worse_than_x0, save_coordinator=save_coordinator,
                                out_dir=tmp_path / "run", progress=reports.append)
     assert result.best_generation == -1 and result.best_validation_reward == 1.0 and result.beats_x0 is False
@@ -146,7 +149,8 @@ def test_both_validation_modes_and_selection_by_the_configured_routing(tmp_path)
     assert not gens["validation_reward_sample"].equals(gens["validation_reward_argmax"], check_names=False)
     metrics = json.loads((tmp_path / "metrics" / "evolve.json").read_text())
     assert metrics["validation_routing"] == "argmax"
-    assert result.best_validation_reward == max([metrics["x0_validation_reward_argmax"]] + gens["validation_reward_argmax"].to_list())
+    assert result.best_validation_reward == max([metrics["x0_validation_reward_argmax"]]
+                                                + gens["validation_reward_argmax"].to_list())
     meta = json.loads((tmp_path / "run" / "coordinator" / "meta.json").read_text())
     assert meta["validation_routing"] == "argmax" and meta["validation_reward"] == meta["validation_reward_argmax"]
     validation = _read(tmp_path / "run", "episodes").filter(pl.col("phase") == "validation")
@@ -242,7 +246,8 @@ def test_routing_matrix_on_hand_built_probabilities():
     assert matrix["a"]["y"] == {"argmax_share": 1.0, "mean_prob": 0.6}
     # suite b: argmax x, z, and a tie between x and y (the first model wins, as argmax routing does)
     assert {m: v["argmax_share"] for m, v in matrix["b"].items()} == pytest.approx({"x": 2 / 3, "y": 0.0, "z": 1 / 3})
-    assert {m: v["mean_prob"] for m, v in matrix["b"].items()} == pytest.approx({"x": 1.1 / 3, "y": 0.9 / 3, "z": 1.0 / 3})
+    assert {m: v["mean_prob"] for m, v in matrix["b"].items()} == pytest.approx({"x": 1.1 / 3, "y": 0.9 / 3,
+                                                                                 "z": 1.0 / 3})
 
 
 def test_routing_table_has_x0_and_every_generation(tmp_path):

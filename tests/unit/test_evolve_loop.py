@@ -33,7 +33,8 @@ def test_outputs_tables_metrics_plot_and_progress(tmp_path, caplog):
     validation = episodes.filter(pl.col("phase") == "validation")
     assert validation.height == 3 * 2 * 16  # x0 (generation -1), generations 1 and 3; sample and argmax each
     assert validation.group_by("generation", "routing").len().sort("generation", "routing").rows() == [
-        (-1, "argmax", 16), (-1, "sample", 16), (1, "argmax", 16), (1, "sample", 16), (3, "argmax", 16), (3, "sample", 16)]
+        (-1, "argmax", 16), (-1, "sample", 16), (1, "argmax", 16), (1, "sample", 16), (3, "argmax", 16),
+        (3, "sample", 16)]
     assert train["routing"].is_null().all()
     assert set(train["agents"].explode().to_list()) <= set(AGENTS)
     assert generations["validation_reward"].is_null().to_list() == [True, False, True, False]
@@ -182,12 +183,12 @@ def test_validation_modes_run_together_when_offered_and_results_are_the_same(tmp
         problem = ToyProblem(cfg)
         calls = []
 
-        def evaluate_mean(g, params, mode, problem=problem):
+        def evaluate_mean(g, params, mode, problem=problem, calls=calls):
             calls.append(("one", mode))
             return problem.evaluate_mean(g, params, mode)
 
         class Together:
-            def validate(self, g, params, modes, problem=problem):
+            def validate(self, g, params, modes, problem=problem, calls=calls):
                 calls.append(("all", tuple(modes)))
                 return {m: problem.evaluate_mean(g, params, m) for m in modes}
 
@@ -220,4 +221,5 @@ def test_l2_weight_keeps_the_mean_near_x0_unless_reward_pays_for_moving(tmp_path
     from trinity.evolve.loop import EvolveSettings
 
     settings = EvolveSettings(section(cfg.evolve, EvolveConfig, "evolve"), routing="sample", max_turns=3)
-    assert settings.evolve.fitness.l2_weight == 50.0 and settings.told(0.5, np.array([0.1, -0.3])) == pytest.approx(0.5 - 50.0 * 0.05)
+    assert settings.evolve.fitness.l2_weight == 50.0
+    assert settings.told(0.5, np.array([0.1, -0.3])) == pytest.approx(0.5 - 50.0 * 0.05)

@@ -70,7 +70,7 @@ def test_every_algorithm_learns_the_toy_problem_and_resumes_to_the_same_result(t
     resumed = run(out, cfg)
     assert resumed.resumed and resumed.generations_completed == generations
     assert np.array_equal(resumed.final_mean, straight.final_mean) and np.array_equal(resumed.params, straight.params)
-    for a, b in zip(_tables(out), _tables(tmp_path / "straight" / "run")):
+    for a, b in zip(_tables(out), _tables(tmp_path / "straight" / "run"), strict=True):
         assert a.equals(b), name
     # the whole algorithm state, RNG included, is what an uninterrupted run ends with
     ends = [load_checkpoint(o / "checkpoint.pkl", config_fingerprint(cfg, problem.n_params))["state"]
@@ -94,7 +94,7 @@ def test_black_box_state_is_a_value_and_a_repeated_tell_is_harmless(name):
     state = strategy.init(np.zeros(12), sigma0=0.3, seed=5)
     xs, asked = strategy.ask(state)
     again, same = strategy.ask(asked)  # pending candidates come back unchanged
-    assert same is asked and all(np.array_equal(a, b) for a, b in zip(xs, again))
+    assert same is asked and all(np.array_equal(a, b) for a, b in zip(xs, again, strict=True))
     told, metrics = strategy.tell(asked, xs, _fitness(xs))
     assert metrics == strategy.describe(told) and "sigma" in metrics
     assert told.generation == 1 and told.pending is None and asked.pending is not None  # `asked` is untouched
@@ -113,7 +113,7 @@ def test_black_box_state_is_a_value_and_a_repeated_tell_is_harmless(name):
     np.random.seed(12345)
     a, _ = strategy.ask(told)
     b, _ = make_strategy(name, 12, popsize=5).ask(restored)
-    assert all(np.array_equal(x, y) for x, y in zip(a, b))
+    assert all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
 
     nxt, pending = strategy.ask(told)
     with pytest.raises(ValueError, match="not the 5 candidates"):
@@ -137,7 +137,7 @@ def test_black_box_strategies_leave_numpy_global_rng_alone_and_improve(name):
         state, _ = strategy.tell(state, xs, [problem.accuracy(x) for x in xs])
     assert state.generation == 25
     assert problem.accuracy(strategy.mean(state)) >= start + 0.2
-    assert all(np.array_equal(a, b) for a, b in zip(outer[1:], np.random.get_state()[1:]))
+    assert all(np.array_equal(a, b) for a, b in zip(outer[1:], np.random.get_state()[1:], strict=True))
 
 
 def test_sep_cma_draws_what_pycma_seeded_numpy_global_rng_drew():
@@ -183,7 +183,8 @@ def _batch(generation, params):
     out = []
     for e in range(6):
         agent = (generation + e) % 3
-        out.append(EpisodeDecisions(float(agent == 0), [Decision(np.array([1.0, -0.5 * e]), agent, e % 3, (True,) * 3)]))
+        out.append(EpisodeDecisions(float(agent == 0),
+                                    [Decision(np.array([1.0, -0.5 * e]), agent, e % 3, (True,) * 3)]))
     return EpisodeBatch(generation, out)
 
 

@@ -35,7 +35,8 @@ def _rows(method: str, rewards: list[float], cost: float, tokens: int = 100) -> 
 
 
 def _results() -> pl.DataFrame:
-    return results_frame(_rows("frontier:cost_w0", [1, 1, 1, 0], 0.004, 400) + _rows("frontier:cost_w20", [1, 1, 1, 0], 0.001, 100)
+    return results_frame(_rows("frontier:cost_w0", [1, 1, 1, 0], 0.004, 400)
+                         + _rows("frontier:cost_w20", [1, 1, 1, 0], 0.001, 100)
                          + _rows("frontier:cost_w5", [1, 0, 1, 0], 0.002, 200) + _rows("single:a", [1, 0, 0, 0], 0.0005)
                          + _rows("frontier:other", [1, 1, 1, 1], 0.0001))
 
@@ -47,7 +48,8 @@ def test_table_marks_heads_only_and_keeps_baselines_apart():
     assert heads["cost_w20"]["on_frontier"] and not heads["cost_w0"]["on_frontier"]   # same reward, 4x the cost
     assert not heads["cost_w5"]["on_frontier"]
     assert heads["cost_w20"]["reward"] == 0.75 and heads["cost_w20"]["cost"] == pytest.approx(0.001)
-    assert heads["cost_w20"]["reward_ci"] == "wilson" and heads["cost_w20"]["reward_low"] < 0.75 < heads["cost_w20"]["reward_high"]
+    assert heads["cost_w20"]["reward_ci"] == "wilson"
+    assert heads["cost_w20"]["reward_low"] < 0.75 < heads["cost_w20"]["reward_high"]
     baseline = table.filter(pl.col("kind") == "baseline").to_dicts()
     assert [b["name"] for b in baseline] == ["single:a"] and baseline[0]["on_frontier"] is None
     kt = fr.frontier_table(_results(), {"cost_w0": 0.0}, "ktokens", samples=200)
@@ -85,7 +87,8 @@ def test_quality_levels_and_quality_within_a_budget():
 
 
 def test_budget_table_rows_follow_the_choice_rule():
-    table = fr.frontier_table(results_frame(_rows("frontier:a", [1, 0, 0, 0], 0.001) + _rows("frontier:b", [1, 1, 1, 0], 0.003)
+    table = fr.frontier_table(results_frame(_rows("frontier:a", [1, 0, 0, 0], 0.001)
+                                            + _rows("frontier:b", [1, 1, 1, 0], 0.003)
                                             + _rows("frontier:c", [1, 1, 1, 0], 0.003)), {"a": 1.0, "b": 0.0, "c": 5.0},
                               "usd", samples=100)
     lines = fr.budget_table(table)
@@ -114,8 +117,10 @@ def test_cost_weights_keys_are_checked_named_and_leave_the_main_run_key_alone():
     assert variant.evolve.fitness.cost_weight == 20.0 and variant.evolve.popsize == cfg.evolve.popsize
     free = ["evolve.cost_weights=[1]", "pool.models.smollm2-135m.price_in_per_mtok=0",
             "pool.models.smollm2-135m.price_out_per_mtok=0"]
-    assert frontier_stage.cost_unit(config.compose(["experiment=local_small", *free])) == "ktokens"   # a free model: dollars would mislead
-    assert frontier_stage.cost_unit(config.compose(["experiment=local_live", *free, "evolve.cost_weights_unit=usd"])) == "usd"
+    # a free model: dollars would mislead
+    assert frontier_stage.cost_unit(config.compose(["experiment=local_small", *free])) == "ktokens"
+    assert frontier_stage.cost_unit(config.compose(["experiment=local_live", *free,
+                                                    "evolve.cost_weights_unit=usd"])) == "usd"
     for bad in ("[-1]", "[1,1]", "[x]"):
         with pytest.raises(ConfigError, match=r"evolve\.cost_weights"):
             config.compose(["experiment=local_live", f"evolve.cost_weights={bad}"])
@@ -198,7 +203,8 @@ def test_a_frontier_server_picks_a_head_per_request_and_names_it_in_the_trace(tm
     with StubServer(echo_roles) as stub:
         cfg = serve_cfg(stub.base_url, tmp_path / "cache")
         coord = coordinator_from_config(cfg, backbone=tiny_backbone())
-        feature = np.asarray(coord.precompute([first_turn_transcript(ProtocolConfig.from_config(cfg.protocol), prompt)])[0])
+        transcript = first_turn_transcript(ProtocolConfig.from_config(cfg.protocol), prompt)
+        feature = np.asarray(coord.precompute([transcript])[0])
         cheap = np.zeros(coord.num_params)
         head = cheap[-(3 + 3) * feature.size:].reshape(3 + 3, feature.size)   # the head's (L + 3) x d block
         head[2] = 50.0 * feature / float(feature @ feature)                 # agent gamma
@@ -231,7 +237,8 @@ def test_a_frontier_server_picks_a_head_per_request_and_names_it_in_the_trace(tm
 def test_frontier_stage_off_writes_what_dvc_expects(tmp_path):
     from trinity.pipeline import frontier_stage
 
-    cfg = config.compose(["experiment=local_live", f"paths.frontier={tmp_path}/frontier", f"paths.metrics={tmp_path}/metrics",
+    cfg = config.compose(["experiment=local_live", f"paths.frontier={tmp_path}/frontier",
+                          f"paths.metrics={tmp_path}/metrics",
                           f"paths.reports={tmp_path}/reports", f"paths.runs={tmp_path}/none"])
     out = frontier_stage.run(cfg)
     assert out["manifest"]["enabled"] is False

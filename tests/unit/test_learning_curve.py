@@ -55,7 +55,8 @@ def test_a_file_without_the_reference_or_per_item_rewards_is_refused(tmp_path, c
     good.write_text(json.dumps(facts))
     assert mod.main([str(good)]) == 0
     small = np.mean(facts["per_item"]["0/train items 8"])    # the same on both seeds
-    assert f"| 8 | 2 | {small:.3f} | {small:.3f}-{small:.3f} | 0.700 | 4, 4 | 0 above, 2 below, 0 n.s." in capsys.readouterr().out
+    assert (f"| 8 | 2 | {small:.3f} | {small:.3f}-{small:.3f} | 0.700 | 4, 4 | 0 above, 2 below, 0 n.s."
+            in capsys.readouterr().out)
 
 
 def test_a_reference_without_its_item_count_is_the_last_point_labelled_all():

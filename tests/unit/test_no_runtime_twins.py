@@ -39,7 +39,8 @@ def twins(schema, other):
         names = {f.name for f in dataclasses.fields(s)}
         for d in other:
             shared = names & {f.name for f in dataclasses.fields(d)}
-            if len(shared) >= SHARED and len(shared) / len(names) >= SHARE and (s.__name__, f"{d.__module__}.{d.__name__}") not in NOT_TWINS:
+            if (len(shared) >= SHARED and len(shared) / len(names) >= SHARE
+                    and (s.__name__, f"{d.__module__}.{d.__name__}") not in NOT_TWINS):
                 found.append(f"{s.__module__}.{s.__name__} ~ {d.__module__}.{d.__name__}: {sorted(shared)}")
     return found
 

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -15,7 +16,8 @@ import trinity as numerics
 
 # numpy's active dispatch targets after `import trinity`; -W error makes numpy's ImportWarning about a CPU feature
 # name it does not know (NPY_DISABLE_CPU_FEATURES, e.g. after numpy renames its targets) fail the probe
-NUMPY_PROBE = ("import json, trinity, numpy; from numpy._core._multiarray_umath import __cpu_dispatch__, __cpu_features__; "
+NUMPY_PROBE = ("import json, trinity, numpy; "
+               "from numpy._core._multiarray_umath import __cpu_dispatch__, __cpu_features__; "
                "print(json.dumps([k for k in __cpu_dispatch__ if __cpu_features__.get(k)]))")
 PROBE = ("import json, os, trinity, torch; print(json.dumps({'cap': torch.backends.cpu.get_cpu_capability(), "
          "'mkl': os.environ.get('MKL_CBWR'), 'aten': os.environ.get('ATEN_CPU_CAPABILITY')}))")
@@ -61,7 +63,7 @@ def test_importing_trinity_first_keeps_numpy_off_its_avx512_kernels():
     pinned, numpy runs its AVX2 (x86-64-v3) loops, as on a CPU without AVX-512, and knows every name it was given."""
     pinned = _probe(NUMPY_PROBE)
     assert "X86_V3" in pinned and not {"X86_V4", "AVX512_ICL", "AVX512_SPR"} & set(pinned)
-    if " avx512f" in open("/proc/cpuinfo").read():
+    if " avx512f" in Path("/proc/cpuinfo").read_text():
         assert "X86_V4" in _probe(NUMPY_PROBE, TRINITY_PIN_NUMERICS="0")   # free, numpy takes this CPU's AVX-512
 
 

@@ -70,9 +70,12 @@ def _monte_carlo(role_weights, accept, suggest_worker, n=3000):
             users = [c.messages[1]["content"] for c in calls]
             rows.append({
                 **{r: sum(c.role == r for c in calls) for r in ("worker", "thinker", "verifier")},
-                "thoughts_seen": sum(u.count("Reference thought") for c, u in zip(calls, users) if c.role == "worker"),
-                "suggestions": sum("Suggestion from a Thinker" in u for c, u in zip(calls, users) if c.role == "worker"),
-                "answers_seen": sum(PROTOCOL.no_answer_text not in u for c, u in zip(calls, users) if c.role != "worker"),
+                "thoughts_seen": sum(u.count("Reference thought") for c, u in zip(calls, users, strict=True)
+                                     if c.role == "worker"),
+                "suggestions": sum("Suggestion from a Thinker" in u for c, u in zip(calls, users, strict=True)
+                                   if c.role == "worker"),
+                "answers_seen": sum(PROTOCOL.no_answer_text not in u for c, u in zip(calls, users, strict=True)
+                                    if c.role != "worker"),
                 "end": trace.end_reason,
             })
 
@@ -87,7 +90,7 @@ def _monte_carlo(role_weights, accept, suggest_worker, n=3000):
 ])
 def test_the_chain_matches_a_monte_carlo_of_the_real_protocol(role_weights, accept, suggest_worker):
     rows = _monte_carlo(role_weights, accept, suggest_worker)
-    shape = episode_shape([dict(zip(("worker", "thinker", "verifier"), role_weights))], PROTOCOL.max_turns,
+    shape = episode_shape([dict(zip(("worker", "thinker", "verifier"), role_weights, strict=True))], PROTOCOL.max_turns,
                           accept, suggest_worker)
     expected = {**shape.calls, "thoughts_seen": shape.thoughts_seen, "suggestions": shape.suggestions,
                 "answers_seen": shape.answers_seen}
@@ -99,7 +102,8 @@ def test_the_chain_matches_a_monte_carlo_of_the_real_protocol(role_weights, acce
     assert abs(total.mean() - shape.total_calls) < 4.5 * total.std(ddof=1) / math.sqrt(len(total))
     for reason in ("accept", "verifier_before_answer"):
         share = np.mean([r["end"] == reason for r in rows])
-        assert abs(share - shape.ends[reason]) < 4.5 * math.sqrt(shape.ends[reason] * (1 - shape.ends[reason]) / len(rows)) + 1e-9
+        p = shape.ends[reason]
+        assert abs(share - p) < 4.5 * math.sqrt(p * (1 - p) / len(rows)) + 1e-9
     answered = np.mean([r["end"] in ("accept", "turn_limit") for r in rows])
     assert abs(answered - shape.answered) < 0.04
 
@@ -174,7 +178,8 @@ def test_episode_counts_of_a_small_config_by_hand(small_cfg):
     assert parts[("ablate", "no_roles")]["episodes"] == 64
     assert parts[("ablate", "no_roles")]["calls"] == pytest.approx(64 * 3)   # a Worker every turn
     # x0's argmax validation: the first model as a Worker on every turn
-    assert parts[("evolve", "validate x0")]["calls"] == pytest.approx(4 * 3 + 4 * parts[("evolve", "train")]["calls_per_episode"])
+    per_episode = parts[("evolve", "train")]["calls_per_episode"]
+    assert parts[("evolve", "validate x0")]["calls"] == pytest.approx(4 * 3 + 4 * per_episode)
     methods = [p for (stage, _), p in parts.items() if stage == "evaluate"]
     assert [p["part"] for p in methods] == ["trinity", "single:qwen-coder-1.5b", "single:qwen-coder-0.5b",
                                             "single:smollm2-135m", "moa:qwen-coder-1.5b", "ablation:no_thinker",

@@ -50,7 +50,8 @@ def test_status_counts_pending_items_also_under_the_replaying_pool(tmp_path):
 
     from trinity.pipeline import record_stage
 
-    cfg, root, _ = make_recording(tmp_path, roles=("worker", "verifier"), items={"train": 2, "validation": 1, "test": 1})
+    cfg, root, _ = make_recording(tmp_path, roles=("worker", "verifier"),
+                                  items={"train": 2, "validation": 1, "test": 1})
     assert record_stage.status(cfg)["pending_items"] == 0
     more = cfg.copy()
     OmegaConf.set_struct(more, False)
@@ -139,7 +140,8 @@ def test_replay_serves_every_recorded_call_and_names_a_miss(tmp_path):
     messages = messages_for(protocol, item, shared, None, None, "worker")
 
     async def go():
-        hit = await client.chat("m-big", messages, sample_index=12345, max_tokens=protocol.max_tokens_for("worker", item.suite))
+        hit = await client.chat("m-big", messages, sample_index=12345,
+                                max_tokens=protocol.max_tokens_for("worker", item.suite))
         miss = await client.chat("m-big", [{"role": "user", "content": "never recorded"}])
         return hit, miss
 
@@ -148,7 +150,8 @@ def test_replay_serves_every_recorded_call_and_names_a_miss(tmp_path):
                                 & (rec.nodes["model"] == "m-big"))
     assert hit.ok and hit.replayed and hit.text == recorded["reply"][0]
     assert hit.completion_tokens == recorded["completion_tokens"][0] and hit.cost_usd > 0
-    assert not miss.ok and miss.error_kind == "CacheMissError" and "m-big" in miss.error and "never recorded" in miss.error
+    assert not miss.ok and miss.error_kind == "CacheMissError"
+    assert "m-big" in miss.error and "never recorded" in miss.error
     totals = client.totals()["overall"]
     assert totals["replayed"] == 1 and totals["replay_misses"] == 1
 
@@ -238,7 +241,8 @@ def test_bounds_order_and_bound_every_head(tmp_path):
     items = chosen_items(cfg)
     endpoints = {m: resolve_endpoint(m, cfg.pool.models[m], cfg.pool) for m in MODELS}
     grades = {(r["item"], r["reply"]): r["grade"] for r in rec.nodes.iter_rows(named=True) if r["grade"] is not None}
-    compiled = compile_items(items, protocol, MODELS, ROLES, recorded_lookup(RecordedReplies(rec), endpoints, protocol, grades))
+    compiled = compile_items(items, protocol, MODELS, ROLES,
+                             recorded_lookup(RecordedReplies(rec), endpoints, protocol, grades))
     hind = np.array([bounds.hindsight(c) for c in compiled.items])
     fixed = bounds.fixed_policies(compiled.items, 3, ROLES, protocol.max_turns)
     assert hind.mean() >= max(fixed.values()) - 1e-12
@@ -276,7 +280,7 @@ def test_two_samples_per_call_branch_the_tree_and_replay_by_sample_index(tmp_pat
     assert one.filter(one["turn"] == 1).height == 3 * 2 * 6 * 2     # after each of the 6 replies, 6 calls twice
     replies = RecordedReplies(rec)
     h = one.filter((one["turn"] == 0) & (one["model"] == "m-big"))
-    by_sample = dict(zip(h["sample"].to_list(), h["reply"].to_list()))
+    by_sample = dict(zip(h["sample"].to_list(), h["reply"].to_list(), strict=True))
     assert set(by_sample) == {0, 1}
     row = rec.nodes.filter(rec.nodes["request_hash"] == h["request_hash"][0]).row(0, named=True)
     for index in (0, 1, 2, 7):   # a replayed episode's sample index i gets sample i mod 2
@@ -335,7 +339,8 @@ def test_exact_fitness_walks_shared_states_of_a_hand_built_dag():
     # turn 0: 1 state; turn 1: after a's or b's answer; turn 2: from each, a's or b's answer, or the one state
     # both rejections lead to (a tree would have 1 + 2 + 8 = 11)
     assert [s.turn for s in states] == [0, 1, 1, 2, 2, 2, 2, 2, 2]
-    assert all(o.child > sid for sid, s in enumerate(states) for outs in s.actions.values() for o in outs if o.child >= 0)
+    assert all(o.child > sid for sid, s in enumerate(states) for outs in s.actions.values() for o in outs
+               if o.child >= 0)
     T = len(compiled.transcripts)
     for p in (0.0, 0.3, 1.0):
         p_agent = np.full((1, T, 2), 0.5)
@@ -368,13 +373,15 @@ def test_a_rejection_note_lets_a_coordinator_verify_then_redo(note):
         out = expectations(compiled, compiled.items, np.ones((1, len(texts), 1)), p_role, max_turns=3)
         return float(out["reward"][0])
 
-    redo = lambda thoughts, noted: 0.0 if thoughts == 0 or noted else 1.0
+    def redo(thoughts, noted):
+        return 0.0 if thoughts == 0 or noted else 1.0
     if note is None:
         assert reward(redo) == pytest.approx(0.5)   # item 1 accepted; item 2 verified twice, its wrong answer stands
         best = max(reward(lambda n, _, q=q: 0.0 if n == 0 else (q if n == 1 else 1.0)) for q in np.linspace(0, 1, 21))
         assert best == pytest.approx(0.625)
     else:
-        assert sum(note in t for t in texts) == 1   # item 2 after its first answer's rejection (item 1 rejects only at K)
+        # item 2 after its first answer's rejection (item 1 rejects only at K)
+        assert sum(note in t for t in texts) == 1
         assert reward(redo) == pytest.approx(1.0)
 
 
@@ -388,7 +395,8 @@ def test_the_recorder_prepares_its_own_items_when_record_prepared_is_set(tmp_pat
     from trinity.pipeline import record_stage
 
     write_prepared(tmp_path / "stale", {"train": 4, "validation": 3, "test": 3})
-    cfg = compose(["experiment=local_agents", "tasks.train=[gsm8k]", "tasks.transfer=[]", "tasks.max_items_per_suite=40",
+    cfg = compose(["experiment=local_agents", "tasks.train=[gsm8k]", "tasks.transfer=[]",
+                   "tasks.max_items_per_suite=40",
                    f"paths.prepared={tmp_path / 'stale'}", f"record.prepared={tmp_path / 'own'}",
                    f"record.dir={tmp_path / 'recordings'}", "record.items={train: 2, validation: 2, test: 3}"])
     status = record_stage.status(cfg)
@@ -396,7 +404,8 @@ def test_the_recorder_prepares_its_own_items_when_record_prepared_is_set(tmp_pat
     assert status["chosen_items"] == 7 and status["pending_items"] == 7
     live = record_stage.live_config(cfg)
     first = {it.uid: it.split for it in record_stage.chosen_items(record_stage.with_own_items(live))}
-    assert len(first) == 7 and all(uid.startswith("gsm8k/test-") for uid in first)   # GSM8K's own ids, not the toy file's
+    # GSM8K's own ids, not the toy file's
+    assert len(first) == 7 and all(uid.startswith("gsm8k/test-") for uid in first)
     live = with_values(live, {"tasks.max_items_per_suite": 60})   # a bigger cap keeps every earlier item, same split
     bigger = record_stage.with_own_items(live)
     from trinity.tasks.prepare import load_items

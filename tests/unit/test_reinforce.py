@@ -28,7 +28,8 @@ def test_log_prob_gradient_matches_finite_differences(roles):
     feature = r.normal(size=D)
     for agent, role in [(0, "worker"), (2, roles[-1]), (1, roles[0])]:
         analytic = RoutingHead(w, N_AGENTS, roles).log_prob_grad(feature, agent, role)
-        numeric = numeric_grad(lambda x: RoutingHead(x, N_AGENTS, roles).log_prob(feature, agent, role), w)
+        numeric = numeric_grad(lambda x, agent=agent, role=role:   # runs in this iteration
+                               RoutingHead(x, N_AGENTS, roles).log_prob(feature, agent, role), w)
         assert np.allclose(analytic, numeric, atol=1e-6), (roles, agent, role)
         for i, name in enumerate(ROLES):  # a role the head may not pick gets no gradient
             if name not in roles:
@@ -166,7 +167,8 @@ def test_loop_runs_reinforce_on_recorded_decisions_and_resumes_identically(tmp_p
 
     def go(out, stop_at=None):
         env = ScriptedOnPolicy(stop_at)
-        result = run_evolution_from_config(_loop_cfg(tmp_path, 6), n_params=n, evaluate_population=env.evaluate_population,
+        result = run_evolution_from_config(_loop_cfg(tmp_path, 6), n_params=n,
+                                           evaluate_population=env.evaluate_population,
                                evaluate_mean=env.evaluate_mean, save_coordinator=save_coordinator, out_dir=out)
         return result, env
 

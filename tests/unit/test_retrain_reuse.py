@@ -22,7 +22,8 @@ from trinity.tasks import prepare as prepare_module
 
 
 def _gsm_rows(n: int) -> list[str]:
-    return [json.dumps({"id": f"g{i}", "question": f"What is {i} + {i}?", "answer": f"{i} + {i} = {2 * i}\n#### {2 * i}"})
+    return [json.dumps({"id": f"g{i}", "question": f"What is {i} + {i}?",
+                        "answer": f"{i} + {i} = {2 * i}\n#### {2 * i}"})
             for i in range(n)]
 
 
@@ -46,7 +47,8 @@ def test_prepare_copies_unchanged_suites_and_prepares_a_changed_source_again(tmp
 
     calls = []
     real = prepare_module.prepare_suite
-    monkeypatch.setattr(prepare_module, "prepare_suite", lambda suite, **kw: calls.append(suite.name) or real(suite, **kw))
+    monkeypatch.setattr(prepare_module, "prepare_suite",
+                        lambda suite, **kw: calls.append(suite.name) or real(suite, **kw))
     same: dict = {}
     prepare_from_config(cfg, tmp_path / "b", reuse_from=[tmp_path / "a"], changes=same)
     assert calls == [], "nothing changed: no suite is read or prepared again"
@@ -84,7 +86,8 @@ def _items(n: int, edit: int | None = None) -> list[tuple[str, str]]:
 
 
 def _coordinator(tmp_path, name: str, *overrides: str) -> Coordinator:
-    cfg = config.compose(["experiment=local_live", f"paths.cache={tmp_path / name}", "coordinator.features.normalize=none", *overrides])
+    cfg = config.compose(["experiment=local_live", f"paths.cache={tmp_path / name}",
+                          "coordinator.features.normalize=none", *overrides])
     return coordinator_from_config(cfg, backbone=tiny_backbone())
 
 

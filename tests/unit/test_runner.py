@@ -146,7 +146,7 @@ def test_candidates_share_sample_indices_so_identical_requests_share_calls():
     specs = generation_specs(0, 5, routers, ITEMS[:2], repeats=2)
     traces = run(specs, pool)
     per_candidate = {}
-    for spec, trace in zip(specs, traces):
+    for spec, trace in zip(specs, traces, strict=True):
         eid = spec.episode_id
         per_candidate.setdefault(eid.candidate, []).append(
             [(t.sample_index, t.role, t.agent) for t in trace.turns])

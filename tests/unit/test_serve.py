@@ -66,7 +66,8 @@ def client(server, **kw) -> openai.OpenAI:
 
 
 def ask(c: openai.OpenAI, tag: str, **kw):
-    return c.chat.completions.create(model="trinity", messages=[{"role": "user", "content": f"What is 6*7? {tag}"}], **kw)
+    return c.chat.completions.create(model="trinity", messages=[{"role": "user", "content": f"What is 6*7? {tag}"}],
+                                     **kw)
 
 
 def trace_of(obj) -> dict:
@@ -101,7 +102,8 @@ def test_streaming_sends_trace_events_content_usage_and_done(running):
     events = [ch.model_extra["trinity"] for ch in chunks if not ch.choices and ch.model_extra.get("trinity")]
     turns = [e["turn"] for e in events if e["event"] == "turn"]
     end = [e["trace"] for e in events if e["event"] == "end"]
-    assert [(t["agent"], t["role"], t["verdict"]) for t in turns] == [("alpha", "worker", None), ("beta", "verifier", "ACCEPT")]
+    assert [(t["agent"], t["role"], t["verdict"]) for t in turns] == [("alpha", "worker", None),
+                                                                      ("beta", "verifier", "ACCEPT")]
     assert len(end) == 1 and end[0]["end_reason"] == "accept" and len(end[0]["turns"]) == 2
     assert end[0]["final_answer"] == "Answer for REQ-two: 42 <idea>idea of REQ-two</idea>"   # raw in the trace
     usage = [ch.usage for ch in chunks if ch.usage is not None]
@@ -210,7 +212,8 @@ def test_thinker_forced_role_never_goes_to_a_denied_model(running, stub, tmp_pat
     cfg = serve_cfg(stub.base_url, tmp_path, "serve.roles.verifier.deny=[alpha]")
     server, _ = running(cfg_=cfg, router=steered([("alpha", "worker"), ("alpha", "thinker")], second=["beta", "gamma"]))
     turns = trace_of(ask(client(server), "REQ-think"))["turns"]
-    assert [(t["agent"], t["role"]) for t in turns] == [("alpha", "worker"), ("alpha", "thinker"), ("gamma", "verifier")]
+    assert [(t["agent"], t["role"]) for t in turns] == [("alpha", "worker"), ("alpha", "thinker"),
+                                                        ("gamma", "verifier")]
     assert turns[2]["role_from_thinker"] and turns[2]["router_role"] == "thinker" and turns[2]["ok"]
 
 
@@ -225,7 +228,8 @@ def test_request_overrides_narrow_roles_turns_and_cost(running):
     # one call costs $2e-5: a $1e-5 cap stops the episode after its first call, keeping that answer
     capped = ask(c, "REQ-cap", extra_body={"trinity": {"max_cost_usd": 1e-5}})
     t = trace_of(capped)
-    assert t["end_reason"] == "budget" and t["pool_calls"] == 1 and capped.usage.total_tokens == 15 and "REQ-cap" in capped.choices[0].message.content
+    assert t["end_reason"] == "budget" and t["pool_calls"] == 1 and capped.usage.total_tokens == 15
+    assert "REQ-cap" in capped.choices[0].message.content
     assert t["turns"][1]["error"].startswith("budget")
 
 
@@ -241,7 +245,8 @@ def test_request_overrides_narrow_roles_turns_and_cost(running):
     ({"messages": []}, 400, "messages"),
     ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]}, 400,
      "messages[0].content[0]"),
-    ({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}, 400, "messages[1].role"),
+    ({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}, 400,
+     "messages[1].role"),
 ])
 def test_bad_requests_get_openai_style_errors(running, body, status, param):
     server, app = running()

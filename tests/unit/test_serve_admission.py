@@ -46,7 +46,7 @@ def test_waiting_requests_are_admitted_first_in_first_out_and_no_newcomer_jumps_
         await _until(lambda: order == ["b"] and adm.waiting == 3)
         for expected in (["b", "c"], ["b", "c", "d"], ["b", "c", "d", "late"]):
             adm.leave()
-            await _until(lambda: order == expected)
+            await _until(lambda expected=expected: order == expected)
         await asyncio.gather(*tasks, late)
         assert (adm.in_flight, adm.waiting) == (1, 0)
         adm.leave()

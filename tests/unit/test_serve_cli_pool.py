@@ -37,7 +37,8 @@ def test_a_replayed_pool_is_served_over_the_live_pool_it_was_recorded_from():
     assert default.pool.replay is not None
     live = config.live_pool(default)
     assert live.pool.replay is None and live.pool.from_recording is None
-    assert list(live.pool.models) == list(default.pool.models) == list(config.load(None, ["pool=local_agents"]).pool.models)
+    local_agents = config.load(None, ["pool=local_agents"])
+    assert list(live.pool.models) == list(default.pool.models) == list(local_agents.pool.models)
     assert config.live_pool(live) is live or config.live_pool(live) == live   # a live pool stays as it is
 
 

@@ -267,7 +267,8 @@ def test_the_hindsight_bound_bounds_every_routing_and_is_reached(prepared, tmp_p
     agents = list(cfg.pool.models)
     items = load_items(prepared / "prepared", "gsm8k")
     repeats = 8
-    bound = {(it.uid, r): realised_hindsight(models, it.uid, it.suite, [sample_index_for(it.uid, r, t) for t in range(k)],
+    bound = {(it.uid, r): realised_hindsight(models, it.uid, it.suite,
+                                             [sample_index_for(it.uid, r, t) for t in range(k)],
                                              seed) for it in items for r in range(repeats)}
     assert 0.15 < np.mean([b == 0.0 for b in bound.values()]) < 0.6      # 0.9^10 = 0.35 expected
 

@@ -12,7 +12,8 @@ from trinity.tasks import load_items
 
 
 def _cfg(tmp_path, **tasks):
-    base = {"train": ["gsm8k", "humaneval"], "transfer": ["aime"], "splits": {"train": 0.6, "validation": 0.2, "test": 0.2},
+    base = {"train": ["gsm8k", "humaneval"], "transfer": ["aime"],
+            "splits": {"train": 0.6, "validation": 0.2, "test": 0.2},
             "max_items_per_suite": None, "local_files": {}, "suite_options": {}}
     base.update(tasks)
     return OmegaConf.create({"seed": 0, "tasks": base})

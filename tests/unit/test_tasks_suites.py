@@ -1,6 +1,7 @@
 """Suites on the real packaged data, the registry, online suites offline, local files."""
 
 import asyncio
+import contextlib
 import json
 from collections import Counter
 
@@ -20,10 +21,8 @@ FORMAT_HINT = {"math": "\\boxed", "mc": "The answer is X", "code": "```python"}
 def _items(suite):
     items = []
     for row in suite.load_rows():
-        try:
+        with contextlib.suppress(MalformedRow, FilteredRow):
             items.append(suite.to_item(row))
-        except (MalformedRow, FilteredRow):
-            pass
     return items
 
 
@@ -116,7 +115,8 @@ def test_local_file_livecodebench_parquet_stdin_and_functional(tmp_path):
          "tests": json.dumps([{"input": "1 2\n", "output": "3\n", "testtype": "stdin"},
                               {"input": "5 5\n", "output": "10\n", "testtype": "stdin"}]),
          "fn_name": None, "split": "test"},
-        {"question_id": "q2", "question_content": "Return twice x.", "starter_code": "class Solution:\n    def twice(self, x: int) -> int:\n        ",
+        {"question_id": "q2", "question_content": "Return twice x.",
+         "starter_code": "class Solution:\n    def twice(self, x: int) -> int:\n        ",
          "tests": json.dumps([{"input": "4", "output": "8", "testtype": "functional"}]), "fn_name": "twice",
          "split": None},
     ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -52,10 +53,8 @@ def test_descendants_finds_a_grandchild_with_its_cpu_and_command_line():
         child.kill()
         child.wait()
     for pid in grandchildren:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, 9)
-        except ProcessLookupError:
-            pass
 
 
 @linux_only

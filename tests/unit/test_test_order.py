@@ -35,7 +35,8 @@ def test_a_junit_report_becomes_seconds_per_file_and_the_start_order_table(tmp_p
     times = _test_times()
     rows = times.per_file(report)
     assert [(r["file"], r["tests"], r["slowest"]) for r in rows] == [
-        ("integration/test_a.py", 1, "test_one"), ("unit/test_c.py", 2, "test_four"), ("unit/test_b.py", 2, "test_two[x-y]")]
+        ("integration/test_a.py", 1, "test_one"), ("unit/test_c.py", 2, "test_four"),
+        ("unit/test_b.py", 2, "test_two[x-y]")]
     table = times.durations_table(rows, "2026-12-04")
     assert table["measured"] == "2026-12-04"
     # keyed by the path from the repository root, as conftest looks files up; longest first; a class is its file

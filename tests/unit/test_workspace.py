@@ -52,7 +52,8 @@ def test_output_paths_move_only_what_the_stages_write(tmp_path):
     assert cfg.paths.eval == "data/eval"                                                      # a copy
     whole = output_paths(cfg, PIPELINE, folder)
     assert {"prepared", "states", "runs", "frontier", "ablations", "eval", "metrics", "reports"} == set(whole)
-    absolute = output_paths(config.compose(["experiment=local_live", f"paths.runs={tmp_path}/abs/evolve"]), ("evolve",), folder)
+    absolute = output_paths(config.compose(["experiment=local_live", f"paths.runs={tmp_path}/abs/evolve"]), ("evolve",),
+                            folder)
     assert Path(absolute["runs"]).is_relative_to(folder)
 
 
