@@ -55,7 +55,8 @@ def main() -> int:
     new = rewrite(old, wanted)
     if args.check:
         if new != old:
-            print("dvc.yaml: code deps differ from the stages' imports; run python scripts/dvc_deps.py", file=sys.stderr)
+            print("dvc.yaml: code deps differ from the stages' imports; run python scripts/dvc_deps.py",
+                  file=sys.stderr)
             return 1
         print("dvc.yaml: every flow stage's code deps are its imports")
         return 0

@@ -212,10 +212,12 @@ def times(src: Sources) -> str:
 
 def command_times(src: Sources) -> str:
     runs = src.json(TIMES).get("runs", [])
-    lines = ["| date | command | wall time | exit | outcome | CPU | where | note |", "|---|---|---:|---:|---|---|---|---|"]
+    lines = ["| date | command | wall time | exit | outcome | CPU | where | note |",
+             "|---|---|---:|---:|---|---|---|---|"]
     for r in runs:
-        lines.append(f"| {r['date']} | `{r['command']}` | {duration(r['wall_s'])} | {r['exit']} | {r.get('summary') or ''} "
-                     f"| {r['cores']}-core {r['cpu']} | {r['where']} | {r.get('note') or ''} |")
+        lines.append(f"| {r['date']} | `{r['command']}` | {duration(r['wall_s'])} | {r['exit']} "
+                     f"| {r.get('summary') or ''} | {r['cores']}-core {r['cpu']} | {r['where']} "
+                     f"| {r.get('note') or ''} |")
     return "\n".join(lines) + "\n"
 
 
@@ -228,14 +230,15 @@ def default_run(src: Sources) -> str:
     if fit and "test/recording/trinity" in ev:
         lines.append(f"The kept mean (generation {fit.get('generation')}, chosen on validation by "
                      f"`{evolve.get('validation_select')}`): exact expected reward {fit['train']:.3f} on its "
-                     f"{fit.get('train_items')} training items, {fit['validation']:.3f} on the {fit.get('validation_items')} "
-                     f"validation items that chose it, {ev['test/recording/trinity']:.3f} on the test items.")
+                     f"{fit.get('train_items')} training items, {fit['validation']:.3f} on the "
+                     f"{fit.get('validation_items')} validation items that chose it, "
+                     f"{ev['test/recording/trinity']:.3f} on the test items.")
         lines.append("")
     variants = (ablations.get("variants") or {}) if ablations.get("enabled") else {}
     names = sorted({k.removeprefix("test/all/ablation:") for k in ev if k.startswith("test/all/ablation:")})
     if names:
-        lines += ["The paper's ablations, each trained as `trinity` is but for its change (`metrics/ablations.json`), on "
-                  "the same test items (sampled episodes):", "",
+        lines += ["The paper's ablations, each trained as `trinity` is but for its change "
+                  "(`metrics/ablations.json`), on the same test items (sampled episodes):", "",
                   "| variant | best validation reward | test reward | variant - `trinity` | p |",
                   "|---|---:|---:|---:|---:|"]
         if "test/all/trinity" in ev:
@@ -246,8 +249,8 @@ def default_run(src: Sources) -> str:
             val = v.get("best_validation_reward")
             d = ev.get(f"test/paired/ablation:{name}/difference")
             p = ev.get(f"test/paired/ablation:{name}/p_value")
-            lines.append(f"| `{name}` | {'' if val is None else f'{val:.3f}'} | {ev[f'test/all/ablation:{name}']:.3f} | "
-                         f"{'' if d is None else f'{-d:+.3f}'} | {'' if p is None else p_text(p)} |")
+            lines.append(f"| `{name}` | {'' if val is None else f'{val:.3f}'} | {ev[f'test/all/ablation:{name}']:.3f} "
+                         f"| {'' if d is None else f'{-d:+.3f}'} | {'' if p is None else p_text(p)} |")
     return ("\n".join(lines) + "\n") if lines else "No run's metrics are committed yet.\n"
 
 
@@ -259,8 +262,8 @@ def feature_paths(src: Sources, file: str = FEATURE_PATHS) -> str:
     rows = res["ways"]
     base = rows[0]
     busy = f", with {res['busy']} other processes spinning throughout" if res.get("busy") else ", nothing else running"
-    lines = [f"Measured on a {res['cores']}-core {res['cpu']} ({', '.join(res['flags'])}), {res.get('date', '')}{busy}: "
-             f"{res['requests']} one-line requests and {res['states']} prepared prompts per way, the median of "
+    lines = [f"Measured on a {res['cores']}-core {res['cpu']} ({', '.join(res['flags'])}), {res.get('date', '')}"
+             f"{busy}: {res['requests']} one-line requests and {res['states']} prepared prompts per way, the median of "
              f"{res['rounds']} round{'' if res['rounds'] == 1 else 's'}.", "",
              "| way | `/v1/route` p50 (ms) | computed tokens | arithmetic floor (ms) | peak GFLOP/s | states/s | "
              "states/s vs the stages' default | rel. error | routes kept |",

@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import contextlib
 import html
 import json
 import os
@@ -152,10 +153,8 @@ class Chromium:
         out.write_bytes(base64.b64decode(shot["data"]))
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(Exception):
             self.ws.close()
-        except Exception:
-            pass
         stop(self.proc)
         shutil.rmtree(self.profile, ignore_errors=True)
 
@@ -296,11 +295,13 @@ def ui_screenshots(browser: Chromium, out_dir: Path, root: Path, width: int, hei
         print(f"prefect server on {base} (PREFECT_HOME={root / 'prefect'})", flush=True)
         procs.append(subprocess.Popen(
             [str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-            env=env, cwd=root, stdout=open(logs / "server.log", "wb"), stderr=subprocess.STDOUT))
+            env=env, cwd=root, stderr=subprocess.STDOUT,
+            stdout=open(logs / "server.log", "wb")))  # noqa: SIM115 (the server's log)
         wait_for(lambda: httpx.get(f"{api}/health", timeout=2).status_code == 200, 240, "the prefect server",
                  procs, logs)
         procs.append(subprocess.Popen([sys.executable, "-m", "flows.deploy"], env=env, cwd=REPO,
-                                      stdout=open(logs / "deploy.log", "wb"), stderr=subprocess.STDOUT))
+                                      stdout=open(logs / "deploy.log", "wb"),  # noqa: SIM115 (its log)
+                                      stderr=subprocess.STDOUT))
 
         with temporary_settings({PREFECT_API_URL: api}):
             async def deployment_names():
@@ -357,7 +358,8 @@ def pipeline_runs_screenshot(browser: Chromium, out_dir: Path, prefect_home: Pat
     env = {**os.environ, "PREFECT_HOME": str(prefect_home), "PREFECT_API_URL": f"{base}/api",
            "PREFECT_UI_API_URL": f"{base}/api", "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1"}
     server = subprocess.Popen([str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-                              env=env, cwd=root, stdout=open(logs / "server.log", "wb"), stderr=subprocess.STDOUT)
+                              env=env, cwd=root, stderr=subprocess.STDOUT,
+                              stdout=open(logs / "server.log", "wb"))  # noqa: SIM115 (the server's log)
     try:
         wait_for(lambda: httpx.get(f"{base}/api/health", timeout=2).status_code == 200, 240, "the prefect server",
                  [server], logs)
@@ -374,7 +376,8 @@ def main() -> None:
     ap.add_argument("--report", default=str(REPORT), help="the report whose first section is rendered")
     ap.add_argument("--only", choices=("ui", "report", "pipeline"), default=None, help="take only these pictures")
     ap.add_argument("--prefect-home", default=str(REPO / ".trinity/prefect"),
-                    help="the PREFECT_HOME of the `make run` whose flow runs `pipeline` shows (default .trinity/prefect)")
+                    help="the PREFECT_HOME of the `make run` whose flow runs `pipeline` shows "
+                         "(default .trinity/prefect)")
     ap.add_argument("--chromium", default=None, help="the Chromium binary (default: the first on PATH)")
     ap.add_argument("--width", type=int, default=1280, help="viewport width of the UI pictures")
     ap.add_argument("--height", type=int, default=800, help="viewport height of the deployments picture")
