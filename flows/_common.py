@@ -235,7 +235,8 @@ def _raise_interrupt(signum, frame):
 def cli(flow_fn: Callable, description: str) -> None:
     """`python -m flows.<stage> [--params params.yaml] [override ...]`."""
     ap = argparse.ArgumentParser(description=description)
-    ap.add_argument("--params", default="params.yaml", help="composed config (DVC stages); ignored when overrides are given")
+    ap.add_argument("--params", default="params.yaml",
+                    help="composed config (DVC stages); ignored when overrides are given")
     ap.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. evolve.generations=5")
     args = ap.parse_args()
     # SIGTERM (a killed `dvc repro`, a stopped worker) unwinds like Ctrl-C: the pool servers this

@@ -51,7 +51,8 @@ def deployments(cron: str | None, overrides: list[str]):
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--cron", default=None, help="cron schedule for trinity-retrain, read in UTC (default: schedule.cron)")
+    ap.add_argument("--cron", default=None,
+                    help="cron schedule for trinity-retrain, read in UTC (default: schedule.cron)")
     ap.add_argument("overrides", nargs="*", help="Hydra overrides used by every deployment's default parameters")
     args = ap.parse_args()
     apply_environment_defaults()

@@ -1,5 +1,5 @@
-"""The whole pipeline as one flow (prepare -> cache_states -> evolve -> frontier -> ablate -> evaluate), for the Prefect UI
-and for scheduled retraining. `dvc repro` runs the same stages one by one with caching.
+"""The whole pipeline as one flow (prepare -> cache_states -> evolve -> frontier -> ablate -> evaluate), for the Prefect
+UI and for scheduled retraining. `dvc repro` runs the same stages one by one with caching.
 
 Started from a deployment (the UI, the retraining schedule), every stage writes into one new folder under
 `paths.ad_hoc_runs`, never into the DVC outputs: only `dvc repro` writes those, so dvc.lock stays true."""

@@ -41,14 +41,16 @@ def retrain_flow(params: str | None = None, overrides: list[str] | None = None,
     out = run_outputs(cfg, STAGES, "retrain", output_paths)
     # the stages read their config from a file (params.yaml, or conf/ + overrides): this run's, with
     # evolve.warm_start = retrain.warm_start, written where the run writes
-    cfg = record_new_items(config.with_values(cfg, {"evolve.warm_start": cfg.retrain.warm_start}), prefect_logger().info)
+    cfg = record_new_items(config.with_values(cfg, {"evolve.warm_start": cfg.retrain.warm_start}),
+                           prefect_logger().info)
     folder = Path(out["runs"]).parent if out else Path(cfg.paths.cache) / "retrain"
     folder.mkdir(parents=True, exist_ok=True)
     run_params = folder / f"retrain-params-{uuid.uuid4().hex[:8]}.yaml"
     run_params.write_text(config.to_yaml(cfg))
     kw: dict[str, Any] = {"params": str(run_params), "overrides": None, "output_paths": out}
     # what changed since earlier runs is prepared and computed again; the rest is copied from them
-    earlier = {key: earlier_outputs(cfg, "retrain", key, exclude=(out or {}).get(key)) for key in ("prepared", "states")}
+    earlier = {key: earlier_outputs(cfg, "retrain", key, exclude=(out or {}).get(key))
+               for key in ("prepared", "states")}
     prepared = prepare_flow(**kw, reuse_from=earlier["prepared"])
     states = cache_states_flow(**kw, reuse_from=earlier["states"])
     evolve_flow(**kw)
