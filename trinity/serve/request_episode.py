@@ -1,10 +1,11 @@
 """One request = one TRINITY episode (trinity.episodes.protocol.Episode) over the shared pool client.
 
 `EpisodeRunner.run` plays the request's episode with its own router (MaskedRouter) and its own pool call
-(RequestCalls: a per-request cost cap, the role policy enforced once more at the call, a live event per pool
-call), and returns the answer with the trace as a plain dict. The episode says what every turn is (agent, role,
-messages) and takes what came back; serving reads no role out of a prompt and no reply a second time. Nothing
-here logs prompts. Serving grades nothing: there is no reference answer, so the trace carries no reward.
+(RequestCalls: a per-request cost cap, the role policy enforced once more at the call), sends a live event per
+pool call, and returns the answer with the trace as a plain dict. The episode says what every turn is (agent,
+role, messages) and takes what came back; serving reads no role out of a prompt and applies no rule to a reply.
+What the client reads is cut from the trace's Worker replies (`shown_answer`). Nothing here logs prompts.
+Serving grades nothing: there is no reference answer, so the trace carries no reward.
 
 The answer a client reads is `visible_answer` of the latest Worker reply that has any text outside the
 protocol's tags (normally the final answer; an earlier one when the final reply held only tags). When no
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -48,29 +49,13 @@ EVENT_FIELDS = ("index", "role", "agent", "ok", "error", "verdict", "prompt_toke
 
 class RequestCalls:
     """The pool calls of one request (Episode.play's `call`): the role policy checked once more at the call,
-    the request's cost cap, and what the client will read (the latest Worker reply with visible text)."""
+    and the request's cost cap."""
 
     def __init__(self, pool: ChatPool, policy: Any, *, max_cost_usd: float | None):
         self.call = pool_call(pool)
         self.policy = policy
         self.max_cost_usd = max_cost_usd
         self.cost_usd = 0.0
-        self.shown: tuple[int, str] | None = None  # (turn, visible text): the latest Worker reply that has some
-        self.idea: tuple[int, str] | None = None   # (turn, <idea>): the latest Worker reply that has one
-
-    def answer(self) -> tuple[str, int, str] | None:
-        """(text, turn, source) of what the client reads; None when no Worker reply has anything to show."""
-        if self.shown is not None:
-            return self.shown[1], self.shown[0], "reply"
-        if self.idea is not None:
-            return self.idea[1], self.idea[0], "idea"
-        return None
-
-    @property
-    def answered(self) -> bool:
-        """A Worker reply has text outside the tags. An <idea> alone is shown only as a last resort, so it
-        does not count: the Verifier stays out and the last turn goes to a Worker, who may do better."""
-        return self.shown is not None
 
     async def __call__(self, turn: Turn, request: TurnRequest) -> CallResult:
         if not self.policy.allows(turn.agent_index, turn.role):  # MaskedRouter prevents this
@@ -81,11 +66,22 @@ class RequestCalls:
                               error=f"budget: request max_cost_usd={self.max_cost_usd} reached")
         result = await self.call(turn, request)
         self.cost_usd += result.cost_usd
-        if turn.role == "worker" and result.ok:
-            visible, idea = visible_answer(result.text), extract_tag(strip_reasoning(result.text), "idea")
-            self.shown = (turn.index, visible) if visible else self.shown
-            self.idea = (turn.index, idea) if idea else self.idea
         return result
+
+
+def shown_answer(turns: Sequence[Turn], *, idea: bool = True) -> tuple[str, int, str] | None:
+    """(text, turn, source) of what the client reads of these turns (module doc): the latest Worker reply with
+    visible text, else (with `idea`) the latest Worker's <idea>; None when no Worker reply has anything to show."""
+    replies = [(t.index, t.call.text) for t in reversed(turns) if t.role == "worker" and t.ok and t.call is not None]
+    for index, text in replies:
+        visible = visible_answer(text)
+        if visible:
+            return visible, index, "reply"
+    for index, text in replies if idea else ():
+        said = extract_tag(strip_reasoning(text), "idea")
+        if said:
+            return said, index, "idea"
+    return None
 
 
 @dataclass
@@ -178,8 +174,13 @@ class EpisodeRunner:
         calls = RequestCalls(self.pool, request.policy, max_cost_usd=request.max_cost_usd)
         overridden: set[int] = set()   # Thinker turns whose advice named the Verifier and set a Worker
 
+        def answered() -> bool:
+            """A Worker reply has text outside the tags. An <idea> alone is shown only as a last resort, so it
+            does not count: the Verifier stays out and the last turn goes to a Worker, who may do better."""
+            return shown_answer(episode.trace.turns, idea=False) is not None
+
         def advice_role(turn: Turn, role: str) -> str:
-            if self.answer_first and role == "verifier" and not calls.answered:
+            if self.answer_first and role == "verifier" and not answered():
                 overridden.add(turn.index)
                 return "worker"
             return role
@@ -200,7 +201,7 @@ class EpisodeRunner:
                           advice_role=advice_role)
         router = MaskedRouter(self.base_router, mode=request.routing, policy=request.policy,
                               forced_role=lambda: episode.forced_role, answer_first=self.answer_first,
-                              answered=lambda: calls.answered, last_turn=protocol.max_turns - 1)
+                              answered=answered, last_turn=protocol.max_turns - 1)
         try:
             await episode.play(router.choose, calls, told)
             trace = await episode.finish(_no_grade)
@@ -212,7 +213,7 @@ class EpisodeRunner:
                        "completion_tokens": ran.completion_tokens, "cost_usd": ran.cost_usd, "pool_calls": ran.calls,
                        "error": error, "latency_s": round(time.perf_counter() - started, 4)}
             return EpisodeResult(request_id, None, partial, failed=False, error=error)
-        text, turn, source = calls.answer() or ("" if trace.final_answer is not None else None, None, None)
+        text, turn, source = shown_answer(trace.turns) or ("" if trace.final_answer is not None else None, None, None)
         out = trace_dict(trace, request_id=request_id, routing=request.routing, policy=request.policy,
                          wall_s=time.perf_counter() - started, overridden=overridden, answer_turn=turn,
                          answer_source=source)
