@@ -245,7 +245,7 @@ def test_moa_failures_budget_and_grader_errors():
     assert t.end_reason == "pool_failure" and t.reward == 0.0 and not t.graded and pool.count == len(AGENTS)
     # a spent budget ends the episode before aggregating
     t, _ = one(script({(AGENTS[1], "worker"): Fail("budget: max_calls", budget_exhausted=True)}))
-    assert t.end_reason == "budget" and t.reward == 0.0 and t.calls == len(AGENTS)
+    assert t.end_reason == "budget" and t.reward == 0.0 and t.calls == len(AGENTS) - 1   # the refused one sent none
     # the aggregator fails
     t, _ = one(script(aggregator=Fail()))
     assert t.end_reason == "pool_failure" and t.calls == len(AGENTS) + 1 and t.final_answer is None

@@ -47,7 +47,7 @@ def _turn(index: int, agents: list[str], agent_index: int, role: str, sample_ind
                 prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens,
                 latency_s=result.latency_s, cost_usd=result.cost_usd, cached=result.cached, ok=result.ok,
                 error=None if result.ok else result.error, reply=result.text if keep_reply else None,
-                finish_reason=result.finish_reason)
+                finish_reason=result.finish_reason, call=result)
 
 
 def moa_episode(aggregator: int, prompts: MoA) -> EpisodeFn:
