@@ -23,5 +23,5 @@ def _cfg(tmp_path, models=None, **extra):
                 del cfg.pool.models[name]
     for k, v in extra.items():
         cfg.pool[k] = v
-    return cfg
+    return config.validate(cfg)
 

@@ -251,12 +251,16 @@ class StubServer:
         return keep_alive and not truncated
 
 
-def stub_pool_cfg(base_url: str, models: Any = ("stub",), *, provider: str = "vllm",
-                  sampling: dict | None = None, retry: dict | None = None, **model_settings: Any) -> Any:
-    """A `cfg.pool`-shaped DictConfig whose models all call the stub at `base_url`.
-    `models`: names, or a mapping name -> per-model settings; `model_settings` apply to every model."""
-    from omegaconf import OmegaConf
+def stub_pool_cfg(base_url: str, models: Any = ("stub",), **settings: Any) -> Any:
+    """A typed pool section (`cfg.pool`) whose models all call the stub at `base_url`; the arguments are
+    stub_pool_mapping's."""
+    return typed_pool(stub_pool_mapping(base_url, models, **settings))
 
+
+def stub_pool_mapping(base_url: str, models: Any = ("stub",), *, provider: str = "vllm",
+                      sampling: dict | None = None, retry: dict | None = None, **model_settings: Any) -> dict:
+    """The pool section, as a config writes it, whose models all call the stub at `base_url`.
+    `models`: names, or a mapping name -> per-model settings; `model_settings` apply to every model."""
     names = models if isinstance(models, dict) else {name: {} for name in models}
     entries = {name: {"model_id": f"{name}-id", "base_url": base_url, "price_in_per_mtok": 1.0,
                       "price_out_per_mtok": 2.0, **model_settings, **(extra or {})}
@@ -266,4 +270,12 @@ def stub_pool_cfg(base_url: str, models: Any = ("stub",), *, provider: str = "vl
            "models": entries}
     if retry is not None:
         cfg["retry"] = retry
-    return OmegaConf.create(cfg)
+    return cfg
+
+
+def typed_pool(mapping: Any) -> Any:
+    """A pool section written as a mapping (a dict, or a conf/pool file loaded on its own), typed."""
+    from trinity.config_schema import section
+    from trinity.config_schema.pool import PoolConfig
+
+    return section(mapping, PoolConfig, "pool")

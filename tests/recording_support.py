@@ -14,10 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
-from omegaconf import OmegaConf
-from pool_stub import StubServer, completion, stub_pool_cfg
+from pool_stub import StubServer, completion, stub_pool_mapping
 
-from trinity.config import compose
+from trinity.config import compose, load, with_values
 
 MODELS = ("m-big", "m-mid", "m-small")
 SUITE = "gsm8k"
@@ -67,18 +66,13 @@ async def grade(item, answer: str) -> float:
 
 def recording_cfg(tmp: Path, base_url: str, *, roles=("worker", "thinker", "verifier"), max_turns: int = 2,
                   items: dict | None = None, samples: int = 1, overrides: tuple[str, ...] = ()) -> Any:
-    cfg = compose(["experiment=local_small", f"protocol.max_turns={max_turns}", f"tasks.train=[{SUITE}]",
-                   "tasks.transfer=[]", *overrides])
-    OmegaConf.set_struct(cfg, False)
-    cfg.pool = stub_pool_cfg(base_url, models=list(MODELS))
-    cfg.paths.prepared = str(tmp / "prepared")
-    cfg.paths.cache = str(tmp / "cache")
-    cfg.record.dir = str(tmp / "recordings")
-    cfg.record.name = "toy"
-    cfg.record.roles = list(roles)
-    cfg.record.samples = samples
-    cfg.record.items = items or {"train": 3, "validation": 2, "test": 2}
-    return cfg
+    cfg = load(None, ["experiment=local_small", f"protocol.max_turns={max_turns}", f"tasks.train=[{SUITE}]",
+                      "tasks.transfer=[]", *overrides])
+    items = items or {"train": 3, "validation": 2, "test": 2}
+    return with_values(cfg, {"pool": stub_pool_mapping(base_url, models=list(MODELS)),
+                             "paths.prepared": str(tmp / "prepared"), "paths.cache": str(tmp / "cache"),
+                             "record.dir": str(tmp / "recordings"), "record.name": "toy", "record.roles": list(roles),
+                             "record.samples": samples, "record.items": items})
 
 
 def make_recording(tmp: Path, **kw: Any) -> tuple[Any, Path, StubServer]:

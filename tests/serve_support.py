@@ -87,17 +87,17 @@ def echo_roles(body: dict, *, delay_s: float = 0.0, thinker_role: str = "verifie
                       delay_s=delay_s)
 
 
-def serve_cfg(base_url: str, cache_dir: Path, *overrides: str):
-    """The composed config with the pool pointed at the stub (no retries, so failures are fast)."""
-    from pool_stub import stub_pool_cfg
+def serve_cfg(base_url: str, cache_dir: Path, *overrides: str, models: Any = AGENTS):
+    """The typed config with the pool (`models`) pointed at the stub (no retries, so failures are fast)."""
+    from pool_stub import stub_pool_mapping
 
     from trinity import config
 
-    cfg = config.compose(["experiment=local_live", f"paths.cache={cache_dir}", "coordinator.backbone.id=tiny-llama",
-                          "protocol.max_turns=4",
-                          "coordinator.features.normalize=none", *overrides])   # no cached states here
-    cfg.pool = stub_pool_cfg(base_url, models=list(AGENTS), retry={"max_retries": 0})
-    return cfg
+    cfg = config.load(None, ["experiment=local_live", f"paths.cache={cache_dir}", "coordinator.backbone.id=tiny-llama",
+                             "protocol.max_turns=4",
+                             "coordinator.features.normalize=none", *overrides])   # no cached states here
+    return config.with_values(cfg, {"pool": stub_pool_mapping(base_url, models=list(models),
+                                                              retry={"max_retries": 0})})
 
 
 def make_app(cfg, router: SteeredRouter, **settings_changes: Any):

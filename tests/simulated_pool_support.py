@@ -4,7 +4,6 @@ free port, prepared items, a config on the simulated pool and the body of a work
 import socket
 
 import pytest
-from omegaconf import OmegaConf
 
 from trinity import config
 from trinity.pipeline.suites import prepare_from_config
@@ -28,11 +27,9 @@ def prepared(tmp_path_factory):
 
 
 def _cfg(root, tmp_path, *overrides):
-    cfg = config.compose(["experiment=routing_benchmark", "tasks.train=[mmlu,gsm8k]",
-                          f"paths.prepared={root / 'prepared'}", f"pool.state_dir={tmp_path / 'pool'}",
-                          f"pool.port={_free_port()}", *overrides])
-    OmegaConf.set_struct(cfg, False)
-    return cfg
+    return config.load(None, ["experiment=routing_benchmark", "tasks.train=[mmlu,gsm8k]",
+                              f"paths.prepared={root / 'prepared'}", f"pool.state_dir={tmp_path / 'pool'}",
+                              f"pool.port={_free_port()}", *overrides])
 
 
 def _worker_body(cfg, model: str, item, seed: int, **extra) -> dict:

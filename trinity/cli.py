@@ -36,13 +36,13 @@ def _cmd_setup(args) -> int:
     from trinity import config
     from trinity.setup import assets
 
-    cfg = config.compose(args.overrides)
-    keys = [m.asset for m in cfg.pool.models.values() if m.get("asset")]
+    cfg = config.load(None, args.overrides)
+    keys = [m.asset for m in cfg.pool.models.values() if m.asset]
     backbone = cfg.coordinator.backbone
     if backbone.source == "asset":
         keys.append(backbone.id)
     keys += list(args.extra)
-    cache = cfg.paths.model_cache
+    cache = Path(cfg.paths.model_cache) if cfg.paths.model_cache else None
     for key in dict.fromkeys(keys):
         asset = assets.get_asset(key)
         path = assets.model_path(key, cache)
@@ -78,7 +78,7 @@ def _cmd_plan(args) -> int:
     from trinity.plan.build import build_plan
     from trinity.plan.render import render_table
 
-    cfg = config.compose(args.overrides)   # no API keys needed: nothing is called
+    cfg = config.load(None, args.overrides)   # no API keys needed: nothing is called
     config.check_pool_choice(cfg, args.overrides, records=args.record)
     assumptions = Assumptions.from_config(cfg, accept=args.accept, suggest_worker=args.suggest_worker,
                                        output_fraction=args.output_fraction)
@@ -98,7 +98,7 @@ def _cmd_pool(args) -> int:
     from trinity import config
     from trinity.assembly.local_pool import keep_up, local_servers
 
-    cfg = config.compose(args.overrides)
+    cfg = config.load(None, args.overrides)
     if args.action == "calibrate":
         return _calibrate(cfg, args)
     pool = local_servers(cfg.pool, model_cache=cfg.paths.model_cache)

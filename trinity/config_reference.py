@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from trinity.config import conf_dir
+from trinity.config_schema.fields import is_key
 
 _INTRO = """# Configuration reference
 
@@ -114,6 +115,8 @@ def _schema_rows(cls: type, prefix: str) -> list[tuple[str, str, str, str]]:
     out = []
     default_obj = cls()
     for f in dataclasses.fields(cls):
+        if not is_key(f):
+            continue
         key = f"{prefix}{f.name}"
         tp, optional = _unwrap(hints[f.name])
         if isinstance(tp, type) and dataclasses.is_dataclass(tp):

@@ -14,7 +14,7 @@ import json
 
 import pytest
 from omegaconf import OmegaConf
-from pool_stub import StubServer, stub_pool_cfg
+from pool_stub import StubServer, stub_pool_mapping
 
 from trinity import config
 
@@ -53,7 +53,7 @@ def test_ui_run_of_evolve_uses_dask_and_its_own_folder(tmp_path, tiny_backbone_o
             f"paths.cache={tmp_path}/cache", f"paths.ad_hoc_runs={tmp_path}/runs",
         ])
         OmegaConf.set_struct(cfg, False)
-        cfg.pool = OmegaConf.merge(stub_pool_cfg(stub.base_url, models=["a", "b", "c"]), {"host": "127.0.0.1"})
+        cfg.pool = OmegaConf.merge(stub_pool_mapping(stub.base_url, models=["a", "b", "c"]), {"host": "127.0.0.1"})
         prepare_from_config(cfg, cfg.paths.prepared)
         cache_states_stage.run(cfg)
         params = tmp_path / "params.yaml"

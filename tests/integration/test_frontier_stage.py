@@ -65,7 +65,7 @@ def simulated(tmp_path, monkeypatch):
     from trinity.pipeline.suites import prepare_from_config
     from trinity.pool.client import PoolClient
 
-    cfg = config.compose([
+    cfg = config.load(None, [
         "experiment=routing_benchmark", "tasks.train=[mmlu,gsm8k]", "tasks.max_items_per_suite=16",
         "evolve.popsize=4", "evolve.generations=2", "evolve.episodes_per_candidate=2", "evolve.validation.every=1",
         "evolve.validation.n_items=4", "evolve.cost_weights=[0,200]", "protocol.max_turns=3",

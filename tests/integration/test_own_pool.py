@@ -11,12 +11,11 @@ from pathlib import Path
 
 import openai
 import pytest
-from omegaconf import OmegaConf
-from pool_stub import StubServer, stub_pool_cfg
+from pool_stub import StubServer, stub_pool_mapping, typed_pool
 from recording_support import SUITE, grade, recording_cfg, reply_for, write_prepared
 
 from trinity import config
-from trinity.config import compose
+from trinity.config import compose, load, with_values
 from trinity.errors import ConfigError
 from trinity.pipeline.rollouts import RolloutContext
 
@@ -33,11 +32,10 @@ def test_record_once_train_on_the_replay_then_serve_the_live_pool(tmp_path, tiny
     with StubServer(reply_for) as big, StubServer(reply_for) as small:
         cfg = recording_cfg(tmp_path, big.base_url, roles=("worker", "verifier"),
                             overrides=tuple(tiny_backbone_overrides))
-        pool = stub_pool_cfg(big.base_url, models=["m-big", "m-small"], retry={"max_retries": 0})
-        pool.models["m-small"].base_url = small.base_url
-        pool.name = "my-hosted"
-        cfg.pool = pool
-        cfg.record.name = "my-hosted"
+        pool = stub_pool_mapping(big.base_url, models=["m-big", "m-small"], retry={"max_retries": 0})
+        pool["models"]["m-small"]["base_url"] = small.base_url
+        pool["name"] = "my-hosted"
+        cfg = with_values(cfg, {"pool": pool, "record.name": "my-hosted"})
         record_stage.run(cfg, progress=lambda _l: None, grader=grade,
                          client_factory=lambda journal, known: PoolClient.from_config(cfg.pool, cache_path=journal,
                                                                                 replay=known))
@@ -50,18 +48,18 @@ def test_record_once_train_on_the_replay_then_serve_the_live_pool(tmp_path, tiny
                   "coordinator.roles=[worker,verifier]", *tiny_backbone_overrides]
         with pytest.raises(ConfigError, match="record.name"):
             compose(["experiment=local_small", "pool=replay", "record.name=nothing-here", *common])
-        replay = compose(["experiment=local_small", "pool=replay", "record.name=my-hosted", *common])
+        replay = load(None, ["experiment=local_small", "pool=replay", "record.name=my-hosted", *common])
         # the pool comes from the manifest: the same models at the same servers, replayed
         assert list(replay.pool.models) == ["m-big", "m-small"]
         assert replay.pool.models["m-small"].base_url == small.base_url
         assert replay.pool.replay.recording == str(tmp_path / "recordings" / "my-hosted")
-        OmegaConf.set_struct(replay, False)
-        for key in ("states", "runs", "eval", "ablations", "frontier", "metrics", "reports"):
-            replay.paths[key] = str(tmp_path / key)
-        replay.evolve.popsize, replay.evolve.generations = 6, 3
-        replay.evolve.validation = {"every": 1, "n_items": 2, "select": "one_se"}
-        replay.eval.update({"items_per_suite": None, "sets": ["test"], "min_items": 2,
-                            "methods": ["trinity", "random", "single_worker"]})
+        replay = with_values(replay, {
+            **{f"paths.{key}": str(tmp_path / key)
+               for key in ("states", "runs", "eval", "ablations", "frontier", "metrics", "reports")},
+            "evolve.popsize": 6, "evolve.generations": 3,
+            "evolve.validation": {"every": 1, "n_items": 2, "select": "one_se"},
+            "eval.items_per_suite": None, "eval.sets": ["test"], "eval.min_items": 2,
+            "eval.methods": ["trinity", "random", "single_worker"]})
         try:
             cache_states_stage.run(replay)
             out = evolve_stage.run(replay)
@@ -97,11 +95,11 @@ def test_a_replayed_hosted_pool_needs_no_key_unless_it_may_call_the_live_pool(tm
     (root / store.MANIFEST).write_text(json.dumps({"format": store.FORMAT, "version": store.VERSION,
                                                    "name": "hosted", "pool_config": pool, "items": []}))
     common = ["pool=replay", f"record.dir={tmp_path / 'recordings'}", "record.name=hosted"]
-    replayed = config.compose(common)
-    assert replayed.pool.models.big.api_key_env == "MY_PROVIDER_KEY"
+    replayed = config.load(None, common)
+    assert replayed.pool.models["big"].api_key_env == "MY_PROVIDER_KEY"
     config.check_api_keys(replayed)                                   # training on the replay: no key
     with pytest.raises(ConfigError, match="MY_PROVIDER_KEY"):
-        config.check_api_keys(config.compose([*common, "pool.replay.on_miss=live"]))   # may call the pool
+        config.check_api_keys(config.load(None, [*common, "pool.replay.on_miss=live"]))   # may call the pool
 
 
 def test_a_replayed_pool_resolves_its_endpoints_without_a_key(monkeypatch):
@@ -113,10 +111,15 @@ def test_a_replayed_pool_resolves_its_endpoints_without_a_key(monkeypatch):
 
     monkeypatch.delenv("MY_PROVIDER_KEY", raising=False)
     model = {"model_id": "big-1", "base_url": "https://example.invalid/v1", "api_key_env": "MY_PROVIDER_KEY"}
-    pool = {"name": "hosted", "provider": "openai", "models": {"big": model}}
-    replayed = resolve_endpoint("big", model, {**pool, "replay": {"recording": "r", "on_miss": "error"}})
+    written = {"name": "hosted", "provider": "openai", "models": {"big": model}}
+
+    def endpoint(**more):
+        pool = typed_pool({**written, **more})
+        return resolve_endpoint("big", pool.models["big"], pool)
+
+    replayed = endpoint(replay={"recording": "r", "on_miss": "error"})
     assert replayed.model_id == "big-1"
     with pytest.raises(MissingApiKeyError, match="MY_PROVIDER_KEY"):
-        resolve_endpoint("big", model, {**pool, "replay": {"recording": "r", "on_miss": "live"}})
+        endpoint(replay={"recording": "r", "on_miss": "live"})
     with pytest.raises(MissingApiKeyError, match="MY_PROVIDER_KEY"):
-        resolve_endpoint("big", model, pool)                                  # the live pool
+        endpoint()                                  # the live pool

@@ -11,7 +11,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 from omegaconf import OmegaConf
-from pool_stub import StubServer, stub_pool_cfg
+from pool_stub import StubServer, stub_pool_mapping
 from process_support import prefect_server
 
 from trinity import config
@@ -86,7 +86,7 @@ def test_prepare_cache_states_evolve_evaluate_on_a_scripted_pool(run_cfg):
         return _answer_for(item) if body["model"] == "oracle-id" else _wrong_for(item)
 
     with StubServer(handler) as server:
-        pool = stub_pool_cfg(server.base_url, models=["oracle", "guesser", "other"])
+        pool = stub_pool_mapping(server.base_url, models=["oracle", "guesser", "other"])
         OmegaConf.set_struct(cfg, False)
         cfg.pool = OmegaConf.merge(pool, {"host": "127.0.0.1"})
         try:
@@ -160,7 +160,7 @@ def test_rollouts_on_the_task_runner_match_the_inline_run(run_cfg, prefect_harne
 
     with StubServer(lambda body: "The answer is (B). <idea>b</idea>" if "Worker" in body["messages"][0]["content"]
                     else "ACCEPT") as server:
-        cfg.pool = OmegaConf.merge(stub_pool_cfg(server.base_url, models=["a", "b"]), {"host": "127.0.0.1"})
+        cfg.pool = OmegaConf.merge(stub_pool_mapping(server.base_url, models=["a", "b"]), {"host": "127.0.0.1"})
         cfg.runner.kind = kind
         cfg.runner.dask_workers = 1   # one worker process shows it: it builds its own pool client and coordinator
         cfg_yaml = OmegaConf.to_yaml(cfg, resolve=True)

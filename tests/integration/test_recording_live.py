@@ -43,7 +43,7 @@ def live_cfg(tmp: Path, port: int):
     cfg.paths.prepared = str(tmp / "prepared")
     cfg.paths.cache = str(tmp / "cache")
     cfg.record.dir = str(tmp / "rec")
-    return cfg
+    return config.validate(cfg)
 
 
 def record_main(tmp: str, port: str) -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
-from pool_stub import StubServer, error, free_ports, stub_pool_cfg
+from pool_stub import StubServer, error, free_ports, stub_pool_mapping
 
 from trinity import config
 
@@ -99,7 +99,8 @@ def test_a_fresh_clone_replays_the_pipeline_from_the_pulled_response_cache(tmp_p
         "eval.bootstrap_samples=200", "eval.min_items=2",
     ])
     OmegaConf.set_struct(cfg, False)
-    cfg.pool = OmegaConf.merge(stub_pool_cfg(f"http://127.0.0.1:{port}/v1", models=["a", "b"]), {"host": "127.0.0.1"})
+    cfg.pool = OmegaConf.merge(stub_pool_mapping(f"http://127.0.0.1:{port}/v1", models=["a", "b"]),
+                               {"host": "127.0.0.1"})
     (repo / "params.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
     (repo / "dvc.yaml").write_text(_dvc_yaml())
     (repo / ".gitignore").write_text("/.trinity/\n")

@@ -17,7 +17,7 @@ import numpy as np
 import openai
 import pytest
 from omegaconf import OmegaConf
-from pool_stub import StubServer, stub_pool_cfg
+from pool_stub import StubServer, stub_pool_mapping
 from process_support import wait_for
 
 from trinity import config
@@ -75,7 +75,7 @@ def test_scheduled_retraining_promotes_only_a_better_challenger_and_serving_foll
             f"paths.registry={tmp_path}/models",
         ])
         OmegaConf.set_struct(cfg, False)
-        cfg.pool = OmegaConf.merge(stub_pool_cfg(stub.base_url, models=POOL), {"host": "127.0.0.1"})
+        cfg.pool = OmegaConf.merge(stub_pool_mapping(stub.base_url, models=POOL), {"host": "127.0.0.1"})
         prepare_from_config(cfg, cfg.paths.prepared)
         for it in load_items(cfg.paths.prepared, "mmlu"):
             ref = (json.loads(it.reference) if isinstance(it.reference, str) and it.reference.startswith("{")
@@ -104,7 +104,7 @@ def test_scheduled_retraining_promotes_only_a_better_challenger_and_serving_foll
         worse = params_file("worse", **{"retrain.warm_start": None})
         broken = params_file("broken", **{"retrain.warm_start": str(tmp_path / "nowhere")})
         grown = cfg.copy()
-        grown.pool = OmegaConf.merge(stub_pool_cfg(stub.base_url, models=POOL + ["extra"]), {"host": "127.0.0.1"})
+        grown.pool = OmegaConf.merge(stub_pool_mapping(stub.base_url, models=POOL + ["extra"]), {"host": "127.0.0.1"})
         (tmp_path / "grown.yaml").write_text(config.to_yaml(grown))
 
         app = build_app(cfg, registry=tmp_path / "models", backbone=coord.backbone)

@@ -7,9 +7,10 @@ from __future__ import annotations
 import collections
 
 import pytest
-from omegaconf import OmegaConf
-from pool_stub import StubServer
-from recording_support import grade, make_recording, reply_for
+from pool_stub import StubServer, stub_pool_mapping
+from recording_support import MODELS, grade, make_recording, reply_for
+
+from trinity.config import with_values
 
 pytestmark = pytest.mark.integration
 
@@ -32,9 +33,7 @@ def test_extend_records_only_the_new_items_and_the_stages_then_use_them(tmp_path
     assert record_stage.grown_items(cfg, {"train": 1, "test": 1}) == {"train": 4, "validation": 2, "test": 3}
 
     with StubServer(reply_for) as server:
-        OmegaConf.set_struct(cfg, False)
-        for m in cfg.pool.models.values():
-            m.base_url = server.base_url
+        cfg = with_values(cfg, {"pool": stub_pool_mapping(server.base_url, models=list(MODELS))})
         grown, summary = record_stage.extend(
             cfg, {"train": 1, "test": 1}, progress=lambda _l: None, grader=grade,
             client_factory=lambda journal, known: PoolClient.from_config(cfg.pool, cache_path=journal,
@@ -45,14 +44,12 @@ def test_extend_records_only_the_new_items_and_the_stages_then_use_them(tmp_path
     assert summary["recorded"] == 2 and asked > 0
     assert (grown.record.items.train, grown.record.items.validation, grown.record.items.test) == (4, 2, 3)
     # a replaying stage now sees the grown recording's items (and only those)
-    replay = OmegaConf.create(OmegaConf.to_container(grown.document, resolve=True))
-    replay.pool.replay = {"recording": str(root), "on_miss": "error"}
+    replay = with_values(grown, {"pool.replay": {"recording": str(root), "on_miss": "error"}})
     assert len(load_split(replay, ["gsm8k"], "train")) == 4
     assert len(load_split(replay, ["gsm8k"], "test")) == 3
     # nothing new asked: nothing recorded, no call
     with StubServer(reply_for) as idle:
-        for m in cfg.pool.models.values():
-            m.base_url = idle.base_url
+        cfg = with_values(cfg, {"pool": stub_pool_mapping(idle.base_url, models=list(MODELS))})
         _, again = record_stage.extend(
             grown, {}, progress=lambda _l: None, grader=grade,
             client_factory=lambda journal, known: PoolClient.from_config(cfg.pool, cache_path=journal, replay=known))

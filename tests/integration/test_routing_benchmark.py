@@ -43,7 +43,7 @@ def test_a_short_benchmark_run_learns_to_route_suites_to_their_specialists(tmp_p
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
     s.close()
-    cfg = config.compose([
+    cfg = config.load(None, [
         "experiment=routing_benchmark", "tasks.train=[mmlu,gsm8k]", "tasks.max_items_per_suite=30",
         "tasks.splits={train:0.55,validation:0.35,test:0.1}", "protocol.max_turns=2", "coordinator.backbone.dtype=auto",
         "evolve.generations=12", "evolve.validation.every=4", "evolve.validation.n_items=24",

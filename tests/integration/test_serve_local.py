@@ -26,6 +26,7 @@ def test_serve_over_the_local_pool_with_the_real_coordinator(tmp_path, monkeypat
                           "coordinator.features.normalize=none"])
     for name, port in zip(cfg.pool.models, free_ports(len(cfg.pool.models)), strict=True):
         cfg.pool.models[name].port = port
+    cfg = config.validate(cfg)
     agents = list(cfg.pool.models)
     coord = coordinator_from_config(cfg)
     coord.save(tmp_path / "coord" / "coordinator.safetensors", np.zeros(coord.num_params))

@@ -87,8 +87,7 @@ def test_a_champion_that_cannot_be_served_is_refused_and_the_old_one_stays(stub,
     with pytest.raises(ModelRegistryError, match="no champion"):
         build_app(cfg, registry=tmp_path / "models", backbone=tiny_backbone())
     reg.promote(register(reg, coord, tmp_path, "one", 0.0).name, "first")
-    other = serve_cfg(stub.base_url, tmp_path / "cache")
-    other.pool.models = {"alpha": other.pool.models.alpha, "beta": other.pool.models.beta}
+    other = serve_cfg(stub.base_url, tmp_path / "cache", models=["alpha", "beta"])
     small = coordinator_from_config(other, backbone=tiny_backbone())
     wrong = register(reg, small, tmp_path, "two-models", 0.0)
     app = build_app(cfg, registry=tmp_path / "models", backbone=tiny_backbone())

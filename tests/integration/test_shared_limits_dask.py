@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
-from pool_stub import StubServer, completion, stub_pool_cfg
+from pool_stub import StubServer, completion, stub_pool_mapping
 
 from trinity import config
 from trinity.pipeline.rollouts import RolloutContext
@@ -116,8 +116,8 @@ def test_budget_concurrency_and_rate_hold_across_dask_workers(dask_cluster, tmp_
         cfg = config.compose(["experiment=local_live", "protocol.max_turns=2", f"evolve.budget.max_calls={MAX_CALLS}",
                               "evolve.max_concurrent_episodes=8", f"paths.cache={tmp_path}/cache"])
         OmegaConf.set_struct(cfg, False)
-        pool = stub_pool_cfg(stub.base_url, models=["a"], max_concurrency=MAX_CONCURRENCY,
-                             requests_per_minute=PER_MINUTE)
+        pool = stub_pool_mapping(stub.base_url, models=["a"], max_concurrency=MAX_CONCURRENCY,
+                                 requests_per_minute=PER_MINUTE)
         cfg.pool = OmegaConf.merge(pool, {"host": "127.0.0.1"})
         cfg_yaml = OmegaConf.to_yaml(cfg, resolve=True)
         try:
@@ -166,7 +166,7 @@ def test_replay_misses_on_dask_workers_reach_the_driver(dask_cluster, tmp_path):
         cfg = config.compose(["experiment=local_live", "protocol.max_turns=1", "evolve.response_cache=replay_only",
                               f"paths.cache={tmp_path}/cache"])
         OmegaConf.set_struct(cfg, False)
-        cfg.pool = OmegaConf.merge(stub_pool_cfg(stub.base_url, models=["a"]), {"host": "127.0.0.1"})
+        cfg.pool = OmegaConf.merge(stub_pool_mapping(stub.base_url, models=["a"]), {"host": "127.0.0.1"})
         cfg_yaml = OmegaConf.to_yaml(cfg, resolve=True)
         try:
             with Client(dask_cluster) as client:

@@ -50,7 +50,7 @@ def test_pool_up_status_chat_down_over_http(prepared, tmp_path):  # noqa: F811
         assert [m["id"] for m in r.json()["data"]] == [m.model_id for m in cfg.pool.models.values()]
 
         # a changed profile restarts the server instead of answering from the old one
-        cfg.pool.models["weak"].simulated.worker.default = 0.3
+        cfg = config.with_values(cfg, {"pool.models.weak.simulated.worker.default": 0.3})
         restarted = LocalPool(cfg.pool, progress=lambda *_: None).up()
         assert restarted[0].state == "healthy" and restarted[0].pid != statuses[0].pid
     finally:

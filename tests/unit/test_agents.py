@@ -7,11 +7,10 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from omegaconf import OmegaConf
-from pool_stub import StubServer, completion, stub_pool_cfg
+from pool_stub import StubServer, completion, stub_pool_cfg, stub_pool_mapping
 from recording_support import grade, recording_cfg, write_prepared
 
-from trinity.config import compose
+from trinity.config import compose, load, with_values
 from trinity.config_schema.pool import AgentSetup
 from trinity.errors import ConfigError
 from trinity.pool.agents import agent_request, program_of, python_tool, request_model
@@ -25,12 +24,11 @@ TASK = [{"role": "system", "content": "You are the Worker."}, {"role": "user", "
 
 
 def test_agents_that_give_one_port_share_one_server_and_must_agree_on_it():
-    cfg = compose(["experiment=local_agents", "pool=local_agents"])
+    cfg = load(None, ["experiment=local_agents", "pool=local_agents"])
     specs = server_specs(cfg.pool)
     assert len(cfg.pool.models) == 3 and len(specs) == 1
     assert specs[0].name == "qwen-direct" and specs[0].asset == "qwen2.5-coder-1.5b-instruct"
-    OmegaConf.set_struct(cfg, False)
-    cfg.pool.models["qwen-steps"].n_threads = 1
+    cfg = with_values(cfg, {"pool.models.qwen-steps.n_threads": 1})
     with pytest.raises(ConfigError, match="n_threads"):
         server_specs(cfg.pool)
 
@@ -55,7 +53,7 @@ def test_unknown_setup_keys_and_tools_are_refused():
         compose(["experiment=local_agents", "pool=local_agents", "+pool.models.qwen-direct.setup.instructions.boss=x"])
     with pytest.raises(ConfigError, match="max_tokens"):
         compose(["experiment=local_agents", "pool=local_agents", "pool.models.qwen-direct.setup.max_tokens.worker=0"])
-    cfg = compose(["experiment=local_agents", "pool=local_agents", "pool.models.qwen-python.setup.tool=shell"])
+    cfg = load(None, ["experiment=local_agents", "pool=local_agents", "pool.models.qwen-python.setup.tool=shell"])
     from trinity.pool.errors import PoolConfigError
 
     with pytest.raises(PoolConfigError, match="unknown agent tool 'shell'"):
@@ -120,10 +118,10 @@ def _agents_recording(tmp_path):
     with StubServer(reply) as server:
         cfg = recording_cfg(tmp_path, server.base_url, roles=("worker", "verifier"), max_turns=3,
                             items={"train": 1, "validation": 1, "test": 1})
-        cfg.pool = stub_pool_cfg(server.base_url, models={
+        cfg = with_values(cfg, {"pool": stub_pool_mapping(server.base_url, models={
             "plain": {}, "brief": {"setup": {"instructions": {"worker": "Be brief."}}},
             "coder": {"setup": {"instructions": {"worker": "Answer with a program."}, "tool": "python"}}},
-            model_id="m-big-id")
+            model_id="m-big-id")})
         record_stage.run(cfg, progress=lambda _l: None, grader=grade,
                          client_factory=lambda journal, known: PoolClient.from_config(cfg.pool, cache_path=journal,
                                                                                 replay=known))

@@ -47,7 +47,7 @@ def test_keep_up_interrupted_stops_only_what_it_started_and_passes_the_interrupt
 
 
 def test_started_is_a_copy_that_starts_empty(tmp_path):
-    cfg = config.compose(["experiment=local_live", f"pool.state_dir={tmp_path}"])
+    cfg = config.load(None, ["experiment=local_live", f"pool.state_dir={tmp_path}"])
     pool = LocalPool(cfg.pool)
     assert pool.started == []
     pool.started.append("smollm2-135m")

@@ -78,23 +78,25 @@ def test_the_composed_config_is_left_as_written():
 
 
 def test_sections_fill_absent_keys_from_the_schema_and_readers_use_them():
-    from trinity.config_schema.evolve import Fitness
+    from trinity.config_schema.evolve import BudgetLimits, Fitness
+    from trinity.config_schema.pool import PoolConfig
     from trinity.pool.budget import Budget
     from trinity.pool.client import PoolClient
 
     assert dataclasses.asdict(section(None, Retry, "pool.retry")) == dataclasses.asdict(Retry())
     assert section({"max_retries": 9}, Retry, "pool.retry").max_retries == 9
     models = {"m": {"model_id": "m", "base_url": "http://127.0.0.1:9/v1", "provider": "llamacpp"}}
-    assert PoolClient.from_config({"models": models}).retry == Retry()
-    assert PoolClient.from_config({"models": models, "retry": {"max_retries": 9}}).retry.max_retries == 9
+    assert PoolClient.from_config(section({"models": models}, PoolConfig, "pool")).retry == Retry()
+    retried = section({"models": models, "retry": {"max_retries": 9}}, PoolConfig, "pool")
+    assert PoolClient.from_config(retried).retry.max_retries == 9
     with pytest.raises(ConfigError, match=r"pool\.retry\.jitter"):
-        PoolClient.from_config({"models": models, "retry": {"jitter": 2}})
+        section({"models": models, "retry": {"jitter": 2}}, PoolConfig, "pool")
     assert section({}, Fitness, "evolve.fitness") == Fitness()
     with pytest.raises(ConfigError, match=r"evolve\.fitness\.cost_unit"):
         section({"cost_unit": "euro"}, Fitness, "evolve.fitness")
-    assert Budget.from_config(None).max_calls is None
+    assert Budget.from_config(section(None, BudgetLimits, "evolve.budget")).max_calls is None
     with pytest.raises(ConfigError, match=r"evolve\.budget\.max_calls"):
-        Budget.from_config({"max_calls": -5})
+        section({"max_calls": -5}, BudgetLimits, "evolve.budget")
 
 
 def test_a_section_refuses_an_unknown_key_with_its_full_key():
@@ -110,14 +112,17 @@ def test_choice_names_the_key_and_the_allowed_values():
 
 def test_rules_between_keys():
     with pytest.raises(ConfigError, match=r"coordinator\.svf\.enabled.*reinforce"):
-        config.validate(config.compose(["experiment=local_live", "evolve=reinforce", "coordinator.svf.enabled=true"], validate_cfg=False))
+        config.validate(config.compose(["experiment=local_live", "evolve=reinforce", "coordinator.svf.enabled=true"],
+                                       validate_cfg=False))
     with pytest.raises(ConfigError, match=r"coordinator\.roles.*worker"):
         conform(config.compose(["experiment=local_live", "coordinator.roles=[thinker]"], validate_cfg=False))
 
 
 @pytest.mark.parametrize("overrides", [["experiment=local_small"], ["experiment=routing_benchmark"],
-                                       ["experiment=paper"], ["experiment=local_agents"], ["pool=openai_compatible_example"],
-                                       ["evolve=reinforce", "coordinator.svf.enabled=false"], ["serve.roles={thinker: {deny: [a]}}"]])
+                                       ["experiment=paper"], ["experiment=local_agents"],
+                                       ["pool=openai_compatible_example"],
+                                       ["evolve=reinforce", "coordinator.svf.enabled=false"],
+                                       ["serve.roles={thinker: {deny: [a]}}"]])
 def test_the_schema_walk_builds_what_omegaconf_structured_configs_build(overrides):
     cfg = config.compose(overrides, validate_cfg=False)
     container = OmegaConf.to_container(cfg, resolve=True)

@@ -25,7 +25,7 @@ def test_load_returns_a_frozen_typed_config_with_its_document():
     with pytest.raises(dataclasses.FrozenInstanceError):
         cfg.seed = 1                    # type: ignore[misc]
     assert config.to_yaml(cfg) == OmegaConf.to_yaml(config.compose(OVERRIDES), resolve=True)
-    assert config.typed(cfg) is cfg and config.document(cfg) is cfg.document
+    assert config.typed(cfg) is cfg and config.document(cfg) is cfg.composed
     assert config.typed(config.compose(OVERRIDES)) == cfg
 
 
@@ -36,7 +36,7 @@ def test_a_params_file_loads_to_the_same_config(tmp_path):
     loaded = config.load(params)
     assert loaded == composed and config.to_yaml(loaded) == config.to_yaml(composed)
     with pytest.raises(AttributeError):
-        loaded.document.no_such_group = 1   # struct, as Hydra composes: a new key is an error
+        loaded.composed.no_such_group = 1   # struct, as Hydra composes: a new key is an error
 
 
 def test_derived_configs_are_typed_copies_and_leave_the_original_alone():

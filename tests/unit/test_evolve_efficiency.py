@@ -107,7 +107,7 @@ def test_episode_work_counts_network_calls_only():
                    _turn("gamma", prompt=0, completion=0, latency=0.0, called=False))     # never sent
     assert episode_work(trace) == {"decode_tokens": 20, "prefill_tokens": 70, "pool_latency_s": 2.0}
     row = episode_row(trace, phase="train", generation=0, candidate=0, candidate_fitness=0.5)
-    assert (row["decode_tokens"], row["prefill_tokens"], row["pool_latency_s"]) == (20, 70, 2.0)
+    assert (row.decode_tokens, row.prefill_tokens, row.pool_latency_s) == (20, 70, 2.0)
 
 
 def test_floor_is_the_longest_episode_or_the_busiest_model():
@@ -161,15 +161,20 @@ def test_all_cache_hits_or_replayed_replies_do_no_work_and_have_no_floor():
 
 
 def test_throughput_lookup_from_the_pool_config():
-    pool = OmegaConf.create({"models": {
+    from trinity.config_schema import section
+    from trinity.config_schema.pool import PoolConfig, PoolModel
+
+    pool = section({"models": {
         "alpha": {"throughput": {"decode_tok_s": 12.5, "prefill_tok_s": 150}},
         "beta": {"throughput": {"decode_tok_s": None, "prefill_tok_s": 150}},
-        "gamma": {}}})
-    got = pool_throughputs(pool)
+        "gamma": {}}}, PoolConfig, "pool")
+    got = pool_throughputs(pool, cores=1)
     assert list(got) == ["alpha", "beta", "gamma"]
+    # no model writes n_threads (none is a local server): the schema's default n_threads shares no cores
     assert got["alpha"] == Throughput(12.5, 150.0) and got["beta"] is None and got["gamma"] is None
-    assert model_throughput({"throughput": None}) is None
-    assert model_throughput({"throughput": {"decode_tok_s": 0, "prefill_tok_s": 1}}) is None
+    assert model_throughput(PoolModel()) is None
+    with pytest.raises(ConfigError, match="decode_tok_s"):
+        section({"throughput": {"decode_tok_s": 0, "prefill_tok_s": 1}}, PoolModel, "pool.models.m")
     assert model_throughput(None) is None and pool_throughputs(None) == {}
 
 
@@ -263,10 +268,11 @@ def test_a_bad_train_items_value_is_a_config_error_naming_the_key():
 
 
 def test_pool_throughput_config_is_validated():
-    cfg = config.compose(["experiment=local_live", "pool=local"])
+    cfg = config.load(None, ["experiment=local_live", "pool=local"])
     assert all(m.throughput.decode_tok_s > 0 for m in cfg.pool.models.values())   # measured, committed
-    ok = config.compose(["experiment=local_live", "pool=local", "pool.models.smollm2-135m.throughput.decode_tok_s=40.5",
-                         "pool.models.smollm2-135m.throughput.prefill_tok_s=300"])
+    ok = config.load(None, ["experiment=local_live", "pool=local",
+                            "pool.models.smollm2-135m.throughput.decode_tok_s=40.5",
+                            "pool.models.smollm2-135m.throughput.prefill_tok_s=300"])
     # three one-thread servers on two cores: each had 2/3 of a core under the measurement's full load
     assert pool_throughputs(ok.pool, cores=2)["smollm2-135m"] == Throughput(40.5, 300.0, 2 / 3, 1.0)
     for bad in ("pool.models.smollm2-135m.throughput.decode_tok_s=-1",

@@ -14,6 +14,7 @@ from omegaconf import OmegaConf
 from scripted_pool import RandomRouter, ScriptedPool
 
 from trinity.config import compose
+from trinity.config_schema import conform
 from trinity.config_schema.protocol import ProtocolConfig
 from trinity.episodes.protocol import run_episode
 from trinity.episodes.trace import EpisodeId
@@ -279,10 +280,10 @@ def test_wall_time_is_the_slowest_model(small_cfg):
     # min(1, cores / 3) of a core; alone it can use one core, together all of them
     share = min(1.0, len(os.sched_getaffinity(0)) / 3)
     local = max(20 * share, 31 * share, (20 + 31) * share / (3 * share))
-    assert wall_s(u, small_cfg) == (pytest.approx(local), [], [])
+    assert wall_s(u, conform(small_cfg)) == (pytest.approx(local), [], [])
     for m in rates:   # hosted models (no n_threads): each on its own hardware, the slowest decides
         del small_cfg.pool.models[m]["n_threads"]
-    assert wall_s(u, small_cfg) == (pytest.approx(31.0), [], [])
+    assert wall_s(u, conform(small_cfg)) == (pytest.approx(31.0), [], [])
     plan = build_plan(small_cfg)
     assert all(s["wall_s"]["typical"] <= s["wall_s"]["at_cap"] for s in plan["stages"])
     assert plan["total"]["wall_s"]["typical"] == pytest.approx(sum(s["wall_s"]["typical"] for s in plan["stages"]))

@@ -11,8 +11,10 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 from pool_client_support import USER, chat_once, client_for
-from pool_stub import Reply, StubServer, completion, error, scripted, stub_pool_cfg
+from pool_stub import Reply, StubServer, completion, error, scripted, stub_pool_cfg, typed_pool
 
+from trinity.config import load
+from trinity.config_schema.evolve import BudgetLimits
 from trinity.config_schema.pool import Retry
 from trinity.errors import ConfigError, TrinityError
 from trinity.pool.budget import Budget
@@ -87,7 +89,7 @@ def test_every_registered_provider_resolves(monkeypatch):
     for name in PROVIDERS:
         if PROVIDERS[name].api_key_env:
             monkeypatch.setenv(PROVIDERS[name].api_key_env, "k")
-        cfg = OmegaConf.create({"provider": name, "sampling": {"temperature": 0.1, "max_tokens": 8, "timeout_s": 5},
+        cfg = typed_pool({"provider": name, "sampling": {"temperature": 0.1, "max_tokens": 8, "timeout_s": 5},
                                 "models": {"m": {"model_id": "x", "port": 1234}}})
         client = PoolClient.from_config(cfg)
         assert client.endpoint("m").base_url.startswith("http")
@@ -96,7 +98,7 @@ def test_every_registered_provider_resolves(monkeypatch):
 
 
 def test_local_pool_config_gets_base_url_from_host_and_port_in_config_order():
-    pool_cfg = OmegaConf.load(REPO / "conf" / "pool" / "local.yaml")
+    pool_cfg = load(overrides=["pool=local"]).pool
     client = PoolClient.from_config(pool_cfg)
     assert client.model_names == list(pool_cfg.models)
     first = client.endpoint(client.model_names[0])
@@ -257,7 +259,7 @@ def test_budget_max_cost_stops_new_calls_after_it_is_spent():
 
 
 def test_budget_max_tokens_and_from_config():
-    budget = Budget.from_config(OmegaConf.create({"max_cost_usd": None, "max_tokens": 20, "max_calls": None}))
+    budget = Budget.from_config(BudgetLimits(max_cost_usd=None, max_tokens=20, max_calls=None))
     with StubServer(lambda body: completion("r", prompt_tokens=10, completion_tokens=5)) as server:
         client = client_for(server, budget=budget)
 
@@ -433,7 +435,7 @@ def test_budget_state_is_explicit_picklable_and_restorable():
 
 
 def test_hosted_example_config_resolves_with_keys_from_env(monkeypatch):
-    pool_cfg = OmegaConf.load(REPO / "conf" / "pool" / "openai_example.yaml")
+    pool_cfg = typed_pool(OmegaConf.load(REPO / "conf" / "pool" / "openai_example.yaml"))
     for model in pool_cfg.models.values():
         monkeypatch.setenv(model.api_key_env, f"key-for-{model.api_key_env}")
     client = PoolClient.from_config(pool_cfg)

@@ -6,6 +6,7 @@ name for the output cap, a seed only where the provider takes one, and the model
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from functools import cache
 from urllib.parse import urlparse
 
@@ -28,9 +29,7 @@ KEYS = {"ANTHROPIC_API_KEY": "sk-ant-test", "GEMINI_API_KEY": "gm-test", "MY_LLM
 def composed(example: str):
     """`pool=<example>` composed and checked by the typed schema (the ablation variants' checks, which
     read no pool setting, are left to the experiment test: they cost seconds per composition)."""
-    cfg = config.compose([f"pool={example}"], validate_cfg=False)
-    config.typed(cfg)
-    return cfg
+    return config.typed(config.compose([f"pool={example}"], validate_cfg=False))
 
 
 @pytest.fixture
@@ -70,9 +69,8 @@ def test_each_provider_shape_sends_one_good_request(example, model, keys):
     real = resolve_endpoint(model, cfg.pool.models[model], cfg.pool)
     path = urlparse(real.base_url).path            # the endpoint's own path, e.g. /v1beta/openai for gemini
     with StubServer(lambda body: "5") as server:
-        pool = OmegaConf.create(OmegaConf.to_container(cfg.pool, resolve=True))
-        for name in pool.models:
-            pool.models[name].base_url = f"http://127.0.0.1:{server.port}{path}"
+        url = f"http://127.0.0.1:{server.port}{path}"
+        pool = replace(cfg.pool, models={n: replace(m, base_url=url) for n, m in cfg.pool.models.items()})
 
         async def call():
             client = PoolClient.from_config(pool)
@@ -90,7 +88,7 @@ def test_each_provider_shape_sends_one_good_request(example, model, keys):
     cap = real.provider.max_tokens_param
     assert body[cap] == real.max_tokens and ({"max_tokens", "max_completion_tokens"} - {cap}).isdisjoint(body)
     assert ("seed" in body) == real.provider.sends_seed
-    key_env = cfg.pool.models[model].get("api_key_env") or real.provider.api_key_env
+    key_env = cfg.pool.models[model].api_key_env or real.provider.api_key_env
     if key_env:
         assert request.headers.get("authorization") == f"Bearer {KEYS[key_env]}"
     else:

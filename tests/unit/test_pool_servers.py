@@ -2,6 +2,7 @@
 are refused. The real servers: tests/integration/test_pool_servers_live.py."""
 
 import socket
+from dataclasses import replace
 
 import pytest
 from pool_servers_support import _cfg
@@ -23,8 +24,7 @@ def test_port_in_use_is_a_config_error_before_starting(tmp_path):
 
 
 def test_duplicate_ports_are_rejected(tmp_path):
-    cfg = _cfg(tmp_path)
-    for m in cfg.pool.models.values():
-        m.port = 9999
+    pool = _cfg(tmp_path).pool
+    pool = replace(pool, models={name: replace(m, port=9999) for name, m in pool.models.items()})
     with pytest.raises(ConfigError, match="share a server must agree"):
-        LocalPool(cfg.pool)
+        LocalPool(pool)

@@ -46,17 +46,13 @@ def test_tree_has_every_call_of_the_protocol(tmp_path):
 def test_status_counts_pending_items_also_under_the_replaying_pool(tmp_path):
     """`trinity record --status` on pool=recorded (the default) must count the items still to record: the
     stages see only the recorded items there, the recorder all of them."""
-    from omegaconf import OmegaConf
-
     from trinity.pipeline import record_stage
 
     cfg, root, _ = make_recording(tmp_path, roles=("worker", "verifier"),
                                   items={"train": 2, "validation": 1, "test": 1})
     assert record_stage.status(cfg)["pending_items"] == 0
-    more = cfg.copy()
-    OmegaConf.set_struct(more, False)
-    more.record.items = {"train": 3, "validation": 2, "test": 2}
-    more.pool.replay = {"recording": str(root), "on_miss": "error"}
+    more = with_values(cfg, {"record.items": {"train": 3, "validation": 2, "test": 2},
+                             "pool.replay": {"recording": str(root), "on_miss": "error"}})
     status = record_stage.status(more)
     assert status["items"] == 4 and status["chosen_items"] == 7 and status["pending_items"] == 3
 
@@ -117,7 +113,7 @@ def test_damaged_or_mismatched_recording_is_refused(tmp_path):
     with pytest.raises(store.RecordingError, match="missing"):
         store.open_recording(root)
     # the recorder itself refuses to extend a recording made with other prompts
-    cfg.protocol.worker_system = "You are a different worker."
+    cfg = with_values(cfg, {"protocol.worker_system": "You are a different worker."})
     with pytest.raises(store.RecordingError, match="worker_system"):
         record_stage.run(cfg, progress=lambda _l: None)
 
@@ -259,16 +255,16 @@ def test_bounds_order_and_bound_every_head(tmp_path):
 
 
 def test_recording_uses_the_live_pool_behind_a_replay():
-    from trinity.config import compose
+    from trinity.config import load
     from trinity.pipeline.record_stage import live_config
     from trinity.pool.servers import server_specs
 
-    cfg = compose([])   # the embedded default replays its recording: no server to start
+    cfg = load()   # the embedded default replays its recording: no server to start
     assert cfg.pool.replay is not None and server_specs(cfg.pool) == []
     live = live_config(cfg)   # what `trinity record` starts and records from
-    assert live.pool.replay is None and "replay" not in live.document.pool
+    assert live.pool.replay is None and "replay" not in live.pool.written
     # the default's three agents share one server: one to start, serving every agent
-    specs = server_specs(live.document.pool)
+    specs = server_specs(live.pool)
     assert len(specs) == 1 and {m.port for m in cfg.pool.models.values()} == {specs[0].port}
 
 

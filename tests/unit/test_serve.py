@@ -451,8 +451,7 @@ def test_build_app_loads_a_saved_coordinator_with_the_real_feature_path(stub, tm
     # ties are not broken towards the first model: other seeds open with other models
     assert len({turns_[0]["agent"] for turns_ in other_seeds} | {turns[0][0]}) > 1
     assert "REQ-real" in reply.choices[0].message.content
-    other = serve_cfg(stub.base_url, tmp_path / "cache")
-    other.pool.models = {"alpha": other.pool.models.alpha, "beta": other.pool.models.beta}
+    other = serve_cfg(stub.base_url, tmp_path / "cache", models=["alpha", "beta"])
     with pytest.raises(CoordinatorMismatchError):
         build_app(other, tmp_path / "coord", backbone=tiny_backbone())
 

@@ -173,13 +173,11 @@ class HeldRunner:
 
 @pytest.fixture(scope="module")
 def settings(tmp_path_factory):
-    from pool_stub import stub_pool_cfg
     from serve_support import serve_cfg
 
     from trinity.serve.settings import ServeSettings
 
-    cfg = serve_cfg("http://127.0.0.1:9/v1", tmp_path_factory.mktemp("cache"))   # no pool call is made
-    cfg.pool = stub_pool_cfg("http://127.0.0.1:9/v1", models=["alpha"])
+    cfg = serve_cfg("http://127.0.0.1:9/v1", tmp_path_factory.mktemp("cache"), models=["alpha"])   # no pool call
     return ServeSettings.from_config(cfg)
 
 

@@ -64,7 +64,7 @@ def test_a_sampled_policy_beats_the_best_deterministic_policy_on_complementary()
     routing with Worker and Verifier half and half once two answers exist."""
     from trinity import config
 
-    models = parse_profile(config.compose(["experiment=routing_benchmark"]).pool)
+    models = parse_profile(config.load(None, ["experiment=routing_benchmark"]).pool)
     o = suite_oracle(models, "gsm8k", 5)
     pure = {n: next(i for i, m in enumerate(models) if m.name == a) for n, a, _ in o.routing}
     role = {n: r for n, _, r in o.routing}
@@ -128,7 +128,7 @@ def test_reports_of_a_simulated_run_carry_its_reference_lines_and_label():
     from trinity.pipeline.evolve_stage import simulated_reference_lines
     from trinity.tasks.types import TaskItem
 
-    cfg = config.compose(["experiment=routing_benchmark", "tasks.train=[mmlu,gsm8k]"])
+    cfg = config.load(None, ["experiment=routing_benchmark", "tasks.train=[mmlu,gsm8k]"])
     items = [TaskItem("mmlu", str(i), "q", None) for i in range(3)] + [TaskItem("gsm8k", "0", "q", None)]
     lines = simulated_reference_lines(cfg, items)
     oracle = lines["simulated best deterministic policy (oracle)"]
@@ -158,4 +158,4 @@ def test_a_simulated_model_round_trips_through_its_config_block():
     m = SimulatedModel("a", "sim-a", {"default": 0.3, "mmlu": 0.9}, accept_correct=0.7, accept_wrong=0.1,
                        thinker_valid=0.6, suggest_worker=0.2, tokens={"worker": 10, "thinker": 5, "verifier": 2},
                        latency_s=0.5)
-    assert parse_model("a", {"model_id": "sim-a", "simulated": m.to_config()}) == m
+    assert parse_model("a", "sim-a", m.to_config()) == m

@@ -3,10 +3,10 @@ outcomes that follow the profile, refusals, a server that does not come up, the 
 bound. Over HTTP (up, status, down, calibrate): tests/integration/test_simulated_pool_http.py."""
 
 import asyncio
+import copy
 
 import numpy as np
 import pytest
-from omegaconf import OmegaConf
 from simulated_pool_support import (
     _cfg,
     _free_port,
@@ -16,6 +16,8 @@ from simulated_pool_support import (
 
 from trinity import config
 from trinity.assembly.local_pool import LocalPool
+from trinity.config_schema import section
+from trinity.config_schema.pool import PoolConfig
 from trinity.episodes.runner import EpisodeSpec, run_episodes
 from trinity.errors import ConfigError
 from trinity.pipeline.rollouts import make_grader
@@ -33,13 +35,13 @@ from trinity.tasks.registry import get_suite
 
 def test_profile_values_are_checked_and_named():
     with pytest.raises(ConfigError, match=r"pool.models.m.simulated.verifier.accept_correct"):
-        parse_model("m", {"simulated": {"worker": {"default": 0.5}, "verifier": {"accept_correct": 1.5}}})
+        parse_model("m", None, {"worker": {"default": 0.5}, "verifier": {"accept_correct": 1.5}})
     with pytest.raises(ConfigError, match=r"pool.models.m.simulated' is missing"):
-        parse_model("m", {"model_id": "x"})
+        parse_model("m", "x", None)
     with pytest.raises(ConfigError, match=r"unknown keys \['workers'\]"):
-        parse_model("m", {"simulated": {"workers": {"default": 0.5}}})
+        parse_model("m", None, {"workers": {"default": 0.5}})
     with pytest.raises(ConfigError, match=r"tokens.worker"):
-        parse_model("m", {"simulated": {"worker": {"default": 0.5}, "tokens": {"worker": 0}}})
+        parse_model("m", None, {"worker": {"default": 0.5}, "tokens": {"worker": 0}})
 
 
 def test_replies_are_graded_by_the_real_graders_as_intended(prepared):  # noqa: F811
@@ -117,7 +119,7 @@ def test_the_run_seed_reaches_every_simulated_request_and_its_cache_key(tmp_path
     from trinity.pool.providers import resolve_endpoint
 
     def endpoint(seed: int):
-        cfg = config.compose(["experiment=routing_benchmark", f"seed={seed}"])
+        cfg = config.load(None, ["experiment=routing_benchmark", f"seed={seed}"])
         assert cfg.pool.outcome_seed == seed
         return resolve_endpoint("weak", cfg.pool.models["weak"], cfg.pool)
 
@@ -127,7 +129,7 @@ def test_the_run_seed_reaches_every_simulated_request_and_its_cache_key(tmp_path
     # the response cache must not hand seed 3's reply to seed 4 (the client keys on the extra body)
     assert cache_key(three.model_id, messages, dict(three.extra_body), 0) != \
         cache_key(four.model_id, messages, dict(four.extra_body), 0)
-    local = config.compose(["experiment=local_live"])     # a real pool is not sent the key
+    local = config.load(None, ["experiment=local_live"])     # a real pool is not sent the key
     name = list(local.pool.models)[0]
     assert "outcome_seed" not in resolve_endpoint(name, local.pool.models[name], local.pool).extra_body
 
@@ -159,7 +161,7 @@ def test_requests_it_cannot_place_are_refused_never_answered(prepared, tmp_path)
     with pytest.raises(Refused, match="not in this simulated profile") as e:
         asyncio.run(sim.complete({**body, "model": "gpt-5"}))
     assert e.value.status == 404
-    sent = OmegaConf.to_container(cfg.pool.models["math-specialist"].simulated)
+    sent = copy.deepcopy(cfg.pool.models["math-specialist"].simulated)
     sent["worker"]["gsm8k"] = 0.1
     with pytest.raises(Refused, match="another profile"):
         asyncio.run(sim.complete({**_worker_body(cfg, "math-specialist", item, 0), "simulated": sent}))
@@ -168,8 +170,8 @@ def test_requests_it_cannot_place_are_refused_never_answered(prepared, tmp_path)
 def test_a_simulated_server_that_does_not_come_up_is_reported_by_name(tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
-    cfg = config.compose(["experiment=routing_benchmark", f"paths.prepared={empty}",
-                          f"pool.state_dir={tmp_path / 'pool'}", f"pool.port={_free_port()}"])
+    cfg = config.load(None, ["experiment=routing_benchmark", f"paths.prepared={empty}",
+                             f"pool.state_dir={tmp_path / 'pool'}", f"pool.port={_free_port()}"])
     pool = LocalPool(cfg.pool, progress=lambda *_: None)
     with pytest.raises(PoolServerError) as e:
         pool.up()
@@ -234,7 +236,7 @@ def test_calibrate_recovers_the_profile_it_measures(prepared, tmp_path):  # noqa
     assert n_right + n_wrong == sum(len(v) for m in measured.values() for v in m.worker.values())
     assert gen["accept_correct"] > gen["accept_wrong"]               # 0.85 vs 0.25 in the profile
     # the file plays: parsed as a pool config it gives the same model names in the same order
-    models = parse_profile(OmegaConf.create(profile))
+    models = parse_profile(section(profile, PoolConfig, "pool"))
     assert [m.name for m in models] == agents
 
 
@@ -258,8 +260,7 @@ def test_the_hindsight_bound_bounds_every_routing_and_is_reached(prepared, tmp_p
     from trinity.simulated.oracle import realised_hindsight
 
     cfg = _cfg(prepared, tmp_path, "protocol.max_turns=2")
-    for m in cfg.pool.models.values():
-        m.simulated.worker = {"default": 0.1}
+    cfg = config.with_values(cfg, {f"pool.models.{name}.simulated.worker": {"default": 0.1} for name in cfg.pool.models})
     seed, k = 7, 2
     sim = SimulatedPool(simulated_world(cfg.pool))
     pool = InProcessPool(sim, cfg, outcome_seed=seed)

@@ -11,10 +11,10 @@ import dataclasses
 import uuid
 
 import pytest
-from omegaconf import OmegaConf
 from pool_stub import StubServer, stub_pool_cfg
 from recording_support import grade, recording_cfg, reply_for, write_prepared
 
+from trinity.config import with_values
 from trinity.config_schema.pool import AgentSetup
 from trinity.config_schema.protocol import ProtocolConfig
 from trinity.episodes import checks
@@ -201,8 +201,7 @@ def test_recording_a_changed_setup_calls_only_for_the_new_nodes(tmp_path):
         assert server.count == first
         # one agent checks by re-solving instead of reading, and redoes anew: its re-solve is its own first-turn
         # request, which the recording holds, so no pool call is made at all
-        OmegaConf.set_struct(cfg, False)
-        cfg.pool.models["m-mid"]["setup"] = {"verify": "resolve", "redo": "anew"}
+        cfg = with_values(cfg, {"pool.models.m-mid.setup": {"verify": "resolve", "redo": "anew"}})
         # stopped after two items, the other two stay stale (the manifest now names the new setups)
         out = record_stage.run(cfg, progress=lambda _l: None, grader=grade, client_factory=factory, limit_items=2)
         assert out["recorded"] == 2 and len(record_stage.stale_items(cfg)) == 2
@@ -213,7 +212,7 @@ def test_recording_a_changed_setup_calls_only_for_the_new_nodes(tmp_path):
         assert checked.height > 0 and all(r.startswith(("ACCEPT: solving", "REJECT: solving"))
                                           for r in checked["reply"].to_list())
         # a fresh redo (the task and the Verifier's reason) is a new request: only those are sent
-        cfg.pool.models["m-mid"]["setup"] = {"verify": "resolve", "redo": "fresh"}
+        cfg = with_values(cfg, {"pool.models.m-mid.setup": {"verify": "resolve", "redo": "fresh"}})
         stale = record_stage.stale_items(cfg)
         assert len(stale) == 4
         foreseen = record_stage.new_calls_of(cfg, stale)   # the dry run sends nothing

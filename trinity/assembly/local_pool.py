@@ -1,6 +1,6 @@
 """The one way the pipeline, the CLI, serving and the flows start and stop the local pool's servers.
 
-`local_servers(pool_cfg, ...)` is the pool's LocalPool, or None when it needs no local server (hosted
+`local_servers(cfg.pool, ...)` is the pool's LocalPool, or None when it needs no local server (hosted
 models, a recording replayed without live misses); `local_pool(cfg)` starts those servers for a `with`
 block and stops the ones it started on exit, failure or Ctrl-C; `keep_up(servers)` starts them to stay
 running after the command (`trinity pool up`) and stops the ones it started only when interrupted.
@@ -14,25 +14,26 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import trinity.simulated.launcher  # noqa: F401  registers pool.server: simulated
-from trinity.config_schema import Config, document, typed
+from trinity.config_schema import Config, typed
+from trinity.config_schema.pool import PoolConfig
 from trinity.pool.servers import LocalPool, ServerStatus, server_specs
 
 __all__ = ["LocalPool", "keep_up", "local_pool", "local_servers"]
 
 
-def local_servers(pool_cfg: Any, *, model_cache: str | None = None,
+def local_servers(pool: PoolConfig, *, model_cache: str | None = None,
                   progress: Callable[..., Any] = print) -> LocalPool | None:
-    """The LocalPool of `pool_cfg`, or None when the pool has no local server to run. Raises ConfigError
-    for a malformed pool config (before anything starts)."""
-    if not server_specs(pool_cfg):
+    """The LocalPool of the typed pool section, or None when the pool has no local server to run. Raises
+    ConfigError for a malformed pool config (before anything starts)."""
+    if not server_specs(pool):
         return None
-    return LocalPool(pool_cfg, model_cache=model_cache, progress=progress)
+    return LocalPool(pool, model_cache=model_cache, progress=progress)
 
 
 @contextlib.contextmanager
 def local_pool(cfg: Config, *, progress: Callable[..., Any] = print) -> Iterator[LocalPool | None]:
     """Start `cfg.pool`'s local servers, if any, for the block; yields the LocalPool (None without one)."""
-    servers = local_servers(document(cfg).pool, model_cache=typed(cfg).paths.model_cache, progress=progress)
+    servers = local_servers(typed(cfg).pool, model_cache=typed(cfg).paths.model_cache, progress=progress)
     if servers is None:
         yield None
         return

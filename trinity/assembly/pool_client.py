@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trinity.config_schema import Config, document, section, typed
+from trinity.config_schema import Config, typed
 from trinity.config_schema.pool import PoolConfig
 from trinity.episodes.checks import PROCEDURES
 from trinity.pool.budget import Budget
@@ -20,18 +20,17 @@ def run_budget(cfg: Config) -> Budget:
     return Budget.from_config(typed(cfg).evolve.budget)
 
 
-def open_replay(pool_cfg: Any) -> RecordedReplies | None:
+def open_replay(pool: PoolConfig) -> RecordedReplies | None:
     """The recording `pool.replay` names (pool=recorded), or None for a live pool."""
-    replay = section(pool_cfg, PoolConfig, "pool").replay
+    replay = pool.replay
     if replay is None:
         return None
     return RecordedReplies.open(str(replay.recording), on_miss=str(replay.on_miss))
 
 
 def pool_client(cfg: Config, **kwargs: Any) -> PoolClient:
-    """PoolClient.from_config(pool, **kwargs) with the recording of `pool.replay` opened, if any. The pool layer
-    reads the pool section as the document writes it (which keys a model sets decides what its requests send)."""
-    pool = document(cfg).pool
+    """PoolClient.from_config(pool, **kwargs) with the recording of `pool.replay` opened, if any."""
+    pool = typed(cfg).pool
     if kwargs.get("replay") is None:
         kwargs["replay"] = open_replay(pool)
     kwargs.setdefault("procedures", PROCEDURES)   # the Verifier's checking procedures an agent's setup may name

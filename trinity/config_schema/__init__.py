@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from enum import Enum
 from typing import TYPE_CHECKING, Any, TypeVar, Union, cast, get_type_hints
 
-from trinity.config_schema.fields import check_tree
+from trinity.config_schema.fields import check_tree, is_key
 from trinity.config_schema.root import TrinityConfig
 from trinity.errors import ConfigError
 
@@ -38,8 +38,8 @@ def conform(cfg: Any) -> TrinityConfig:
     """`cfg` (the whole composed config) as a checked TrinityConfig; ConfigError names the key."""
     typed = _typed(cfg, TrinityConfig, "")
     check_tree(typed)
-    if typed.document is None and not isinstance(cfg, TrinityConfig):
-        object.__setattr__(typed, "document", cfg)   # frozen: the one attribute set after construction
+    if typed.composed is None and not isinstance(cfg, TrinityConfig):
+        typed = dataclasses.replace(typed, composed=cfg)
     return typed
 
 
@@ -59,9 +59,9 @@ def typed(cfg: Config) -> TrinityConfig:
 def document(cfg: Config) -> DictConfig:
     """The composed mapping behind `cfg` (a typed config's `document`)."""
     if isinstance(cfg, TrinityConfig):
-        if cfg.document is None:
+        if cfg.composed is None:
             raise ConfigError("this typed config was built without a composed document (trinity.config.typed keeps one)")
-        return cast("DictConfig", cfg.document)
+        return cast("DictConfig", cfg.composed)
     return cfg
 
 
@@ -156,7 +156,9 @@ _TRUE = {"y", "yes", "on", "true", "1"}
 _FALSE = {"n", "no", "off", "false", "0"}
 
 
-def _build(value: Any, hint: Any, key: str) -> Any:
+def _build(value: Any, hint: Any, key: str, given: Any = None) -> Any:
+    """`given`: what the config itself wrote at this key (None: all of `value`), before the schema's defaults
+    were merged in; a dataclass's `written` keys come from it."""
     import types
     import typing
 
@@ -169,14 +171,14 @@ def _build(value: Any, hint: Any, key: str) -> Any:
         if value is None:
             return None
         if len(args) == 1:
-            return _build(value, args[0], key)
+            return _build(value, args[0], key, given)
         raise ConfigError(f"config key '{where}': the schema's union {hint} is not supported")
     if value is None:
         raise ConfigError(f"config key '{where}' must not be null (it is not optional)")
     if isinstance(value, str) and value == _MANDATORY:
         raise ConfigError(f"config key '{where}' is mandatory and has no value (???)")
     if dataclasses.is_dataclass(hint) and isinstance(hint, type):
-        return _build_dataclass(value, hint, key)
+        return _build_dataclass(value, hint, key, value if given is None else given)
     if origin in (list, tuple):
         if not isinstance(value, (list, tuple)):
             raise ConfigError(f"config key '{where}' must be a list, got {value!r}")
@@ -190,7 +192,7 @@ def _build(value: Any, hint: Any, key: str) -> Any:
         for k, v in value.items():
             if key_type is str and not isinstance(k, str):
                 raise ConfigError(f"config key '{where}': key {k!r} must be a string")
-            out[k] = _build(v, item, f"{key}.{k}")
+            out[k] = _build(v, item, f"{key}.{k}", given.get(k, {}) if isinstance(given, Mapping) else None)
         return out
     if isinstance(hint, type) and issubclass(hint, Enum):
         return _enum(hint, value, where)
@@ -223,12 +225,12 @@ def _build(value: Any, hint: Any, key: str) -> Any:
     raise ConfigError(f"config key '{where}': the schema's type {hint} is not supported")
 
 
-def _build_dataclass(value: Any, schema: type, key: str) -> Any:
+def _build_dataclass(value: Any, schema: type, key: str, given: Any) -> Any:
     if isinstance(value, schema):
         return value
     if not isinstance(value, Mapping):
         raise ConfigError(f"config key '{key or '<root>'}' must be a mapping, got {value!r}")
-    fields = {f.name: f for f in dataclasses.fields(schema) if f.init}
+    fields = {f.name: f for f in dataclasses.fields(schema) if is_key(f)}
     unknown = [k for k in value if k not in fields]
     if unknown:
         leaf = str(unknown[0])
@@ -242,11 +244,14 @@ def _build_dataclass(value: Any, schema: type, key: str) -> Any:
         sub = f"{key}.{name}" if key else name
         if name in value:
             # a mapping over a default object or mapping: keys it leaves out keep the default's values
-            kwargs[name] = _build(_merged(_default(f), value[name]), hints[name], sub)
+            written = given.get(name, {}) if isinstance(given, Mapping) else {}
+            kwargs[name] = _build(_merged(_default(f), value[name]), hints[name], sub, written)
         else:
             default = _default(f)
             if isinstance(default, str) and default == _MANDATORY:
                 raise ConfigError(f"config key '{sub}' is mandatory and has no value (???)")
+    if "written" in _hints(schema):
+        kwargs["written"] = tuple(str(k) for k in given) if isinstance(given, Mapping) else ()
     return schema(**kwargs)
 
 
@@ -271,7 +276,7 @@ def _merged(default: Any, given: Any) -> Any:
     if not isinstance(given, Mapping):
         return given
     if dataclasses.is_dataclass(default) and not isinstance(default, type):
-        default = {g.name: getattr(default, g.name) for g in dataclasses.fields(default) if g.init}
+        default = {g.name: getattr(default, g.name) for g in dataclasses.fields(default) if is_key(g)}
     if not isinstance(default, Mapping):
         return given
     return {**default, **{k: _merged(default.get(k), v) for k, v in given.items()}}

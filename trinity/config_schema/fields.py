@@ -25,6 +25,26 @@ def number(default: Any = dataclasses.MISSING, *, gt: float | None = None, ge: f
     return dataclasses.field(default=default, metadata=metadata)
 
 
+def written_keys() -> Any:
+    """A section's `written` field: the keys its config wrote, in the order written (the schema walk fills it
+    and a config cannot set it), so a reader can tell a written value from the schema's default without the
+    composed document. Not a config key, not compared."""
+    return dataclasses.field(default=(), compare=False, repr=False, metadata={NOT_A_KEY: True})
+
+
+def composed_document() -> Any:
+    """The root's `composed` field: the document the config was typed from (not a config key, not compared)."""
+    return dataclasses.field(default=None, compare=False, repr=False, metadata={NOT_A_KEY: True})
+
+
+NOT_A_KEY = "not_a_key"   # metadata of the fields the schema walk fills itself
+
+
+def is_key(f: dataclasses.Field) -> bool:
+    """Whether a schema field is a config key (not a `written` or `composed` field)."""
+    return f.init and not f.metadata.get(NOT_A_KEY)
+
+
 def _describe(bounds: dict) -> str:
     parts = [f"> {bounds['gt']}" if "gt" in bounds else "", f">= {bounds['ge']}" if "ge" in bounds else "",
              f"<= {bounds['le']}" if "le" in bounds else ""]

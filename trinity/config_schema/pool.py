@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from trinity.config_schema.fields import number
+from trinity.config_schema.fields import number, written_keys
 from trinity.errors import ConfigError
 
 
@@ -90,6 +90,7 @@ class PoolModel:
     extra_body: dict[str, Any] = field(default_factory=dict)
     simulated: dict[str, Any] | None = None  # the simulated pool's model profile (pool=simulated)
     setup: AgentSetup | None = None          # the agent's own instructions, caps and tool (null: the bare model)
+    written: tuple[str, ...] = written_keys()   # the keys this entry's config wrote (n_threads: a local server)
 
 
 @dataclass(frozen=True)
@@ -124,6 +125,7 @@ class PoolConfig:
     replay: Replay | None = None              # pool=recorded: replies from a recording (trinity.record)
     from_recording: str | None = None         # pool=replay: this recording's folder; the pool is the one it
     #                                              was made from (its manifest's pool_config), replayed
+    written: tuple[str, ...] = written_keys()   # the keys the pool's config wrote
 
     def check(self, key: str) -> None:
         if not self.models:

@@ -4,13 +4,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
 from trinity.config_schema.choices import PromoteRule, RunnerKind
 from trinity.config_schema.coordinator import CoordinatorConfig
 from trinity.config_schema.eval import EvalConfig
 from trinity.config_schema.evolve import EvolveConfig
-from trinity.config_schema.fields import number
+from trinity.config_schema.fields import composed_document, number
 from trinity.config_schema.pool import PoolConfig
 from trinity.config_schema.protocol import ProtocolConfig
 from trinity.config_schema.record import RecordConfig
@@ -103,7 +103,7 @@ class TrinityConfig:
     retrain: Retrain = field(default_factory=Retrain)
     plan: PlanAssumptions = field(default_factory=PlanAssumptions)
     record: RecordConfig = field(default_factory=RecordConfig)
-    # The composed document this object was typed from (`conform` sets it on the instance): what is written as
-    # params.yaml, handed to a task as YAML and fingerprinted, and what derived configs are made from. Not a
-    # config key nor a field: equality, the schema walk and OmegaConf's structured configs ignore it.
-    document: ClassVar[Any] = None
+    # The composed document this config was typed from (`conform` passes it): what params.yaml is written from,
+    # what a run's key digests and what derived configs are made from, read only by the config floor
+    # (trinity.config). Not a config key: equality and the schema walk leave it out.
+    composed: Any = composed_document()

@@ -27,6 +27,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from trinity.config_schema.pool import PoolConfig, PoolModel
 from trinity.episodes.trace import Trace, Turn
 
 
@@ -60,34 +61,22 @@ class PoolWork:
         return sum(self.prefill_tokens.values())
 
 
-def _rate(value: Any) -> float | None:
-    """A configured tokens/s: a positive number, else unknown."""
-    if value is None or isinstance(value, bool):
+def model_throughput(model: PoolModel | None) -> Throughput | None:
+    """`pool.models.<m>.throughput` as a Throughput; None unless both rates are given."""
+    given = model.throughput if model is not None else None
+    if given is None or given.decode_tok_s is None or given.prefill_tok_s is None:
         return None
-    try:
-        rate = float(value)
-    except (TypeError, ValueError):
-        return None
-    return rate if rate > 0 else None
+    return Throughput(float(given.decode_tok_s), float(given.prefill_tok_s))
 
 
-def model_throughput(model_cfg: Mapping[str, Any] | None) -> Throughput | None:
-    """`pool.models.<m>.throughput` as a Throughput; None unless both rates are positive numbers."""
-    block = model_cfg.get("throughput") if model_cfg is not None else None
-    if block is None or not hasattr(block, "get"):
-        return None
-    decode, prefill = _rate(block.get("decode_tok_s")), _rate(block.get("prefill_tok_s"))
-    return Throughput(decode, prefill) if decode is not None and prefill is not None else None
-
-
-def pool_throughputs(pool_cfg: Mapping[str, Any] | None, cores: int | None = None) -> dict[str, Throughput | None]:
-    """Every pool model (in pool order) -> its Throughput, or None when it is not configured. Local
-    servers (those with `n_threads`) share this machine's `cores` (default: the cores this process may
-    use): under the measurement's full load each thread had min(1, cores / all threads) of a core."""
-    models = (pool_cfg or {}).get("models") or {}
-    out = {str(name): model_throughput(models[name]) for name in models}
-    threads = {str(n): int(models[n].get("n_threads") or 0) for n in models
-               if hasattr(models[n], "get") and models[n].get("n_threads")}
+def pool_throughputs(pool: PoolConfig | None, cores: int | None = None) -> dict[str, Throughput | None]:
+    """Every model of the typed pool section (in pool order) -> its Throughput, or None when it is not
+    configured. Local servers (the models whose config writes `n_threads`) share this machine's `cores`
+    (default: the cores this process may use): under the measurement's full load each thread had
+    min(1, cores / all threads) of a core."""
+    models = pool.models if pool is not None else {}
+    out = {str(name): model_throughput(m) for name, m in models.items()}
+    threads = {str(name): int(m.n_threads) for name, m in models.items() if "n_threads" in m.written}
     if not threads:
         return out
     if not cores:

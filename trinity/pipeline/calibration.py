@@ -13,7 +13,7 @@ from pathlib import Path
 
 from trinity.assembly.local_pool import local_pool
 from trinity.assembly.pool_client import pool_client
-from trinity.config_schema import Config, document, typed
+from trinity.config_schema import Config, typed
 from trinity.errors import TrinityError
 from trinity.pipeline import items as item_sel
 from trinity.pipeline.rollouts import make_grader
@@ -60,4 +60,5 @@ def calibrate(cfg: Config, items: list[TaskItem], output: Path) -> Path:
 
     with local_pool(cfg):
         measured = asyncio.run(run())
-    return write_profile(profile_yaml(measured, document(cfg).pool, name=output.stem, source=f"{len(items)} items"), output)
+    profile = profile_yaml(measured, typed(cfg).pool, name=output.stem, source=f"{len(items)} items")
+    return write_profile(profile, output)

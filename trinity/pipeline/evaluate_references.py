@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from trinity.config import Config, document, typed
+from trinity.config import Config, typed
 from trinity.coordinator.saved import coordinator_file
 from trinity.pipeline import items as item_sel
 from trinity.pipeline.evaluate_methods import load_checked_params
@@ -135,7 +135,7 @@ def simulated_references(cfg: Config, summary: pl.DataFrame, sets: dict) -> tupl
     if not is_simulated(typed(cfg).pool) or not sets.get("test"):
         return None
     weights = {suite: len(items) for suite, items in sets["test"].items()}
-    refs = references(document(cfg).pool, list(weights), max_turns=typed(cfg).protocol.max_turns,
+    refs = references(typed(cfg).pool, list(weights), max_turns=typed(cfg).protocol.max_turns,
                       roles=typed(cfg).coordinator.roles, weights=weights)
     assert refs is not None  # None only for a real pool or no suites, both ruled out above
     test = summary.filter(pl.col("set") == "test")

@@ -13,7 +13,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from trinity.config import Config, document
-from trinity.config_schema import group, setting
+from trinity.config_schema import TrinityConfig, group, setting
 from trinity.evolve.efficiency import pool_throughputs
 from trinity.evolve.loop import EvolutionResult, EvolveSettings, run_evolution
 
@@ -55,7 +55,11 @@ def evolution_settings(cfg: Config) -> EvolveSettings:
     throughputs from the document, where a model's `n_threads` is written only for a local server."""
     return EvolveSettings(group(cfg, "evolve"), routing=setting(cfg, "coordinator.routing").value,
                           max_turns=int(setting(cfg, "protocol.max_turns")),
-                          throughputs=pool_throughputs(document(cfg).get("pool")))
+                          throughputs=pool_throughputs(group(cfg, "pool") if _get(cfg, "pool") is not None else None))
+
+
+def _get(cfg: Config, name: str) -> Any:
+    return getattr(cfg, name) if isinstance(cfg, TrinityConfig) else cfg.get(name)
 
 
 def run_evolution_from_config(cfg: Config, *, n_params: int, metrics_dir: Path | None = None,

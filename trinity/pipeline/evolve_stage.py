@@ -2,11 +2,12 @@
 parameters, rollouts on the pool.
 
 `run(cfg, submit=...)` is plain Python; the Prefect flow passes a `submit` that turns each
-candidate's rollout into a task on its task runner (threads or Dask). The loop's callbacks (see
-trinity.evolve.loop): `evaluate_population` (a PopulationEvaluator, trinity.pipeline.population: each
-candidate's exact fitness or rollouts on the generation's training items), `evaluate_mean` (an Evaluator, trinity.evolve.evaluators: the validation items routed by every
-mode, sample and argmax), `save_coordinator`, and `describe_mean(generation, params)` (the mean's routing matrix on the
-validation items, from first-turn features, without pool calls).
+candidate's rollout into a task on its task runner (threads or Dask). What the loop calls (an Evaluation,
+trinity.evolve.evaluators): `population` (a PopulationEvaluator, trinity.pipeline.population: each
+candidate's exact fitness or rollouts on the generation's training items), `mean` (trinity.pipeline.mean_evaluators:
+the validation items routed by every mode, sample and argmax), `save_coordinator`, `describe_mean(generation,
+params)` (the mean's routing matrix on the validation items, from first-turn features, without pool calls) and,
+on a recording, `train_reward`.
 """
 
 from __future__ import annotations
@@ -21,10 +22,11 @@ from typing import Any
 
 import numpy as np
 
-from trinity.config import Config, document, typed
+from trinity.config import Config, typed
 from trinity.config_schema import TrinityConfig
 from trinity.config_schema.protocol import ProtocolConfig
 from trinity.coordinator.saved import coordinator_file
+from trinity.files import atomic_write_bytes
 from trinity.pipeline import items as item_sel
 from trinity.pipeline.mean_evaluators import ExactEvaluation, SampledEvaluator
 from trinity.pipeline.population import PopulationEvaluator, Submit, inline_submit
@@ -71,10 +73,14 @@ def run_dir(cfg: Config) -> Path:
     the run's results (the checkpoint's fingerprint: seed, evolve, protocol, pool, coordinator, tasks,
     less budgets, concurrency and where servers run), so a killed `dvc repro` resumes where it stopped,
     a raised `evolve.budget` continues the same run, and a changed setting that matters starts fresh."""
+    return run_dir_from(cfg, warm_start_source(cfg))
+
+
+def run_dir_from(cfg: Config, source: Path | None) -> Path:
+    """run_dir with the warm start already resolved (`source`: warm_start_source's answer)."""
     from trinity.pipeline.evolution_inputs import config_fingerprint
 
     key = config_fingerprint(cfg, 0)
-    source = warm_start_source(cfg)
     if source is not None:  # another champion is another run
         import hashlib
 
@@ -89,7 +95,9 @@ def run(cfg: Config, *, submit: Submit = inline_submit, progress: Callable[[dict
     """`progress` gets each generation's report; `on_work(label, done, total)` the episodes done inside a
     generation or a validation (trinity.progress)."""
     cfg = typed(cfg)
-    out = evolve(cfg, out_dir=run_dir(cfg), submit=submit, progress=progress, on_work=on_work, warm_start=True)
+    source = warm_start_source(cfg)
+    out = evolve(cfg, out_dir=run_dir_from(cfg, source), submit=submit, progress=progress, on_work=on_work,
+                 warm_start=source)
     stop_on_replay_misses("evolve", out.get("replay_misses", 0))
     timings = timings_dir(cfg, "evolve")
     publish(out["run_dir"], Path(cfg.paths.runs), timings)
@@ -100,10 +108,13 @@ def run(cfg: Config, *, submit: Submit = inline_submit, progress: Callable[[dict
 
 def evolve(cfg: Config, *, out_dir: Path, submit: Submit = inline_submit,
            progress: Callable[[dict], None] | None = None, metrics_dir: Path | None = None,
-           reports_dir: Path | None = None, on_work: Listener | None = None, warm_start: bool = False) -> dict:
+           reports_dir: Path | None = None, on_work: Listener | None = None, warm_start: Path | None = None) -> dict:
     """One evolution run of `cfg` in `out_dir` (resumes from its checkpoint); the ablate stage reuses it
     with its own folders per variant. Returns the run folder, the EvolutionResult and the pool totals.
-    `warm_start`: start from `evolve.warm_start` (the main run; ablations and frontier heads start at 0)."""
+    `warm_start`: the saved coordinator to start from (warm_start_source: the main run's `evolve.warm_start`);
+    None: x0 = 0 (ablations and frontier heads)."""
+    from trinity.evolve.evaluators import Evaluation, Evaluator
+    from trinity.evolve.loop import Start
     from trinity.pipeline.evolution_inputs import run_evolution_from_config
 
     cfg = typed(cfg)
@@ -134,16 +145,16 @@ def evolve(cfg: Config, *, out_dir: Path, submit: Submit = inline_submit,
     evaluate_population = PopulationEvaluator(cfg, ctx, train, exact=exact, submit=submit, counted=counted)
 
     # the loop's validations of the mean, every routing mode at once (trinity.pipeline.mean_evaluators)
-    evaluate_mean = ExactEvaluation(exact, val) if exact is not None else SampledEvaluator(ctx, val, cfg.protocol, counted)
+    evaluate_mean: Evaluator = (ExactEvaluation(exact, val) if exact is not None
+                                else SampledEvaluator(ctx, val, cfg.protocol, counted))
 
     describe_mean = routing_describer(coord, val, cfg.protocol)
 
     warm = None
-    source = warm_start_source(cfg) if warm_start else None
-    if source is not None:
+    if warm_start is not None:
         from trinity.coordinator.warm_start import load_warm_start
 
-        warm = load_warm_start(source, coord.metadata())
+        warm = load_warm_start(warm_start, coord.metadata())
         for line in warm.lines():
             log.info("evolve: %s", line)
 
@@ -156,19 +167,19 @@ def evolve(cfg: Config, *, out_dir: Path, submit: Submit = inline_submit,
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    evaluation = Evaluation(population=evaluate_population, mean=evaluate_mean, save_coordinator=save_coordinator,
+                            describe_mean=describe_mean, train_reward=exact_train_reward(exact, train))
     result = run_evolution_from_config(
-        cfg, n_params=coord.num_params, evaluate_population=evaluate_population, evaluate_mean=evaluate_mean,
-        save_coordinator=save_coordinator, out_dir=out, progress=progress, metrics_dir=metrics_dir,
-        reports_dir=reports_dir, describe_mean=describe_mean,
+        cfg, n_params=coord.num_params, evaluation=evaluation, out_dir=out, progress=progress,
+        metrics_dir=metrics_dir, reports_dir=reports_dir,
         reference_lines=simulated_reference_lines(cfg, val) or recorded_reference_lines(cfg, ctx, val),
-        x0=None if warm is None else warm.x0, sigma0=None if warm is None else warm_start_sigma0(cfg),
-        train_reward=exact_train_reward(exact, train),
+        start=None if warm is None else Start(warm.x0, warm_start_sigma0(cfg)),
     )
     kept = never_below_constant(cfg, ctx, exact, result, train, val, out / "coordinator")
     fit = kept_mean_fit(exact, result, train, val, str(cfg.coordinator.routing), kept)
     extra = {"constant_policy": kept} if fit is None else {"kept_mean_fit": fit, "constant_policy": kept}
-    # beside the loop's metrics (metrics_dir, else paths.metrics: run_evolution_from_config)
-    _add_to_metrics(Path(metrics_dir or cfg.paths.metrics) / "evolve.json", extra)
+    # beside the metrics the loop wrote (result.metrics, at result.paths.metrics)
+    atomic_write_bytes(result.paths.metrics, (json.dumps({**result.metrics, **extra}, indent=2) + "\n").encode("utf-8"))
     return {"run_dir": str(out), "result": result, "pool_totals": ctx.totals(), "kept_mean_fit": fit,
             "constant_policy": kept, "replay_misses": replay_misses(ctx),
             "warm_start": None if warm is None else warm.report()}
@@ -226,16 +237,6 @@ def exact_train_reward(exact: Any, train: list[TaskItem]) -> Callable[[np.ndarra
     if exact is None:
         return None
     return lambda params, mode: float(exact.value(np.asarray(params), train, mode).reward)
-
-
-def _add_to_metrics(path: Path, extra: dict[str, Any]) -> None:
-    import json
-
-    from trinity.files import atomic_write_bytes
-
-    data = json.loads(path.read_text()) if path.is_file() else {}
-    data.update(extra)
-    atomic_write_bytes(path, (json.dumps(data, indent=2) + "\n").encode("utf-8"))
 
 
 def fitness_estimate(cfg: Config) -> str:
@@ -318,7 +319,7 @@ def simulated_reference_lines(cfg: TrinityConfig, val: list[TaskItem]) -> dict[s
     weights: dict[str, float] = {}
     for it in val:
         weights[it.suite] = weights.get(it.suite, 0) + 1
-    refs = references(document(cfg).pool, sorted(weights), max_turns=cfg.protocol.max_turns,
+    refs = references(cfg.pool, sorted(weights), max_turns=cfg.protocol.max_turns,
                       roles=cfg.coordinator.roles, weights=weights)
     assert refs is not None  # None only for a real pool or no suites, both ruled out above
     pooled = refs["pooled"]

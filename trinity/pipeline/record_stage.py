@@ -78,10 +78,10 @@ def verifier_groups(cfg: Config) -> int:
 
     probe = [{"role": "system", "content": ""}, {"role": "user", "content": ""}]
     keys: set[tuple[Any, ...]] = set()
-    pool = document(cfg).pool   # the pool layer reads its section as written
-    for name in pool.models:
+    pool = typed(cfg).pool
+    for name, m in pool.models.items():
         try:
-            ep = resolve_endpoint(str(name), pool.models[name], pool)
+            ep = resolve_endpoint(str(name), m, pool)
         except TrinityError:   # e.g. a key not set: count the model as its own group
             keys.add(("model", str(name)))
             continue
@@ -111,11 +111,10 @@ def pool_identity(cfg: Config) -> dict[str, Any]:
     from trinity.pool.providers import resolve_endpoint
 
     models = []
-    pool = document(cfg).pool
-    for name in pool.models:
-        m = pool.models[name]
+    pool = typed(cfg).pool
+    for name, m in pool.models.items():
         ep = resolve_endpoint(str(name), m, pool)
-        asset = m.get("asset")
+        asset = m.asset
         digest = None
         if asset:
             from trinity.setup.assets import get_asset
@@ -325,7 +324,7 @@ def new_calls_of(cfg: Config, items: Sequence[TaskItem]) -> int:
 
     async def expand_all() -> None:
         known = RecordedReplies(store.open_recording(root), on_miss="live", keep_live=False)
-        pool = PoolClient.from_config(document(cfg).pool, replay=known, procedures=PROCEDURES,
+        pool = PoolClient.from_config(typed(cfg).pool, replay=known, procedures=PROCEDURES,
                                       transport=httpx.MockTransport(refuse), retry=Retry(max_retries=0))
         recorder = Recorder(cfg, root, pool, no_grade, progress=lambda _m: None)
         for item in items:
@@ -450,7 +449,7 @@ async def _record(cfg: TrinityConfig, root: Path, manifest: dict, items: Sequenc
         if client_factory is not None:
             pool = client_factory(journal, known)
         else:
-            pool = PoolClient.from_config(document(cfg).pool, cache_path=journal, cache_mode="read_write",
+            pool = PoolClient.from_config(typed(cfg).pool, cache_path=journal, cache_mode="read_write",
                                           procedures=PROCEDURES, budget=run_budget(cfg), replay=known)
         recorder = Recorder(cfg, root, pool, grader or make_grader(cfg, judge=pool), progress=progress)
         queue: asyncio.Queue[TaskItem] = asyncio.Queue()

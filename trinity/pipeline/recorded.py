@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from trinity.config import Config, document, typed
+from trinity.config import Config, typed
 from trinity.config_schema.evolve import Fitness
 from trinity.contracts import ROLES
 from trinity.evolve.fitness import FitnessParts
@@ -79,7 +79,7 @@ class RecordedWorld:
         if int(rec.manifest.get("max_turns", 0)) < self.protocol.max_turns:
             raise store.RecordingError(f"recording {rec.root} goes to {rec.manifest.get('max_turns')} turns; "
                                        f"protocol.max_turns is {self.protocol.max_turns}")
-        pool = document(cfg).pool   # the pool layer reads its section as written (trinity.pool.providers)
+        pool = typed(cfg).pool
         endpoints = {m: resolve_endpoint(m, pool.models[m], pool) for m in self.agents}
         grades = {(r["item"], r["reply"]): float(r["grade"])
                   for r in rec.nodes.select(["item", "reply", "grade"]).iter_rows(named=True) if r["grade"] is not None}

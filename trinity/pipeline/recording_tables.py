@@ -6,17 +6,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from trinity.config import Config, document, typed
+from trinity.config import Config, typed
+from trinity.config_schema.pool import AgentSetup
 from trinity.record import store
 from trinity.record.verdicts import redo_table, verifier_table
 
 
 def _setups(cfg: Config) -> dict[str, dict[str, Any]]:
-    pool = document(cfg).pool
     out = {}
-    for name in pool.models:
-        setup = pool.models[name].get("setup") or {}
-        out[str(name)] = {"verify": setup.get("verify"), "redo": setup.get("redo") or "continue"}
+    for name, model in typed(cfg).pool.models.items():
+        setup = model.setup or AgentSetup()
+        out[str(name)] = {"verify": setup.verify, "redo": setup.redo}
     return out
 
 

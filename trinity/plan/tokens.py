@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from trinity.config_schema import Config, TrinityConfig, document, typed
+from trinity.config_schema import Config, TrinityConfig, typed
 from trinity.contracts import ROLES
 from trinity.pipeline.workload import SuiteInfo
 
@@ -70,8 +70,7 @@ def output_cap(cfg: TrinityConfig, pc: Any, role: str, suite: str, model: str, n
 
     cap = pc.max_tokens_for(role, suite)
     if cap is None:
-        pool = document(cfg).pool   # the pool floor reads its section as written
-        cap = model_max_tokens(model, pool.models.get(model), pool)
+        cap = model_max_tokens(cfg.pool.models.get(model), cfg.pool)
     if cap is None:
         notes.add(f"no output cap for some calls (e.g. {model} as {role}): assumed {UNCAPPED_TOKENS} tokens")
         return UNCAPPED_TOKENS

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from trinity.config_schema import TrinityConfig, document, typed
+from trinity.config_schema import TrinityConfig, typed
 from trinity.contracts import ROLES
 from trinity.pipeline.workload import Part, Route
 from trinity.plan.assumptions import Assumptions
@@ -123,5 +123,5 @@ def wall_s(u: Usage, cfg: TrinityConfig) -> tuple[float | None, list[str], list[
         per_model[m] = seconds
     if missing:
         return None, missing, no_prefill
-    shares = pool_throughputs(document(cfg).pool)   # the cores the local servers (those naming n_threads) share
+    shares = pool_throughputs(cfg.pool)   # the cores the local servers (those naming n_threads) share
     return work_floor(per_model, shares)[0], missing, no_prefill

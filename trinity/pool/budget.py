@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from trinity.config_schema.evolve import BudgetLimits
+
 
 @dataclass
 class Budget:
@@ -42,12 +44,8 @@ class Budget:
         return cls(**{k: d[k] for k in keys if k in d})
 
     @classmethod
-    def from_config(cls, budget_cfg: Any) -> Budget:
-        """From `cfg.evolve.budget` (typed, or a mapping of max_cost_usd, max_tokens, max_calls; null = unlimited)."""
-        from trinity.config_schema import section
-        from trinity.config_schema.evolve import BudgetLimits
-
-        limits = section(budget_cfg, BudgetLimits, "evolve.budget")
+    def from_config(cls, limits: BudgetLimits) -> Budget:
+        """From the typed `cfg.evolve.budget` (max_cost_usd, max_tokens, max_calls; None = unlimited)."""
         return cls(max_cost_usd=limits.max_cost_usd, max_tokens=limits.max_tokens, max_calls=limits.max_calls)
 
     @property

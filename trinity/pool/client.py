@@ -43,8 +43,7 @@ from typing import Any
 
 import httpx
 
-from trinity.config_schema import section
-from trinity.config_schema.pool import Retry
+from trinity.config_schema.pool import PoolConfig, Retry
 from trinity.pool.agents import TurnContext, agent_request
 from trinity.pool.budget import Budget, RunTotals
 from trinity.pool.budget_layer import BudgetLayer
@@ -101,22 +100,21 @@ class PoolClient:
             self._top = ReplayLayer(self._top, replay)
 
     @classmethod
-    def from_config(cls, pool_cfg: Any, *, cache_path: str | Path | None = None, cache_mode: str = "read_write",
+    def from_config(cls, pool: PoolConfig, *, cache_path: str | Path | None = None, cache_mode: str = "read_write",
                     budget: Budget | None = None, retry: Retry | None = None,
                     transport: httpx.AsyncBaseTransport | None = None,
                     limits: RunLimits | None = None, replay: Any = None,
                     procedures: Procedures | None = None) -> PoolClient:
-        """From `cfg.pool`. Raises MissingApiKeyError (naming the variable) when a model needs a key that
-        is not set, and CacheError when the cache file is not usable, before any call is made.
-        Retry settings come from `retry` or else the optional `pool.retry` mapping. With `pool.replay`
+        """From the typed pool section (`cfg.pool`). Raises MissingApiKeyError (naming the variable) when a
+        model needs a key that is not set, and CacheError when the cache file is not usable, before any call is made.
+        Retry settings come from `retry` or else `pool.retry`. With `pool.replay`
         (pool=recorded) replies come from the recording `replay` (trinity.assembly.pool_client.pool_client
         opens it) and the response cache is used only below it, for what a miss sends live (`on_miss: live`): the
         recording is the cache."""
-        models = pool_cfg.get("models")
-        if not models:
+        if not pool.models:
             raise PoolConfigError("config key 'pool.models' must map at least one model name to its settings")
-        endpoints = [resolve_endpoint(str(name), models[name], pool_cfg) for name in models]
-        if replay is None and pool_cfg.get("replay") is not None:
+        endpoints = [resolve_endpoint(str(name), model, pool) for name, model in pool.models.items()]
+        if replay is None and pool.replay is not None:
             raise PoolConfigError("config key 'pool.replay' names a recording, but no recording was opened for this "
                                   "client: build it with trinity.assembly.pool_client.pool_client(cfg, ...)")
         if replay is not None and replay.on_miss != "live":
@@ -125,9 +123,8 @@ class PoolClient:
         if cache_path is not None and cache_mode != "off":
             cache = ResponseCache(cache_path)
             len(cache)  # open now: a broken file fails here, not in the middle of a run
-        if retry is None:
-            retry = section(pool_cfg.get("retry"), Retry, "pool.retry")
-        return cls(endpoints, cache=cache, cache_mode=cache_mode, budget=budget, retry=retry, transport=transport,
+        return cls(endpoints, cache=cache, cache_mode=cache_mode, budget=budget, retry=retry or pool.retry,
+                   transport=transport,
                    limits=limits, replay=replay, procedures=procedures)
 
     @property

@@ -12,8 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from trinity.config_schema import section
-from trinity.config_schema.pool import AgentSetup, PoolConfig, PoolModel, Replay, Sampling
+from trinity.config_schema.pool import AgentSetup, PoolConfig, PoolModel
 from trinity.pool.agents import check_tool
 from trinity.pool.errors import MissingApiKeyError, PoolConfigError
 
@@ -102,51 +101,28 @@ class ModelEndpoint:
         return (prompt_tokens * self.price_in_per_mtok + completion_tokens * self.price_out_per_mtok) / 1e6
 
 
-def _opt(node: Mapping[str, Any] | None, key: str, default: Any = None) -> Any:
-    """One key of a config mapping read plainly, `default` (the schema's, passed by the caller) when absent or null."""
-    value = node.get(key) if node is not None else None
-    return default if value is None else value
-
-
-def _plain(value: Any) -> dict:
-    """A config mapping as plain JSON-able dicts (OmegaConf nodes are not JSON-serialisable)."""
-    try:
-        from omegaconf import DictConfig, OmegaConf
-        if isinstance(value, DictConfig):
-            return OmegaConf.to_container(value, resolve=True)  # type: ignore[return-value]
-    except ImportError:  # pragma: no cover - omegaconf is a dependency; plain dicts need nothing
-        pass
-    return dict(value)
-
-
-def model_max_tokens(name: str, model_cfg: Mapping[str, Any] | None, pool_cfg: Mapping[str, Any]) -> int | None:
+def model_max_tokens(model: PoolModel | None, pool: PoolConfig) -> int | None:
     """A model's output cap where the protocol sets none for the turn: pool.models.<name>.max_tokens, else
-    pool.sampling.max_tokens, else the schema's default for it (None: uncapped). The client sends it;
-    `trinity plan` counts with it (thousands of times per plan: plain reads, the types were checked when the
-    config was composed and again by resolve_endpoint)."""
-    own = _opt(model_cfg, "max_tokens")
-    if own is not None:
-        return int(own)
-    sampling = _opt(pool_cfg, "sampling")
-    cap = sampling.get("max_tokens") if sampling is not None and "max_tokens" in sampling else Sampling().max_tokens
-    return int(cap) if cap is not None else None
+    pool.sampling.max_tokens (None: uncapped). The client sends it; `trinity plan` counts with it."""
+    if model is not None and model.max_tokens is not None:
+        return int(model.max_tokens)
+    return pool.sampling.max_tokens
 
 
-def resolve_endpoint(name: str, model_cfg: Mapping[str, Any], pool_cfg: Mapping[str, Any]) -> ModelEndpoint:
-    """One `pool.models.<name>` entry -> ModelEndpoint. Reads the API key from the environment now, so a
-    missing key stops the run before any work (MissingApiKeyError names the variable)."""
-    m = section(model_cfg, PoolModel, f"pool.models.{name}")
-    sampling = section(_opt(pool_cfg, "sampling"), Sampling, "pool.sampling")
-    provider = get_provider(str(m.provider or _opt(pool_cfg, "provider", PoolConfig.provider)))
+def resolve_endpoint(name: str, m: PoolModel, pool: PoolConfig) -> ModelEndpoint:
+    """One `pool.models.<name>` entry of the typed pool section -> ModelEndpoint. Reads the API key from the
+    environment now, so a missing key stops the run before any work (MissingApiKeyError names the variable)."""
+    sampling = pool.sampling
+    provider = get_provider(str(m.provider or pool.provider))
     if not m.model_id:
         raise PoolConfigError(f"config key 'pool.models.{name}.model_id' is missing")
     if m.setup is not None:
         check_tool(m.setup, f"pool.models.{name}.setup")
 
     base_url = m.base_url
-    port = m.port if m.port is not None else _opt(pool_cfg, "port")   # a pool served by one server gives pool.port
+    port = m.port if m.port is not None else pool.port   # a pool served by one server gives pool.port
     if base_url is None and port is not None:
-        base_url = f"http://{_opt(pool_cfg, 'host', PoolConfig.host)}:{int(port)}/v1"
+        base_url = f"http://{pool.host}:{int(port)}/v1"
     base_url = base_url or provider.default_base_url
     if not base_url:
         raise PoolConfigError(
@@ -157,12 +133,11 @@ def resolve_endpoint(name: str, model_cfg: Mapping[str, Any], pool_cfg: Mapping[
     # A key named explicitly in the model config is always required; a provider default only for hosted APIs.
     # A pool replayed from a recording that never asks the live pool (pool.replay.on_miss: error) calls no
     # endpoint, so it needs none (as trinity.config.check_api_keys).
-    replay = _opt(pool_cfg, "replay")
-    replayed = replay is not None and str(_opt(replay, "on_miss", Replay.on_miss)) == "error"
+    replayed = pool.replay is not None and pool.replay.on_miss == "error"
     if key_env and not api_key and (provider.key_required or m.api_key_env) and not replayed:
         raise MissingApiKeyError(name, key_env)
 
-    max_tokens = model_max_tokens(name, model_cfg, pool_cfg)
+    max_tokens = model_max_tokens(m, pool)
     return ModelEndpoint(
         name=name,
         model_id=str(m.model_id),
@@ -176,8 +151,8 @@ def resolve_endpoint(name: str, model_cfg: Mapping[str, Any], pool_cfg: Mapping[
         max_concurrency=m.max_concurrency,
         requests_per_minute=m.requests_per_minute,
         extra_body={**dict(m.extra_body),
-                    **{k: _plain(model_cfg[k]) for k in provider.body_keys if model_cfg.get(k) is not None},
-                    **{k: pool_cfg[k] for k in provider.pool_body_keys if _opt(pool_cfg, k) is not None}},
+                    **{k: getattr(m, k) for k in provider.body_keys if getattr(m, k) is not None},
+                    **{k: getattr(pool, k) for k in provider.pool_body_keys if getattr(pool, k) is not None}},
         api_key=api_key,
         setup=m.setup if m.setup is not None else AgentSetup(),
     )

@@ -22,7 +22,6 @@ from pathlib import Path
 import httpx
 
 from trinity import foreign_environment
-from trinity.config_schema import section
 from trinity.config_schema.pool import PoolConfig
 from trinity.errors import ConfigError, TrinityError
 from trinity.setup.assets import model_path
@@ -81,31 +80,30 @@ class ServerStatus:
         return f"{self.name:20s} {self.state:8s} port={self.port} pid={self.pid or '-'} log={self.log or '-'}"
 
 
-def server_specs(pool_cfg) -> list[ServerSpec]:
-    """The local servers a pool config asks for: one per model with an `asset` key (llama.cpp), or one
+def server_specs(pool: PoolConfig) -> list[ServerSpec]:
+    """The local servers the typed pool section asks for: one per model with an `asset` key (llama.cpp), or one
     for the whole pool when `pool.server` names a launcher (`simulated`); hosted models need none."""
-    typed = section(pool_cfg, PoolConfig, "pool")   # the llama.cpp defaults (n_ctx, n_parallel, n_threads)
-    if typed.replay is not None and typed.replay.on_miss == "error":
+    if pool.replay is not None and pool.replay.on_miss == "error":
         return []   # pool=recorded: every reply comes from the recording
-    host, kind = typed.host, typed.server
+    host, kind = pool.host, pool.server
     if kind is not None:
         if kind not in LAUNCHERS or kind == "llamacpp":
             raise ConfigError(f"config key 'pool.server' must be one of {sorted(k for k in LAUNCHERS if k != 'llamacpp')} "
                               f"(or absent for per-model llama.cpp servers), got {kind!r}")
-        if pool_cfg.get("port") is None:
+        if pool.port is None:
             raise ConfigError(f"config key 'pool.port' is required for a pool served by one {kind} server")
-        return [ServerSpec(name=str(kind), asset="", host=host, port=int(pool_cfg.port), n_ctx=0, n_parallel=0,
+        return [ServerSpec(name=str(kind), asset="", host=host, port=int(pool.port), n_ctx=0, n_parallel=0,
                            n_threads=0, kind=str(kind))]
     # Agents (trinity.pool.agents) that give the same port share one server: it is started once, under
     # the first agent's name, and must be the same server for all of them.
     by_port: dict[int, ServerSpec] = {}
-    for name, m in pool_cfg.models.items():
-        if not m.get("asset"):
+    for name, m in pool.models.items():
+        if not m.asset:
             continue
-        if m.get("port") is None:
+        if m.port is None:
             raise ConfigError(f"config key 'pool.models.{name}.port' is required for a local model")
-        spec = ServerSpec(name=name, asset=m.asset, host=host, port=int(m.port), n_ctx=typed.models[name].n_ctx,
-                          n_parallel=typed.models[name].n_parallel, n_threads=typed.models[name].n_threads)
+        spec = ServerSpec(name=name, asset=m.asset, host=host, port=int(m.port), n_ctx=m.n_ctx,
+                          n_parallel=m.n_parallel, n_threads=m.n_threads)
         first = by_port.setdefault(spec.port, spec)
         differs = [k for k in ("asset", "n_ctx", "n_parallel", "n_threads") if getattr(first, k) != getattr(spec, k)]
         if differs:
@@ -189,12 +187,12 @@ def register_launcher(kind: str, launcher: Launcher) -> None:
 class LocalPool:
     """Start, stop and inspect the local pool's servers."""
 
-    def __init__(self, pool_cfg, *, model_cache: str | None = None, progress=print):
-        self.pool_cfg = pool_cfg
-        self.specs = server_specs(pool_cfg)
-        typed = section(pool_cfg, PoolConfig, "pool")
-        self.state_dir = Path(typed.state_dir)
-        self.startup_timeout_s = float(typed.startup_timeout_s)
+    def __init__(self, pool: PoolConfig, *, model_cache: str | None = None, progress=print):
+        """`pool`: the typed pool section."""
+        self.pool = pool
+        self.specs = server_specs(pool)
+        self.state_dir = Path(pool.state_dir)
+        self.startup_timeout_s = float(pool.startup_timeout_s)
         self.model_cache = model_cache
         self._started: list[str] = []
         self.progress = progress

@@ -23,8 +23,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from trinity.config_schema import section
-from trinity.config_schema.pool import PoolModel
+from trinity.config_schema.pool import PoolConfig
 from trinity.config_schema.protocol import ProtocolConfig
 from trinity.episodes.protocol import SharedMessage, read_reply, review_messages, sample_index_for, worker_messages
 
@@ -91,7 +90,7 @@ async def measure(pool, agents: list[str], items: list, protocol_cfg: Any, grade
     return out
 
 
-def profile_yaml(measured: dict[str, Measured], pool_cfg: Any, *, name: str = "calibrated", source: str = "") -> str:
+def profile_yaml(measured: dict[str, Measured], pool: PoolConfig, *, name: str = "calibrated", source: str = "") -> str:
     """The measurements as a profile file for conf/pool/profile/ (same model names as the measured pool)."""
     models, notes = {}, {}
     for agent, m in measured.items():
@@ -100,7 +99,7 @@ def profile_yaml(measured: dict[str, Measured], pool_cfg: Any, *, name: str = "c
         aw, n_aw = _rate(m.verdicts[False])
         valid, n_valid = _rate(m.thinker_valid)
         sw, n_sw = _rate(m.thinker_worker)
-        prices = section(pool_cfg.models[agent], PoolModel, f"pool.models.{agent}")
+        prices = pool.models[agent]
         models[agent] = {
             "model_id": f"sim-{name}-{agent}",
             "price_in_per_mtok": float(prices.price_in_per_mtok or 0.0),
@@ -117,7 +116,7 @@ def profile_yaml(measured: dict[str, Measured], pool_cfg: Any, *, name: str = "c
         notes[agent] = {"worker_answers": {s: len(v) for s, v in sorted(m.worker.items())},
                         "judged_correct": n_ac, "judged_wrong": n_aw, "thinker_replies": n_valid,
                         "valid_thinker_replies": n_sw}
-    header = (f"# @package pool\n# Written by `trinity pool calibrate` from measurements of pool '{pool_cfg.get('name')}'"
+    header = (f"# @package pool\n# Written by `trinity pool calibrate` from measurements of pool '{pool.name}'"
               f"{' (' + source + ')' if source else ''}.\n# `measured` counts the cases behind each rate (a rate "
               "measured on none is 0.5). Keys as in complementary.yaml.\n")
     body = {"profile": name, "measured": notes, "models": models}

@@ -8,30 +8,28 @@ import hashlib
 import json
 import sys
 
-from omegaconf import OmegaConf
-
+from trinity.config_schema.pool import PoolConfig
 from trinity.errors import ConfigError
 from trinity.pool.servers import Launcher, LocalPool, ServerSpec, register_launcher
 from trinity.simulated.profile import parse_profile
 
 
-def simulated_world(pool_cfg) -> dict:
-    """What the simulated server plays, from the composed pool config: models (in head order) with their
+def simulated_world(pool: PoolConfig) -> dict:
+    """What the simulated server plays, from the typed pool section: models (in head order) with their
     behaviour, the prepared-data folder it finds items in, and the protocol's role prompts."""
-    models = parse_profile(pool_cfg)  # validates every model's behaviour (ConfigError names the key)
-    roles = pool_cfg.get("role_prompts")
+    models = parse_profile(pool)  # validates every model's behaviour (ConfigError names the key)
+    roles = pool.role_prompts
     if not roles or not roles.get("worker"):
         raise ConfigError("config key 'pool.role_prompts' must give the protocol's system prompts "
                           "(worker, thinker, verifier; aggregator for Mixture-of-Agents)")
-    if not pool_cfg.get("prepared"):
+    if not pool.prepared:
         raise ConfigError("config key 'pool.prepared' must name the prepared-data folder the simulated pool reads")
-    return {"prepared": str(pool_cfg.prepared),
-            "role_prompts": OmegaConf.to_container(roles, resolve=True) if not isinstance(roles, dict) else dict(roles),
+    return {"prepared": str(pool.prepared), "role_prompts": dict(roles),
             "models": [{"name": m.name, "model_id": m.model_id, "simulated": m.to_config()} for m in models]}
 
 
 def _simulated_blob(pool: LocalPool) -> str:
-    return json.dumps(simulated_world(pool.pool_cfg), sort_keys=True, indent=1)
+    return json.dumps(simulated_world(pool.pool), sort_keys=True, indent=1)
 
 
 def _simulated_launch(pool: LocalPool, spec: ServerSpec) -> tuple[list[str], str]:

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from trinity.config_schema.pool import PoolConfig
 from trinity.errors import ConfigError
 
 ROLE_TOKENS = {"worker": 300, "thinker": 60, "verifier": 8}
@@ -67,20 +68,10 @@ def _prob(value: Any, key: str) -> float:
     return float(value)
 
 
-def _plain(node: Any) -> Any:
-    try:
-        from omegaconf import DictConfig, ListConfig, OmegaConf
-        if isinstance(node, (DictConfig, ListConfig)):
-            return OmegaConf.to_container(node, resolve=True)
-    except ImportError:  # pragma: no cover
-        pass
-    return node
-
-
-def parse_model(name: str, model_cfg: Mapping[str, Any]) -> SimulatedModel:
-    """One `pool.models.<name>` entry -> SimulatedModel; a bad value is a ConfigError naming its key."""
+def parse_model(name: str, model_id: str | None, sim: Mapping[str, Any] | None) -> SimulatedModel:
+    """One `pool.models.<name>` entry (its model_id and `simulated` block) -> SimulatedModel; a bad value is a
+    ConfigError naming its key."""
     where = f"pool.models.{name}.simulated"
-    sim = _plain(model_cfg.get("simulated"))
     if not isinstance(sim, Mapping):
         raise ConfigError(f"config key '{where}' is missing: a simulated pool model needs its behaviour")
     known = {"worker", "verifier", "thinker", "tokens", "latency_s"}
@@ -102,7 +93,7 @@ def parse_model(name: str, model_cfg: Mapping[str, Any]) -> SimulatedModel:
     if isinstance(latency, bool) or not isinstance(latency, (int, float)) or latency < 0:
         raise ConfigError(f"config key '{where}.latency_s' must be a number >= 0, got {latency!r}")
     return SimulatedModel(
-        name=str(name), model_id=str(model_cfg.get("model_id") or name), worker=worker,
+        name=str(name), model_id=str(model_id or name), worker=worker,
         accept_correct=_prob(verifier.get("accept_correct", 0.9), f"{where}.verifier.accept_correct"),
         accept_wrong=_prob(verifier.get("accept_wrong", 0.2), f"{where}.verifier.accept_wrong"),
         thinker_valid=_prob(thinker.get("valid", 0.9), f"{where}.thinker.valid"),
@@ -111,12 +102,11 @@ def parse_model(name: str, model_cfg: Mapping[str, Any]) -> SimulatedModel:
     )
 
 
-def parse_profile(pool_cfg: Mapping[str, Any]) -> list[SimulatedModel]:
-    """Every model of a simulated pool, in head order."""
-    models = pool_cfg.get("models")
-    if not models:
+def parse_profile(pool: PoolConfig) -> list[SimulatedModel]:
+    """Every model of a simulated pool (the typed pool section), in head order."""
+    if not pool.models:
         raise ConfigError("config key 'pool.models' must list the simulated models")
-    return [parse_model(str(name), models[name]) for name in models]
+    return [parse_model(str(name), m.model_id, m.simulated) for name, m in pool.models.items()]
 
 
 def uniform(*parts: Any) -> float:

@@ -7,9 +7,7 @@ simulated and which profile it played, and that only the hindsight bound is an u
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
-from trinity.config_schema import section
 from trinity.config_schema.pool import PoolConfig
 from trinity.contracts import ROLES
 from trinity.simulated.oracle import profile_references
@@ -25,14 +23,13 @@ def label(pool: PoolConfig) -> str:
     return f"SIMULATED POOL (profile '{pool.profile or '?'}')"
 
 
-def references(pool_node: Mapping[str, Any], suites: Sequence[str], *, max_turns: int,
+def references(pool: PoolConfig, suites: Sequence[str], *, max_turns: int,
                roles: Sequence[str] | None = None, weights: Mapping[str, float] | None = None) -> dict | None:
-    """The exact references of the simulated profile in `pool_node` (the pool section as written: its models'
-    profiles) for `suites`, with K = `max_turns` and the router's `roles` (None: all); None for a real pool."""
-    pool = section(pool_node, PoolConfig, "pool")
+    """The exact references of the simulated profile in the typed pool section (its models' profiles) for
+    `suites`, with K = `max_turns` and the router's `roles` (None: all); None for a real pool."""
     if not is_simulated(pool) or not suites:
         return None
-    refs = profile_references(parse_profile(pool_node), list(suites), int(max_turns),
+    refs = profile_references(parse_profile(pool), list(suites), int(max_turns),
                               roles=list(roles) if roles else ROLES, weights=dict(weights or {}))
     refs["profile"] = str(pool.profile or "?")
     return refs

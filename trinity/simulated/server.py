@@ -46,7 +46,7 @@ class SimulatedPool:
     def __init__(self, world: Mapping[str, Any]):
         self.models: dict[str, SimulatedModel] = {}
         for m in world["models"]:
-            model = parse_model(m["name"], {"model_id": m["model_id"], "simulated": m["simulated"]})
+            model = parse_model(m["name"], m["model_id"], m["simulated"])
             self.models[model.model_id] = model
         self.role_prompts: dict[str, str] = {k: str(v) for k, v in world["role_prompts"].items() if v}
         self.prepared = Path(world["prepared"])
@@ -115,7 +115,7 @@ class SimulatedPool:
                                f"{', '.join(self.models)}", "model_not_found")
         self.calls[model.model_id] = self.calls.get(model.model_id, 0) + 1
         sent = body.get("simulated")
-        if sent is not None and parse_model(model.name, {"model_id": model.model_id, "simulated": sent}) != model:
+        if sent is not None and parse_model(model.name, model.model_id, sent) != model:
             raise Refused(400, f"model {model.model_id!r}: the request was built from another profile than this "
                                "server plays; restart the pool (trinity pool down, then up)", "profile_mismatch")
         messages = body.get("messages")
