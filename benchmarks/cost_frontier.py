@@ -63,7 +63,7 @@ def compose(args, root: Path, run: Path):
     for model in cfg.pool.models.values():
         if args.port_offset and model.get("port") is not None:
             model.port = int(model.port) + int(args.port_offset)
-    return cfg
+    return config.validate(cfg)
 
 
 def generations(args) -> int:

@@ -81,7 +81,7 @@ def main() -> None:
         port = free_port()
         for m in cfg.pool.models.values():
             m.port, m.n_parallel, m.n_threads = port, max(levels), args.threads
-        with LocalPool(cfg.pool, progress=lambda *_: None):
+        with LocalPool(config.validate(cfg).pool, progress=lambda *_: None):
             asyncio.run(one_level(port, 1, 1, 8))          # warm-up: load pages, build the graph
             base = None
             for c in levels:

@@ -185,7 +185,7 @@ def run_layout(layout: Layout, args: argparse.Namespace) -> dict[str, Any]:
         for (name, m), (threads, slots) in zip(cfg.pool.models.items(), layout, strict=True):
             m.port, m.n_threads, m.n_parallel = free_port(), threads, slots
             ports[str(name)] = m.port
-        with LocalPool(cfg.pool, progress=lambda *_: None):
+        with LocalPool(config.validate(cfg).pool, progress=lambda *_: None):
             return asyncio.run(measure(ports, args))
 
 

@@ -106,7 +106,7 @@ def main() -> None:
     ap.add_argument("--rows", default=None, help="also write every reply's row to this JSONL file")
     ap.add_argument("--models", default=None, help="comma-separated pool models to measure (default: all)")
     args, overrides = ap.parse_known_args()
-    cfg = config.compose(overrides)
+    cfg = config.load(None, overrides)
     suites = list(cfg.tasks.train)
     items = [it for s in suites
              for it in item_sel.sample(item_sel.load_split(cfg, [s], "train"), args.items, int(cfg.seed), "lengths", s)]

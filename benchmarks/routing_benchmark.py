@@ -109,7 +109,8 @@ def realised_bound(cfg, test) -> float | None:
 
     if not is_simulated(group(cfg, "pool")) or not test:
         return None
-    models, k, seed = parse_profile(cfg.pool), int(cfg.protocol.max_turns), int(cfg.pool.get("outcome_seed") or 0)
+    pool = group(cfg, "pool")
+    models, k, seed = parse_profile(pool), int(cfg.protocol.max_turns), int(pool.outcome_seed or 0)
     return float(np.mean([realised_hindsight(models, it.uid, it.suite,
                                              [sample_index_for(it.uid, 0, t) for t in range(k)], seed)
                           for it in test]))
@@ -365,11 +366,11 @@ def main() -> None:
     root = Path(base.paths.cache) / "routing_benchmark" / args.compare / f"generations-{base.evolve.generations}"
     test = item_sel.load_split(base, list(base.tasks.train), "test")
     weights = {s: sum(1 for it in test if it.suite == s) for s in base.tasks.train}
-    refs = references(base.pool, list(base.tasks.train), max_turns=int(base.protocol.max_turns),
+    refs = references(config.typed(base).pool, list(base.tasks.train), max_turns=int(base.protocol.max_turns),
                       roles=group(base, "coordinator").roles, weights=weights)
     results: dict[str, list[dict]] = {}
     started = time.perf_counter()
-    with LocalPool(base.pool, progress=lambda *_: None):
+    with LocalPool(config.typed(base).pool, progress=lambda *_: None):
         for name, ov in variants(args).items():
             for seed in args.seeds:
                 cfg, run = variant_cfg(base, ov, seed, root, name)

@@ -87,10 +87,11 @@ def main() -> None:
         key = config_fingerprint(cfg, 0) + ("" if warm is None else "-warm")
         run = root / f"seed{args.seed}" / f"{name}-g{generations}-{key}"
         t0 = time.perf_counter()
-        with LocalPool(cfg.pool, progress=lambda *_: None):
+        with LocalPool(config.validate(cfg).pool, progress=lambda *_: None):
             try:
                 out = evolve_stage.evolve(cfg, out_dir=run / "evolve", metrics_dir=run / "metrics",
-                                          reports_dir=run / "reports", warm_start=warm is not None)
+                                          reports_dir=run / "reports",
+                                          warm_start=None if warm is None else evolve_stage.warm_start_source(cfg))
             finally:
                 RolloutContext.close_all()
         points = curve(run / "evolve")
