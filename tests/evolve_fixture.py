@@ -29,6 +29,7 @@ from omegaconf import DictConfig, OmegaConf
 from trinity.contracts import ROLES
 from trinity.coordinator.head import Decision, RoutingHead
 from trinity.episodes.trace import EpisodeId, Trace, Turn
+from trinity.evolve.evaluators import Evaluation, Evaluator, PerModeEvaluator, PopulationResult
 from trinity.evolve.strategy_registry import STRATEGIES
 from trinity.seeding import derive_seed, rng
 
@@ -115,7 +116,8 @@ class ToyProblem:
         # Common random numbers: the items depend on the generation only, never on the candidate.
         return rng(self.seed, "items", generation).choice(self.train_items, self.episodes, replace=False)
 
-    def evaluate_population(self, generation: int, candidates: list[np.ndarray], keep_decisions: bool = False):
+    def evaluate_population(self, generation: int, candidates: list[np.ndarray],
+                            keep_decisions: bool = False) -> PopulationResult:
         items = self.items_for(generation)
         out, decisions = [], {}
         for c, params in enumerate(candidates):
@@ -135,7 +137,7 @@ class ToyProblem:
                 decision = Decision(feature, agent, ROLES.index(role), tuple(head.role_mask))
                 decisions[traces[-1].episode.key()] = [decision]
             out.append(traces)
-        return (out, decisions) if keep_decisions else out
+        return PopulationResult(out, decisions=decisions)
 
     def evaluate_mean(self, generation: int, params: np.ndarray, mode: str) -> list[Trace]:
         if self.marker_dir is not None:
@@ -156,15 +158,28 @@ def save_coordinator(path: Path, params: np.ndarray, meta: dict[str, Any]) -> No
     (path / "meta.json").write_text(json.dumps(meta, sort_keys=True))
 
 
-def run(out_dir: Path, cfg: DictConfig, *, sleep: float = 0.0, marker_dir: Path | None = None, **kw: Any):
+def evaluation(problem: ToyProblem, *, evaluate_population: Any = None, evaluate_mean: Any = None,
+               **kw: Any) -> Evaluation:
+    """The loop's Evaluation of the toy problem; `evaluate_population`, `evaluate_mean` (an Evaluator or a
+    per-mode callable) and the other fields replace the problem's own."""
+    mean = evaluate_mean or problem.evaluate_mean
+    return Evaluation(population=evaluate_population or problem.evaluate_population,
+                      mean=mean if isinstance(mean, Evaluator) else PerModeEvaluator(mean),
+                      save_coordinator=save_coordinator, **{"describe_mean": problem.describe_mean, **kw})
+
+
+def run(out_dir: Path, cfg: DictConfig, *, sleep: float = 0.0, marker_dir: Path | None = None,
+        evaluate_population: Any = None, evaluate_mean: Any = None, train_reward: Any = None,
+        x0: np.ndarray | None = None, sigma0: float | None = None, **kw: Any):
+    """The toy problem's evolution through run_evolution_from_config; `x0`, `sigma0`: a warm start."""
+    from trinity.evolve.loop import Start
     from trinity.pipeline.evolution_inputs import run_evolution_from_config
 
     problem = ToyProblem(cfg, sleep=sleep, marker_dir=marker_dir)
-    kw.setdefault("describe_mean", problem.describe_mean)
-    kw.setdefault("evaluate_population", problem.evaluate_population)
-    return run_evolution_from_config(cfg, n_params=problem.n_params,
-                                     evaluate_mean=problem.evaluate_mean, save_coordinator=save_coordinator,
-                                     out_dir=out_dir, **kw)
+    calls = evaluation(problem, evaluate_population=evaluate_population, evaluate_mean=evaluate_mean,
+                       train_reward=train_reward)
+    return run_evolution_from_config(cfg, n_params=problem.n_params, evaluation=calls, out_dir=out_dir,
+                                     start=None if x0 is None else Start(x0, sigma0), **kw)
 
 
 def main(argv: list[str] | None = None) -> int:

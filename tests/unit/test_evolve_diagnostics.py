@@ -12,13 +12,14 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
-from evolve_fixture import AGENTS, ToyProblem, run, save_coordinator, toy_cfg
+from evolve_fixture import AGENTS, ToyProblem, evaluation, run, toy_cfg
 from stage_support import scripted  # noqa: F401  (fixture: a composed config on a scripted pool)
 
 from trinity.config_schema.evolve import Fitness
 from trinity.episodes.trace import EpisodeId, Trace, Turn
 from trinity.errors import ConfigError
 from trinity.evolve.diagnostics import ended_without_answer, routing_matrix, training_diagnostics
+from trinity.evolve.evaluators import PopulationResult
 from trinity.evolve.fitness import shaped_fitness
 from trinity.evolve.tables import GENERATIONS_SCHEMA, ROUTING_SCHEMA
 from trinity.pipeline.evolution_inputs import run_evolution_from_config
@@ -48,10 +49,8 @@ class _Recorder:
         return self.problem.evaluate_mean(g, params, mode)
 
     def run(self, cfg, out: Path, **kw):
-        return run_evolution_from_config(cfg, n_params=self.problem.n_params,
-                                         evaluate_population=self.evaluate_population,
-                             evaluate_mean=self.evaluate_mean, save_coordinator=save_coordinator, out_dir=out,
-                             describe_mean=self.problem.describe_mean, **kw)
+        calls = evaluation(self.problem, evaluate_population=self.evaluate_population, evaluate_mean=self.evaluate_mean)
+        return run_evolution_from_config(cfg, n_params=self.problem.n_params, evaluation=calls, out_dir=out, **kw)
 
 
 def _same_run(a: Path, b: Path) -> None:
@@ -115,10 +114,9 @@ def test_a_run_that_never_beats_x0_keeps_x0_and_says_so(tmp_path, caplog):
 
     reports = []
     with caplog.at_level(logging.INFO, logger="trinity.evolve"):
-        result = run_evolution_from_config(cfg, n_params=problem.n_params,
-                                           evaluate_population=problem.evaluate_population,
-                               evaluate_mean=worse_than_x0, save_coordinator=save_coordinator,
-                               out_dir=tmp_path / "run", progress=reports.append)
+        calls = evaluation(problem, evaluate_mean=worse_than_x0, describe_mean=None)
+        result = run_evolution_from_config(cfg, n_params=problem.n_params, out_dir=tmp_path / "run", evaluation=calls,
+                                           progress=reports.append)
     assert result.best_generation == -1 and result.best_validation_reward == 1.0 and result.beats_x0 is False
     assert np.array_equal(result.params, np.zeros(problem.n_params))  # x0 = 0: uniform routing
     assert not np.array_equal(result.final_mean, result.params)
@@ -204,10 +202,10 @@ def test_generation_columns_on_hand_built_traces(tmp_path):
     cfg = toy_cfg(generations=2, popsize=2, every=1, tmp=tmp_path)
     problem = ToyProblem(cfg)
     reports = []
-    result = run_evolution_from_config(cfg, n_params=problem.n_params,
-                           evaluate_population=lambda g, xs: [_hand_built(g, c) for c in range(len(xs))],
-                           evaluate_mean=problem.evaluate_mean, save_coordinator=save_coordinator,
-                           out_dir=tmp_path / "run", progress=reports.append)
+    hand_built = evaluation(problem, describe_mean=None, evaluate_population=lambda g, xs: PopulationResult(
+        [_hand_built(g, c) for c in range(len(xs))]))
+    result = run_evolution_from_config(cfg, n_params=problem.n_params, evaluation=hand_built,
+                                       out_dir=tmp_path / "run", progress=reports.append)
     gens = _read(tmp_path / "run", "generations")
     assert gens["verifier_first_share"].to_list() == [0.25, 0.25]
     assert gens["no_answer_share"].to_list() == [0.5, 0.5]

@@ -8,11 +8,12 @@ import logging
 import numpy as np
 import polars as pl
 import pytest
-from evolve_fixture import AGENTS, ToyProblem, run, save_coordinator, toy_cfg
+from evolve_fixture import AGENTS, ToyProblem, evaluation, run, toy_cfg
 
 from trinity.config_schema import section
 from trinity.config_schema.evolve import EvolveConfig
 from trinity.evolve.errors import BudgetExhausted
+from trinity.evolve.evaluators import ModeResult
 from trinity.evolve.tables import EPISODES_SCHEMA, GENERATIONS_SCHEMA
 from trinity.pipeline.evolution_inputs import run_evolution_from_config
 
@@ -77,9 +78,8 @@ def test_composed_config_runs(tmp_path):
     cfg = compose(["experiment=local_live", "evolve.generations=2", "evolve.sigma0=0.5", f"paths.metrics={tmp_path}/m",
                    f"paths.reports={tmp_path}/r"])
     problem = ToyProblem(toy_cfg())
-    result = run_evolution_from_config(cfg, n_params=problem.n_params, evaluate_population=problem.evaluate_population,
-                           evaluate_mean=problem.evaluate_mean, save_coordinator=save_coordinator,
-                           out_dir=tmp_path / "run")
+    result = run_evolution_from_config(cfg, n_params=problem.n_params, out_dir=tmp_path / "run",
+                                       evaluation=evaluation(problem, describe_mean=None))
     assert result.generations_completed == 2 and (tmp_path / "m" / "evolve.json").exists()
 
 
@@ -98,7 +98,7 @@ class _Budget:
     def evaluate_population(self, g, xs):
         out = self.problem.evaluate_population(g, xs)
         if g >= self.at:
-            self._spend(out[-1])
+            self._spend(out.traces[-1])
         return out
 
     def evaluate_mean(self, g, params, mode):
@@ -115,9 +115,8 @@ def test_budget_stops_at_generation_boundary_and_resume_continues(tmp_path, how)
 
     problem = ToyProblem(cfg)
     budget = _Budget(problem, 3, how)
-    stopped = run_evolution_from_config(cfg, n_params=problem.n_params, evaluate_population=budget.evaluate_population,
-                            evaluate_mean=problem.evaluate_mean, save_coordinator=save_coordinator,
-                            out_dir=tmp_path / "run")
+    stopped = run_evolution_from_config(cfg, n_params=problem.n_params, out_dir=tmp_path / "run", evaluation=evaluation(
+        problem, evaluate_population=budget.evaluate_population, describe_mean=None))
     assert stopped.stop_reason == "budget" and stopped.generations_completed == 3 and stopped.stop_detail
     episodes, generations = _tables(tmp_path / "run")
     assert generations["generation"].to_list() == [0, 1, 2] and episodes["generation"].max() == 2
@@ -136,9 +135,9 @@ def test_budget_before_any_validation_still_saves_a_coordinator(tmp_path, how):
     reference = run(tmp_path / "ref", cfg)
     problem = ToyProblem(cfg)
     budget = _Budget(problem, -1, how)  # spent while validating x0, before generation 0
-    result = run_evolution_from_config(cfg, n_params=problem.n_params, evaluate_population=budget.evaluate_population,
-                           evaluate_mean=budget.evaluate_mean, save_coordinator=save_coordinator,
-                           out_dir=tmp_path / "run")
+    result = run_evolution_from_config(cfg, n_params=problem.n_params, out_dir=tmp_path / "run", evaluation=evaluation(
+        problem, evaluate_population=budget.evaluate_population, evaluate_mean=budget.evaluate_mean,
+        describe_mean=None))
     assert result.stop_reason == "budget" and result.best_validation_reward is None
     assert result.generations_completed == 0 and result.beats_x0 is None and result.x0_validation_reward is None
     meta = json.loads((tmp_path / "run" / "coordinator" / "meta.json").read_text())
@@ -164,9 +163,8 @@ def test_early_stop_on_plateau(tmp_path):
             t.reward = 0.5
         return traces
 
-    result = run_evolution_from_config(cfg, n_params=problem.n_params, evaluate_population=problem.evaluate_population,
-                           evaluate_mean=flat_validation, save_coordinator=save_coordinator,
-                           out_dir=tmp_path / "run")
+    calls = evaluation(problem, evaluate_mean=flat_validation, describe_mean=None)
+    result = run_evolution_from_config(cfg, n_params=problem.n_params, out_dir=tmp_path / "run", evaluation=calls)
     # x0 is the first best; validations of generations 0 and 1 only tie it: two without improvement
     assert result.stop_reason == "plateau" and result.generations_completed == 2
     assert result.best_generation == -1 and result.beats_x0 is False  # ties do not replace the first best
@@ -190,12 +188,12 @@ def test_validation_modes_run_together_when_offered_and_results_are_the_same(tmp
         class Together:
             def validate(self, g, params, modes, problem=problem, calls=calls):
                 calls.append(("all", tuple(modes)))
-                return {m: problem.evaluate_mean(g, params, m) for m in modes}
+                return {m: ModeResult(problem.evaluate_mean(g, params, m)) for m in modes}
 
         out = tmp_path / f"run-{together}"
-        run_evolution_from_config(cfg, n_params=problem.n_params, evaluate_population=problem.evaluate_population,
-                      evaluate_mean=Together() if together else evaluate_mean, save_coordinator=save_coordinator,
-                      out_dir=out, describe_mean=problem.describe_mean)
+        mean = Together() if together else evaluate_mean
+        calls_of = evaluation(problem, evaluate_mean=mean)
+        run_evolution_from_config(cfg, n_params=problem.n_params, out_dir=out, evaluation=calls_of)
         outs[together] = pl.read_parquet(out / "episodes.parquet").drop("latency_s", "pool_latency_s", strict=False)
         kinds = {k for k, _ in calls}
         assert kinds == ({"all"} if together else {"one"})
@@ -212,10 +210,8 @@ def test_l2_weight_keeps_the_mean_near_x0_unless_reward_pays_for_moving(tmp_path
         cfg = toy_cfg(generations=12, every=6, tmp=tmp_path / str(weight))
         cfg.evolve.fitness.l2_weight = weight
         problem = ToyProblem(cfg)
-        result = run_evolution_from_config(cfg, n_params=problem.n_params,
-                                           evaluate_population=problem.evaluate_population,
-                                           evaluate_mean=problem.evaluate_mean, save_coordinator=save_coordinator,
-                                           out_dir=tmp_path / f"run-{weight}")
+        result = run_evolution_from_config(cfg, n_params=problem.n_params, out_dir=tmp_path / f"run-{weight}",
+                                           evaluation=evaluation(problem, describe_mean=None))
         finals[weight] = float(np.sqrt(np.mean(np.square(result.final_mean))))
     assert finals[50.0] < 0.6 * finals[0.0], finals
     from trinity.evolve.loop import EvolveSettings

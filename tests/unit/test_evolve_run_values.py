@@ -13,8 +13,9 @@ from evolve_fixture import run, toy_cfg
 from trinity.config_schema import section
 from trinity.config_schema.evolve import EvolveConfig
 from trinity.episodes.trace import EpisodeId, Trace, Turn
-from trinity.evolve.evaluators import Evaluator, PerModeEvaluator, as_evaluator
+from trinity.evolve.evaluators import Evaluator, ModeResult, PerModeEvaluator
 from trinity.evolve.loop import VALIDATION_MODES, EvolveSettings, _validate
+from trinity.evolve.rows import GenerationRow, KeptMean, RoutingRow, ValidatedMean
 from trinity.evolve.run_state import RunState
 from trinity.pipeline.mean_evaluators import ExactEvaluation, SampledEvaluator
 
@@ -35,9 +36,10 @@ def _episodes(g, params, mode):
 
 
 def test_a_per_mode_callable_is_asked_through_the_protocol():
-    evaluator = as_evaluator(_episodes)
-    assert isinstance(evaluator, PerModeEvaluator) and isinstance(evaluator, Evaluator)
-    assert as_evaluator(evaluator) is evaluator
+    evaluator = PerModeEvaluator(_episodes)
+    assert isinstance(evaluator, Evaluator)
+    done = evaluator.validate(3, np.zeros(2), VALIDATION_MODES)
+    assert all(isinstance(r, ModeResult) and r.exact is None and len(r.traces) == 4 for r in done.values())
     val = _validate(3, np.zeros(2), SETTINGS, evaluator)
     # sample: mean(1, 0, 1, 1) = 0.75, per item a: 0.5, b: 1.0; argmax: mean(0, 0, 1, 1) = 0.5
     assert val.reward == 0.75 and val.by_mode == {"sample": 0.75, "argmax": 0.5}
@@ -103,6 +105,12 @@ def test_the_run_state_is_frozen_and_round_trips_through_the_checkpoint_dict(tmp
     payload = load_checkpoint(tmp_path / "run" / "checkpoint.pkl", config_fingerprint(cfg, 18))
     state = RunState.from_payload(payload)
     assert state.payload().keys() == payload.keys() and state.finished and state.next_generation == 2
+    # in memory the rows are values; in the checkpoint, dicts of their fields
+    assert isinstance(state.generation_rows[0], GenerationRow) and isinstance(state.best, KeptMean)
+    assert isinstance(state.validations[0], ValidatedMean) and isinstance(state.routing_rows[0], RoutingRow)
+    for key in ("generation_rows", "routing_rows"):
+        assert state.payload()[key] == payload[key]
+    assert state.payload()["best"]["params"] is state.validations[-1].params   # one array, pickled once
     with pytest.raises(dataclasses.FrozenInstanceError):
         state.finished = False  # type: ignore[misc]
     later = dataclasses.replace(state, stop_reason="budget")

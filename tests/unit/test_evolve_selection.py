@@ -8,7 +8,7 @@ import json
 import numpy as np
 import polars as pl
 import pytest
-from evolve_fixture import ToyProblem, save_coordinator, toy_cfg
+from evolve_fixture import ToyProblem, evaluation, toy_cfg
 
 from trinity.config_schema.choices import ValidationSelect
 from trinity.errors import ConfigError
@@ -121,9 +121,8 @@ def test_the_loop_saves_the_mean_the_rule_keeps(tmp_path, rule, kept):
         return 0.9
 
     out = tmp_path / "run"
-    result = run_evolution_from_config(cfg, n_params=problem.n_params, evaluate_population=problem.evaluate_population,
-                                       evaluate_mean=evaluate_mean, save_coordinator=save_coordinator, out_dir=out,
-                                       train_reward=train_reward)
+    calls = evaluation(problem, evaluate_mean=evaluate_mean, train_reward=train_reward, describe_mean=None)
+    result = run_evolution_from_config(cfg, n_params=problem.n_params, evaluation=calls, out_dir=out)
     gens = pl.read_parquet(out / "generations.parquet")
     assert result.best_generation == kept
     assert gens["kept_generation"].to_list()[-1] == result.best_generation

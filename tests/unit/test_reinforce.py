@@ -13,6 +13,7 @@ from trinity.contracts import ROLES
 from trinity.coordinator.head import Decision, RoutingHead
 from trinity.episodes.trace import EpisodeId, Trace, Turn
 from trinity.errors import ConfigError
+from trinity.evolve.evaluators import Evaluation, PerModeEvaluator, PopulationResult
 from trinity.evolve.on_policy import EpisodeBatch, EpisodeDecisions
 from trinity.evolve.strategy_registry import make_strategy
 from trinity.seeding import rng as seeded_rng
@@ -141,7 +142,7 @@ class ScriptedOnPolicy:
                                     reward=rec.reward, end_reason="turn_limit"))
                 decisions[ep.key()] = list(rec.decisions)
             population.append(traces)
-        return population, decisions
+        return PopulationResult(population, decisions=decisions)
 
     def evaluate_population(self, generation, candidates, keep_decisions=False):
         assert keep_decisions, "an on-policy method must ask for recorded decisions"
@@ -151,7 +152,7 @@ class ScriptedOnPolicy:
         return self.traces(candidates[0], generation, len(candidates))
 
     def evaluate_mean(self, generation, params, mode):
-        return self.traces(params, 1000 + generation, 1)[0][0]
+        return self.traces(params, 1000 + generation, 1).traces[0]
 
 
 def _loop_cfg(tmp, generations: int):
@@ -167,9 +168,9 @@ def test_loop_runs_reinforce_on_recorded_decisions_and_resumes_identically(tmp_p
 
     def go(out, stop_at=None):
         env = ScriptedOnPolicy(stop_at)
-        result = run_evolution_from_config(_loop_cfg(tmp_path, 6), n_params=n,
-                                           evaluate_population=env.evaluate_population,
-                               evaluate_mean=env.evaluate_mean, save_coordinator=save_coordinator, out_dir=out)
+        calls = Evaluation(population=env.evaluate_population, mean=PerModeEvaluator(env.evaluate_mean),
+                           save_coordinator=save_coordinator)
+        result = run_evolution_from_config(_loop_cfg(tmp_path, 6), n_params=n, evaluation=calls, out_dir=out)
         return result, env
 
     straight, env = go(tmp_path / "straight")

@@ -24,13 +24,15 @@ import numpy as np
 
 from trinity.episodes.trace import Trace
 from trinity.evolve.fitness import FitnessParts
+from trinity.evolve.rows import RoutingRow
 from trinity.evolve.run_state import RunState
 
 NO_ANSWER_END_REASONS = ("verifier_before_answer", "pool_failure")
 
 
 def ended_without_answer(trace: Trace) -> bool:
-    return trace.end_reason in NO_ANSWER_END_REASONS or (trace.end_reason == "turn_limit" and trace.final_answer is None)
+    return trace.end_reason in NO_ANSWER_END_REASONS or (trace.end_reason == "turn_limit"
+                                                         and trace.final_answer is None)
 
 
 def opens_with_verifier(trace: Trace) -> bool:
@@ -77,29 +79,27 @@ def routing_matrix(suites: Sequence[str], probabilities: np.ndarray, models: Seq
     return out
 
 
-def routing_rows(generation: int, description: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+def routing_rows(generation: int, description: Mapping[str, Any] | None) -> list[RoutingRow]:
     """The long rows (generation, suite, model, argmax_share, mean_prob) of a describe_mean result."""
     matrix = (description or {}).get("routing") or {}
-    return [{"generation": int(generation), "suite": str(suite), "model": str(model),
-             "argmax_share": float(v["argmax_share"]), "mean_prob": float(v["mean_prob"])}
+    return [RoutingRow(int(generation), str(suite), str(model), float(v["argmax_share"]), float(v["mean_prob"]))
             for suite, per_model in matrix.items() for model, v in per_model.items()]
 
 
-def matrix_from_rows(rows: Sequence[Mapping[str, Any]]) -> RoutingMatrix:
+def matrix_from_rows(rows: Sequence[RoutingRow]) -> RoutingMatrix:
     out: RoutingMatrix = {}
     for r in rows:
-        out.setdefault(r["suite"], {})[r["model"]] = {"argmax_share": r["argmax_share"], "mean_prob": r["mean_prob"]}
+        out.setdefault(r.suite, {})[r.model] = {"argmax_share": r.argmax_share, "mean_prob": r.mean_prob}
     return out
 
 
 def x0_comparison(run: RunState) -> dict[str, Any]:
     """x0 (the strategy's initial mean) against the kept coordinator: x0's validation reward, the best
     validation reward minus it, and whether any later validation beat it (None: x0 not validated)."""
-    x0 = run.x0 or {}
-    x0_reward = x0.get("validation_reward")
-    best = run.best or {}
-    best_reward = best.get("validation_reward")
-    if x0_reward is None or best_reward is None:
+    x0_reward = (run.x0 or {}).get("validation_reward")
+    best = run.best
+    best_reward = None if best is None else best.validation_reward
+    if x0_reward is None or best is None or best_reward is None:
         return {"x0_validation_reward": x0_reward, "best_minus_x0": None, "beats_x0": None}
     return {"x0_validation_reward": x0_reward, "best_minus_x0": float(best_reward - x0_reward),
-            "beats_x0": bool(best.get("generation") != -1 and best_reward > x0_reward)}
+            "beats_x0": bool(best.generation != -1 and best_reward > x0_reward)}

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from trinity.evolve.diagnostics import x0_comparison
+from trinity.evolve.rows import GenerationRow
 from trinity.evolve.run_state import RunState
 
 # The pool work of a step and how close it ran to its floor (generation rows and x0's record).
@@ -94,38 +95,39 @@ def progress_report(run: RunState, episodes: dict[str, Any], generations: int, w
     totals = _totals(episodes)
     remaining = 0 if run.finished else max(generations - done, 0)
     eta = (sum(walls) / len(walls)) * remaining if walls else None
-    best = run.best or {}
     versus = x0_comparison(run)
+    work = {k: getattr(gen, k) for k in WORK_KEYS}
     report = {
-        "event": "generation", "generation": gen["generation"], "generations_done": done,
-        "generations": generations, **totals, "fitness_mean": gen["fitness_mean"],
-        "fitness_max": gen["fitness_max"], "validation_reward": gen["validation_reward"],
-        "validation_reward_sample": gen["validation_reward_sample"],
-        "validation_reward_argmax": gen["validation_reward_argmax"],
-        "best_validation_reward": best.get("validation_reward"), **versus, "sigma": gen["sigma"],
-        "learning_rate": gen.get("learning_rate"),
-        "mean_norm": gen["mean_norm"], "verifier_first_share": gen["verifier_first_share"],
-        "no_answer_share": gen["no_answer_share"], "truncated_call_share": gen["truncated_call_share"],
-        "reward_mean": gen["reward_mean"], "agent_entropy": gen["agent_entropy"],
-        "turn_term_mean": gen["turn_term_mean"], "cost_term_mean": gen["cost_term_mean"],
-        "wall_s": gen["wall_s"], "elapsed_s": elapsed_s, "eta_s": eta, "stop_reason": run.stop_reason,
-        **{k: gen.get(k) for k in WORK_KEYS},
+        "event": "generation", "generation": gen.generation, "generations_done": done,
+        "generations": generations, **totals, "fitness_mean": gen.fitness_mean,
+        "fitness_max": gen.fitness_max, "validation_reward": gen.validation_reward,
+        "validation_reward_sample": gen.validation_reward_sample,
+        "validation_reward_argmax": gen.validation_reward_argmax,
+        "best_validation_reward": None if run.best is None else run.best.validation_reward, **versus,
+        "sigma": gen.sigma, "learning_rate": gen.learning_rate,
+        "mean_norm": gen.mean_norm, "verifier_first_share": gen.verifier_first_share,
+        "no_answer_share": gen.no_answer_share, "truncated_call_share": gen.truncated_call_share,
+        "reward_mean": gen.reward_mean, "agent_entropy": gen.agent_entropy,
+        "turn_term_mean": gen.turn_term_mean, "cost_term_mean": gen.cost_term_mean,
+        "wall_s": gen.wall_s, "elapsed_s": elapsed_s, "eta_s": eta, "stop_reason": run.stop_reason, **work,
     }
-    val = "" if gen["validation_reward"] is None else f" | val{_modes(run.validation_routing, gen)}"
-    validated_after_x0 = any(r["validation_reward"] is not None for r in run.generation_rows)
+    rewards = {"validation_reward_sample": gen.validation_reward_sample,
+               "validation_reward_argmax": gen.validation_reward_argmax}
+    val = "" if gen.validation_reward is None else f" | val{_modes(run.validation_routing, rewards)}"
+    validated_after_x0 = any(r.validation_reward is not None for r in run.generation_rows)
     report["line"] = (
         f"evolve gen {done}/{generations} | episodes {totals['episodes_done']} | calls {totals['calls']} | "
         f"cache {totals['cache_hit_share']:.1%} | cost ${totals['cost_usd']:.4f} | "
-        f"fitness mean {gen['fitness_mean']:.3f} max {gen['fitness_max']:.3f} | "
-        f"verifier-first {gen['verifier_first_share']:.0%} no-answer {gen['no_answer_share']:.0%} "
-        f"truncated {gen['truncated_call_share']:.0%} | {_step_size(gen)} |mean| {gen['mean_norm']:.3g}"
-        f"{val}{_versus_x0(versus, validated_after_x0)}{_floor(gen)} | ETA {_duration(eta)}"
+        f"fitness mean {gen.fitness_mean:.3f} max {gen.fitness_max:.3f} | "
+        f"verifier-first {gen.verifier_first_share:.0%} no-answer {gen.no_answer_share:.0%} "
+        f"truncated {gen.truncated_call_share:.0%} | {_step_size(gen)} |mean| {gen.mean_norm:.3g}"
+        f"{val}{_versus_x0(versus, validated_after_x0)}{_floor(work)} | ETA {_duration(eta)}"
     )
     return report
 
 
-def _step_size(gen: dict) -> str:
+def _step_size(gen: GenerationRow) -> str:
     """A black-box strategy's sigma, or an on-policy method's learning rate (the other one is null)."""
-    if gen.get("sigma") is None and gen.get("learning_rate") is not None:
-        return f"lr {gen['learning_rate']:.3g}"
-    return f"sigma {gen['sigma']:.3g}"
+    if gen.sigma is None and gen.learning_rate is not None:
+        return f"lr {gen.learning_rate:.3g}"
+    return f"sigma {gen.sigma:.3g}"

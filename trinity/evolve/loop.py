@@ -6,23 +6,10 @@ the generation step, and its state (an immutable value, RNG included) is what th
 - "on_policy" (REINFORCE): run the current policy `popsize` times with every routing decision recorded,
   update on those episodes (their rewards and decisions; the shaped fitness is only reported).
 
-It knows nothing of the pool, the coordinator or the episode runner: the caller passes callbacks.
-- `evaluate_population(generation, candidates) -> traces per candidate`: the caller gives every candidate
-  of a generation the same items and sampling seeds (common random numbers). For an on-policy method
-  the loop calls `evaluate_population(generation, copies of the policy, keep_decisions=True)`, which
-  returns `(traces per copy, {episode key: routing decisions in turn order})`; the episodes of
-  different copies should then use different random streams (they are all the same policy).
-- `evaluate_mean`: an Evaluator (trinity.evolve.evaluators) whose `validate(generation, params, modes)`
-  gives every mode's validation of the mean, or a plain `(generation, params, mode) -> traces` callable run
-  once per mode. Every validation runs both modes (VALIDATION_MODES, in that order); the one named by
-  `coordinator.routing` (default "sample") is `validation_reward` and picks the best.
-- `save_coordinator(path, params, meta)` whenever the validated mean improves.
-- optional `describe_mean(generation, params) -> {"routing": {suite: {model: {"argmax_share", "mean_prob"}}}}`:
-  the mean's routing matrix P(model | suite), computed without pool calls, for x0 and after every tell
-  (the routing table; trinity.evolve.diagnostics).
-- optional `train_reward(params, mode) -> float`: the mean's reward on the training items (the exact
-  expectation on a recording), computed at every validation, so the generations table and the metrics show
-  train beside validation and over-fitting shows as a gap.
+It knows nothing of the pool, the coordinator or the episode runner: the caller passes an Evaluation
+(trinity.evolve.evaluators: what it calls and the typed results it gets back). Every validation runs both
+routing modes (VALIDATION_MODES, in that order); the one named by `coordinator.routing` (default "sample")
+is `validation_reward` and picks the best.
 
 Before generation 0, x0 (the strategy's initial mean: uniform routing when x0 = 0) is validated as
 "generation -1". Its validation reward is the baseline of every later one and x0 is the first candidate
@@ -34,13 +21,14 @@ x0 (`beats_x0`). x0's validation is a committed step of the checkpointed run lik
 A generation is atomic: it is committed only once finished, first its episode rows as their own Parquet
 part (trinity.evolve.episode_parts), then the checkpoint (strategy state, its random stream included,
 per-generation summaries, best, and references to the parts): the run state, an immutable RunState
-(trinity.evolve.run_state) that every step replaces. The loop draws from no global random generator. A run killed at any moment resumes at the start of the
-generation it was in (a part written after the last checkpoint is removed and written again) and, given
+(trinity.evolve.run_state) that every step replaces; its rows are values (trinity.evolve.rows). The loop
+draws from no global random generator. A run killed at any moment resumes at the start of the generation it
+was in (a part written after the last checkpoint is removed and written again) and, given
 deterministic evaluations, ends with the same coordinator and tables as a run never stopped.
 
-Checkpoint versions: 4 is this layout. Versions 2 (every episode row inside) and 3 (the strategy state a
-plain dict) are still read: trinity.evolve.upgrade brings them up to 4, with the same numbers, and
-re-saves them before the run goes on. Older ones start the run over, with a warning.
+Checkpoint versions: 5 is this layout. Version 4 (only the best mean kept, not every validation) is still
+read: trinity.evolve.upgrade brings it up to 5 and re-saves it before the run goes on. Older ones start the
+run over, with a warning.
 
 A spent budget (BudgetExhausted from a callback, or a trace that ended with 'budget') discards the
 generation in progress and stops at the last committed boundary, with everything saved.
@@ -55,7 +43,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Any, Literal, Protocol, Union, cast, overload
+from typing import Any, cast
 
 import numpy as np
 
@@ -68,11 +56,12 @@ from trinity.evolve.diagnostics import routing_rows, training_diagnostics, x0_co
 from trinity.evolve.efficiency import Throughput, efficiency, generation_summary
 from trinity.evolve.episode_parts import prune_parts, read_parts, write_part
 from trinity.evolve.errors import BudgetExhausted
-from trinity.evolve.evaluators import Evaluator, as_evaluator
+from trinity.evolve.evaluators import EvaluatePopulation, Evaluation, Evaluator, ModeResult
 from trinity.evolve.fitness import FitnessParts, shaped_fitness
 from trinity.evolve.generation_report import progress_report, x0_report
 from trinity.evolve.on_policy import EpisodeBatch, EpisodeDecisions, OnPolicyMethod
 from trinity.evolve.outputs import RunPaths, totals, write_outputs
+from trinity.evolve.rows import EpisodeRow, GenerationRow, KeptMean, RoutingRow, ValidatedMean
 from trinity.evolve.run_state import RunState
 from trinity.evolve.selection import Validated, select
 from trinity.evolve.strategies import BlackBoxStrategy
@@ -82,26 +71,6 @@ from trinity.evolve.upgrade import CHECKPOINT_VERSION, upgrade
 from trinity.seeding import derive_seed
 
 log = logging.getLogger("trinity.evolve")
-
-
-class EvaluatePopulation(Protocol):
-    """`evaluate_population(generation, candidates)`: traces per candidate, or (exact fitness) a FitnessParts per
-    candidate; an on-policy method calls it with `keep_decisions=True`: (traces per candidate, {episode key:
-    routing decisions in turn order})."""
-
-    @overload
-    def __call__(self, generation: int, candidates: list[np.ndarray], /
-                 ) -> list[list[Trace]] | list[FitnessParts]: ...
-
-    @overload
-    def __call__(self, generation: int, candidates: list[np.ndarray], /, *, keep_decisions: Literal[True]
-                 ) -> tuple[list[list[Trace]], dict[str, list[Any]]]: ...
-
-
-EvaluateMean = Union[Evaluator, Callable[[int, np.ndarray, str], list[Trace]]]
-SaveCoordinator = Callable[[Path, np.ndarray, dict], None]
-DescribeMean = Callable[[int, np.ndarray], dict]
-TrainReward = Callable[[np.ndarray, str], float]
 
 VALIDATION_MODES = ROUTING_MODES  # every validation of the mean runs both, in this order
 X0_GENERATION = -1
@@ -145,6 +114,15 @@ class EvolveSettings:
         return float(fitness) - float(l2_weight) * float(np.mean(np.square(np.asarray(params, dtype=np.float64))))
 
 
+@dataclass(frozen=True, eq=False)
+class Start:
+    """A warm start: the initial mean x0 (e.g. a champion's parameters mapped onto this pool,
+    trinity.coordinator.warm_start) and the step size that replaces evolve.sigma0 (None: evolve.sigma0)."""
+
+    x0: np.ndarray
+    sigma0: float | None = None
+
+
 @dataclass(frozen=True)
 class EvolutionResult:
     params: np.ndarray                   # the trained coordinator: best mean by validation reward, x0 included
@@ -158,6 +136,7 @@ class EvolutionResult:
     paths: RunPaths
     x0_validation_reward: float | None = None  # None when the run stopped before x0 was validated
     beats_x0: bool | None = None               # a later validation beat x0 strictly
+    metrics: dict[str, Any] = field(default_factory=dict)  # what the run wrote to paths.metrics
 
 
 def run_evolution(
@@ -166,35 +145,32 @@ def run_evolution(
     seed: int,
     config_key: str,
     n_params: int,
-    evaluate_population: EvaluatePopulation,
-    evaluate_mean: EvaluateMean,
-    save_coordinator: SaveCoordinator,
+    evaluation: Evaluation,
     out_dir: Path,
-    progress: Callable[[dict], None] | None = None,
-    fresh: bool = False,
     metrics_dir: Path,
     reports_dir: Path,
-    describe_mean: DescribeMean | None = None,
+    start: Start | None = None,
     reference_lines: dict[str, float] | None = None,
-    x0: np.ndarray | None = None,
-    sigma0: float | None = None,
-    train_reward: TrainReward | None = None,
+    progress: Callable[[dict], None] | None = None,
+    fresh: bool = False,
 ) -> EvolutionResult:
     """Evolve, resuming from out_dir/checkpoint.pkl when present (unless fresh or evolve.resume=false).
     `settings`, `seed` (the root seed) and `config_key` (what decides the run's results: a checkpoint of another
     key is refused) come from the config through trinity.pipeline.evolution_inputs; this loop reads no config.
+    `evaluation`: what the loop calls (trinity.evolve.evaluators). `reference_lines`: named expected rewards
+    on the validation items, in the metrics and on the evolution plot. `progress` gets every step's report.
 
     Validations of the mean run with both routing modes; the kept one is chosen by `evolve.validation.select`
     on the rewards under `coordinator.routing` (default "sample"), x0's validation (generation -1) included.
 
-    `x0` (default zeros: uniform routing) is a warm start's initial mean, e.g. a champion's parameters
-    mapped onto this pool (trinity.coordinator.warm_start); `sigma0` replaces evolve.sigma0 then. Both
-    are part of the checkpoint's fingerprint: a run is resumed only from the same start."""
+    `start` (default x0 = 0: uniform routing) is a warm start; it is part of the checkpoint's fingerprint: a run
+    is resumed only from the same start."""
     s = settings
-    if sigma0 is not None:
-        s = dataclasses.replace(s, evolve=dataclasses.replace(s.evolve, sigma0=float(sigma0)))
-    if x0 is not None:
-        x0 = np.asarray(x0, dtype=np.float64).ravel()
+    x0 = None
+    if start is not None:
+        if start.sigma0 is not None:
+            s = dataclasses.replace(s, evolve=dataclasses.replace(s.evolve, sigma0=float(start.sigma0)))
+        x0 = np.asarray(start.x0, dtype=np.float64).ravel()
         if x0.size != n_params:
             raise TrinityError(f"x0 has {x0.size} numbers, the coordinator {n_params}")
     paths = RunPaths(Path(out_dir), Path(metrics_dir), Path(reports_dir))
@@ -212,7 +188,6 @@ def run_evolution(
                     "diagnostics); starting this run over", paths.checkpoint, payload.get("version"))
         paths.clear()
         payload, resumed = None, False
-    evaluator = as_evaluator(evaluate_mean)
     if payload is not None:
         run = RunState.from_payload(payload)
         log.info("evolve: resuming %s at generation %d/%d", paths.checkpoint, run.next_generation, s.evolve.generations)
@@ -232,13 +207,11 @@ def run_evolution(
         x0_step = run.x0 is None
         try:
             if x0_step:
-                run, rows = _validate_x0(run, algorithm, s, evaluator, describe_mean, save_coordinator, paths,
-                                         train_reward)
+                run, rows = _validate_x0(run, algorithm, s, evaluation, paths)
             else:
-                run, rows = _generation(run, g, algorithm, s, evaluate_population, evaluator, describe_mean,
-                                        save_coordinator, paths, train_reward)
+                run, rows = _generation(run, g, algorithm, s, evaluation, paths)
         except BudgetExhausted as e:
-            run = _stop_on_budget(run, str(e), algorithm, save_coordinator, paths)
+            run = _stop_on_budget(run, str(e), algorithm, s, evaluation, paths)
             save_checkpoint(paths.checkpoint, run.payload())
             where = "the validation of x0" if x0_step else f"generation {g}"
             log.warning("evolve: budget exhausted in %s, stopped at its start: %s", where, e)
@@ -258,9 +231,9 @@ def run_evolution(
         log.info(report["line"])
         if progress is not None:
             progress(report)
-    write_outputs(paths, run, episodes, final=True, references=reference_lines)
+    metrics = write_outputs(paths, run, episodes, final=True, references=reference_lines)
     versus = x0_comparison(run)
-    if versus["beats_x0"] is False and any(r["validation_reward"] is not None for r in run.generation_rows):
+    if versus["beats_x0"] is False and any(r.validation_reward is not None for r in run.generation_rows):
         log.warning("evolve: no validation of the mean beat x0 (the initial mean; uniform routing when x0 = 0), "
                     "validation reward %.4f (%s routing): the saved coordinator is x0",
                     versus["x0_validation_reward"], s.routing)
@@ -269,11 +242,11 @@ def run_evolution(
     # which keeps a best (x0, unvalidated, at the latest) and the stop reason "budget"
     assert best is not None and run.stop_reason is not None
     return EvolutionResult(
-        params=np.array(best["params"]), best_generation=best["generation"],
-        best_validation_reward=best["validation_reward"], final_mean=algorithm.mean(run.state),
+        params=np.array(best.params), best_generation=best.generation,
+        best_validation_reward=best.validation_reward, final_mean=algorithm.mean(run.state),
         generations_completed=run.next_generation, stop_reason=run.stop_reason,
         stop_detail=run.stop_detail, resumed=resumed, paths=paths,
-        x0_validation_reward=versus["x0_validation_reward"], beats_x0=versus["beats_x0"])
+        x0_validation_reward=versus["x0_validation_reward"], beats_x0=versus["beats_x0"], metrics=metrics)
 
 
 def start_fingerprint(fingerprint: str, x0: np.ndarray | None, sigma0: float | None) -> str:
@@ -292,11 +265,11 @@ def _new_run(algorithm: Algorithm, s: EvolveSettings, fingerprint: str, seed: in
              x0: np.ndarray | None = None) -> RunState:
     x0 = np.zeros(algorithm.n_params) if x0 is None else x0  # the spec's x0: W = 0 routes uniformly
     return RunState(version=CHECKPOINT_VERSION, fingerprint=fingerprint, strategy=algorithm.name,
-                    n_params=algorithm.n_params, popsize=algorithm.popsize, generations_planned=int(s.evolve.generations),
-                    validation_routing=s.routing, validation_select=s.select,
-                    state=_KINDS[algorithm.kind].init(algorithm, x0, s, seed), next_generation=0,
-                    x0=None, episode_parts=[], generation_rows=[], routing_rows=[], best=None, validations=[],
-                    stale_validations=0, finished=False, stop_reason=None, stop_detail=None)
+                    n_params=algorithm.n_params, popsize=algorithm.popsize,
+                    generations_planned=int(s.evolve.generations), validation_routing=s.routing,
+                    validation_select=s.select, state=_KINDS[algorithm.kind].init(algorithm, x0, s, seed),
+                    next_generation=0, x0=None, episode_parts=[], generation_rows=[], routing_rows=[], best=None,
+                    validations=[], stale_validations=0, finished=False, stop_reason=None, stop_detail=None)
 
 
 def _check_budget(traces: Sequence[Trace], where: str) -> None:
@@ -310,39 +283,42 @@ class _Validation:
     reward: float                 # under the selection mode (coordinator.routing)
     by_mode: dict[str, float]     # VALIDATION_MODES -> mean reward
     episodes: int                 # episodes per mode
-    rows: list[dict[str, Any]]    # episode rows, both modes
+    rows: list[EpisodeRow]        # episode rows, both modes
     traces: list[Trace]           # both modes, for the pool-work summary
     per_item: list[float] | None = None   # the selection mode's reward per validation item (trinity.evolve.selection)
-    train_reward: float | None = None     # the mean's reward on the training items (the train_reward callback)
+    train_reward: float | None = None     # the mean's reward on the training items (Evaluation.train_reward)
 
 
-def _per_item(done: Any) -> list[float] | None:
+def _per_item(done: ModeResult) -> list[float] | None:
     """Per-item rewards of one mode's validation, in an order every validation of the run shares: an exact
     value's own (the caller's item order), or episodes averaged per item in item-id order."""
-    if not isinstance(done, list):
-        values = getattr(done, "per_item", None)
+    if done.exact is not None:
+        values = done.exact.per_item
         return None if values is None else [float(v) for v in np.asarray(values).ravel()]
     by_item: dict[str, list[float]] = {}
-    for t in done:
+    for t in done.traces:
         by_item.setdefault(t.episode.item, []).append(float(t.reward))
     return [float(np.mean(by_item[k])) for k in sorted(by_item)]
 
 
 def _validate(g: int, params: np.ndarray, s: EvolveSettings, evaluator: Evaluator,
-              train_reward: TrainReward | None = None) -> _Validation:
+              train_reward: Callable[[np.ndarray, str], float] | None = None) -> _Validation:
     """Both routing modes' validations, asked of the evaluator at once (the evolve stage's runs them
     together, so the pool slots that one mode's tail leaves idle serve the other). Rows keep
     VALIDATION_MODES order."""
     done = evaluator.validate(g, params, VALIDATION_MODES)
-    by_mode, rows, episodes, all_traces = {}, [], 0, []
+    by_mode: dict[str, float] = {}
+    rows: list[EpisodeRow] = []
+    episodes, all_traces = 0, []
     for mode in VALIDATION_MODES:
-        traces = done[mode]
-        if not isinstance(traces, list):
-            # an exact validation (expectation over a recording): a value with .reward and .items, no episodes
-            by_mode[mode] = float(traces.reward)
+        result = done[mode]
+        if result.exact is not None:
+            # an exact validation (expectation over a recording): no episodes
+            by_mode[mode] = float(result.exact.reward)
             if mode == s.routing:
-                episodes = int(traces.items)
+                episodes = int(result.exact.items)
             continue
+        traces = result.traces
         all_traces += traces
         if not traces:
             raise TrinityError(f"the evaluator returned no validation episodes in generation {g} ({mode} routing)")
@@ -356,67 +332,84 @@ def _validate(g: int, params: np.ndarray, s: EvolveSettings, evaluator: Evaluato
     return _Validation(by_mode[s.routing], by_mode, episodes, rows, all_traces, _per_item(done[s.routing]), train)
 
 
-def _describe(describe_mean: DescribeMean | None, g: int, params: np.ndarray) -> list[dict[str, Any]]:
+def _describe(describe_mean: Callable[[int, np.ndarray], dict[str, Any]] | None, g: int,
+              params: np.ndarray) -> list[RoutingRow]:
     return routing_rows(g, describe_mean(g, params)) if describe_mean is not None else []
 
 
-def _entry(g: int, params: np.ndarray, val: _Validation, describe: dict[str, Any]) -> dict[str, Any]:
-    """One validated mean as the checkpoint keeps it (RunState.validations): what the selection rule reads and
-    what the coordinator is saved with should the rule pick it later."""
-    return {"generation": g, "params": np.array(params, dtype=np.float64), "validation_reward": val.reward,
-            "by_mode": dict(val.by_mode), "episodes": val.episodes, "per_item": val.per_item,
-            "train_reward": val.train_reward, "describe": dict(describe)}
+def _entry(g: int, params: np.ndarray, val: _Validation, describe: dict[str, Any]) -> ValidatedMean:
+    """One validated mean as the run keeps it (RunState.validations)."""
+    return ValidatedMean(generation=g, params=np.array(params, dtype=np.float64), validation_reward=val.reward,
+                         by_mode=dict(val.by_mode), episodes=val.episodes, per_item=val.per_item,
+                         train_reward=val.train_reward, describe=dict(describe))
 
 
-def _kept(validations: list[dict[str, Any]], s: EvolveSettings) -> dict[str, Any]:
+def _kept(validations: list[ValidatedMean], s: EvolveSettings) -> ValidatedMean:
     """The validation the rule `evolve.validation.select` keeps among all so far (x0 first)."""
-    history = [Validated(int(e["generation"]), float(e["validation_reward"]),
-                         None if e.get("per_item") is None else np.asarray(e["per_item"], dtype=np.float64))
+    history = [Validated(int(e.generation), float(e.validation_reward),
+                         None if e.per_item is None else np.asarray(e.per_item, dtype=np.float64))
                for e in validations]
     return validations[select(s.select, history, float(s.evolve.validation.margin))]
 
 
-def _best(entry: dict[str, Any]) -> dict[str, Any]:
-    return {"params": entry["params"], "generation": entry["generation"],
-            "validation_reward": entry["validation_reward"], "train_reward": entry.get("train_reward")}
+def _best(entry: ValidatedMean) -> KeptMean:
+    return KeptMean(entry.params, entry.generation, entry.validation_reward, entry.train_reward)
 
 
-def _meta(run: RunState, algorithm: Algorithm, entry: dict[str, Any], s: EvolveSettings,
-          x0_reward: float | None) -> dict[str, Any]:
-    """The saved coordinator's metadata from its validation entry; `beats_x0` is None while x0 is unvalidated."""
-    g, reward = entry["generation"], entry["validation_reward"]
-    beats = None if reward is None or x0_reward is None else bool(g != X0_GENERATION and reward > x0_reward)
-    return {"generation": g, "validation_reward": reward, "validation_routing": s.routing,
-            "validation_select": s.select, "x0_validation_reward": x0_reward, "beats_x0": beats,
-            "strategy": algorithm.name, **entry["describe"], "n_params": algorithm.n_params,
-            "fingerprint": run.fingerprint, "validation_episodes": entry["episodes"],
-            **{f"validation_reward_{m}": r for m, r in entry["by_mode"].items()},
-            "train_reward": entry.get("train_reward")}
+def coordinator_meta(run: RunState, algorithm: Algorithm, s: EvolveSettings, *, generation: int,
+                     describe: dict[str, Any], validated: ValidatedMean | None,
+                     x0_reward: float | None) -> dict[str, Any]:
+    """The saved coordinator's metadata: the mean's generation and the algorithm's description of it, and its
+    validation (`validated`; None: an unvalidated mean saved by a budget stop). `beats_x0` is None while x0 is
+    unvalidated."""
+    reward = None if validated is None else validated.validation_reward
+    beats = None if reward is None or x0_reward is None else bool(generation != X0_GENERATION and reward > x0_reward)
+    meta = {"generation": generation, "validation_reward": reward, "x0_validation_reward": x0_reward,
+            "beats_x0": beats, "strategy": algorithm.name, **describe, "n_params": algorithm.n_params,
+            "fingerprint": run.fingerprint}
+    if validated is None:
+        return {**meta, "stop_reason": "budget"}
+    return {**meta, "validation_routing": s.routing, "validation_select": s.select,
+            "validation_episodes": validated.episodes,
+            **{f"validation_reward_{m}": r for m, r in validated.by_mode.items()},
+            "train_reward": validated.train_reward}
 
 
-def _validate_x0(run: RunState, algorithm: Algorithm, s: EvolveSettings, evaluator: Evaluator,
-                 describe_mean: DescribeMean | None, save_coordinator: SaveCoordinator,
-                 paths: RunPaths, train_reward: TrainReward | None = None) -> tuple[RunState, list[dict[str, Any]]]:
+def _save_kept(run: RunState, algorithm: Algorithm, s: EvolveSettings, evaluation: Evaluation, paths: RunPaths,
+               kept: ValidatedMean, x0_reward: float | None) -> None:
+    meta = coordinator_meta(run, algorithm, s, generation=kept.generation, describe=kept.describe, validated=kept,
+                            x0_reward=x0_reward)
+    evaluation.save_coordinator(paths.coordinator, kept.params, meta)
+
+
+def _validate_x0(run: RunState, algorithm: Algorithm, s: EvolveSettings, evaluation: Evaluation,
+                 paths: RunPaths) -> tuple[RunState, list[EpisodeRow]]:
     """Generation -1: the initial mean, validated like any later mean; it is the first best. Returns the
     run and x0's episode rows (the caller writes them as a part)."""
     t0 = time.perf_counter()
     x0 = algorithm.mean(run.state)
-    val = _validate(X0_GENERATION, x0, s, evaluator, train_reward)
+    val = _validate(X0_GENERATION, x0, s, evaluation.mean, evaluation.train_reward)
     entry = _entry(X0_GENERATION, x0, val, algorithm.describe(run.state))
-    save_coordinator(paths.coordinator, x0, _meta(run, algorithm, entry, s, val.reward))
+    _save_kept(run, algorithm, s, evaluation, paths, entry, val.reward)
     x0_info = {"validation_reward": val.reward, "validation_episodes": len(val.rows), "train_reward": val.train_reward,
                **{f"validation_reward_{m}": r for m, r in val.by_mode.items()},
-               "calls": sum(r["calls"] for r in val.rows), "cost_usd": float(sum(r["cost_usd"] for r in val.rows)),
+               "calls": sum(r.calls for r in val.rows), "cost_usd": float(sum(r.cost_usd for r in val.rows)),
                **generation_summary(val.traces, s.throughputs), "wall_s": time.perf_counter() - t0}
     x0_info["efficiency"] = efficiency(x0_info["floor_s"], x0_info["wall_s"])
-    return dataclasses.replace(run, x0=x0_info,
-                               routing_rows=run.routing_rows + _describe(describe_mean, X0_GENERATION, x0),
-                               best=_best(entry), validations=[entry], stale_validations=0, stop_reason=None,
-                               stop_detail=None), val.rows
+    routing = run.routing_rows + _describe(evaluation.describe_mean, X0_GENERATION, x0)
+    return dataclasses.replace(run, x0=x0_info, routing_rows=routing, best=_best(entry), validations=[entry],
+                               stale_validations=0, stop_reason=None, stop_detail=None), val.rows
 
 
-# a generation step's (new algorithm state, its step metrics, traces per candidate, fitness per candidate)
-StepResult = tuple[Any, dict[str, float], list[list[Trace]], list[FitnessParts]]
+@dataclass(frozen=True)
+class _Step:
+    """A generation step's outcome: the algorithm's new state, its step metrics (its step size), and every
+    candidate's episodes (none with exact fitness) and fitness."""
+
+    state: Any
+    metrics: dict[str, float]
+    population: list[list[Trace]]
+    parts: list[FitnessParts]
 
 
 def _evaluated(population: list[list[Trace]], copies: int, s: EvolveSettings) -> list[FitnessParts]:
@@ -429,36 +422,32 @@ def _evaluated(population: list[list[Trace]], copies: int, s: EvolveSettings) ->
 
 
 def _black_box_step(algorithm: BlackBoxStrategy, state: Any, g: int, s: EvolveSettings,
-                    evaluate_population: EvaluatePopulation) -> StepResult:
+                    evaluate_population: EvaluatePopulation) -> _Step:
     candidates, state = algorithm.ask(state)
-    evaluated = evaluate_population(g, candidates)
-    if evaluated and all(isinstance(p, FitnessParts) for p in evaluated):
+    result = evaluate_population(g, candidates)
+    if result.exact is not None:
         # exact fitness (evolve.fitness.estimate=exact): expectations over a recording, no episodes
-        exact = cast(list[FitnessParts], evaluated)
-        if len(exact) != len(candidates):
-            raise TrinityError(f"evaluate_population returned {len(exact)} fitnesses for {len(candidates)} candidates")
-        told = [s.told(p.fitness, c) for p, c in zip(exact, candidates)]
-        return (*algorithm.tell(state, candidates, told), [[] for _ in candidates], list(exact))
-    population = cast(list[list[Trace]], evaluated)
-    parts = _evaluated(population, len(candidates), s)
-    return (*algorithm.tell(state, candidates, [s.told(p.fitness, c) for p, c in zip(parts, candidates)]),
-            population, parts)
+        if len(result.exact) != len(candidates):
+            raise TrinityError(f"evaluate_population returned {len(result.exact)} fitnesses for {len(candidates)} "
+                               "candidates")
+        parts = list(result.exact)
+        population: list[list[Trace]] = [[] for _ in candidates]
+    else:
+        parts, population = _evaluated(result.traces, len(candidates), s), result.traces
+    told = [s.told(p.fitness, c) for p, c in zip(parts, candidates, strict=True)]
+    return _Step(*algorithm.tell(state, candidates, told), population, parts)
 
 
 def _on_policy_step(algorithm: OnPolicyMethod, state: Any, g: int, s: EvolveSettings,
-                    evaluate_population: EvaluatePopulation) -> StepResult:
+                    evaluate_population: EvaluatePopulation) -> _Step:
     # popsize copies of the one policy: the same episode budget as a strategy's population, each copy
     # (a "candidate" in the episode ids) its own random streams
     policy = algorithm.mean(state)
-    population, decisions = evaluate_population(g, [policy.copy() for _ in range(algorithm.popsize)],
-                                                keep_decisions=True)
-    parts = _evaluated(population, algorithm.popsize, s)
-    episodes = tuple(EpisodeDecisions(t.reward, tuple(decisions.get(t.episode.key(), ())))
-                     for traces in population for t in traces)
-    return (*algorithm.update(state, EpisodeBatch(g, episodes)), population, parts)
-
-
-Step = Callable[[Any, Any, int, EvolveSettings, EvaluatePopulation], StepResult]
+    result = evaluate_population(g, [policy.copy() for _ in range(algorithm.popsize)], keep_decisions=True)
+    parts = _evaluated(result.traces, algorithm.popsize, s)
+    episodes = tuple(EpisodeDecisions(t.reward, tuple(result.decisions.get(t.episode.key(), ())))
+                     for traces in result.traces for t in traces)
+    return _Step(*algorithm.update(state, EpisodeBatch(g, episodes)), result.traces, parts)
 
 
 @dataclass(frozen=True)
@@ -466,25 +455,25 @@ class _Kind:
     """How the loop starts and steps an algorithm of one kind (trinity.evolve.strategy_registry)."""
 
     init: Callable[[Any, np.ndarray, EvolveSettings, int], Any]
-    step: Step
+    step: Callable[[Any, Any, int, EvolveSettings, EvaluatePopulation], _Step]
 
 
 _KINDS = {
-    "black_box": _Kind(init=lambda a, x0, s, seed: a.init(x0, sigma0=float(s.evolve.sigma0), seed=seed), step=_black_box_step),
+    "black_box": _Kind(init=lambda a, x0, s, seed: a.init(x0, sigma0=float(s.evolve.sigma0), seed=seed),
+                       step=_black_box_step),
     # no sampling distribution (no sigma0) and no randomness of its own: the episodes carry it
     "on_policy": _Kind(init=lambda a, x0, s, seed: a.init(x0), step=_on_policy_step),
 }
 
 
-def _generation(run: RunState, g: int, algorithm: Algorithm, s: EvolveSettings,
-                evaluate_population: EvaluatePopulation, evaluator: Evaluator,
-                describe_mean: DescribeMean | None, save_coordinator: SaveCoordinator,
-                paths: RunPaths, train_reward: TrainReward | None = None) -> tuple[RunState, list[dict[str, Any]]]:
+def _generation(run: RunState, g: int, algorithm: Algorithm, s: EvolveSettings, evaluation: Evaluation,
+                paths: RunPaths) -> tuple[RunState, list[EpisodeRow]]:
     """One generation; returns the run and the generation's episode rows (the caller writes them as a part).
     A validation joins the run's validations; the coordinator is saved again whenever the rule keeps
     another one. `stale` counts validations since the highest validation reward last rose (early stop)."""
     t0 = time.perf_counter()
-    state, metrics, population, parts = _KINDS[algorithm.kind].step(algorithm, run.state, g, s, evaluate_population)
+    step = _KINDS[algorithm.kind].step(algorithm, run.state, g, s, evaluation.population)
+    parts, population = step.parts, step.population
     fitness = np.array([p.fitness for p in parts])
     rows = [episode_row(t, phase="train", generation=g, candidate=c, candidate_fitness=parts[c].fitness)
             for c, traces in enumerate(population) for t in traces]
@@ -492,58 +481,56 @@ def _generation(run: RunState, g: int, algorithm: Algorithm, s: EvolveSettings,
     best, stale, validations = run.best, run.stale_validations, run.validations
     x0_reward = (run.x0 or {}).get("validation_reward")
     last = g == s.evolve.generations - 1
-    mean = algorithm.mean(state)
+    mean = algorithm.mean(step.state)
     val: _Validation | None = None
     every = s.evolve.validation.every   # None or 0: validate only at the end
     if last or (every and (g + 1) % every == 0):
-        val = _validate(g, mean, s, evaluator, train_reward)
-        highest = max((e["validation_reward"] for e in validations), default=None)
-        validations = validations + [_entry(g, mean, val, metrics)]
+        val = _validate(g, mean, s, evaluation.mean, evaluation.train_reward)
+        highest = max((e.validation_reward for e in validations), default=None)
+        validations = validations + [_entry(g, mean, val, step.metrics)]
         kept = _kept(validations, s)
-        if best is None or best["validation_reward"] is None or kept["generation"] != best["generation"]:
-            save_coordinator(paths.coordinator, kept["params"], _meta(run, algorithm, kept, s, x0_reward))
+        if best is None or best.validation_reward is None or kept.generation != best.generation:
+            _save_kept(run, algorithm, s, evaluation, paths, kept, x0_reward)
             best = _best(kept)
         stale = 0 if highest is None or val.reward > highest else stale + 1
     val_rows = val.rows if val is not None else []
     work = generation_summary([t for traces in population for t in traces] + (val.traces if val is not None else []),
                               s.throughputs)
     all_rows = rows + val_rows
-    calls = sum(r["calls"] for r in all_rows)
-    hits = sum(r["cache_hits"] for r in all_rows)
-    truncated = sum(r["truncated_calls"] for r in all_rows)
+    calls = sum(r.calls for r in all_rows)
+    hits = sum(r.cache_hits for r in all_rows)
+    truncated = sum(r.truncated_calls for r in all_rows)
     by_mode = val.by_mode if val is not None else {}
-    gen_row = {
-        "generation": g, "episodes": len(rows), "fitness_min": float(fitness.min()),
-        "fitness_mean": float(fitness.mean()), "fitness_max": float(fitness.max()),
-        "reward_mean": float(np.mean([p.reward for p in parts])), "best_candidate": int(np.argmax(fitness)),
-        "sigma": None, "learning_rate": None, **metrics,  # the kind's own step size
-        "mean_norm": float(np.linalg.norm(mean)),
-        "validation_reward": val.reward if val is not None else None,
-        "validation_reward_sample": by_mode.get("sample"), "validation_reward_argmax": by_mode.get("argmax"),
-        "validation_episodes": len(val_rows), "train_reward": val.train_reward if val is not None else None,
-        "kept_generation": best["generation"] if best is not None else None,
-        "agent_entropy": float(np.mean([p.entropy for p in parts])),
-        **training_diagnostics(population, parts), "calls": calls, "cache_hits": hits,
-        "cache_hit_share": hits / calls if calls else 0.0, "truncated_calls": truncated,
-        "truncated_call_share": truncated / calls if calls else 0.0,
-        "prompt_tokens": sum(r["prompt_tokens"] for r in all_rows),
-        "completion_tokens": sum(r["completion_tokens"] for r in all_rows),
-        "tokens": sum(r["tokens"] for r in all_rows), "cost_usd": float(sum(r["cost_usd"] for r in all_rows)),
-        **work,
-    }
-    routing = _describe(describe_mean, g, mean)
-    gen_row["wall_s"] = time.perf_counter() - t0
-    gen_row["efficiency"] = efficiency(gen_row["floor_s"], gen_row["wall_s"])
+    routing = _describe(evaluation.describe_mean, g, mean)
+    wall_s = time.perf_counter() - t0
+    gen_row = GenerationRow(
+        generation=g, episodes=len(rows), fitness_min=float(fitness.min()), fitness_mean=float(fitness.mean()),
+        fitness_max=float(fitness.max()), reward_mean=float(np.mean([p.reward for p in parts])),
+        best_candidate=int(np.argmax(fitness)),
+        sigma=step.metrics.get("sigma"), learning_rate=step.metrics.get("learning_rate"),  # the kind's step size
+        mean_norm=float(np.linalg.norm(mean)), validation_reward=val.reward if val is not None else None,
+        validation_reward_sample=by_mode.get("sample"), validation_reward_argmax=by_mode.get("argmax"),
+        validation_episodes=len(val_rows), train_reward=val.train_reward if val is not None else None,
+        kept_generation=best.generation if best is not None else None,
+        agent_entropy=float(np.mean([p.entropy for p in parts])),
+        **cast(dict[str, Any], training_diagnostics(population, parts)),
+        calls=calls, cache_hits=hits, cache_hit_share=hits / calls if calls else 0.0, truncated_calls=truncated,
+        truncated_call_share=truncated / calls if calls else 0.0,
+        prompt_tokens=sum(r.prompt_tokens for r in all_rows),
+        completion_tokens=sum(r.completion_tokens for r in all_rows),
+        tokens=sum(r.tokens for r in all_rows), cost_usd=float(sum(r.cost_usd for r in all_rows)),
+        **work, wall_s=wall_s, efficiency=efficiency(work["floor_s"], wall_s),
+    )
     plateau = val is not None and s.patience is not None and stale >= s.patience and not last
     stop = "completed" if last else "plateau" if plateau else None
     return dataclasses.replace(
-        run, state=state, next_generation=g + 1, generation_rows=run.generation_rows + [gen_row],
+        run, state=step.state, next_generation=g + 1, generation_rows=run.generation_rows + [gen_row],
         routing_rows=run.routing_rows + routing, best=best, validations=validations, stale_validations=stale,
         finished=stop is not None, stop_reason=stop,
         stop_detail=f"no validation improvement in {stale} validations" if plateau else None), all_rows
 
 
-def _stop_on_budget(run: RunState, detail: str, algorithm: Algorithm, save_coordinator: SaveCoordinator,
+def _stop_on_budget(run: RunState, detail: str, algorithm: Algorithm, s: EvolveSettings, evaluation: Evaluation,
                     paths: RunPaths) -> RunState:
     """Keep the committed state (and RNG) of the last finished step; make sure a coordinator exists (x0,
     unvalidated, when the budget ran out while validating it)."""
@@ -551,10 +538,8 @@ def _stop_on_budget(run: RunState, detail: str, algorithm: Algorithm, save_coord
     if best is None:
         mean = algorithm.mean(run.state)
         g = run.next_generation - 1
-        save_coordinator(paths.coordinator, mean, {"generation": g, "validation_reward": None,
-                                                   "x0_validation_reward": None, "beats_x0": None,
-                                                   "strategy": algorithm.name, **algorithm.describe(run.state),
-                                                   "n_params": algorithm.n_params, "fingerprint": run.fingerprint,
-                                                   "stop_reason": "budget"})
-        best = {"params": mean, "generation": g, "validation_reward": None}
+        meta = coordinator_meta(run, algorithm, s, generation=g, describe=algorithm.describe(run.state),
+                                validated=None, x0_reward=None)
+        evaluation.save_coordinator(paths.coordinator, mean, meta)
+        best = KeptMean(mean, g, None)
     return dataclasses.replace(run, best=best, finished=False, stop_reason="budget", stop_detail=detail)

@@ -138,27 +138,28 @@ def selection_summary(run: RunState) -> dict[str, Any]:
     if not validations:
         return {"validation_select": None, "validations": 0, "max_validation_generation": None,
                 "max_validation_reward": None}
-    top = max(validations, key=lambda e: e["validation_reward"])   # first of equals, like the `max` rule
+    top = max(validations, key=lambda e: e.validation_reward)   # first of equals, like the `max` rule
     return {"validation_select": run.validation_select, "validations": len(validations),
-            "max_validation_generation": top["generation"], "max_validation_reward": top["validation_reward"]}
+            "max_validation_generation": top.generation, "max_validation_reward": top.validation_reward}
 
 
 def metrics_summary(run: RunState, episodes: pl.DataFrame, generations: pl.DataFrame) -> dict[str, Any]:
-    best = run.best or {}
+    best = run.best
     x0 = run.x0 or {}
     last = generations.row(-1, named=True) if generations.height else {}
     validated = generations.filter(pl.col("validation_reward").is_not_null())
     last_val = validated.row(-1, named=True) if validated.height else {}
     routing = run.routing_rows
-    routing_generation = routing[-1]["generation"] if routing else None
+    routing_generation = routing[-1].generation if routing else None
     return {
         "strategy": run.strategy, "n_params": run.n_params, "popsize": run.popsize,
         "generations_completed": run.next_generation, "generations_planned": run.generations_planned,
         "stop_reason": run.stop_reason, "finished": run.finished, "validation_routing": run.validation_routing,
-        "best_generation": best.get("generation"), "best_validation_reward": best.get("validation_reward"),
+        "best_generation": None if best is None else best.generation,
+        "best_validation_reward": None if best is None else best.validation_reward,
         # train beside validation (null without a train_reward callback): a train reward far above the
         # validation reward is a head that learned its training items
-        "best_train_reward": best.get("train_reward"), "x0_train_reward": x0.get("train_reward"),
+        "best_train_reward": None if best is None else best.train_reward, "x0_train_reward": x0.get("train_reward"),
         **selection_summary(run),
         **x0_comparison(run), "x0_validation_reward_sample": x0.get("validation_reward_sample"),
         "x0_validation_reward_argmax": x0.get("validation_reward_argmax"),
@@ -170,16 +171,17 @@ def metrics_summary(run: RunState, episodes: pl.DataFrame, generations: pl.DataF
         "wall_s": (float(generations["wall_s"].sum()) if generations.height else 0.0) + float(x0.get("wall_s", 0.0)),
         "median_efficiency": median_efficiency(generations),
         "routing_generation": routing_generation,
-        "routing": matrix_from_rows([r for r in routing if r["generation"] == routing_generation]),
+        "routing": matrix_from_rows([r for r in routing if r.generation == routing_generation]),
     }
 
 
 def write_outputs(paths: RunPaths, run: RunState, episodes: pl.DataFrame, *, final: bool,
-                  references: dict[str, float] | None = None) -> None:
+                  references: dict[str, float] | None = None) -> dict[str, Any]:
     """`episodes`: the committed steps' episodes (concat_episodes of the parts). `final`: the run stopped;
     only then is the episodes table written (every generation it would re-write all rows so far) and are
     the plots drawn. `references`: named expected rewards on the validation items (e.g. the simulated
-    pool's oracle and random routing), written to the metrics and drawn as lines on the evolution plot."""
+    pool's oracle and random routing), written to the metrics and drawn as lines on the evolution plot.
+    Returns the metrics written (paths.metrics)."""
     generations = generations_frame(run.generation_rows)
     routing = routing_frame(run.routing_rows)
     if final:
@@ -202,6 +204,7 @@ def write_outputs(paths: RunPaths, run: RunState, episodes: pl.DataFrame, *, fin
                        x0=run.x0, selection=run.validation_routing, references=references)
         if routing.height:
             plot_routing(routing, paths.routing_plot, title=f"{run.strategy}: P(model | suite) of the mean")
+    return results
 
 
 def publish_tables(run_out: Path, dest: Path, timings_dir: Path | None,

@@ -4,16 +4,18 @@
   slots that one mode's tail leaves idle serve the other. The pool may be live or a replayed recording;
   each mode's episodes and seeds are its own, so the results do not depend on the overlap.
 - ExactEvaluation: on a recording with exact fitness, each mode's expected reward over the validation
-  items (an ExactValue, no episodes and no pool call).
+  items (an ExactReward, no episodes and no pool call).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, ContextManager
+from contextlib import AbstractContextManager
+from typing import Any
 
 import numpy as np
 
+from trinity.evolve.evaluators import ExactReward, ModeResult
 from trinity.tasks.types import TaskItem
 
 
@@ -22,15 +24,15 @@ class SampledEvaluator:
     total)` is the progress context the episodes are counted in."""
 
     def __init__(self, ctx: Any, items: Sequence[TaskItem], protocol: Any,
-                 counted: Callable[[str, int], ContextManager[Any]]) -> None:
+                 counted: Callable[[str, int], AbstractContextManager[Any]]) -> None:
         self.ctx, self.items, self.protocol, self.counted = ctx, list(items), protocol, counted
 
-    def validate(self, generation: int, params: np.ndarray, modes: Sequence[str]) -> dict[str, Any]:
+    def validate(self, generation: int, params: np.ndarray, modes: Sequence[str]) -> dict[str, ModeResult]:
         mean = np.asarray(params)
         chunks = [(self.ctx.specs_for(self.ctx.router_for(mean, mode), self.items, generation=generation,
                                       candidate=-1), self.protocol) for mode in modes]
         with self.counted(f"generation {generation}: validation", sum(len(c[0]) for c in chunks)):
-            return dict(zip(modes, self.ctx.run_chunks(chunks)))
+            return {mode: ModeResult(traces) for mode, traces in zip(modes, self.ctx.run_chunks(chunks), strict=True)}
 
 
 class ExactEvaluation:
@@ -39,5 +41,11 @@ class ExactEvaluation:
     def __init__(self, exact: Any, items: Sequence[TaskItem]) -> None:
         self.exact, self.items = exact, list(items)
 
-    def validate(self, generation: int, params: np.ndarray, modes: Sequence[str]) -> dict[str, Any]:
-        return {mode: self.exact.value(np.asarray(params), self.items, mode) for mode in modes}
+    def validate(self, generation: int, params: np.ndarray, modes: Sequence[str]) -> dict[str, ModeResult]:
+        return {mode: ModeResult(exact=_exact(self.exact.value(np.asarray(params), self.items, mode)))
+                for mode in modes}
+
+
+def _exact(value: Any) -> ExactReward:
+    """An ExactValue (trinity.pipeline.recorded) as the loop reads it."""
+    return ExactReward(float(value.reward), int(value.items), value.per_item)

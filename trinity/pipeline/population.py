@@ -1,5 +1,5 @@
-"""The evolve stage's evaluation of each generation's candidates: the loop's `evaluate_population`
-(trinity.evolve.loop.EvaluatePopulation), one object for every way the pipeline can do it.
+"""The evolve stage's evaluation of each generation's candidates: the loop's `Evaluation.population`
+(trinity.evolve.evaluators.EvaluatePopulation), one object for every way the pipeline can do it.
 
 - on a recording with exact fitness (SVF off): each candidate's expected reward over every training item, a
   walk of the recorded trees (trinity.pipeline.recorded.ExactEvaluator), no episode;
@@ -14,8 +14,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, ContextManager, cast
+from typing import Any, cast
 
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
@@ -23,6 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 from trinity.config import Config, to_yaml, typed
 from trinity.config_schema import TrinityConfig
 from trinity.episodes.trace import Trace
+from trinity.evolve.evaluators import PopulationResult
 from trinity.pipeline import items as item_sel
 from trinity.pipeline.rollouts import RolloutContext, config_key
 from trinity.tasks.types import TaskItem
@@ -78,25 +80,27 @@ class PopulationEvaluator:
     progress context the episodes are counted in."""
 
     def __init__(self, cfg: Config, ctx: Any, train: list[TaskItem], *, exact: Any = None,
-                 submit: Submit = inline_submit, counted: Callable[[str, int], ContextManager[Any]]) -> None:
+                 submit: Submit = inline_submit, counted: Callable[[str, int], AbstractContextManager[Any]]) -> None:
         self.cfg, self.ctx, self.train, self.exact = typed(cfg), ctx, list(train), exact
         self.submit, self.counted = submit, counted
         self.repeats = self.cfg.evolve.repeats
         self.cfg_yaml = to_yaml(cfg)
 
-    def __call__(self, generation: int, candidates: list[np.ndarray], /, *, keep_decisions: bool = False) -> Any:
+    def __call__(self, generation: int, candidates: list[np.ndarray], /, *,
+                 keep_decisions: bool = False) -> PopulationResult:
         if self.exact is not None and not keep_decisions:
-            return self.exact.population(candidates, self.train)
+            return PopulationResult.of_exact(self.exact.population(candidates, self.train))
         ctx, repeats = self.ctx, self.repeats
         chosen = item_sel.generation_items(self.cfg, self.train, generation)
         total = len(candidates) * len(chosen) * repeats
         with self.counted(f"generation {generation}: episodes", total) as bar:
             if keep_decisions:
-                return ctx.run_recorded(candidates, chosen, generation=generation, repeats=repeats)
+                traces, decisions = ctx.run_recorded(candidates, chosen, generation=generation, repeats=repeats)
+                return PopulationResult(traces, decisions=decisions)
             if getattr(ctx.pool, "replay", None) is not None:
                 chunks = [(ctx.specs_for(ctx.router_for(np.asarray(x)), chosen, generation=generation, candidate=c,
                                          repeats=repeats), self.cfg.protocol) for c, x in enumerate(candidates)]
-                return ctx.run_chunks(chunks)
+                return PopulationResult(ctx.run_chunks(chunks))
             uids = [it.uid for it in chosen]
             futures = [self.submit(rollout_candidate, self.cfg_yaml, generation, c, np.asarray(x).tolist(), uids,
                                    repeats) for c, x in enumerate(candidates)]
@@ -106,4 +110,4 @@ class PopulationEvaluator:
                 results.append(f.result())
                 finished += len(results[-1])
                 bar.at_least(finished)   # episodes on Dask workers count when their candidate's result arrives
-            return results
+            return PopulationResult(results)
