@@ -19,8 +19,8 @@ bits (benchmarks/state_determinism.py measures it). Both libraries read a switch
 they load: MKL_CBWR (MKL's conditional numerical reproducibility) and ATEN_CPU_CAPABILITY; numpy's
 OpenBLAS (the head's products in evolution) reads OPENBLAS_CORETYPE, and numpy itself NPY_DISABLE_CPU_FEATURES:
 its float64 exp, log and power (the head's softmax, the fitness's entropy, pycma's updates) run AVX-512 kernels
-where the CPU has them and round otherwise than its AVX2 path (libm) does, which moved evolution's outputs in their last digits
-(benchmarks/evolve_determinism.py). `pin_numerics()` sets them to the AVX2 paths (OpenBLAS's Haswell kernels;
+where the CPU has them and round otherwise than its AVX2 path (libm) does, which moved evolution's outputs in their last
+digits (benchmarks/evolve_determinism.py). `pin_numerics()` sets them to the AVX2 paths (OpenBLAS's Haswell kernels;
 numpy's x86-64-v3 loops, its AVX-512 targets switched off by numpy 2.4's names), which every x86-64 CPU of the
 last ten years has, before torch or numpy is imported, MKL in its strict mode (",STRICT": its matrix products
 give the same bits for any number of threads; without it an Intel CPU's states differed between one and two

@@ -132,7 +132,7 @@ def pipeline_server(env: dict[str, str], *, keep: bool = False, port: int = 4200
     api = f"http://127.0.0.1:{port}/api"
     timeout = float(startup_timeout_s or env.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS") or 120)
     prefect = Path(sys.executable).parent / "prefect"
-    log = open(home / "server.log", "ab")
+    log = open(home / "server.log", "ab")  # noqa: SIM115 (the server's output, closed when it stops)
     proc = subprocess.Popen([str(prefect) if prefect.exists() else "prefect", "server", "start", "--host", "127.0.0.1",
                              "--port", str(port)], env={**env, "PREFECT_UI_API_URL": api}, stdout=log,
                             stderr=subprocess.STDOUT, start_new_session=True)

@@ -44,6 +44,7 @@ Under every mode:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -309,9 +310,9 @@ def isolation_mode() -> str:
     """The strongest layer that runs a program here: 'bwrap', 'namespaces' or 'rlimits+audit'."""
     if os.environ.get("TRINITY_SANDBOX_NO_NAMESPACES") or sys.platform != "linux":
         return "rlimits+audit"
-    if not os.environ.get("TRINITY_SANDBOX_NO_BWRAP") and shutil.which("bwrap"):
-        if _run("bwrap", "pass", _PROBE_LIMITS, None).ok:
-            return "bwrap"
+    if (not os.environ.get("TRINITY_SANDBOX_NO_BWRAP") and shutil.which("bwrap")
+            and _run("bwrap", "pass", _PROBE_LIMITS, None).ok):
+        return "bwrap"
     if _tools() is not None and _run("namespaces", "pass", _PROBE_LIMITS, None).ok:
         return "namespaces"
     return "rlimits+audit"
@@ -331,7 +332,7 @@ def _cgroup_dirs() -> list[str]:
     paths = {}
     for line in own:
         _, controllers, path = line.split(":", 2)
-        paths["cgroup2" if not controllers else controllers] = path
+        paths[controllers or "cgroup2"] = path
     dirs = []
     for line in mounts:
         fields, _, tail = line.partition(" - ")
@@ -387,10 +388,8 @@ def _remove_cgroup(path: str, wait_s: float = 5.0) -> None:
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _read_capped(path: Path, cap: int = _OUTPUT_CAP) -> str:

@@ -65,8 +65,8 @@ class Route:
         """From the head's probabilities; the pick is the argmax unless `agent` / `role` name it."""
         agent = argmax_tie(p_agent, None) if agent is None else agent
         role = ROLES[argmax_tie(p_role, None)] if role is None else role
-        return cls(str(agents[agent]), role, {str(a): float(p) for a, p in zip(agents, p_agent)},
-                   {r: float(p) for r, p in zip(ROLES, p_role)})
+        return cls(str(agents[agent]), role, {str(a): float(p) for a, p in zip(agents, p_agent, strict=True)},
+                   {r: float(p) for r, p in zip(ROLES, p_role, strict=True)})
 
     def to_dict(self) -> dict[str, Any]:
         return {"agent": self.agent, "role": self.role,
@@ -178,12 +178,13 @@ class Coordinator:
         with self._norm_lock:
             if self._feature_norm is None:
                 if self._fit_norm is None:
-                    raise FeatureNormError(f"coordinator.features.normalize={self.normalize} but this coordinator has no "
-                                           "feature statistics: build it with trinity.pipeline.coordinator_setup.build_coordinator "
-                                           "or load a saved one")
+                    raise FeatureNormError(f"coordinator.features.normalize={self.normalize} but this coordinator has "
+                                           "no feature statistics: build it with "
+                                           "trinity.pipeline.coordinator_setup.build_coordinator or load a saved one")
                 norm = self._fit_norm(self)
                 if norm.dim != self.hidden_size:
-                    raise FeatureNormError(f"feature statistics have {norm.dim} dimensions, the backbone {self.hidden_size}")
+                    raise FeatureNormError(f"feature statistics have {norm.dim} dimensions, the "
+                                           f"backbone {self.hidden_size}")
                 log.info("feature statistics: standardising with mean/std of %d training first-turn states "
                          "(mean norm %.3g, median std %.3g)", norm.count, float(np.linalg.norm(norm.mean)),
                          float(np.median(norm.std)))

@@ -98,7 +98,8 @@ class FeatureNorm:
         if self.basis is not None:
             basis = np.asarray(self.basis, dtype=np.float64)
             if basis.ndim != 2 or basis.shape[1] != mean.size or basis.shape[0] > mean.size:
-                raise ValueError(f"feature basis must be rank x {mean.size} with rank <= {mean.size}, got {basis.shape}")
+                raise ValueError(f"feature basis must be rank x {mean.size} with rank <= {mean.size}, "
+                                 f"got {basis.shape}")
             if not np.all(np.isfinite(basis)) or not np.allclose(basis @ basis.T, np.eye(basis.shape[0]), atol=1e-6):
                 raise ValueError("feature basis rows must be finite and orthonormal")
             object.__setattr__(self, "basis", basis)

@@ -93,10 +93,11 @@ def _sampled_cosines(unit: np.ndarray, codes: np.ndarray, rng: np.random.Generat
     same = np.zeros(0)
     if pair_counts.sum() > 0:
         which = rng.choice(len(members), size=max_pairs, p=pair_counts / pair_counts.sum())
-        a = np.array([members[w][k] for w, k in zip(which, (rng.random(max_pairs) * sizes[which]).astype(int))])
+        picks = (rng.random(max_pairs) * sizes[which]).astype(int)
+        a = np.array([members[w][k] for w, k in zip(which, picks, strict=True)])
         offset = 1 + (rng.random(max_pairs) * (sizes[which] - 1)).astype(int)  # a different member
-        pos = np.array([np.searchsorted(members[w], x) for w, x in zip(which, a)])
-        b = np.array([members[w][(p + o) % len(members[w])] for w, p, o in zip(which, pos, offset)])
+        pos = np.array([np.searchsorted(members[w], x) for w, x in zip(which, a, strict=True)])
+        b = np.array([members[w][(p + o) % len(members[w])] for w, p, o in zip(which, pos, offset, strict=True)])
         same = np.einsum("ij,ij->i", unit[a], unit[b])
     cross = np.zeros(0)
     if len(members) > 1:

@@ -18,8 +18,8 @@ Per-turn prior (a departure from the paper, docs/METHOD.md): the head may hold `
 table of logits added at turn t to W's logits (row min(t, k - 1): a turn past the table reads its last row).
 The head itself reads only the transcript's state, and a transcript does not say which turn it is (after a
 rejected Verifier it is unchanged), so without this table no head can follow a per-turn policy such as
-"answer, verify, redo". Evolution never moves it: it comes from the choice that keeps a coordinator never below a constant
-policy (trinity.pipeline.constant_policy), which saves it with the coordinator as part of its parameter vector
+"answer, verify, redo". Evolution never moves it: it comes from the choice that keeps a coordinator never below a
+constant policy (trinity.pipeline.constant_policy), which saves it with the coordinator as part of its parameter vector
 (trinity.coordinator.layout), so evaluation and serving route with it exactly as it was chosen.
 """
 
@@ -86,7 +86,8 @@ class Decision:
         is handed with every recorded decision, so evolution needs no head code of its own."""
         weights = np.asarray(weights, dtype=np.float64)
         allowed = [ROLES[i] for i, m in enumerate(self.role_mask) if m]
-        return RoutingHead(weights, weights.shape[0] - len(ROLES), allowed).log_prob_grad(self.feature, self.agent, self.role)
+        head = RoutingHead(weights, weights.shape[0] - len(ROLES), allowed)
+        return head.log_prob_grad(self.feature, self.agent, self.role)
 
 
 class RoutingHead:

@@ -107,7 +107,8 @@ class ParamLayout:
         for name, n in self.svf_matrices:
             segments.append({"kind": "svf", "name": name, "start": start, "size": n})
             start += n
-        segments.append({"kind": "head", "name": "head", "start": start, "size": self.head_size, "shape": list(self.head_shape)})
+        segments.append({"kind": "head", "name": "head", "start": start, "size": self.head_size,
+                         "shape": list(self.head_shape)})
         turns = 0 if params is None else self.prior_turns(params)
         if turns:
             segments.append({"kind": "turn_prior", "name": "turn_prior", "start": self.size,

@@ -24,8 +24,8 @@ class CoordinatorRouter(Router):
     training reads them). A decision's feature is what the head's W multiplied (standardised under
     `coordinator.features.normalize=standardize`), so the gradient computed from it is the true one."""
 
-    def __init__(self, head: RoutingHead, service: FeatureService, svf_deltas: np.ndarray | None = None, mode: str = "sample",
-                 *, record: bool = False):
+    def __init__(self, head: RoutingHead, service: FeatureService, svf_deltas: np.ndarray | None = None,
+                 mode: str = "sample", *, record: bool = False):
         if mode not in ROUTING_MODES:
             raise ValueError(f"routing mode must be one of {ROUTING_MODES}, got {mode!r}")
         self.head = head

@@ -27,8 +27,8 @@ from trinity.errors import TrinityError
 
 FORMAT = "trinity-coordinator/1"
 # Keys that must match exactly between a saved coordinator and the configuration loading it.
-CHECKED_KEYS = ("backbone_id", "backbone_revision", "hidden_size", "pool_models", "roles", "token_position", "svf_matrices",
-                "num_params", "feature_normalize")
+CHECKED_KEYS = ("backbone_id", "backbone_revision", "hidden_size", "pool_models", "roles", "token_position",
+                "svf_matrices", "num_params", "feature_normalize")
 # What a key absent from an older saved coordinator meant (files saved before the key existed).
 SAVED_DEFAULTS = {"feature_normalize": "none"}
 # The config key behind a metadata key, named in mismatch errors where they differ.
@@ -74,7 +74,7 @@ def _read_checked(path: str | os.PathLike, read_tensors: bool) -> tuple[dict[str
     try:
         with safe_open(str(path), framework="numpy") as f:
             meta = json.loads((f.metadata() or {})["trinity"])
-            tensors = ({name: f.get_tensor(name).astype(np.float64) for name in f.keys()}
+            tensors = ({name: f.get_tensor(name).astype(np.float64) for name in f.keys()}  # noqa: SIM118 (not iterable)
                        if read_tensors else {})
             if read_tensors and "params" not in tensors:
                 raise KeyError("params")
@@ -142,11 +142,13 @@ def saved_feature_norm(meta: dict[str, Any], tensors: dict[str, np.ndarray], hid
             f"the coordinator at {path} was saved with {key} = {mode!r} but its feature statistics are missing or "
             f"of the wrong shape: {shapes}, expected ({int(hidden_size)},) each")
     try:
-        norm = FeatureNorm(tensors["feature_mean"], tensors["feature_std"], count=int(meta.get("feature_norm_items", 0)),
+        norm = FeatureNorm(tensors["feature_mean"], tensors["feature_std"],
+                           count=int(meta.get("feature_norm_items", 0)),
                            shared_norm=float(meta.get("feature_norm_shared", 0.0) or 0.0),
                            basis=tensors.get("feature_basis"))
     except ValueError as e:
-        raise CoordinatorMismatchError(f"the coordinator at {path}: {key} = {mode!r} with unusable statistics: {e}") from None
+        raise CoordinatorMismatchError(f"the coordinator at {path}: {key} = {mode!r} with unusable statistics: "
+                                       f"{e}") from None
     rank = meta.get("feature_norm_rank")
     if rank != norm.rank:
         raise CoordinatorMismatchError(f"the coordinator at {path}: its metadata records feature_norm_rank {rank!r} "
@@ -162,6 +164,7 @@ def saved_feature_norm(meta: dict[str, Any], tensors: dict[str, np.ndarray], hid
 
 
 def coordinator_file(path: Path) -> Path:
-    """A trained coordinator is a folder holding coordinator.safetensors (+ .json metadata); a file path is used as is."""
+    """A trained coordinator is a folder holding coordinator.safetensors (+ .json metadata); a file path is
+    used as is."""
     path = Path(path)
     return path / "coordinator.safetensors" if path.suffix != ".safetensors" else path

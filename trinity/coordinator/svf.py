@@ -118,9 +118,11 @@ class SVFAdapter:
         named = dict(model.named_modules())
         names: list[str] = []
         for pattern in patterns:
-            hits = [n for n, m in named.items() if fnmatch.fnmatchcase(n, pattern) and isinstance(m, (nn.Linear, nn.Embedding))]
+            hits = [n for n, m in named.items() if fnmatch.fnmatchcase(n, pattern)
+                    and isinstance(m, (nn.Linear, nn.Embedding))]
             if not hits:
-                raise ConfigError(f"config key 'coordinator.svf.matrices': '{pattern}' matches no linear or embedding module")
+                raise ConfigError(f"config key 'coordinator.svf.matrices': '{pattern}' matches no "
+                                  "linear or embedding module")
             names.extend(n for n in hits if n not in names)
         decoder_ids = {id(m) for m in backbone.decoder.modules()}
         layer_of = {id(m): i for i, layer in enumerate(backbone.layers) for m in layer.modules()}
@@ -181,12 +183,13 @@ class SVFAdapter:
     def set_rows(self, rows: Sequence[np.ndarray | None]) -> None:
         """Give each batch row its offsets (None or zeros: that row runs the original weights)."""
         start = 0
-        for slot, wrapper in zip(self.slots, self.wrappers):
+        for slot, wrapper in zip(self.slots, self.wrappers, strict=True):
             if wrapper is not None:
                 parts = [None if r is None else r[start : start + slot.rank] for r in rows]
                 active = [p is not None and bool(np.any(p != 0)) for p in parts]
                 if any(active):
-                    chosen = [p for p, a in zip(parts, active) if a and p is not None]   # active: p is not None
+                    # active: p is not None
+                    chosen = [p for p, a in zip(parts, active, strict=True) if a and p is not None]
                     delta = torch.as_tensor(np.stack(chosen), dtype=wrapper.s.dtype, device=wrapper.s.device)
                     wrapper.row_values = scaled_singular_values(wrapper.s, delta)
                     wrapper.row_active = torch.tensor(active, device=wrapper.s.device)

@@ -88,7 +88,7 @@ def frontier_table(results: pl.DataFrame, heads: Mapping[str, float], unit: str,
                      "tokens_per_query": float((g["prompt_tokens"] + g["completion_tokens"]).sum()) / n,
                      "calls_per_query": float(g["calls"].sum()) / n, "on_frontier": None})
     head_rows = [r for r in rows if r["kind"] == "head"]
-    for row, keep in zip(head_rows, non_dominated([(r["reward"], r["cost"]) for r in head_rows])):
+    for row, keep in zip(head_rows, non_dominated([(r["reward"], r["cost"]) for r in head_rows]), strict=True):
         row["on_frontier"] = keep
     frame = pl.DataFrame(rows, schema=FRONTIER_SCHEMA)
     return frame.sort(["kind", "cost", "reward"], descending=[True, False, True])

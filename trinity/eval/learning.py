@@ -60,7 +60,8 @@ def _sentence(subject: str, against: str, where: str, mine: float, theirs: float
         return f"- On {where}, {subject} is **worse than** {against}: {figures}."
     if said.startswith("too few"):
         return f"- On {where}: {said}, no verdict on {subject} against {against} ({figures})."
-    return f"- On {where}, {subject} does **not** beat {against} (no significant difference at alpha = {ALPHA}): {figures}."
+    return (f"- On {where}, {subject} does **not** beat {against} (no significant difference at alpha = {ALPHA}): "
+            f"{figures}.")
 
 
 KEPT_RULES = {

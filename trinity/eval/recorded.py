@@ -62,8 +62,8 @@ def verdict_lines(result: Mapping[str, Any], *, recording: str, min_items: int, 
 
     def said(r: Mapping[str, Any]) -> str:
         v = r["verdict"]
-        word = {"win": "**beats**", "loss": "**loses to**"}.get(v, "does not differ significantly from" if
-                                                                not v.startswith("too few") else "has too few items against")
+        word = {"win": "**beats**", "loss": "**loses to**"}.get(
+            v, "does not differ significantly from" if not v.startswith("too few") else "has too few items against")
         return (f"{word} `{r['other']}` ({r['mine']:.3f} vs {r['theirs']:.3f}, {r['test']} p = {_p(r['p_value'])}, "
                 f"n = {r['n']} items)")
 
@@ -105,8 +105,9 @@ def verdict_lines(result: Mapping[str, Any], *, recording: str, min_items: int, 
         out.append(f"| {label} | {np.mean(v):.3f} | {cmp} |")
     if result.get("fixed_policy"):
         out.append("")
-        out.append(f"The prompt-independent policy chosen on the training and validation items: {result['fixed_policy']}"
-                   f"; the best on these test items (hindsight): {result.get('fixed_policy_hindsight')}.")
+        out.append("The prompt-independent policy chosen on the training and validation items: "
+                   f"{result['fixed_policy']}; the best on these test items (hindsight): "
+                   f"{result.get('fixed_policy_hindsight')}.")
     return out + [""]
 
 
@@ -274,12 +275,15 @@ def constant_policy_lines(summary: Mapping[str, Any], test: Mapping[str, tuple[f
         return []
     weight = float(summary.get("cost_weight") or 0.0)
     score = f", less {weight:g} x cost ({summary.get('cost_unit')})" if weight else ""
-    lines = ["Never below a constant policy (`evolve.constant_policy`): the saved coordinator was chosen on the validation "
-             f"items by `{summary.get('rule')}` (margin {summary.get('margin'):g}; validation reward{score}) among, simplest "
-             f"first, the constant policy ({summary.get('policy_text')}), the evolved head with that policy as a per-turn "
-             f"prior of each strength, and the evolved head; it kept **{summary.get('kept')}**. Exact expected rewards:",
-             "", f"| candidate | train ({summary.get('train_items')} items) | validation ({summary.get('validation_items')} "
-             f"items) | test ({test_items} items) | test tokens per episode | kept |", "|---|---:|---:|---:|---:|---|"]
+    lines = ["Never below a constant policy (`evolve.constant_policy`): the saved coordinator was chosen on the "
+             f"validation items by `{summary.get('rule')}` (margin {summary.get('margin'):g}; validation "
+             f"reward{score}) among, simplest first, the constant policy ({summary.get('policy_text')}), the evolved "
+             "head with that policy as a per-turn prior of each strength, and the evolved head; it kept "
+             f"**{summary.get('kept')}**. Exact expected rewards:",
+             "", f"| candidate | train ({summary.get('train_items')} items) "
+             f"| validation ({summary.get('validation_items')} items) | test ({test_items} items) "
+             "| test tokens per episode | kept |",
+             "|---|---:|---:|---:|---:|---|"]
     for r in rows:
         reward, tokens = test.get(r["name"], (float("nan"), float("nan")))
         lines.append(f"| `{r['name']}` | {r['train']:.3f} | {r['validation']:.3f} | {reward:.3f} | {tokens:.0f} | "

@@ -312,7 +312,7 @@ def charts(summary: pl.DataFrame, out_dir: Path) -> list[Path]:
     import matplotlib.pyplot as plt
 
     methods_all = summary["method"].unique(maintain_order=True).to_list()
-    color = dict(zip(methods_all, _colors(len(methods_all))))
+    color = dict(zip(methods_all, _colors(len(methods_all)), strict=True))
     paths = []
     for set_name, _ in SETS:
         s = summary.filter(pl.col("set") == set_name)
@@ -352,7 +352,8 @@ def charts(summary: pl.DataFrame, out_dir: Path) -> list[Path]:
         for m in s["method"].unique(maintain_order=True).to_list():
             for r in s.filter(pl.col("method") == m).iter_rows(named=True):
                 ax.errorbar(r[column], r["mean_reward"],
-                            yerr=[[max(0.0, r["mean_reward"] - r["ci_low"])], [max(0.0, r["ci_high"] - r["mean_reward"])]],
+                            yerr=[[max(0.0, r["mean_reward"] - r["ci_low"])],
+                                  [max(0.0, r["ci_high"] - r["mean_reward"])]],
                             fmt="o" if r["set"] == "test" else "s", color=color[m], capsize=2,
                             label=f"{m} ({r['set']})")
         ax.set_xlabel(label)

@@ -139,7 +139,7 @@ class Reinforce(OnPolicyMethod):
         rewards = np.array([r.reward for r in records], dtype=np.float64)
         baseline = float(rewards.mean())
         grad = np.zeros((rows, d))
-        for record, reward in zip(records, rewards):
+        for record, reward in zip(records, rewards, strict=True):
             advantage = reward - baseline
             if advantage == 0.0:
                 continue

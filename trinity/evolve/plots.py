@@ -68,7 +68,7 @@ def plot_evolution(generations: pl.DataFrame, path: Path, *, title: str = "evolu
     if x0 and x0.get("validation_reward") is not None:
         ax.axhline(x0["validation_reward"], color="grey", linestyle=":", linewidth=1.2,
                    label=f"x0 baseline ({selection}): {x0['validation_reward']:.3f}")
-    for (name, value), dashes in zip((references or {}).items(), ("--", "-.", ":", (0, (5, 1)))):
+    for (name, value), dashes in zip((references or {}).items(), ("--", "-.", ":", (0, (5, 1))), strict=False):
         ax.axhline(value, color="black", linestyle=dashes, linewidth=0.9, label=f"{name}: {value:.3f}")
     ax.set_xlabel("generation (-1: x0)")
     ax.set_ylabel("fitness / reward")

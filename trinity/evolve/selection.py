@@ -102,7 +102,8 @@ def select(rule: str, history: Sequence[Validated], margin: float) -> int:
     try:
         chooser = RULES[rule]
     except KeyError:
-        raise ConfigError(f"config key 'evolve.validation.select': unknown rule {rule!r}; known: {sorted(RULES)}") from None
+        raise ConfigError(f"config key 'evolve.validation.select': unknown rule {rule!r}; "
+                          f"known: {sorted(RULES)}") from None
     return chooser(history, margin)
 
 

@@ -12,13 +12,13 @@ Adding an algorithm is a class of one of those kinds and a line here; settings c
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Union
+from typing import Any
 
 from trinity.errors import ConfigError
 from trinity.evolve.on_policy import OnPolicyMethod, Reinforce
 from trinity.evolve.strategies import BlackBoxStrategy, RandomSearch, SepCMA
 
-Algorithm = Union[BlackBoxStrategy, OnPolicyMethod]
+Algorithm = BlackBoxStrategy | OnPolicyMethod
 KINDS = ("black_box", "on_policy")
 
 STRATEGIES: dict[str, type[BlackBoxStrategy] | type[OnPolicyMethod]] = {

@@ -31,7 +31,8 @@ class GateRule:
 
     @classmethod
     def from_config(cls, r: Retrain) -> GateRule:
-        """From the typed `retrain` section: promote_rule, alpha, min_items (schema: trinity.config_schema.root.Retrain)."""
+        """From the typed `retrain` section: promote_rule, alpha, min_items (schema:
+        trinity.config_schema.root.Retrain)."""
         if not 0 < float(r.alpha) < 1:
             raise ConfigError(f"config key 'retrain.alpha' must be in (0, 1), got {r.alpha}")
         return cls(str(r.promote_rule.value), float(r.alpha), int(r.min_items))

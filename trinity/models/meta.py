@@ -23,7 +23,8 @@ def data_versions(prepared: str | Path) -> dict[str, Any]:
 
 def run_meta(*, source_run: str, pool_models: list[str], backbone_id: str, prepared: str | Path, config_sha256: str,
              metrics: dict[str, Any] | None = None, parent: str | None = None,
-             coordinator_meta: dict[str, Any] | None = None, warm_start: dict[str, Any] | None = None) -> dict[str, Any]:
+             coordinator_meta: dict[str, Any] | None = None,
+             warm_start: dict[str, Any] | None = None) -> dict[str, Any]:
     """A version's meta.json (the registry adds created time, version and the file's sha256): the run's pool
     models, backbone (the saved coordinator's own when `coordinator_meta` names it), prepared data, config hash."""
     cm = coordinator_meta or {}
@@ -51,8 +52,10 @@ def differences(champion: dict[str, Any], challenger: dict[str, Any]) -> list[st
     if pa != pb:
         added = [m for m in pb if m not in pa]
         removed = [m for m in pa if m not in pb]
-        parts = ([f"added {', '.join(added)}"] if added else []) + ([f"removed {', '.join(removed)}"] if removed else [])
-        lines.append(f"pool: {' '.join(pa)} -> {' '.join(pb)}" + (f" ({'; '.join(parts)})" if parts else " (reordered)"))
+        parts = (([f"added {', '.join(added)}"] if added else [])
+                 + ([f"removed {', '.join(removed)}"] if removed else []))
+        lines.append(f"pool: {' '.join(pa)} -> {' '.join(pb)}"
+                     + (f" ({'; '.join(parts)})" if parts else " (reordered)"))
     if champion.get("backbone") != challenger.get("backbone"):
         lines.append(f"backbone: {champion.get('backbone')} -> {challenger.get('backbone')}")
     if champion.get("config_sha256") != challenger.get("config_sha256"):

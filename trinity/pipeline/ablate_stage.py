@@ -104,14 +104,16 @@ def run(cfg: Config, *, submit: Submit = inline_submit,
     summary: dict[str, Any] = {"enabled": bool(chosen), "variants": {}}
     if not chosen:
         log.info("ablations: disabled (ablations.enabled=false or no variants selected)")
-    plans = {name: budget(variant, variant.evolve.popsize or main_popsize(cfg)) for name, (_, variant) in chosen.items()}
+    plans = {name: budget(variant, variant.evolve.popsize or main_popsize(cfg))
+             for name, (_, variant) in chosen.items()}
     if plans:
         summary["budget"] = next(iter(plans.values()))
 
     def describe(name: str, overrides: dict, variant: TrinityConfig) -> str:
         plan = plans[name]
         return (", ".join(f"{k}={v}" for k, v in overrides.items()) + f"; budget {plan['generations']} generations x "
-                f"{plan['train_episodes_per_generation']} train episodes (+{plan['validation_episodes']} validation episodes)")
+                f"{plan['train_episodes_per_generation']} train episodes (+{plan['validation_episodes']} validation "
+                "episodes)")
 
     for done in train_variants(cfg, chosen, dest_root, stage="ablate", label="ablation", timings="ablations",
                                submit=submit, progress=progress, evolve=evolve, log=log, describe=describe):

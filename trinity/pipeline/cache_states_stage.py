@@ -6,9 +6,9 @@ router reads at turn 0. Written per suite to `data/states/<suite>.safetensors` (
 On a recording (pool=recorded) it also computes every later-turn transcript of the recording's trees
 (`recorded-transcripts.safetensors`), each item's together with its first turn, so a later turn reuses the
 prefix of the turn it extends; an item whose states are shipped with the recording (`trinity record --states`,
-trinity.pipeline.shipped_states) is read from there instead, the same bytes without a forward pass. Every token position the run reads (the configured one, and another that an
-enabled ablation reads, e.g. the last-token ablation's -1) comes from one forward pass per prompt; the other
-positions' files are named `<name>@<position>.safetensors`.
+trinity.pipeline.shipped_states) is read from there instead, the same bytes without a forward pass. Every token position
+the run reads (the configured one, and another that an enabled ablation reads, e.g. the last-token ablation's -1) comes
+from one forward pass per prompt; the other positions' files are named `<name>@<position>.safetensors`.
 
 It also measures how much of that feature depends on the prompt at all (feature_stats.py: norm of the
 mean feature, rms deviation from it, their ratio, same-suite and cross-suite cosines), over all cached
@@ -125,7 +125,8 @@ def run(cfg: Config, *, on_work: Listener | None = None, reuse_from: Sequence[st
                                 seed=derive_seed(int(cfg.seed), "feature_stats"))
     log.info("cache_states: prompt-dependent share of the feature %s (mean norm %s, rms deviation %s), "
              "cosine same suite %s, across suites %s", *(_fmt(stats.get(k)) for k in (
-                 "prompt_dependent_share", "mean_norm", "rms_deviation_norm", "cosine_same_suite", "cosine_cross_suite")))
+                 "prompt_dependent_share", "mean_norm", "rms_deviation_norm", "cosine_same_suite",
+                 "cosine_cross_suite")))
     manifest = {"backbone": cfg.coordinator.backbone.id, "token_position": cfg.coordinator.token_position,
                 "hidden_size": coord.hidden_size, "counts": counts, "feature_stats": stats}
     if len(views) > 1:
@@ -205,7 +206,7 @@ def recorded_item_texts(cfg: Config, items: Sequence) -> dict[str, list[str]] | 
     world = RecordedWorld(cfg, replies, tuple(replies.recording.manifest["tree"]["roles"]))
     protocol = ProtocolConfig.from_config(typed(cfg).protocol)
     out = {}
-    for item, compiled in zip(items, world.compiled(list(items))):
+    for item, compiled in zip(items, world.compiled(list(items)), strict=True):
         first = first_turn_transcript(protocol, item.prompt)
         out[item.uid] = list(dict.fromkeys([first, *(world.transcripts[s.transcript] for s in compiled.states)]))
     return out
@@ -242,7 +243,8 @@ def write_feature_stats(out_dir: Path, suites: list[str], metrics_path: Path, *,
         own.pop("cross_suite_pairs", None)
         index["feature_stats"] = own
         path.with_suffix(".json").write_text(json.dumps(index, indent=1) + "\n")
-        per_suite[suite] = {k: own.get(k) for k in ("count", "mean_norm", "rms_deviation_norm", "prompt_dependent_share",
+        per_suite[suite] = {k: own.get(k)
+                            for k in ("count", "mean_norm", "rms_deviation_norm", "prompt_dependent_share",
                                                      "cosine_same_suite")}
         blocks.append(np.asarray(features, dtype=np.float64))
         names += [suite] * len(features)

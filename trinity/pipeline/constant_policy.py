@@ -12,8 +12,8 @@ items among, simplest first:
    "fixed policy (chosen on train+validation)"), as a head with zero weights and a per-turn prior of logit
    CONSTANT_LOGIT for its agent and role (trinity.coordinator.layout): exp(-CONSTANT_LOGIT) underflows to 0,
    so its probabilities are exactly one-hot and it routes exactly as the policy under sampling and argmax alike;
-2. `prior+<s>`: the evolved head plus that per-turn prior at logit s, for each `evolve.constant_policy.strengths` from the
-   largest (nearest the constant policy) to the smallest: the head deviates from the policy only where its own
+2. `prior+<s>`: the evolved head plus that per-turn prior at logit s, for each `evolve.constant_policy.strengths` from
+   the largest (nearest the constant policy) to the smallest: the head deviates from the policy only where its own
    logits differ by more than s;
 3. `evolved`: the head evolution kept (`evolve.validation.select` over its validations).
 
@@ -99,11 +99,12 @@ def best_constant_policy(compiled: Sequence[Any], n_agents: int, roles: Sequence
     return max(fixed, key=fixed.__getitem__)
 
 
-def choose_coordinator(cfg: Any, exact: Any, coord: Any, evolved: np.ndarray, train: list[TaskItem], val: list[TaskItem],
-                coordinator_dir: Path) -> dict[str, Any]:
+def choose_coordinator(cfg: Any, exact: Any, coord: Any, evolved: np.ndarray, train: list[TaskItem],
+                       val: list[TaskItem], coordinator_dir: Path) -> dict[str, Any]:
     """Choose among the candidates on `val`, save the chosen one as the coordinator in `coordinator_dir` (keeping
     the metadata evolution saved it with, plus `constant_policy` and `candidate`), every candidate under `candidates/`,
-    and `candidates.json`. `exact`: an ExactEvaluator on the recording (trinity.pipeline.recorded). Returns the summary."""
+    and `candidates.json`. `exact`: an ExactEvaluator on the recording (trinity.pipeline.recorded). Returns the
+    summary."""
     from trinity.coordinator.saved import coordinator_file, load_saved
     from trinity.evolve.selection import Validated, select_not_below
 
@@ -141,8 +142,9 @@ def choose_coordinator(cfg: Any, exact: Any, coord: Any, evolved: np.ndarray, tr
     meta = {k: v for k, v in saved.items() if k not in ("constant_policy", "candidate")}
     for c in pool:
         coord.save(coordinator_dir / CANDIDATES / c.file, c.params, {**meta, "candidate": c.name})
-    coord.save(file, pool[chosen].params, {**meta, "constant_policy": {k: v for k, v in summary.items() if k != "candidates"},
-                                           "candidate": pool[chosen].name})
+    coord.save(file, pool[chosen].params,
+               {**meta, "constant_policy": {k: v for k, v in summary.items() if k != "candidates"},
+                "candidate": pool[chosen].name})
     (coordinator_dir / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n")
     log.info("evolve: never below a constant policy (%s on validation): kept %s; %s", summary["rule"], summary["kept"],
              "; ".join(f"{r['name']} train {r['train']:.3f} validation {r['validation']:.3f}" for r in rows))

@@ -36,8 +36,9 @@ def run(cfg: Config, *, progress: Callable[[str], None] = print, limit_items: in
     cfg = typed(cfg)
     root = replay_path(cfg)
     if root is None:
-        raise TrinityError("`trinity record --states` computes the states a run on a recording reads: use the experiment "
-                           "that replays it (e.g. experiment=local_agents, or pool=recorded with pool.replay.recording set)")
+        raise TrinityError("`trinity record --states` computes the states a run on a recording reads: use the "
+                           "experiment that replays it (e.g. experiment=local_agents, or pool=recorded with "
+                           "pool.replay.recording set)")
     manifest = store.read_manifest(root)
     recorded = [e["uid"] for e in manifest.get("items", [])]
     suites = list(dict.fromkeys(list(cfg.tasks.train) + list(cfg.tasks.transfer)))
@@ -57,8 +58,8 @@ def run(cfg: Config, *, progress: Callable[[str], None] = print, limit_items: in
     found = {it.uid for it in items}
     missing = [uid for uid in recorded if uid not in found]
     if missing:
-        progress(f"record --states: {len(missing)} recorded item(s) are not among the configured suites' prepared items "
-                 f"(e.g. {missing[0]}); their states are not written")
+        progress(f"record --states: {len(missing)} recorded item(s) are not among the configured suites' prepared "
+                 f"items (e.g. {missing[0]}); their states are not written")
     parts = {e["uid"]: Path(e["part"]).stem for e in manifest.get("items", [])}
     order = {uid: i for i, uid in enumerate(parts)}
     items.sort(key=lambda it: order.get(it.uid, len(order)))    # the recording's order: part by part

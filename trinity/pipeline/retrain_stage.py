@@ -59,7 +59,8 @@ def champion_params(coord: Any, champion: Version) -> tuple[np.ndarray | None, s
             warm = load_warm_start(champion.coordinator, coord.metadata())
         except CoordinatorMismatchError as e:
             return None, f"the champion cannot run with this config: {e} (first refusal: {exact})"
-        return warm.x0, "the champion ran on this pool with its head mapped by model name: " + "; ".join(warm.lines()[1:])
+        return warm.x0, ("the champion ran on this pool with its head mapped by model name: "
+                         + "; ".join(warm.lines()[1:]))
 
 
 def paired_rewards(challenger: list, champion: list) -> tuple[list[float], list[float]]:

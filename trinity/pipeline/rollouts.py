@@ -86,10 +86,8 @@ class LoopThread:
                 t.cancel()
             await asyncio.gather(*others, return_exceptions=True)
 
-        try:
+        with contextlib.suppress(FutureTimeout, RuntimeError):
             asyncio.run_coroutine_threadsafe(cancel_others(), self.loop).result(timeout=timeout)
-        except (FutureTimeout, RuntimeError):
-            pass
 
     def stop(self) -> None:
         self._stopped.set()
@@ -290,7 +288,8 @@ class RolloutContext:
 
     def router_for(self, params: np.ndarray, mode: str | None = None) -> Router:
         assert self.coordinator is not None, "this context was built without a coordinator"
-        return self.coordinator.router_for(np.asarray(params, dtype=np.float64), mode=mode or self.cfg.coordinator.routing)
+        return self.coordinator.router_for(np.asarray(params, dtype=np.float64),
+                                           mode=mode or self.cfg.coordinator.routing)
 
     def run_router(self, router: Router, items: Sequence[TaskItem], *, generation: int, candidate: int,
                    repeats: int = 1, protocol_cfg=None, progress=None) -> list[Trace]:
@@ -321,7 +320,7 @@ class RolloutContext:
                     routers.append(router)
         traces = self.run_specs(specs)
         decisions = {spec.episode_id.key(): list(router.decisions or ())  # a list: record=True
-                     for spec, router in zip(specs, routers)}
+                     for spec, router in zip(specs, routers, strict=True)}
         per = len(items) * repeats
         return [traces[c * per:(c + 1) * per] for c in range(len(candidates))], decisions
 

@@ -120,7 +120,8 @@ class ShippedStates:
             return None
         return {int(p): {wanted[d]: tensors[tensor_name(p)][row] for row, d in enumerate(tokens)} for p in positions}
 
-    def _read_item(self, uid: str, entry: Mapping[str, Any], positions: Sequence[int]) -> tuple[list[str], dict[str, np.ndarray]]:
+    def _read_item(self, uid: str, entry: Mapping[str, Any],
+                   positions: Sequence[int]) -> tuple[list[str], dict[str, np.ndarray]]:
         path = self.folder / str(entry.get("file", ""))
         if not path.is_file():
             raise ShippedStatesError(f"shipped states {self.folder}: the file of item {uid} ({entry.get('file')}) is "
@@ -154,12 +155,17 @@ class ShippedStates:
             atomic_write_bytes(ident, (json.dumps(self.identity, indent=1, default=str) + "\n").encode())
         path = self.folder / f"{stem}.safetensors"
         tmp = path.with_name(path.name + f".partial-{os.getpid()}")
-        tensors = {tensor_name(p): torch.as_tensor(np.stack([np.asarray(features[p][t], dtype=np.float32) for t in texts])
-                                                   if texts else np.zeros((0, int(self.identity["hidden_size"])), np.float32))
-                   for p in positions}
-        save_file(tensors, str(tmp), metadata={"uid": uid, "tokens": json.dumps([token_digest(self.coord, t) for t in texts])})
+
+        def stacked(p: int) -> np.ndarray:
+            if not texts:
+                return np.zeros((0, int(self.identity["hidden_size"])), np.float32)
+            return np.stack([np.asarray(features[p][t], dtype=np.float32) for t in texts])
+        tensors = {tensor_name(p): torch.as_tensor(stacked(p)) for p in positions}
+        save_file(tensors, str(tmp),
+                  metadata={"uid": uid, "tokens": json.dumps([token_digest(self.coord, t) for t in texts])})
         os.replace(tmp, path)
-        self.index[uid] = {"file": path.name, "sha256": sha256_file(path), "positions": sorted(tensors), "rows": len(texts)}
+        self.index[uid] = {"file": path.name, "sha256": sha256_file(path), "positions": sorted(tensors),
+                           "rows": len(texts)}
         self._write_index()
         return path
 

@@ -66,7 +66,7 @@ def features_at_positions(coord: Coordinator, texts: Sequence[str], positions: S
     for start in range(0, len(ordered), STATE_SLICE):
         part = ordered[start:start + STATE_SLICE]
         for position, features in coord.engine.features_at(part, list(out)).items():
-            out[position].update(zip(part, features))
+            out[position].update(zip(part, features, strict=True))
         if progress is not None:
             progress(len(part))
     return out
@@ -146,7 +146,7 @@ def first_turn_states(states_dir: str | os.PathLike, suites: Sequence[str]) -> d
         path = state_path(states_dir, suite)
         if path.is_file():
             uids, features, _ = read_state_cache(path)
-            out.update(zip(uids, features))
+            out.update(zip(uids, features, strict=True))
     return out
 
 
@@ -155,5 +155,5 @@ def preload_state_cache(coord: Coordinator, path: str | os.PathLike) -> int:
     reads them: their bytes depend only on their prompts); returns how many."""
     uids, features, index = read_state_cache(path)
     check_metadata(index, coord.state_identity(), path)
-    coord.cache.pin_many(list(zip(index["cache_keys"], features)))
+    coord.cache.pin_many(list(zip(index["cache_keys"], features, strict=True)))
     return len(uids)

@@ -25,6 +25,7 @@ from trinity.pipeline.rollouts import RolloutContext, stop_on_replay_misses
 from trinity.pipeline.workspace import timings_dir
 
 Chosen = Mapping[str, tuple[dict[str, Any], TrinityConfig]]   # name -> (overrides, the variant's typed config)
+Describe = Callable[[str, dict[str, Any], TrinityConfig], str]
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,7 @@ class TrainedVariant:
 def train_variants(cfg: Config, chosen: Chosen, dest: Path, *, stage: str, label: str, timings: str,
                    submit: Submit, progress: Callable[[dict], None] | None,
                    evolve: Callable[..., dict] | None, log: logging.Logger,
-                   describe: Callable[[str, dict[str, Any], TrinityConfig], str] | None = None) -> Iterator[TrainedVariant]:
+                   describe: Describe | None = None) -> Iterator[TrainedVariant]:
     """Evolve each variant of `chosen` in turn and publish it; yields each as it finishes, so the caller
     writes its summary after every variant. `stage` names the stage in errors, `label` prefixes progress
     lines ("<label> i/n <name>: ..."), `timings` is the run-facts folder under paths.timings."""

@@ -267,7 +267,8 @@ def import_snapshot(snapshot: str | os.PathLike, cache_path: str | os.PathLike) 
         with cache._write_lock:
             conn.execute("ATTACH DATABASE ? AS snap", (str(snapshot),))
             try:
-                conn.execute("INSERT OR IGNORE INTO responses SELECT key, model_id, reply, created_at FROM snap.responses")
+                conn.execute("INSERT OR IGNORE INTO responses SELECT key, model_id, reply, "
+                             "created_at FROM snap.responses")
             finally:
                 conn.execute("DETACH DATABASE snap")
         return len(cache) - before
@@ -293,7 +294,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.action == "export":
         print(f"response cache: {export_snapshot(args.source, args.target)} entries -> {args.target}")
     else:
-        print(f"response cache: {import_snapshot(args.source, args.target)} new entries from {args.source} -> {args.target}")
+        print(f"response cache: {import_snapshot(args.source, args.target)} new entries from "
+              f"{args.source} -> {args.target}")
     return 0
 
 

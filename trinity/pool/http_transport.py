@@ -14,8 +14,9 @@ import logging
 import random
 import time
 from collections.abc import Callable, Mapping
+from contextlib import AbstractAsyncContextManager
 from functools import partial
-from typing import Any, AsyncContextManager
+from typing import Any
 
 import httpx
 
@@ -50,7 +51,7 @@ def request_body(request: ChatRequest) -> dict:
 
 class HttpTransport:
     def __init__(self, endpoints: Mapping[str, ModelEndpoint], *, retry: Retry,
-                 pace: Callable[[ModelEndpoint], AsyncContextManager[None]],
+                 pace: Callable[[ModelEndpoint], AbstractAsyncContextManager[None]],
                  transport: httpx.AsyncBaseTransport | None = None):
         """`pace`: held around each attempt (the run's request-rate limit); `transport`: one httpx
         transport for every lane (tests and embedders), else real connections."""

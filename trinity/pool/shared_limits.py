@@ -45,7 +45,8 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping
 from concurrent.futures import Future
-from typing import Any, AsyncContextManager, Protocol
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Protocol
 
 from trinity.pool.budget import Budget, RunTotals, add_counts
 from trinity.pool.providers import ModelEndpoint
@@ -82,7 +83,7 @@ class RunLimits(Protocol):
     async def spend(self, tokens: int, cost_usd: float) -> None:
         """Count a reply's tokens and cost (known only once it came)."""
 
-    def request(self, ep: ModelEndpoint) -> AsyncContextManager[None]:
+    def request(self, ep: ModelEndpoint) -> AbstractAsyncContextManager[None]:
         """Held around one HTTP attempt: the model's concurrency and request-rate limits."""
 
     async def hand_over(self, totals: RunTotals) -> None:

@@ -50,7 +50,8 @@ class VerifyLayer:
         procedure = self.procedures.get(name)
         if procedure is None:
             error = PoolConfigError(f"{ep.name}'s setup names the checking procedure {name!r}, but this pool client "
-                                    f"was built without it (known here: {', '.join(sorted(self.procedures)) or 'none'})")
+                                    "was built without it (known here: "
+                                    f"{', '.join(sorted(self.procedures)) or 'none'})")
             return ChatOutcome(failure_result(ep, error, 0, request.started), real=False)
         if request.context is None or request.context.answer is None:
             error = PoolConfigError(f"{ep.name}'s checking procedure {name!r} needs the turn's task and answer "
@@ -63,7 +64,8 @@ class VerifyLayer:
                                                    latency_s=time.perf_counter() - request.started), real=False)
         result = CallResult(
             model=ep.name, text=text, ok=True, finish_reason="stop",
-            prompt_tokens=sum(c.prompt_tokens for c in calls), completion_tokens=sum(c.completion_tokens for c in calls),
+            prompt_tokens=sum(c.prompt_tokens for c in calls),
+            completion_tokens=sum(c.completion_tokens for c in calls),
             cost_usd=sum(c.cost_usd for c in calls), price_usd=sum((c.price_usd or c.cost_usd) for c in calls),
             latency_s=time.perf_counter() - request.started, cached=all(c.cached or c.replayed for c in calls))
         return ChatOutcome(result, real=False)

@@ -60,7 +60,8 @@ def _perturb(answer: str, salt: str) -> str:
 
 class MathWriter:
     def correct(self, item: TaskItem) -> str:
-        return f"Working through the problem step by step gives the result.\nThe answer is \\boxed{{{item.reference['answer']}}}"
+        return ("Working through the problem step by step gives the result.\n"
+                f"The answer is \\boxed{{{item.reference['answer']}}}")
 
     def wrong(self, item: TaskItem) -> str:
         wrong = _perturb(str(item.reference["answer"]), item.item_id)
@@ -93,7 +94,8 @@ class HumanEvalWriter:
     def wrong(self, item: TaskItem) -> str:
         stub = item.reference["prompt"].rstrip("\n")
         indent = re.search(r"\n([ \t]+)\S", stub)
-        return f"Here is the complete function.\n\n```python\n{stub}\n{indent.group(1) if indent else '    '}return None\n```"
+        return (f"Here is the complete function.\n\n```python\n{stub}\n"
+                f"{indent.group(1) if indent else '    '}return None\n```")
 
 
 # suite name -> writer, then suite kind -> writer

@@ -136,7 +136,8 @@ def prepare_suites(settings: SuiteSettings, out_dir: str | Path, *, reuse_from: 
     suites = {name: get_suite(name, settings) for name in train + transfer}
     out = Path(out_dir)
     manifest: dict[str, Any]
-    frames, copies, manifest = {}, {}, {"seed": seed, "splits": fractions, "max_items_per_suite": max_items, "suites": {}}
+    frames, copies = {}, {}
+    manifest = {"seed": seed, "splits": fractions, "max_items_per_suite": max_items, "suites": {}}
     report = changes if changes is not None else {}
     report.update(reused={}, prepared={})
     for name, suite in suites.items():
@@ -157,7 +158,7 @@ def prepare_suites(settings: SuiteSettings, out_dir: str | Path, *, reuse_from: 
     for name, frame in frames.items():
         frame.write_parquet(out / f"{name}.parquet")
         manifest["suites"][name]["sha256"] = sha256_file(out / f"{name}.parquet")
-    for name, path in copies.items():
+    for path in copies.values():
         if path.resolve() != (out / path.name).resolve():
             shutil.copyfile(path, out / path.name)
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")

@@ -60,7 +60,8 @@ def plugin_entry_points() -> dict[str, EntryPoint]:
     found: dict[str, EntryPoint] = {}
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         if ep.name in SUITES:
-            raise PluginError(f"{_where(ep)} names the built-in suite '{ep.name}'; give the plugin's suite another name")
+            raise PluginError(f"{_where(ep)} names the built-in suite '{ep.name}'; give the plugin's suite "
+                              "another name")
         if ep.name in found and found[ep.name].value != ep.value:
             raise PluginError(f"two plugins add suite '{ep.name}': {_where(found[ep.name])} and {_where(ep)}")
         found[ep.name] = ep

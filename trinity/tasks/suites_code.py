@@ -132,7 +132,8 @@ class BigCodeBench(CodeSuite):
     def format_prompt(self, row: Mapping[str, Any]) -> str:
         text = str(row["prompt"])
         text = text.replace("{library_import}", _IMPORT_LINES.get(self.library, f"import {self.library}"))
-        text = text.replace("{library_instruction}", f"Use {self.library} as the data processing library in your solution.")
+        text = text.replace("{library_instruction}",
+                            f"Use {self.library} as the data processing library in your solution.")
         return f"{text}\n\n{CODE_INSTRUCTION}"
 
     def to_item(self, row: Mapping[str, Any]) -> TaskItem:

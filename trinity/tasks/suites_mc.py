@@ -19,7 +19,7 @@ def mc_prompt(question: str, choices: list[str], preamble: str = "") -> str:
     letters = LETTERS[:len(choices)]
     lines = [preamble] if preamble else []
     lines += [question.strip(), ""]
-    lines += [f"{letter}. {str(choice).strip()}" for letter, choice in zip(letters, choices)]
+    lines += [f"{letter}. {str(choice).strip()}" for letter, choice in zip(letters, choices, strict=False)]
     lines += ["", f"Think step by step, then end your reply with the line 'The answer is X', where X is one "
                   f"of {', '.join(letters)}."]
     return "\n".join(lines)
@@ -59,7 +59,8 @@ class MMLU(ChoiceSuite):
         if answer not in "ABCD" or len(answer) != 1:   # the source has 2 placeholder rows with "answer"
             raise MalformedRow(f"mmlu: correct_answer {row.get('correct_answer')!r} is not a letter")
         # id: content hash, stable across package re-orderings and re-preparation
-        key = "\x1f".join(str(row.get(k, "")) for k in ("topic", "question", "answer_a", "answer_b", "answer_c", "answer_d"))
+        key = "\x1f".join(str(row.get(k, ""))
+                          for k in ("topic", "question", "answer_a", "answer_b", "answer_c", "answer_d"))
         item_id = hashlib.sha256(key.encode()).hexdigest()[:16]
         return self.item(item_id, self.format_prompt(row), {"answer": answer, "n_choices": 4},
                          topic=row.get("topic"))

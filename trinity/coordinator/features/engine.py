@@ -89,7 +89,8 @@ class FeatureEngine:
         self.stats = {"requests": 0, "computed_tokens": 0, "reused_tokens": 0, "forward_passes": 0, "svf_rows": 0}
         self._partial_svf = self.svf is not None and self.svf.reuses_activations
         if self._partial_svf and not self._partial_svf_matches_full():
-            log.warning("SVF from cached activations does not match the full forward for this backbone; recomputing all layers")
+            log.warning("SVF from cached activations does not match the full forward for this backbone; "
+                        "recomputing all layers")
             self._partial_svf = False
 
     # ------------------------------------------------------------------ public API
@@ -101,7 +102,8 @@ class FeatureEngine:
         ids = np.asarray(self.renderer.token_ids(transcript), dtype=np.int64)
         for position in (self.token_position, *self._other_positions):
             if _index(len(ids), position) is None:
-                raise FeatureError(f"the coordinator prompt has {len(ids)} tokens, too few for token position {position}")
+                raise FeatureError(f"the coordinator prompt has {len(ids)} tokens, too few for "
+                                   f"token position {position}")
         return ids
 
     def features(self, requests: Sequence[FeatureRequest | str], *, isolated: bool = False) -> np.ndarray:
@@ -153,7 +155,8 @@ class FeatureEngine:
             if deltas is not None:
                 self._adapter.set_rows([deltas])
             try:
-                out = self.backbone.decoder(input_ids=torch.as_tensor(ids, device=self.backbone.device)[None], use_cache=False)
+                out = self.backbone.decoder(input_ids=torch.as_tensor(ids, device=self.backbone.device)[None],
+                                            use_cache=False)
             finally:
                 if self.svf is not None:
                     self.svf.clear()
@@ -232,7 +235,7 @@ class FeatureEngine:
         todo = list(range(len(jobs)))
         while todo:
             pasts = [self._reusable(jobs[i], want_entering) for i in todo]
-            first = length_batches([len(jobs[i].tokens) - p for i, (_, p) in zip(todo, pasts)],
+            first = length_batches([len(jobs[i].tokens) - p for i, (_, p) in zip(todo, pasts, strict=True)],
                                    self.max_batch, self.max_padding)[0]
             self._base_batch([jobs[todo[k]] for k in first], want_entering, [pasts[k] for k in first])
             chosen = set(first)
@@ -255,13 +258,13 @@ class FeatureEngine:
         if pasts is None:
             pasts = [self._reusable(job, want_entering) for job in jobs]
         past_len = max(p for _, p in pasts)
-        new_lens = [len(j.tokens) - p for j, (_, p) in zip(jobs, pasts)]
+        new_lens = [len(j.tokens) - p for j, (_, p) in zip(jobs, pasts, strict=True)]
         width = max(new_lens)
         batch = len(jobs)
         input_ids = torch.full((batch, width), self.pad_id, dtype=torch.long)
         position_ids = torch.zeros((batch, width), dtype=torch.long)
         mask = torch.zeros((batch, past_len + width), dtype=torch.long)
-        for i, (job, (_, p)) in enumerate(zip(jobs, pasts)):
+        for i, (job, (_, p)) in enumerate(zip(jobs, pasts, strict=True)):
             n = new_lens[i]
             input_ids[i, :n] = torch.as_tensor(job.tokens[p:])
             position_ids[i] = torch.arange(p, p + width)
@@ -291,7 +294,7 @@ class FeatureEngine:
         self.stats["reused_tokens"] += sum(p for _, p in pasts)
         hidden = out.last_hidden_state
         kv = [(layer.keys, layer.values) for layer in out.past_key_values.layers]
-        for i, (job, (entry, p)) in enumerate(zip(jobs, pasts)):
+        for i, (job, (entry, p)) in enumerate(zip(jobs, pasts, strict=True)):
             n = new_lens[i]
             index = self._feature_index(len(job.tokens))
             assert index is not None  # self.tokens() refused prompts without one
@@ -310,7 +313,9 @@ class FeatureEngine:
                 own = slice(past_len - p, past_len + n)
                 # A lone row owns the whole KV tensor: store views of it. Rows of a batch are copied out,
                 # so an entry never keeps the other rows' memory alive.
-                take = (lambda t: t[i, :, own]) if batch == 1 else (lambda t: t[i, :, own].clone())
+                # (take runs in this iteration; its defaults bind the row anyway)
+                take = ((lambda t, i=i, own=own: t[i, :, own]) if batch == 1
+                        else (lambda t, i=i, own=own: t[i, :, own].clone()))
                 self.prefix_store.add(PrefixEntry(job.tokens, [(take(k), take(v)) for k, v in kv], job.entering))
 
     def _padded_cache(self, pasts: list[tuple[PrefixEntry | None, int]], past_len: int) -> DynamicCache:

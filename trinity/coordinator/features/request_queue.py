@@ -65,7 +65,7 @@ class FeatureService:
                     if not future.done():
                         future.set_exception(e)
                 continue
-            for (request, future), feature in zip(batch, result):
+            for (request, future), feature in zip(batch, result, strict=True):
                 if request.svf_deltas is None and self.memo_items > 0:
                     self._memo[request.transcript] = feature
                     if len(self._memo) > self.memo_items:
