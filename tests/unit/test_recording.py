@@ -127,13 +127,11 @@ def test_replay_serves_every_recorded_call_and_names_a_miss(tmp_path):
     rec = store.open_recording(root)
     client = _replay_client(cfg, root)
     protocol = ProtocolConfig.from_config(cfg.protocol)
-    from trinity.episodes.protocol import SharedMessage
+    from trinity.episodes.protocol import EpisodeState
     from trinity.pipeline.record_stage import chosen_items
-    from trinity.record.tree import messages_for
 
     item = chosen_items(cfg)[0]
-    shared = SharedMessage(item.prompt, protocol.collaboration_instructions, protocol.thought_format)
-    messages = messages_for(protocol, item, shared, None, None, "worker")
+    messages = EpisodeState.start(protocol, item).messages(protocol, item, "worker")
 
     async def go():
         hit = await client.chat("m-big", messages, sample_index=12345,

@@ -1,8 +1,9 @@
 """The tree of every pool call the turn protocol can make on one item, up to K turns.
 
-A state of an episode before a turn is (turn, shared transcript, current answer, Thinker advice). Its
-children are the (model, role) pairs the router can pick; the protocol's rules decide which of them call
-the pool and what state follows (trinity.episodes.protocol, the same functions build the messages):
+A state of an episode before a turn is its turn and the protocol's EpisodeState (shared transcript, current
+answer, Thinker advice, the rules' state). Its children are the (model, role) pairs the router can pick; the
+protocol decides which of them call the pool, what they send and what state follows (EpisodeState: the
+same messages, reader and rules an Episode plays):
 - a Verifier before any answer makes no call (the episode ends with reward 0);
 - after a valid Thinker suggestion the role is the suggested one whatever the router picked, so only
   (model, suggested role) children exist, and a Worker then also sees the suggestion;
@@ -26,8 +27,7 @@ from typing import Any
 
 from trinity.config_schema.protocol import ProtocolConfig
 from trinity.contracts import ROLES
-from trinity.episodes.parsing import ThinkerAdvice
-from trinity.episodes.protocol import EpisodeState, SharedMessage, TurnState, read_reply
+from trinity.episodes.protocol import EpisodeState, TurnState, read_reply
 from trinity.pool.agents import TurnContext
 from trinity.pool.cache import canonical_digest
 from trinity.tasks.types import TaskItem
@@ -102,12 +102,6 @@ class TreeSettings:
             raise ValueError(f"record roles must be names from {ROLES} including 'worker', got {self.roles}")
         if self.max_turns < 1 or self.samples < 1:
             raise ValueError("max_turns and samples must be >= 1")
-
-
-def messages_for(cfg: ProtocolConfig, item: TaskItem, state_shared: SharedMessage, answer: str | None,
-                 advice: ThinkerAdvice | None, role: str) -> Messages:
-    """The messages of a turn playing `role` in that situation (EpisodeState.messages)."""
-    return EpisodeState(state_shared, answer, advice).messages(cfg, item, role)
 
 
 @dataclass
