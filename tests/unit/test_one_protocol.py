@@ -16,7 +16,9 @@ import pytest
 from scripted_pool import ScriptedPool
 from serve_support import AGENTS, serve_cfg, steered
 
+from trinity.config_schema.protocol import ProtocolConfig
 from trinity.contracts import ROLES
+from trinity.episodes.protocol import Episode
 from trinity.episodes.runner import EpisodeSpec, run_episodes
 from trinity.episodes.trace import EpisodeId, Trace
 from trinity.pool.types import CallResult
@@ -132,6 +134,39 @@ def test_one_episode_gives_one_trace_live_recorded_and_replayed_through_the_runn
     assert served == expected
     assert served_pool.requests == replay_pool.requests
     assert served["pool_calls"] == 4 and protocol.max_turns == 4
+
+
+def test_a_driver_steps_an_episode_and_its_advice_hook_may_redirect_a_thinker():
+    """What serving does by hand: ask the episode what the router's choice becomes, send its request, tell it the
+    reply. The advice hook turns a Thinker's suggested Verifier into a Worker (answer-first); the Turn keeps what
+    the Thinker said, and the Worker gets the suggestion."""
+    cfg = ProtocolConfig(max_turns=3, worker_system="W", thinker_system="T", verifier_system="V", max_tokens=64)
+    item = TaskItem(suite="toy", item_id="q1", prompt="What is 2+2?", reference="4")
+    heard: list[tuple[int, str]] = []
+
+    def advice_role(turn, role: str) -> str:
+        heard.append((turn.index, role))
+        return "worker"
+
+    episode = Episode(cfg, item, ["big", "small"], EpisodeId(-1, -1, item.uid), 0, advice_role=advice_role)
+    thinker = episode.turn(0, "thinker")
+    assert thinker.called and episode.request(thinker).messages[0]["content"] == "T"
+    episode.tell(thinker, CallResult("big", "<suggestion>add</suggestion><suggested_role>verifier</suggested_role>",
+                                     True))
+    assert heard == [(0, "verifier")] and thinker.suggested_role == "verifier" and episode.forced_role == "worker"
+
+    worker = episode.turn(1, "verifier")          # the advice sets the role, never the agent
+    request = episode.request(worker)
+    assert (worker.agent, worker.role, worker.role_from_thinker) == ("small", "worker", True)
+    assert request.messages[0]["content"] == "W" and "add" in request.messages[-1]["content"]
+    episode.tell(worker, CallResult("small", "4 <idea>two and two</idea>", True))
+    assert episode.answer == "4 <idea>two and two</idea>" and "two and two" in episode.transcript
+
+    verifier = episode.turn(0, "verifier")
+    episode.tell(verifier, CallResult("big", "ACCEPT", True))
+    assert episode.done and episode.end == "accept" and verifier.verdict == "ACCEPT"
+    trace = asyncio.run(episode.finish(_grade))
+    assert (trace.end_reason, trace.reward, trace.calls, trace.final_answer) == ("accept", 1.0, 3, episode.answer)
 
 
 # The protocol's readers and rules (trinity.episodes): who else names them restates the protocol.
