@@ -96,7 +96,7 @@ def matrix_from_rows(rows: Sequence[RoutingRow]) -> RoutingMatrix:
 def x0_comparison(run: RunState) -> dict[str, Any]:
     """x0 (the strategy's initial mean) against the kept coordinator: x0's validation reward, the best
     validation reward minus it, and whether any later validation beat it (None: x0 not validated)."""
-    x0_reward = (run.x0 or {}).get("validation_reward")
+    x0_reward = None if run.x0 is None else run.x0.validation_reward
     best = run.best
     best_reward = None if best is None else best.validation_reward
     if x0_reward is None or best is None or best_reward is None:

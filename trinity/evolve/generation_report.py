@@ -69,17 +69,20 @@ def x0_report(run: RunState, episodes: dict[str, Any], generations: int, elapsed
     x0 = run.x0
     assert x0 is not None  # reported once x0's validation is committed
     totals = _totals(episodes)
+    work = {k: getattr(x0, k) for k in WORK_KEYS}
     report = {
         "event": "x0", "generation": -1, "generations_done": 0, "generations": generations, **totals,
-        "validation_reward": x0["validation_reward"], "validation_reward_sample": x0["validation_reward_sample"],
-        "validation_reward_argmax": x0["validation_reward_argmax"], "x0_validation_reward": x0["validation_reward"],
-        "validation_routing": run.validation_routing, "wall_s": x0["wall_s"], "elapsed_s": elapsed_s,
-        "stop_reason": run.stop_reason, **{k: x0.get(k) for k in WORK_KEYS},
+        "validation_reward": x0.validation_reward, "validation_reward_sample": x0.validation_reward_sample,
+        "validation_reward_argmax": x0.validation_reward_argmax, "x0_validation_reward": x0.validation_reward,
+        "validation_routing": run.validation_routing, "wall_s": x0.wall_s, "elapsed_s": elapsed_s,
+        "stop_reason": run.stop_reason, **work,
     }
+    rewards = {"validation_reward_sample": x0.validation_reward_sample,
+               "validation_reward_argmax": x0.validation_reward_argmax}
     report["line"] = (
-        f"evolve x0 (generation -1, the initial mean) | val{_modes(run.validation_routing, x0)}: the baseline "
+        f"evolve x0 (generation -1, the initial mean) | val{_modes(run.validation_routing, rewards)}: the baseline "
         f"of every later validation | episodes {totals['episodes_done']} | calls {totals['calls']} | "
-        f"cost ${totals['cost_usd']:.4f}{_floor(x0)}"
+        f"cost ${totals['cost_usd']:.4f}{_floor(work)}"
     )
     return report
 

@@ -61,7 +61,7 @@ from trinity.evolve.fitness import FitnessParts, shaped_fitness
 from trinity.evolve.generation_report import progress_report, x0_report
 from trinity.evolve.on_policy import EpisodeBatch, EpisodeDecisions, OnPolicyMethod
 from trinity.evolve.outputs import RunPaths, totals, write_outputs
-from trinity.evolve.rows import EpisodeRow, GenerationRow, KeptMean, RoutingRow, ValidatedMean
+from trinity.evolve.rows import EpisodeRow, GenerationRow, KeptMean, RoutingRow, ValidatedMean, X0Validation
 from trinity.evolve.run_state import RunState
 from trinity.evolve.selection import Validated, select
 from trinity.evolve.strategies import BlackBoxStrategy
@@ -391,11 +391,13 @@ def _validate_x0(run: RunState, algorithm: Algorithm, s: EvolveSettings, evaluat
     val = _validate(X0_GENERATION, x0, s, evaluation.mean, evaluation.train_reward)
     entry = _entry(X0_GENERATION, x0, val, algorithm.describe(run.state))
     _save_kept(run, algorithm, s, evaluation, paths, entry, val.reward)
-    x0_info = {"validation_reward": val.reward, "validation_episodes": len(val.rows), "train_reward": val.train_reward,
-               **{f"validation_reward_{m}": r for m, r in val.by_mode.items()},
-               "calls": sum(r.calls for r in val.rows), "cost_usd": float(sum(r.cost_usd for r in val.rows)),
-               **generation_summary(val.traces, s.throughputs), "wall_s": time.perf_counter() - t0}
-    x0_info["efficiency"] = efficiency(x0_info["floor_s"], x0_info["wall_s"])
+    work = generation_summary(val.traces, s.throughputs)
+    wall_s = time.perf_counter() - t0
+    x0_info = X0Validation(
+        validation_reward=val.reward, validation_episodes=len(val.rows), train_reward=val.train_reward,
+        validation_reward_sample=val.by_mode["sample"], validation_reward_argmax=val.by_mode["argmax"],
+        calls=sum(r.calls for r in val.rows), cost_usd=float(sum(r.cost_usd for r in val.rows)), **work,
+        wall_s=wall_s, efficiency=efficiency(work["floor_s"], wall_s))
     routing = run.routing_rows + _describe(evaluation.describe_mean, X0_GENERATION, x0)
     return dataclasses.replace(run, x0=x0_info, routing_rows=routing, best=_best(entry), validations=[entry],
                                stale_validations=0, stop_reason=None, stop_detail=None), val.rows
@@ -479,7 +481,7 @@ def _generation(run: RunState, g: int, algorithm: Algorithm, s: EvolveSettings, 
             for c, traces in enumerate(population) for t in traces]
 
     best, stale, validations = run.best, run.stale_validations, run.validations
-    x0_reward = (run.x0 or {}).get("validation_reward")
+    x0_reward = None if run.x0 is None else run.x0.validation_reward
     last = g == s.evolve.generations - 1
     mean = algorithm.mean(step.state)
     val: _Validation | None = None

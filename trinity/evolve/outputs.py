@@ -24,6 +24,7 @@ import polars as pl
 
 from trinity.evolve.checkpoint import atomic_write_bytes
 from trinity.evolve.diagnostics import matrix_from_rows, x0_comparison
+from trinity.evolve.rows import as_dict
 from trinity.evolve.run_state import RunState
 from trinity.evolve.tables import (
     EPISODE_ID_COLUMNS,
@@ -144,8 +145,7 @@ def selection_summary(run: RunState) -> dict[str, Any]:
 
 
 def metrics_summary(run: RunState, episodes: pl.DataFrame, generations: pl.DataFrame) -> dict[str, Any]:
-    best = run.best
-    x0 = run.x0 or {}
+    best, x0 = run.best, run.x0
     last = generations.row(-1, named=True) if generations.height else {}
     validated = generations.filter(pl.col("validation_reward").is_not_null())
     last_val = validated.row(-1, named=True) if validated.height else {}
@@ -159,16 +159,18 @@ def metrics_summary(run: RunState, episodes: pl.DataFrame, generations: pl.DataF
         "best_validation_reward": None if best is None else best.validation_reward,
         # train beside validation (null without a train_reward callback): a train reward far above the
         # validation reward is a head that learned its training items
-        "best_train_reward": None if best is None else best.train_reward, "x0_train_reward": x0.get("train_reward"),
+        "best_train_reward": None if best is None else best.train_reward,
+        "x0_train_reward": None if x0 is None else x0.train_reward,
         **selection_summary(run),
-        **x0_comparison(run), "x0_validation_reward_sample": x0.get("validation_reward_sample"),
-        "x0_validation_reward_argmax": x0.get("validation_reward_argmax"),
+        **x0_comparison(run), "x0_validation_reward_sample": None if x0 is None else x0.validation_reward_sample,
+        "x0_validation_reward_argmax": None if x0 is None else x0.validation_reward_argmax,
         "final_validation_reward_sample": last_val.get("validation_reward_sample"),
         "final_validation_reward_argmax": last_val.get("validation_reward_argmax"),
         **{f"final_{c}": last.get(c) for c in FINAL_COLUMNS},
         "best_fitness_max": float(cast(float, generations["fitness_max"].max())) if generations.height else None,
         **totals(episodes),
-        "wall_s": (float(generations["wall_s"].sum()) if generations.height else 0.0) + float(x0.get("wall_s", 0.0)),
+        "wall_s": ((float(generations["wall_s"].sum()) if generations.height else 0.0)
+                   + (0.0 if x0 is None else float(x0.wall_s))),
         "median_efficiency": median_efficiency(generations),
         "routing_generation": routing_generation,
         "routing": matrix_from_rows([r for r in routing if r.generation == routing_generation]),
@@ -201,7 +203,8 @@ def write_outputs(paths: RunPaths, run: RunState, episodes: pl.DataFrame, *, fin
         from trinity.evolve.plots import plot_evolution, plot_routing
 
         plot_evolution(generations, paths.plot, title=f"{run.strategy}: fitness and validation",
-                       x0=run.x0, selection=run.validation_routing, references=references)
+                       x0=None if run.x0 is None else as_dict(run.x0), selection=run.validation_routing,
+                       references=references)
         if routing.height:
             plot_routing(routing, paths.routing_plot, title=f"{run.strategy}: P(model | suite) of the mean")
     return results

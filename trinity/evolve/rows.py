@@ -5,6 +5,7 @@
 - RoutingRow: one (generation, suite, model) entry of the mean's routing matrix (the routing table).
 - ValidatedMean: one validation of the mean, as the run state keeps it for the selection rule.
 - KeptMean: the validated mean the rule keeps (the saved coordinator's parameters).
+- X0Validation: x0's validation (generation -1): its rewards and the pool work it took.
 
 A table's schema is its row class (`schema_of`): columns in field order, each column's dtype from the field's
 type (int: Int64, float: Float64, str: String, bool: Boolean, list[str]: List(String); `| None`: nullable, as
@@ -171,3 +172,22 @@ class KeptMean:
     generation: int
     validation_reward: float | None
     train_reward: float | None = None
+
+
+@dataclass(frozen=True)
+class X0Validation:
+    """x0's validation (generation -1, before generation 0): the baseline of every later validation."""
+
+    validation_reward: float             # routed as coordinator.routing
+    validation_episodes: int             # both routing modes (none for an exact validation)
+    train_reward: float | None
+    validation_reward_sample: float
+    validation_reward_argmax: float
+    calls: int
+    cost_usd: float
+    decode_tokens: int                   # pool work, as in the generations table
+    prefill_tokens: int
+    floor_s: float | None
+    floor_bound: str | None
+    wall_s: float
+    efficiency: float | None

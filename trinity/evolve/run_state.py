@@ -16,7 +16,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from trinity.evolve.rows import GenerationRow, KeptMean, RoutingRow, ValidatedMean, as_dict, from_dict
+from trinity.evolve.rows import GenerationRow, KeptMean, RoutingRow, ValidatedMean, X0Validation, as_dict, from_dict
 
 
 @dataclass(frozen=True, eq=False)
@@ -31,7 +31,7 @@ class RunState:
     validation_select: str       # evolve.validation.select: the rule that keeps a validated mean
     state: Any                   # the algorithm's own immutable state (trinity.evolve.strategy_registry)
     next_generation: int
-    x0: dict[str, Any] | None    # x0's validation (generation -1); None until it ran
+    x0: X0Validation | None      # x0's validation (generation -1); None until it ran
     episode_parts: list[dict[str, Any]]    # the committed steps' Parquet parts (trinity.evolve.episode_parts)
     generation_rows: list[GenerationRow]   # one per finished generation: the generations table
     routing_rows: list[RoutingRow]         # the mean's routing matrix after every step
@@ -46,7 +46,8 @@ class RunState:
         """The dict a checkpoint holds: the field values, each row a dict of its fields (the values themselves,
         so an array two rows share is pickled once)."""
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        out.update(generation_rows=[as_dict(r) for r in self.generation_rows],
+        out.update(x0=None if self.x0 is None else as_dict(self.x0),
+                   generation_rows=[as_dict(r) for r in self.generation_rows],
                    routing_rows=[as_dict(r) for r in self.routing_rows],
                    best=None if self.best is None else as_dict(self.best),
                    validations=[as_dict(v) for v in self.validations])
@@ -56,7 +57,8 @@ class RunState:
     def from_payload(cls, payload: dict[str, Any]) -> RunState:
         """From a checkpoint's dict at the current version (extra keys an older loop wrote are dropped)."""
         values = {f.name: payload[f.name] for f in dataclasses.fields(cls)}
-        values.update(generation_rows=[from_dict(GenerationRow, r) for r in payload["generation_rows"]],
+        values.update(x0=None if payload["x0"] is None else from_dict(X0Validation, payload["x0"]),
+                      generation_rows=[from_dict(GenerationRow, r) for r in payload["generation_rows"]],
                       routing_rows=[from_dict(RoutingRow, r) for r in payload["routing_rows"]],
                       best=None if payload["best"] is None else from_dict(KeptMean, payload["best"]),
                       validations=[from_dict(ValidatedMean, v) for v in payload["validations"]])
