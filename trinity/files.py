@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 
 
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     """Write to a temp file in the same folder, fsync, then os.replace: readers see old or new, never half."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -24,7 +24,7 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
         raise
 
 
-def sha256_file(path: str | os.PathLike) -> str:
+def sha256_file(path: str | os.PathLike[str]) -> str:
     """The file's SHA-256 (hex), read in blocks."""
     h = hashlib.sha256()
     with open(path, "rb") as f:

@@ -61,7 +61,7 @@ class Progress:
     def __enter__(self) -> Progress:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def advance(self, n: int = 1) -> None:

@@ -387,7 +387,7 @@ def _remove_cgroup(path: str, wait_s: float = 5.0) -> None:
             time.sleep(0.02)
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
 

@@ -14,6 +14,7 @@ Everything here is numpy and the standard library: scipy is not a dependency.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from statistics import NormalDist
 
@@ -24,7 +25,7 @@ EXACT_SIGN_FLIPS = 12  # up to this many paired items the permutation test enume
 _TOL = 1e-12          # rewards are in [0, 1]: differences closer than this are the same value
 
 
-def bootstrap_ci(values, *, samples: int = 2000, level: float = 0.95, seed: int = 0) -> tuple[float, float, float]:
+def bootstrap_ci(values: Iterable[float], *, samples: int = 2000, level: float = 0.95, seed: int = 0) -> tuple[float, float, float]:
     """(mean, low, high): percentile bootstrap of the mean. An empty input gives NaNs; one value a zero-width
     interval."""
     x = np.asarray(list(values), dtype=float)
@@ -41,7 +42,7 @@ def bootstrap_ci(values, *, samples: int = 2000, level: float = 0.95, seed: int 
     return mean, float(lo), float(hi)
 
 
-def is_binary(values) -> bool:
+def is_binary(values: Iterable[float]) -> bool:
     """All rewards are exactly 0 or 1 (an empty input is not: there is nothing to count)."""
     x = np.asarray(list(values), dtype=float)
     return x.size > 0 and bool(np.all((x == 0.0) | (x == 1.0)))
@@ -60,7 +61,7 @@ def wilson_ci(successes: int, n: int, *, level: float = 0.95) -> tuple[float, fl
     return p, max(0.0, centre - half), min(1.0, centre + half)
 
 
-def interval(values, *, samples: int = 2000, level: float = 0.95, seed: int = 0) -> tuple[float, float, float, str]:
+def interval(values: Iterable[float], *, samples: int = 2000, level: float = 0.95, seed: int = 0) -> tuple[float, float, float, str]:
     """(mean, low, high, method): Wilson for 0/1 rewards, the percentile bootstrap otherwise;
     `method` (wilson | bootstrap) goes into the summary table so a reader knows which one it is."""
     x = [float(v) for v in values]
@@ -83,7 +84,7 @@ def mcnemar_exact(b: int, c: int) -> float:
     return min(1.0, (2 * tail) / (1 << n))
 
 
-def sign_flip_test(differences, *, samples: int = 2000, seed: int = 0) -> float:
+def sign_flip_test(differences: Iterable[float], *, samples: int = 2000, seed: int = 0) -> float:
     """Two-sided permutation p-value for a zero mean of paired differences: under no difference each
     difference is as likely to have the other sign. Exact (all 2^n flips) for n <= EXACT_SIGN_FLIPS,
     else `samples` random flips with the (1 + hits) / (1 + samples) estimate, which is never 0.
@@ -124,7 +125,7 @@ class PairedTest:
         return self.mean_a - self.mean_b
 
 
-def paired_test(a, b, *, samples: int = 2000, seed: int = 0) -> PairedTest:
+def paired_test(a: Iterable[float], b: Iterable[float], *, samples: int = 2000, seed: int = 0) -> PairedTest:
     """Exact McNemar when both sides are 0/1 rewards, else the sign-flip test of the mean difference.
     `a` and `b` are aligned: position i is the same item (and repeat) for both."""
     x = np.asarray(list(a), dtype=float)

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from trinity.tasks.graders.judge import Judge
 from trinity.tasks.sources import local_file_version, read_local_file
 from trinity.tasks.types import MalformedRow, TaskItem
 
@@ -95,10 +96,10 @@ class TaskSuite(ABC):
         """The final answer (or program) a reply commits to."""
 
     @abstractmethod
-    async def grade_detail(self, item: TaskItem, reply: str, *, judge=None) -> Grade:
+    async def grade_detail(self, item: TaskItem, reply: str, *, judge: Judge | None = None) -> Grade:
         """Score and diagnostics."""
 
-    async def grade(self, item: TaskItem, reply: str, *, judge=None) -> float:
+    async def grade(self, item: TaskItem, reply: str, *, judge: Judge | None = None) -> float:
         """Reward in [0, 1] for `reply` as the final answer to `item`."""
         if not reply:
             return 0.0

@@ -53,7 +53,7 @@ def read_jsonl(path: Path) -> Iterator[Any]:
                 yield MalformedLine(n + 1, str(e))
 
 
-class MalformedLine(dict):
+class MalformedLine(dict[str, str]):
     """Stands in for a line that is not valid JSON; to_item rejects it like any malformed row."""
 
     def __init__(self, line: int, error: str):

@@ -17,6 +17,7 @@ from trinity.tasks.graders.code import (
     program_key,
     repeatable,
 )
+from trinity.tasks.graders.judge import Judge
 from trinity.tasks.sources import dist_version, package_file, read_jsonl
 from trinity.tasks.types import TaskItem
 
@@ -43,7 +44,7 @@ class CodeSuite(TaskSuite):
     def compose(self, item: TaskItem, code: str) -> str:
         raise NotImplementedError
 
-    async def grade_detail(self, item: TaskItem, reply: str, *, judge=None) -> Grade:
+    async def grade_detail(self, item: TaskItem, reply: str, *, judge: Judge | None = None) -> Grade:
         code = extract_code(reply)
         if not code.strip():
             return Grade(0.0, "", "no code in reply")

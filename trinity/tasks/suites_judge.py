@@ -14,7 +14,7 @@ from functools import lru_cache
 from typing import Any
 
 from trinity.tasks.base import Grade, TaskSuite, require
-from trinity.tasks.graders.judge import judge_score
+from trinity.tasks.graders.judge import Judge, judge_score
 from trinity.tasks.sources import dist_version, package_file, read_jsonl
 from trinity.tasks.types import MalformedRow, TaskItem
 
@@ -80,7 +80,7 @@ class MTBench(TaskSuite):
             fields["ref_answer_1"] = ref["ref_answer"]
         return prompt["system_prompt"], prompt["prompt_template"].format(**fields)
 
-    async def grade_detail(self, item: TaskItem, reply: str, *, judge=None) -> Grade:
+    async def grade_detail(self, item: TaskItem, reply: str, *, judge: Judge | None = None) -> Grade:
         if judge is None:
             return Grade(0.0, reply, "mtbench needs a judge (an object with async chat(model, messages))")
         model, max_tokens = self.judge_call()

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from trinity.tasks.base import Grade, TaskSuite, require
+from trinity.tasks.graders.judge import Judge
 from trinity.tasks.graders.math_answer import answers_equivalent, extract_math_answer
 from trinity.tasks.sources import dist_version, package_file, read_json, read_jsonl
 from trinity.tasks.types import MalformedRow, TaskItem
@@ -28,7 +29,7 @@ class MathSuite(TaskSuite):
     def extract(self, reply: str) -> str:
         return extract_math_answer(reply)
 
-    async def grade_detail(self, item: TaskItem, reply: str, *, judge=None) -> Grade:
+    async def grade_detail(self, item: TaskItem, reply: str, *, judge: Judge | None = None) -> Grade:
         answer = extract_math_answer(reply)
         if not answer:
             return Grade(0.0, "")

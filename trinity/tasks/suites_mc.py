@@ -11,6 +11,7 @@ import numpy as np
 from trinity.seeding import derive_seed
 from trinity.tasks.base import Grade, TaskSuite, require
 from trinity.tasks.graders.choice import LETTERS, extract_choice
+from trinity.tasks.graders.judge import Judge
 from trinity.tasks.sources import dist_version, package_file, read_csv, read_jsonl
 from trinity.tasks.types import MalformedRow, TaskItem
 
@@ -31,7 +32,7 @@ class ChoiceSuite(TaskSuite):
     def extract(self, reply: str) -> str:
         return extract_choice(reply, 4)
 
-    async def grade_detail(self, item: TaskItem, reply: str, *, judge=None) -> Grade:
+    async def grade_detail(self, item: TaskItem, reply: str, *, judge: Judge | None = None) -> Grade:
         ref = item.reference
         letter = extract_choice(reply, int(ref.get("n_choices", 4)))
         return Grade(1.0 if letter and letter == ref["answer"] else 0.0, letter)

@@ -18,10 +18,11 @@ import pickle
 import re
 import zlib
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NoReturn
 
 from trinity.sandbox import SandboxLimits
 from trinity.tasks.base import Grade, require
+from trinity.tasks.graders.judge import Judge
 from trinity.tasks.graders.math_answer import answers_equivalent, extract_math_answer, normalize
 from trinity.tasks.sources import load_hub_rows
 from trinity.tasks.suites_code import CODE_INSTRUCTION, CodeSuite
@@ -30,7 +31,8 @@ from trinity.tasks.types import MalformedRow, TaskItem
 
 
 class _StrOnlyUnpickler(pickle.Unpickler):
-    def find_class(self, module, name):  # LCB's private tests are a pickled JSON string: allow no objects
+    # LCB's private tests are a pickled JSON string: allow no objects
+    def find_class(self, module: str, name: str) -> NoReturn:
         raise pickle.UnpicklingError(f"refusing to unpickle {module}.{name}")
 
 
@@ -41,12 +43,15 @@ def decode_tests(value: Any) -> list[dict[str, Any]]:
     if isinstance(value, list):
         return [dict(t) for t in value]
     text = str(value)
+    tests: list[dict[str, Any]]
     try:
-        return json.loads(text)
+        tests = json.loads(text)
+        return tests
     except json.JSONDecodeError:
         pass
     raw = _StrOnlyUnpickler(io.BytesIO(zlib.decompress(base64.b64decode(text)))).load()
-    return json.loads(raw)
+    tests = json.loads(raw)
+    return tests
 
 
 _LCB_HARNESS = r'''
@@ -224,7 +229,7 @@ class RLPR(MathSuite):
         return self.item(item_id, math_prompt(str(question)), {"answer": str(answer).strip()},
                          data_source=row.get("data_source"))
 
-    async def grade_detail(self, item: TaskItem, reply: str, *, judge=None) -> Grade:
+    async def grade_detail(self, item: TaskItem, reply: str, *, judge: Judge | None = None) -> Grade:
         answer = extract_math_answer(reply)
         ref = str(item.reference["answer"])
         if not answer:

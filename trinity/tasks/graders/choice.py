@@ -22,8 +22,8 @@ def extract_choice(reply: str, n_choices: int = 4) -> str:
         rf"(?<![A-Za-z'])({cls})[\).:]?\s*$",
     ]
     for pattern in patterns:
-        found = re.findall(pattern, text, flags=re.IGNORECASE | re.MULTILINE) if pattern.startswith("answer") \
-            else re.findall(pattern, text, flags=re.MULTILINE)
+        found: list[str] = re.findall(pattern, text, flags=re.IGNORECASE | re.MULTILINE) \
+            if pattern.startswith("answer") else re.findall(pattern, text, flags=re.MULTILINE)
         found = [f.upper() for f in found if f.upper() in valid]
         if found:
             return found[-1]

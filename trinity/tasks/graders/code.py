@@ -20,7 +20,7 @@ GRADE_CACHE_SIZE = 4096
 
 def extract_code(reply: str) -> str:
     """The last ```python block; else the last fenced block of any language; else the whole reply."""
-    blocks = _FENCE.findall(reply)
+    blocks: list[tuple[str, str]] = _FENCE.findall(reply)
     python = [body for lang, body in blocks if lang.lower() in ("python", "py", "python3")]
     if python:
         return python[-1].strip("\n")
@@ -53,7 +53,8 @@ def repeatable(result: SandboxResult) -> bool:
     return not result.timed_out and result.returncode is not None and 0 <= result.returncode < 128
 
 
-def program_key(suite: str, item_id: str, program: str, limits: SandboxLimits, stdin: str | None = None) -> tuple:
+def program_key(suite: str, item_id: str, program: str, limits: SandboxLimits, stdin: str | None = None
+                ) -> tuple[str, str, str, SandboxLimits, str | None]:
     digest = hashlib.sha256(program.encode("utf-8", "surrogatepass")).hexdigest()
     stdin_digest = None if stdin is None else hashlib.sha256(stdin.encode("utf-8", "surrogatepass")).hexdigest()
     return (suite, item_id, digest, limits, stdin_digest)
@@ -70,7 +71,7 @@ class GradeCache:
     def __init__(self, maxsize: int = GRADE_CACHE_SIZE) -> None:
         self.maxsize = maxsize
         self._done: OrderedDict[Hashable, Any] = OrderedDict()
-        self._running: dict[Hashable, Future] = {}
+        self._running: dict[Hashable, Future[Any]] = {}
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -98,7 +99,8 @@ class GradeCache:
             asyncio.get_running_loop().run_in_executor(None, self._fill, key, future, compute, keep)
         return await asyncio.wrap_future(future)
 
-    def _fill(self, key: Hashable, future: Future, compute: Callable[[], Any], keep: Callable[[Any], bool]) -> None:
+    def _fill(self, key: Hashable, future: Future[Any], compute: Callable[[], Any],
+              keep: Callable[[Any], bool]) -> None:
         try:
             value = compute()
         except BaseException as exc:  # noqa: BLE001 - handed to the waiters, who re-raise it

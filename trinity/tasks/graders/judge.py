@@ -4,8 +4,17 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Protocol
 
 _RATING = (re.compile(r"\[\[(\d+\.?\d*)\]\]"), re.compile(r"\[(\d+\.?\d*)\]"), re.compile(r"[Rr]ating:\s*(\d+\.?\d*)"))
+
+
+class Judge(Protocol):
+    """What a judged suite asks: anything with an async chat (the pool client, a test double) whose result
+    has .ok, .text and .error."""
+
+    async def chat(self, model: str, messages: list[dict[str, str]], *, max_tokens: int | None = ...,
+                   temperature: float | None = ...) -> object: ...
 
 
 @dataclass(frozen=True)
@@ -26,7 +35,7 @@ def parse_rating(text: str) -> float | None:
     return None
 
 
-async def judge_score(judge, model: str, system_prompt: str, user_prompt: str, *, max_tokens: int = 512
+async def judge_score(judge: Judge, model: str, system_prompt: str, user_prompt: str, *, max_tokens: int = 512
                       ) -> JudgeVerdict:
     """Ask `judge` (anything with `async chat(model, messages, ...) -> .text/.ok`) for a 1-10 rating."""
     messages = [{"role": "system", "content": system_prompt}, {"role": "user", "content": user_prompt}]

@@ -56,15 +56,15 @@ def extract_math_answer(reply: str) -> str:
     boxed = last_boxed(reply)
     if boxed is not None:
         return boxed
-    hashes = re.findall(r"####\s*([^\n]+)", reply)
+    hashes: list[str] = re.findall(r"####\s*([^\n]+)", reply)
     if hashes:
         return hashes[-1].strip()
-    stated = re.findall(r"answer\s+is\s*:?\s*([^\n]+)", reply, flags=re.IGNORECASE) or \
+    stated: list[str] = re.findall(r"answer\s+is\s*:?\s*([^\n]+)", reply, flags=re.IGNORECASE) or \
         re.findall(r"answer\s*:\s*([^\n]+)", reply, flags=re.IGNORECASE)
     if stated:
         answer = stated[-1].strip()
         if "$" in answer and answer.count("$") >= 2 and not re.match(r"^\$?\d", answer.replace("\\$", "")):
-            inner = re.findall(r"\$([^$]+)\$", answer)
+            inner: list[str] = re.findall(r"\$([^$]+)\$", answer)
             if inner:
                 return inner[0].strip()
         # the sentence ends at a period followed by a space or the end ("The answer is 7. <idea>...</idea>");

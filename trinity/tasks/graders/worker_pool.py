@@ -11,6 +11,8 @@ import importlib
 import multiprocessing
 import threading
 from collections.abc import Callable
+from multiprocessing.connection import Connection
+from multiprocessing.context import SpawnContext
 from typing import Any
 
 STARTUP_TIMEOUT_S = 120.0
@@ -28,7 +30,7 @@ class WorkerStartError(RuntimeError):
     """No worker could be started (e.g. a script that spawns at import time without a __main__ guard)."""
 
 
-def _serve(conn, warm_imports: tuple[str, ...]) -> None:
+def _serve(conn: Connection, warm_imports: tuple[str, ...]) -> None:
     # imports here so that the first call's limit is not spent importing
     for name in warm_imports:
         importlib.import_module(name)
@@ -45,7 +47,7 @@ def _serve(conn, warm_imports: tuple[str, ...]) -> None:
 
 
 class _Worker:
-    def __init__(self, ctx, warm_imports: tuple[str, ...]):
+    def __init__(self, ctx: SpawnContext, warm_imports: tuple[str, ...]):
         self.conn, child = ctx.Pipe()
         self.process = ctx.Process(target=_serve, args=(child, warm_imports), daemon=True)
         self.process.start()
@@ -58,11 +60,12 @@ class _Worker:
             self.kill()
             raise WorkerStartError("worker process did not start")
 
-    def call(self, fn: Callable, args: tuple, timeout_s: float) -> tuple[str, Any]:
+    def call(self, fn: Callable[..., Any], args: tuple[Any, ...], timeout_s: float) -> tuple[str, Any]:
         self.conn.send((fn, args))
         if not self.conn.poll(timeout_s):
             raise WorkerTimeout(f"{getattr(fn, '__name__', fn)} ran past {timeout_s} s")
-        return self.conn.recv()
+        reply: tuple[str, Any] = self.conn.recv()
+        return reply
 
     def kill(self) -> None:
         self.process.kill()
@@ -80,7 +83,7 @@ class WorkerPool:
         self._ctx = multiprocessing.get_context("spawn")   # fork would copy the caller's threads and locks
         self._warm_imports = tuple(warm_imports)
 
-    def call(self, fn: Callable, *args: Any, timeout_s: float) -> Any:
+    def call(self, fn: Callable[..., Any], *args: Any, timeout_s: float) -> Any:
         """fn(*args) in a worker; WorkerTimeout past `timeout_s`, WorkerError when fn raises or the worker
         dies, WorkerStartError when none starts. `fn` must be importable by name (module-level or builtin)."""
         with self._slots:
