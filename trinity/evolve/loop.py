@@ -42,7 +42,6 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
@@ -146,15 +145,14 @@ def run_evolution(
     config_key: str,
     n_params: int,
     evaluation: Evaluation,
-    out_dir: Path,
-    metrics_dir: Path,
-    reports_dir: Path,
+    paths: RunPaths,
     start: Start | None = None,
     reference_lines: dict[str, float] | None = None,
     progress: Callable[[dict], None] | None = None,
     fresh: bool = False,
 ) -> EvolutionResult:
-    """Evolve, resuming from out_dir/checkpoint.pkl when present (unless fresh or evolve.resume=false).
+    """Evolve in `paths` (the run folder, and where its metrics and reports go), resuming from its
+    checkpoint when present (unless fresh or evolve.resume=false).
     `settings`, `seed` (the root seed) and `config_key` (what decides the run's results: a checkpoint of another
     key is refused) come from the config through trinity.pipeline.evolution_inputs; this loop reads no config.
     `evaluation`: what the loop calls (trinity.evolve.evaluators). `reference_lines`: named expected rewards
@@ -173,7 +171,6 @@ def run_evolution(
         x0 = np.asarray(start.x0, dtype=np.float64).ravel()
         if x0.size != n_params:
             raise TrinityError(f"x0 has {x0.size} numbers, the coordinator {n_params}")
-    paths = RunPaths(Path(out_dir), Path(metrics_dir), Path(reports_dir))
     paths.out_dir.mkdir(parents=True, exist_ok=True)
     fingerprint = start_fingerprint(config_key, x0, float(s.evolve.sigma0) if x0 is not None else None)
     algorithm = make_strategy(s.evolve.strategy, n_params, popsize=s.evolve.popsize, options=s.options)

@@ -15,7 +15,9 @@ from omegaconf import DictConfig, OmegaConf
 from trinity.config import Config, document
 from trinity.config_schema import TrinityConfig, group, setting
 from trinity.evolve.efficiency import pool_throughputs
+from trinity.evolve.evaluators import Evaluation
 from trinity.evolve.loop import EvolutionResult, EvolveSettings, run_evolution
+from trinity.evolve.outputs import RunPaths
 
 FINGERPRINT_SECTIONS = ("evolve", "protocol", "pool", "coordinator", "tasks")
 # Settings that change how a run is executed, never what it computes: a budget raised after a budget
@@ -62,12 +64,14 @@ def _get(cfg: Config, name: str) -> Any:
     return getattr(cfg, name) if isinstance(cfg, TrinityConfig) else cfg.get(name)
 
 
-def run_evolution_from_config(cfg: Config, *, n_params: int, metrics_dir: Path | None = None,
-                              reports_dir: Path | None = None, **callbacks_and_options: Any) -> EvolutionResult:
-    """trinity.evolve.loop.run_evolution with its settings, seed, run key and output folders read from `cfg`
-    (`paths.metrics` and `paths.reports` unless given); every other keyword goes through as it is."""
+def run_evolution_from_config(cfg: Config, *, n_params: int, evaluation: Evaluation, out_dir: Path,
+                              metrics_dir: Path | None = None, reports_dir: Path | None = None,
+                              **options: Any) -> EvolutionResult:
+    """trinity.evolve.loop.run_evolution with its settings, seed, run key and folders read from `cfg` (the run in
+    `out_dir`, its metrics and reports in `paths.metrics` and `paths.reports` unless given); the other keywords
+    (start, reference_lines, progress, fresh) go through as they are."""
     paths = group(cfg, "paths")
+    folders = RunPaths(Path(out_dir), Path(metrics_dir or paths.metrics), Path(reports_dir or paths.reports))
     return run_evolution(evolution_settings(cfg), seed=int(setting(cfg, "seed")),
-                         config_key=config_fingerprint(cfg, n_params), n_params=n_params,
-                         metrics_dir=Path(metrics_dir or paths.metrics), reports_dir=Path(reports_dir or paths.reports),
-                         **callbacks_and_options)
+                         config_key=config_fingerprint(cfg, n_params), n_params=n_params, evaluation=evaluation,
+                         paths=folders, **options)
