@@ -15,8 +15,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from omegaconf import OmegaConf
 from recording_support import make_recording
+
+from trinity.config import to_yaml, with_values
 
 pytestmark = pytest.mark.integration   # real processes and services: make test, not test-fast
 
@@ -49,27 +50,22 @@ def recorded_cfg(tmp_path_factory, tiny_backbone_overrides):
 
     tmp = tmp_path_factory.mktemp("evolve-determinism")
     cfg, root, _server = make_recording(tmp, roles=("worker", "verifier"), overrides=tuple(tiny_backbone_overrides))
-    OmegaConf.set_struct(cfg, False)
-    cfg.pool.replay = {"recording": str(root), "on_miss": "error"}
-    cfg.coordinator.roles = ["worker", "verifier"]
-    cfg.paths.states, cfg.paths.metrics = str(tmp / "states"), str(tmp / "metrics")
-    cfg.evolve.popsize = 8
-    cfg.evolve.generations = 12
-    cfg.evolve.sigma0 = 0.5
-    cfg.evolve.validation = {"every": 3, "n_items": 2, "select": "one_se"}
+    cfg = with_values(cfg, {"pool.replay": {"recording": str(root), "on_miss": "error"},
+                            "coordinator.roles": ["worker", "verifier"], "paths.states": str(tmp / "states"),
+                            "paths.metrics": str(tmp / "metrics"), "evolve.popsize": 8, "evolve.generations": 12,
+                            "evolve.sigma0": 0.5, "evolve.validation": {"every": 3, "n_items": 2, "select": "one_se"}})
     cache_states_stage.run(cfg)
     return cfg
 
 
 def evolve_bytes(cfg, folder: Path, env: dict[str, str]) -> dict[str, str]:
     """Run the evolve stage in a fresh process with `env` over the switches; sha256 of every file it stores."""
-    cfg = OmegaConf.create(OmegaConf.to_container(cfg))
     out = folder / "out"
-    for key, value in {"runs": out / "data/evolve", "metrics": out / "metrics", "reports": out / "reports",
-                       "cache": folder / "cache", "timings": folder / "timings"}.items():
-        cfg.paths[key] = str(value)
+    cfg = with_values(cfg, {f"paths.{key}": str(value) for key, value in {
+        "runs": out / "data/evolve", "metrics": out / "metrics", "reports": out / "reports", "cache": folder / "cache",
+        "timings": folder / "timings"}.items()})
     folder.mkdir(parents=True)
-    OmegaConf.save(cfg, folder / "params.yaml")
+    (folder / "params.yaml").write_text(to_yaml(cfg))
     full = {k: v for k, v in os.environ.items() if k not in (*AVX2_ONLY, "TRINITY_PIN_NUMERICS")}
     full.update(env)
     done = subprocess.run([sys.executable, "-c", CHILD, str(folder / "params.yaml")], env=full, timeout=300,
