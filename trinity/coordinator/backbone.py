@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from trinity.config_schema.coordinator import Backbone as BackboneSchema
 from trinity.coordinator.backbone_files import converted_dir
 from trinity.errors import TrinityError
 
@@ -103,12 +104,8 @@ def native_bfloat16(device: torch.device) -> bool:
     return False
 
 
-def load_backbone(backbone_cfg: Any, model_cache: str | os.PathLike | None = None) -> Backbone:
-    """Load the backbone described by `cfg.coordinator.backbone` (keys: source, id, revision, dtype, device)."""
-    from trinity.config_schema import section
-    from trinity.config_schema.coordinator import Backbone as BackboneSchema
-
-    spec = section(backbone_cfg, BackboneSchema, "coordinator.backbone")
+def load_backbone(spec: BackboneSchema, model_cache: str | os.PathLike | None = None) -> Backbone:
+    """Load the backbone the typed `cfg.coordinator.backbone` describes (source, id, revision, dtype, device)."""
     source, model_id, revision = spec.source.value, spec.id, spec.revision
     device = resolve_device(spec.device)
     dtype = resolve_dtype(spec.dtype.value, device)
@@ -239,9 +236,9 @@ def _gguf_read_once() -> Iterator[None]:
     read, name_map = gguf_utils.load_gguf_checkpoint, gguf.get_tensor_name_map
     metadata: dict[str, Any] = {}
 
-    def read_once(path: Any, return_tensors: bool = False, **kwargs: Any) -> Any:
-        if return_tensors or kwargs:
-            return read(path, return_tensors=return_tensors, **kwargs)
+    def read_once(path: Any, return_tensors: Any = False, model_to_load: Any = None, torch_dtype: Any = None) -> Any:
+        if return_tensors or model_to_load is not None or torch_dtype is not None:
+            return read(path, return_tensors, model_to_load, torch_dtype)
         key = os.fspath(path)
         if key not in metadata:
             metadata[key] = read(path, return_tensors=False)
