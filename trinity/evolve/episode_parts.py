@@ -15,8 +15,8 @@ from __future__ import annotations
 import hashlib
 import io
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import polars as pl
 
@@ -28,48 +28,58 @@ PART_GLOB = "*.parquet"
 TEMP_GLOB = ".*.tmp"  # atomic_write_bytes' temp files that a SIGKILL left behind
 
 
+@dataclass(frozen=True)
+class PartRef:
+    """The checkpoint's reference to one step's part (a dict of these fields in the checkpoint)."""
+
+    file: str
+    generation: int      # -1: x0
+    rows: int
+    sha256: str          # of the file's bytes
+
+
 def part_name(generation: int) -> str:
     return X0_PART if generation < 0 else f"gen-{generation:04d}.parquet"
 
 
-def write_part(folder: Path, generation: int, frame: pl.DataFrame) -> dict[str, Any]:
+def write_part(folder: Path, generation: int, frame: pl.DataFrame) -> PartRef:
     """Write one step's rows; returns the checkpoint's reference to them."""
     buf = io.BytesIO()
     frame.write_parquet(buf)
     data = buf.getvalue()
     name = part_name(generation)
     atomic_write_bytes(Path(folder) / name, data)
-    return {"file": name, "generation": generation, "rows": frame.height, "sha256": hashlib.sha256(data).hexdigest()}
+    return PartRef(name, generation, frame.height, hashlib.sha256(data).hexdigest())
 
 
-def read_parts(folder: Path, refs: Sequence[dict[str, Any]], checkpoint: Path) -> list[pl.DataFrame]:
+def read_parts(folder: Path, refs: Sequence[PartRef], checkpoint: Path) -> list[pl.DataFrame]:
     """The referenced parts, each checked against its reference: a missing, swapped, torn or edited part is
     a CheckpointError naming the file, never a silently different table."""
     frames = []
     for ref in refs:
-        path = Path(folder) / ref["file"]
+        path = Path(folder) / ref.file
         try:
             data = path.read_bytes()
         except OSError as e:
             raise CheckpointError(f"episode part {path}, referenced by checkpoint {checkpoint}, cannot be read "
                                   f"({e}); {RESUME_HINT}") from None
-        if hashlib.sha256(data).hexdigest() != ref["sha256"]:
+        if hashlib.sha256(data).hexdigest() != ref.sha256:
             raise CheckpointError(f"episode part {path} does not match checkpoint {checkpoint} (checksum mismatch: "
                                   f"a swapped, torn or edited file); {RESUME_HINT}")
         frame = pl.read_parquet(io.BytesIO(data))
-        if frame.height != ref["rows"]:
+        if frame.height != ref.rows:
             raise CheckpointError(f"episode part {path} has {frame.height} rows, checkpoint {checkpoint} expects "
-                                  f"{ref['rows']}; {RESUME_HINT}")
+                                  f"{ref.rows}; {RESUME_HINT}")
         frames.append(frame)
     return frames
 
 
-def prune_parts(folder: Path, refs: Sequence[dict[str, Any]]) -> list[str]:
+def prune_parts(folder: Path, refs: Sequence[PartRef]) -> list[str]:
     """Remove the parts (and temp files) no reference names; returns the removed names."""
     folder = Path(folder)
     if not folder.is_dir():
         return []
-    keep = {ref["file"] for ref in refs}
+    keep = {ref.file for ref in refs}
     removed = []
     for path in sorted([*folder.glob(PART_GLOB), *folder.glob(TEMP_GLOB)]):
         if path.name not in keep:

@@ -16,6 +16,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from trinity.evolve.episode_parts import PartRef
 from trinity.evolve.rows import GenerationRow, KeptMean, RoutingRow, ValidatedMean, X0Validation, as_dict, from_dict
 
 
@@ -32,7 +33,7 @@ class RunState:
     state: Any                   # the algorithm's own immutable state (trinity.evolve.strategy_registry)
     next_generation: int
     x0: X0Validation | None      # x0's validation (generation -1); None until it ran
-    episode_parts: list[dict[str, Any]]    # the committed steps' Parquet parts (trinity.evolve.episode_parts)
+    episode_parts: list[PartRef]           # the committed steps' Parquet parts (trinity.evolve.episode_parts)
     generation_rows: list[GenerationRow]   # one per finished generation: the generations table
     routing_rows: list[RoutingRow]         # the mean's routing matrix after every step
     best: KeptMean | None                  # the kept mean
@@ -47,6 +48,7 @@ class RunState:
         so an array two rows share is pickled once)."""
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         out.update(x0=None if self.x0 is None else as_dict(self.x0),
+                   episode_parts=[as_dict(r) for r in self.episode_parts],
                    generation_rows=[as_dict(r) for r in self.generation_rows],
                    routing_rows=[as_dict(r) for r in self.routing_rows],
                    best=None if self.best is None else as_dict(self.best),
@@ -58,6 +60,7 @@ class RunState:
         """From a checkpoint's dict at the current version (extra keys an older loop wrote are dropped)."""
         values = {f.name: payload[f.name] for f in dataclasses.fields(cls)}
         values.update(x0=None if payload["x0"] is None else from_dict(X0Validation, payload["x0"]),
+                      episode_parts=[from_dict(PartRef, r) for r in payload["episode_parts"]],
                       generation_rows=[from_dict(GenerationRow, r) for r in payload["generation_rows"]],
                       routing_rows=[from_dict(RoutingRow, r) for r in payload["routing_rows"]],
                       best=None if payload["best"] is None else from_dict(KeptMean, payload["best"]),
