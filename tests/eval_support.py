@@ -13,8 +13,7 @@ import pytest
 from omegaconf import OmegaConf
 from scripted_pool import ScriptedPool
 
-from trinity.config import compose
-from trinity.config_schema.protocol import ProtocolConfig
+from trinity.config import compose, load
 from trinity.contracts import ROLES
 from trinity.coordinator.head import RoutingHead
 from trinity.coordinator.router import CoordinatorRouter
@@ -24,9 +23,9 @@ from trinity.pipeline import evaluate_stage
 from trinity.pipeline.rollouts import LoopThread, RolloutContext
 from trinity.tasks.types import TaskItem
 
-CFG = compose(["experiment=local_live",
-               "eval.methods=[trinity,trinity:argmax,single_worker,role_select,random,loop,moa,ablations]"])
-PROTOCOL = ProtocolConfig.from_config(CFG.protocol)
+CFG = load(None, ["experiment=local_live",
+                  "eval.methods=[trinity,trinity:argmax,single_worker,role_select,random,loop,moa,ablations]"])
+PROTOCOL = CFG.protocol
 AGENTS = list(CFG.pool.models)                 # three local models; the last one answers correctly
 GOOD = len(AGENTS) - 1
 D = 4

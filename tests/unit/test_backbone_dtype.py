@@ -7,8 +7,9 @@ from __future__ import annotations
 import pytest
 import torch
 from coordinator_support import save_tiny_backbone
-from omegaconf import OmegaConf
 
+from trinity.config_schema import section
+from trinity.config_schema.coordinator import Backbone
 from trinity.coordinator import backbone as bb
 
 
@@ -42,8 +43,8 @@ def test_an_unknown_dtype_names_the_choices():
 def test_auto_loads_the_backbone_in_the_resolved_dtype(tmp_path, monkeypatch, native):
     monkeypatch.setattr(bb, "native_bfloat16", lambda device: native)
     overrides = dict(o.split("=", 1) for o in save_tiny_backbone(tmp_path / "tiny"))
-    cfg = OmegaConf.create({"id": overrides["coordinator.backbone.id"], "source": "hub", "dtype": "auto",
-                            "device": "cpu"})
+    cfg = section({"id": overrides["coordinator.backbone.id"], "source": "hub", "dtype": "auto", "device": "cpu"},
+                  Backbone, "coordinator.backbone")
     loaded = bb.load_backbone(cfg)
     want = torch.bfloat16 if native else torch.float32
     assert loaded.dtype == want
@@ -82,7 +83,8 @@ def test_a_bfloat16_backbone_reads_a_long_prompt_on_this_cpu(tmp_path):
                                          num_hidden_layers=1, num_attention_heads=9, num_key_value_heads=3))
     model.save_pretrained(tmp_path / "heads64")
     tokenizer.save_pretrained(tmp_path / "heads64")
-    cfg = OmegaConf.create({"id": str(tmp_path / "heads64"), "source": "hub", "dtype": "bfloat16", "device": "cpu"})
+    cfg = section({"id": str(tmp_path / "heads64"), "source": "hub", "dtype": "bfloat16", "device": "cpu"},
+                  Backbone, "coordinator.backbone")
     loaded = bb.load_backbone(cfg)
     ids = torch.randint(0, loaded.model.config.vocab_size, (2, 300))
     mask = torch.ones_like(ids)

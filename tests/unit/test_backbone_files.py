@@ -8,6 +8,8 @@ import json
 import yaml
 
 from trinity.config import conf_dir
+from trinity.config_schema.choices import BackboneSource
+from trinity.config_schema.coordinator import Backbone
 from trinity.coordinator.backbone_files import KNOWN_ARCHITECTURES, architecture, converted_dir
 from trinity.setup.assets import model_cache_dir
 
@@ -50,7 +52,8 @@ def test_a_config_json_on_disk_wins_over_the_table(tmp_path):
     folder = converted_dir(tmp_path, "smollm2-135m-instruct")
     folder.mkdir(parents=True)
     (folder / "config.json").write_text(json.dumps({"text_config": {"hidden_size": 7, "num_attention_heads": 1}}))
-    assert architecture({"source": "asset", "id": "smollm2-135m-instruct"}, tmp_path)["hidden_size"] == 7
-    assert architecture({"source": "asset", "id": "smollm2-135m-instruct"}, tmp_path / "empty")["hidden_size"] == 576
-    assert architecture({"source": "hub", "id": str(folder)}, None)["hidden_size"] == 7
-    assert architecture({"source": "hub", "id": "no-such/model"}, tmp_path) is None
+    asset = Backbone(source=BackboneSource.asset, id="smollm2-135m-instruct")
+    assert architecture(asset, tmp_path)["hidden_size"] == 7
+    assert architecture(asset, tmp_path / "empty")["hidden_size"] == 576
+    assert architecture(Backbone(source=BackboneSource.hub, id=str(folder)), None)["hidden_size"] == 7
+    assert architecture(Backbone(source=BackboneSource.hub, id="no-such/model"), tmp_path) is None

@@ -4,6 +4,7 @@ the registry's groups and skips, list-price costs, and the computed report."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import re
 
 import numpy as np
@@ -12,7 +13,6 @@ import pytest
 from eval_support import AGENTS, CFG, GOOD, ITEMS, FixedFeatures, Pool, grade, head_weights, script  # noqa: E402
 from scripted_pool import Fail
 
-from trinity.config_schema.protocol import ProtocolConfig
 from trinity.coordinator.head import RoutingHead
 from trinity.coordinator.router import CoordinatorRouter
 from trinity.episodes.protocol import sample_index_for
@@ -36,7 +36,7 @@ def ctx(**kw) -> methods.MethodContext:
 def run_method(m: methods.Method, pool, items=ITEMS, protocol=None):
     protocol = protocol if protocol is not None else (m.protocol or CFG.protocol)
     if m.max_turns is not None:
-        protocol = {**dict(ProtocolConfig.from_config(protocol).__dict__), "max_turns": m.max_turns}
+        protocol = dataclasses.replace(protocol, max_turns=m.max_turns)
     router = m.build(ctx()) if m.episode is None else None
     specs = [EpisodeSpec.create(0, it, router, repeat=0, shared_across_candidates=True) for it in items]
     if m.episode is not None:
@@ -142,9 +142,9 @@ def test_moa_prompts_come_from_config_and_are_checked():
     assert "Q?" in msgs[1]["content"] and "one" in msgs[1]["content"] and "two" in msgs[1]["content"]
     assert msgs[1]["content"].index("one") < msgs[1]["content"].index("two")
     with pytest.raises(ConfigError, match="eval.moa.aggregator_format.*proposals"):
-        moa_prompts({**CFG.eval.moa, "aggregator_format": "{query} only"})
+        moa_prompts({**dataclasses.asdict(CFG.eval.moa), "aggregator_format": "{query} only"})
     with pytest.raises(ConfigError, match="eval.moa.aggregator_system"):
-        moa_prompts({**CFG.eval.moa, "aggregator_system": " "})
+        moa_prompts({**dataclasses.asdict(CFG.eval.moa), "aggregator_system": " "})
 
 
 # ---- every baseline on scripted replies ------------------------------------------------------------

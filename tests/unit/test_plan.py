@@ -13,7 +13,7 @@ import pytest
 from omegaconf import OmegaConf
 from scripted_pool import RandomRouter, ScriptedPool
 
-from trinity.config import compose
+from trinity.config import compose, load
 from trinity.config_schema import conform
 from trinity.config_schema.protocol import ProtocolConfig
 from trinity.episodes.protocol import run_episode
@@ -254,10 +254,10 @@ def test_output_caps_per_role_suite_and_model():
 
 
 def test_popsize_from_the_parameter_count():
-    cfg = compose(["experiment=paper", "evolve.popsize=null"])
+    cfg = load(None, ["experiment=paper", "evolve.popsize=null"])
     # Qwen3-0.6B: d = 1024, 3 pool models -> (3 + 3) x 1024 head, 9 SVF matrices of rank 1024 each
     assert resolve_popsize(cfg, 3, set()) == default_popsize(6 * 1024 + 9 * 1024)
-    assert resolve_popsize(compose(["experiment=local_small", "evolve.popsize=7"]), 3, set()) == 7
+    assert resolve_popsize(load(None, ["experiment=local_small", "evolve.popsize=7"]), 3, set()) == 7
 
 
 def test_unknown_throughput_means_unknown_wall_time(small_cfg):

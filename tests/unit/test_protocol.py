@@ -7,7 +7,7 @@ import asyncio
 import pytest
 from scripted_pool import Fail, ScriptedPool, ScriptedRouter
 
-from trinity.config import compose
+from trinity.config import compose, load
 from trinity.config_schema.protocol import ProtocolConfig
 from trinity.episodes.parsing import (
     ACCEPT,
@@ -369,7 +369,7 @@ def test_empty_worker_reply_is_an_answer_but_not_a_thought():
 
 
 def test_composed_config_drives_an_episode():
-    protocol = compose().protocol
+    protocol = load().protocol
     router = ScriptedRouter([(0, "worker"), (0, "verifier")] + [(0, "worker")] * 10)
     pool = ScriptedPool(protocol, {"worker": "4", "verifier": "**ACCEPT**"})
     trace = asyncio.run(run_episode(ITEM, router, pool, AGENTS, protocol, EpisodeId(-1, -1, ITEM.uid), 0, Grader()))

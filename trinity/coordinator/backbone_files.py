@@ -11,6 +11,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from trinity.config_schema.coordinator import Backbone
+
 # The architecture of each backbone conf/coordinator/ offers, as in its config.json (hidden size for the head;
 # attention shapes for the SVF ranks), for when no config.json is on this machine yet.
 KNOWN_ARCHITECTURES: dict[str, dict[str, int]] = {
@@ -30,13 +32,9 @@ def converted_dir(model_cache: str | os.PathLike | None, name: str) -> Path:
     return model_cache_dir(model_cache) / "hf" / name
 
 
-def architecture(backbone: Any, model_cache: str | os.PathLike | None = None) -> dict[str, Any] | None:
-    """`coordinator.backbone`'s config.json (its text part for a multimodal model) when this machine has it:
-    an asset's converted folder, a local folder, the hub cache; else KNOWN_ARCHITECTURES; else None."""
-    from trinity.config_schema import section
-    from trinity.config_schema.coordinator import Backbone
-
-    backbone = section(backbone, Backbone, "coordinator.backbone")   # typed, or a mapping (its defaults filled)
+def architecture(backbone: Backbone, model_cache: str | os.PathLike | None = None) -> dict[str, Any] | None:
+    """The typed `coordinator.backbone`'s config.json (its text part for a multimodal model) when this machine has
+    it: an asset's converted folder, a local folder, the hub cache; else KNOWN_ARCHITECTURES; else None."""
     source, ident = backbone.source.value, backbone.id
     paths: list[Path | None] = []
     if source == "asset":

@@ -441,14 +441,15 @@ async def run_episode(
     router: Router,
     pool: ChatPool,
     agents: list[str],
-    protocol_cfg: Any,
+    protocol: ProtocolConfig,
     episode_id: EpisodeId,
     seed: int,
     grader: Grader,
 ) -> Trace:
     """Run one episode and return its Trace. `agents` are the pool model names in config order (the
-    head's agent-logit order); the router's rng is numpy's default_rng(seed). Router errors (a bug)
-    raise; pool failures never do (they are failed turns); grader errors are recorded (module doc)."""
-    episode = Episode(ProtocolConfig.from_config(protocol_cfg), item, agents, episode_id, seed)
+    head's agent-logit order); `protocol` the typed protocol section; the router's rng is numpy's
+    default_rng(seed). Router errors (a bug) raise; pool failures never do (they are failed turns); grader
+    errors are recorded (module doc)."""
+    episode = Episode(protocol, item, agents, episode_id, seed)
     await episode.play(router.choose, pool_call(pool))
     return await episode.finish(grader)

@@ -79,16 +79,16 @@ async def run_episodes(
     specs: Sequence[EpisodeSpec],
     pool: ChatPool,
     agents: list[str],
-    protocol_cfg: Any,
+    protocol: ProtocolConfig,
     grader: Grader,
     *,
     max_concurrency: int,
     progress: Progress | None = None,
 ) -> list[Trace]:
-    """Run every spec, at most `max_concurrency` episodes at a time; traces come back in spec order."""
+    """Run every spec (the typed `protocol`), at most `max_concurrency` episodes at a time; traces come back in
+    spec order."""
     if max_concurrency < 1:
         raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")
-    cfg = ProtocolConfig.from_config(protocol_cfg)  # validate once, before any episode starts
     slots = asyncio.Semaphore(max_concurrency)
     total = len(specs)
     done = 0
@@ -97,7 +97,7 @@ async def run_episodes(
         nonlocal done
         async with slots:
             try:
-                trace = await run_episode(spec.item, spec.router, pool, agents, cfg, spec.episode_id,
+                trace = await run_episode(spec.item, spec.router, pool, agents, protocol, spec.episode_id,
                                           spec.seed, grader)
             except Exception as e:  # one broken episode must not end the generation
                 trace = error_trace(spec, e)
