@@ -85,7 +85,7 @@ class Coordinator:
         svf_matrices: Sequence[str] = (),
         routing: str = "sample",
         memory_items: int = 4096,
-        disk_cache: str | os.PathLike | None = None,
+        disk_cache: str | os.PathLike[str] | None = None,
         prefix_tokens: int = 32768,
         max_batch: int = 16,
         max_padding: object = "auto",
@@ -123,7 +123,8 @@ class Coordinator:
 
     @classmethod
     def from_config(cls, c: CoordinatorConfig, pool_models: Sequence[str], system_template: str, *,
-                      cache_dir: str | os.PathLike, model_cache: str | None = None, backbone: Backbone | None = None,
+                      cache_dir: str | os.PathLike[str], model_cache: str | None = None,
+                      backbone: Backbone | None = None,
                       fit_norm: Callable[[Coordinator], FeatureNorm] | None = None) -> Coordinator:
         """The coordinator of the typed `coordinator` section `c`, routing among `pool_models` (the head's agent
         order) with the protocol's coordinator prompt `system_template`; the feature cache's disk file lives
@@ -244,7 +245,7 @@ class Coordinator:
             "feature_normalize": self.normalize,
         }
 
-    def save(self, path: str | os.PathLike, params: np.ndarray, extra_meta: dict[str, Any] | None = None) -> Path:
+    def save(self, path: str | os.PathLike[str], params: np.ndarray, extra_meta: dict[str, Any] | None = None) -> Path:
         """Save `params` with the metadata; under standardize|rebalance also the statistics its head uses
         (tensors feature_mean / feature_std, their digest in the metadata)."""
         params = self.layout.check(params)
@@ -253,7 +254,7 @@ class Coordinator:
                 "layout": self.layout.describe(params), "turn_prior_turns": self.layout.prior_turns(params)}
         return save_params(path, params, meta, norm.tensors() if norm is not None else None)
 
-    def read_params(self, path: str | os.PathLike) -> np.ndarray:
+    def read_params(self, path: str | os.PathLike[str]) -> np.ndarray:
         """A saved coordinator's parameters, refusing one saved for another pool, backbone, layout or
         normalisation. Under standardize|rebalance its stored statistics are kept for exactly this vector, so
         `head_for` / `router_for` of it route as it was trained, whatever the coordinator's own are."""
@@ -266,8 +267,9 @@ class Coordinator:
         return params
 
     @classmethod
-    def load(cls, path: str | os.PathLike, c: CoordinatorConfig, pool_models: Sequence[str], system_template: str, *,
-             cache_dir: str | os.PathLike, model_cache: str | None = None,
+    def load(cls, path: str | os.PathLike[str], c: CoordinatorConfig, pool_models: Sequence[str],
+             system_template: str, *,
+             cache_dir: str | os.PathLike[str], model_cache: str | None = None,
              backbone: Backbone | None = None) -> tuple[Coordinator, np.ndarray]:
         """Build the coordinator (as from_config) and load saved parameters, refusing any mismatch. Its
         feature statistics (standardize|rebalance) are the stored ones, not fitted from any states."""

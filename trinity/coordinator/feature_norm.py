@@ -129,7 +129,7 @@ class FeatureNorm:
 
     def apply(self, feature: np.ndarray) -> np.ndarray:
         """(f - mean) / std for one feature (d,) or a batch (n, d), in float64."""
-        out = (np.asarray(feature, dtype=np.float64) - self.mean) / self.std
+        out: np.ndarray = (np.asarray(feature, dtype=np.float64) - self.mean) / self.std
         if self.basis is not None:
             out = (out @ self.basis.T) @ self.basis
         if self.shared_norm:

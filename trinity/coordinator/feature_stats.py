@@ -26,6 +26,7 @@ sample of `max_pairs` pairs per kind, drawn uniformly from that kind's pairs.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -34,7 +35,7 @@ MAX_PAIRS = 20000        # pairs per kind (same suite / cross suite) when sampli
 
 
 def feature_stats(features: np.ndarray, suites: Sequence[str], *, seed: int = 0,
-                  max_pairs: int = MAX_PAIRS, exact_max_items: int = EXACT_MAX_ITEMS) -> dict:
+                  max_pairs: int = MAX_PAIRS, exact_max_items: int = EXACT_MAX_ITEMS) -> dict[str, Any]:
     """The prompt-dependent share and pairwise cosines of `features` (n x d), `suites[i]` naming row i's suite."""
     f = np.asarray(features, dtype=np.float64)
     if f.ndim != 2:
@@ -43,7 +44,7 @@ def feature_stats(features: np.ndarray, suites: Sequence[str], *, seed: int = 0,
     if len(suites) != f.shape[0]:
         raise ValueError(f"{len(suites)} suite names for {f.shape[0]} features")
     n, d = f.shape
-    out: dict = {"count": int(n), "hidden_size": int(d)}
+    out: dict[str, Any] = {"count": int(n), "hidden_size": int(d)}
     if n == 0:
         return out
     mean = f.mean(axis=0)

@@ -36,11 +36,12 @@ from trinity.coordinator.feature_norm import FeatureNorm
 
 def softmax(logits: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
     """Softmax; entries where `mask` is False get probability exactly 0 (the rest renormalised)."""
-    z = np.asarray(logits, dtype=np.float64)
+    z: np.ndarray = np.asarray(logits, dtype=np.float64)
     if mask is not None:
         z = np.where(mask, z, -np.inf)
     z = np.exp(z - z.max())
-    return z / z.sum()
+    probabilities: np.ndarray = z / z.sum()
+    return probabilities
 
 
 def check_roles(roles: Sequence[str] | None) -> tuple[str, ...]:
@@ -126,7 +127,8 @@ class RoutingHead:
         """The per-turn prior's logits at `turn` (its last row past the table); None without one."""
         if self.turn_bias is None:
             return None
-        return self.turn_bias[min(max(int(turn), 0), len(self.turn_bias) - 1)]
+        row: np.ndarray = self.turn_bias[min(max(int(turn), 0), len(self.turn_bias) - 1)]
+        return row
 
     def logits(self, feature: np.ndarray, turn: int = 0) -> tuple[np.ndarray, np.ndarray]:
         z = self.weights @ self.inputs(feature)

@@ -18,6 +18,7 @@ x = 0 is the untouched backbone with a zero head (uniform routing).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -101,7 +102,7 @@ class ParamLayout:
     def head_weights(self, params: np.ndarray) -> np.ndarray:
         return self.check(params)[self.svf_size : self.size].reshape(self.head_shape).copy()
 
-    def describe(self, params: np.ndarray | None = None) -> list[dict]:
+    def describe(self, params: np.ndarray | None = None) -> list[dict[str, Any]]:
         """Segments with their offsets, for metadata and reports (the per-turn prior's when `params` has one)."""
         segments, start = [], 0
         for name, n in self.svf_matrices:

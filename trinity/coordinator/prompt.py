@@ -21,9 +21,10 @@ class PromptRenderer:
         messages = [{"role": "system", "content": self.system}, {"role": "user", "content": transcript}]
         if getattr(self.tokenizer, "chat_template", None):
             # Templates ignore variables they do not use, so enable_thinking is safe for every model.
-            return self.tokenizer.apply_chat_template(
+            text: str = self.tokenizer.apply_chat_template(
                 messages, tokenize=False, add_generation_prompt=True, enable_thinking=False
             )
+            return text
         # Base models without a template: a plain layout that still ends where the reply would begin.
         return f"{self.system}\n\n{transcript}\n\n"
 

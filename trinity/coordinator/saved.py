@@ -43,7 +43,7 @@ class CoordinatorFileError(TrinityError):
     """A saved coordinator file is missing or unreadable."""
 
 
-def save_params(path: str | os.PathLike, params: np.ndarray, metadata: dict[str, Any],
+def save_params(path: str | os.PathLike[str], params: np.ndarray, metadata: dict[str, Any],
                 extra_tensors: dict[str, np.ndarray] | None = None) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -61,12 +61,12 @@ def save_params(path: str | os.PathLike, params: np.ndarray, metadata: dict[str,
     return path
 
 
-def load_params(path: str | os.PathLike) -> tuple[np.ndarray, dict[str, Any]]:
+def load_params(path: str | os.PathLike[str]) -> tuple[np.ndarray, dict[str, Any]]:
     params, meta, _ = load_saved(path)
     return params, meta
 
 
-def _read_checked(path: str | os.PathLike, read_tensors: bool) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+def _read_checked(path: str | os.PathLike[str], read_tensors: bool) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """The metadata of a saved coordinator (format checked) and, when asked, every tensor by name."""
     path = Path(path)
     if not path.is_file():
@@ -85,20 +85,20 @@ def _read_checked(path: str | os.PathLike, read_tensors: bool) -> tuple[dict[str
     return meta, tensors
 
 
-def load_saved(path: str | os.PathLike) -> tuple[np.ndarray, dict[str, Any], dict[str, np.ndarray]]:
+def load_saved(path: str | os.PathLike[str]) -> tuple[np.ndarray, dict[str, Any], dict[str, np.ndarray]]:
     """(parameter vector, metadata, the extra tensors by name) of a saved coordinator."""
     meta, tensors = _read_checked(path, read_tensors=True)
     params = tensors.pop("params")
     return params, meta, tensors
 
 
-def saved_metadata(path: str | os.PathLike) -> dict[str, Any]:
+def saved_metadata(path: str | os.PathLike[str]) -> dict[str, Any]:
     """A saved coordinator's metadata, from the file's header only (no tensor)."""
     meta, _ = _read_checked(path, read_tensors=False)
     return meta
 
 
-def saved_pool_models(path: str | os.PathLike) -> list[str]:
+def saved_pool_models(path: str | os.PathLike[str]) -> list[str]:
     """The pool model names, in head order, a saved coordinator was trained for. Reads the file's header
     only (no tensor), so a server can refuse a coordinator before it loads or starts anything."""
     meta, _ = _read_checked(path, read_tensors=False)
@@ -108,7 +108,7 @@ def saved_pool_models(path: str | os.PathLike) -> list[str]:
     return [str(m) for m in models]
 
 
-def check_metadata(saved: dict[str, Any], expected: dict[str, Any], path: str | os.PathLike = "") -> None:
+def check_metadata(saved: dict[str, Any], expected: dict[str, Any], path: str | os.PathLike[str] = "") -> None:
     problems = []
     for key in CHECKED_KEYS:
         value = saved.get(key, SAVED_DEFAULTS.get(key))
@@ -126,7 +126,7 @@ def _norm(value: Any) -> Any:
 
 
 def saved_feature_norm(meta: dict[str, Any], tensors: dict[str, np.ndarray], hidden_size: int,
-                       path: str | os.PathLike = "") -> FeatureNorm | None:
+                       path: str | os.PathLike[str] = "") -> FeatureNorm | None:
     """The feature statistics a saved coordinator was trained with (None when it reads raw features).
 
     A `standardize` coordinator must hold `feature_mean` and `feature_std` of shape (hidden_size,), and

@@ -65,13 +65,14 @@ class _SVFWrapper(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.row_values is None:
-            return self.inner(x)
+            plain: torch.Tensor = self.inner(x)
+            return plain
         active = self.row_active
         assert active is not None  # set together with row_values
         if bool(active.all()):
             return self._adapted(x, self.row_values)
         out_active = self._adapted(x[active], self.row_values)
-        out_rest = self.inner(x[~active])
+        out_rest: torch.Tensor = self.inner(x[~active])
         out = out_rest.new_empty((x.shape[0],) + tuple(out_rest.shape[1:]))
         out[active] = out_active
         out[~active] = out_rest

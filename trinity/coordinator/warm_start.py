@@ -100,7 +100,7 @@ def map_params(params: np.ndarray, saved: dict[str, Any], target: dict[str, Any]
                      tuple(m for m in old_models if m not in new_models), tuple(notes))
 
 
-def load_warm_start(path: str | os.PathLike, target: dict[str, Any]) -> WarmStart:
+def load_warm_start(path: str | os.PathLike[str], target: dict[str, Any]) -> WarmStart:
     """map_params of the coordinator saved at `path` (its .safetensors file)."""
     params, meta, _ = load_saved(Path(path))
     return map_params(params, meta, target, source=str(path))

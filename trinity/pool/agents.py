@@ -32,12 +32,27 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from trinity.config_schema.pool import AgentSetup
 from trinity.pool.errors import PoolConfigError
 from trinity.sandbox import SandboxLimits, SandboxResult, run_python
 
 Messages = list[dict[str, str]]
+
+
+class Endpoint(Protocol):
+    """What a turn's request reads of its agent: a trinity.pool.providers.ModelEndpoint (which imports this
+    module, so it is named here by what it has)."""
+
+    @property
+    def model_id(self) -> str: ...
+    @property
+    def temperature(self) -> float: ...
+    @property
+    def max_tokens(self) -> int | None: ...
+    @property
+    def setup(self) -> AgentSetup: ...
 
 # The Verifier's checking procedures an agent's setup may name (`setup.verify`); each is implemented in
 # trinity.episodes.checks.PROCEDURES under the same name.
@@ -123,7 +138,7 @@ def request_model(model_id: str, tool: str | None) -> str:
     return str(model_id) if tool is None else f"{model_id}+tool:{tool}"
 
 
-def recorded_request(ep, role: str | None, messages: Sequence[Mapping[str, str]], max_tokens: int | None,
+def recorded_request(ep: Endpoint, role: str | None, messages: Sequence[Mapping[str, str]], max_tokens: int | None,
                      temperature: float | None, context: TurnContext | None = None
                      ) -> tuple[str, Messages, float, int | None]:
     """(model key, messages, temperature, cap) of what the client sends for this turn of agent `ep` (a
@@ -145,7 +160,7 @@ _RAN = re.compile(r"\n\nProgram (?:output|error):.*\Z", re.DOTALL)
 
 def program_of(reply: str) -> str | None:
     """The last fenced Python block of a reply (an unclosed last fence counts: a cap may cut the closing one)."""
-    blocks = _FENCE.findall(reply)
+    blocks: list[str] = _FENCE.findall(reply)
     if blocks:
         return blocks[-1]
     opened = re.search(r"```[ \t]*(?:python|py|python3)[ \t]*\n(.*)$", reply, re.DOTALL | re.IGNORECASE)

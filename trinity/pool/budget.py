@@ -30,10 +30,10 @@ class Budget:
     cost_usd: float = 0.0
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
 
-    def __getstate__(self) -> dict:  # picklable (process pools, checkpoints): the lock is not state
+    def __getstate__(self) -> dict[str, Any]:  # picklable (process pools, checkpoints): the lock is not state
         return {k: v for k, v in self.__dict__.items() if k != "_lock"}
 
-    def __setstate__(self, state: dict) -> None:
+    def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._lock = threading.Lock()
 
@@ -76,7 +76,7 @@ class Budget:
             self.tokens += tokens
             self.cost_usd += cost_usd
 
-    def spent(self) -> dict:
+    def spent(self) -> dict[str, Any]:
         with self._lock:
             return {"calls": self.calls, "tokens": self.tokens, "cost_usd": self.cost_usd}
 
@@ -85,7 +85,7 @@ class Budget:
         with self._lock:
             self.calls, self.tokens, self.cost_usd = int(spent["calls"]), int(spent["tokens"]), float(spent["cost_usd"])
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"max_cost_usd": self.max_cost_usd, "max_tokens": self.max_tokens, "max_calls": self.max_calls,
                 "calls": self.calls, "tokens": self.tokens, "cost_usd": self.cost_usd,
                 "exhausted": self.exhausted, "reason": self.reason}
@@ -125,7 +125,7 @@ class RunTotals:
                 t["cost_usd"] += result.cost_usd
                 t["latency_s"] += result.latency_s
 
-    def take(self) -> dict[str, dict]:
+    def take(self) -> dict[str, dict[str, Any]]:
         """The counts per model so far, leaving zeros: what a Dask worker hands to the run's totals."""
         with self._lock:
             taken = self._per_model
@@ -137,7 +137,7 @@ class RunTotals:
         with self._lock:
             add_counts(self._per_model, per_model)
 
-    def snapshot(self, plus: Mapping[str, Mapping[str, Any]] | None = None) -> dict:
+    def snapshot(self, plus: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
         """`plus`: counts per model made elsewhere (the other processes of a Dask run), added in."""
         with self._lock:
             per_model = {name: dict(t) for name, t in self._per_model.items()}
@@ -149,7 +149,8 @@ class RunTotals:
         return {"overall": overall, "per_model": per_model}
 
 
-def add_counts(into: dict[str, dict], per_model: Mapping[str, Mapping[str, Any]]) -> dict[str, dict]:
+def add_counts(into: dict[str, dict[str, Any]],
+               per_model: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
     """Add per-model counters into `into` (in place; a model not there yet starts at zero)."""
     for name, counts in per_model.items():
         t = into.setdefault(name, dict.fromkeys(COUNTERS, 0))

@@ -99,7 +99,7 @@ class ResponseCache:
     `try_put` says the lock is busy). Connections open lazily and reopen after a fork, because an SQLite
     connection must never cross a fork."""
 
-    def __init__(self, path: str | os.PathLike):
+    def __init__(self, path: str | os.PathLike[str]):
         self.path = Path(path)
         self._read_lock = threading.Lock()
         self._write_lock = threading.Lock()
@@ -216,11 +216,12 @@ class ResponseCache:
 
     def __len__(self) -> int:
         with self._read_lock:
-            return self._connection(False).execute("SELECT COUNT(*) FROM responses").fetchone()[0]
+            count: int = self._connection(False).execute("SELECT COUNT(*) FROM responses").fetchone()[0]
+            return count
 
     def integrity_ok(self) -> bool:
         with self._read_lock:
-            return self._connection(False).execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+            return bool(self._connection(False).execute("PRAGMA integrity_check").fetchone()[0] == "ok")
 
     def close(self) -> None:
         with self._read_lock, self._write_lock:
@@ -231,7 +232,7 @@ class ResponseCache:
             self._reader = self._writer = self._pid = None
 
 
-def export_snapshot(cache_path: str | os.PathLike, snapshot: str | os.PathLike) -> int:
+def export_snapshot(cache_path: str | os.PathLike[str], snapshot: str | os.PathLike[str]) -> int:
     """Write every entry of the live cache into `snapshot`, a fresh single-file SQLite database (no WAL,
     rows in key order, so the same entries give the same bytes with the same SQLite) for `dvc add` and
     `dvc push`. Returns the number of entries."""
@@ -255,7 +256,7 @@ def export_snapshot(cache_path: str | os.PathLike, snapshot: str | os.PathLike) 
     return len(rows)
 
 
-def import_snapshot(snapshot: str | os.PathLike, cache_path: str | os.PathLike) -> int:
+def import_snapshot(snapshot: str | os.PathLike[str], cache_path: str | os.PathLike[str]) -> int:
     """Merge a snapshot (export_snapshot, e.g. after `dvc pull`) into the live cache; entries already there
     are kept (the first writer of a key wins, as in the cache itself). Returns how many were added."""
     if not Path(snapshot).is_file():

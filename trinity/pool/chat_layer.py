@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from trinity.pool.agents import TurnContext
 from trinity.pool.errors import BudgetExhaustedError
@@ -22,7 +22,7 @@ from trinity.pool.types import CallResult
 class ChatRequest:
     """One chat call with its sampling settled (the model's defaults already applied)."""
     endpoint: ModelEndpoint
-    messages: list[dict]          # as sent: the agent's instructions already added
+    messages: list[dict[str, Any]]   # as sent: the agent's instructions already added
     temperature: float
     max_tokens: int | None
     sample_index: int

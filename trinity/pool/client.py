@@ -68,8 +68,9 @@ class PoolClient:
                  retry: Retry | None = None, transport: httpx.AsyncBaseTransport | None = None,
                  limits: RunLimits | None = None, replay: Any = None, procedures: Procedures | None = None):
         """`procedures`: the Verifier's checking procedures by name (trinity.episodes.checks.PROCEDURES; an
-        agent whose setup names one needs them). `limits`: where the budget and the per-model limits are kept (default: this process, around
-        `budget`); one built elsewhere carries its own budget, so `budget` is then left out.
+        agent whose setup names one needs them). `limits`: where the budget and the per-model limits are kept
+        (default: this process, around `budget`); one built elsewhere carries its own budget, so `budget` is then
+        left out.
         `retry`: the `pool.retry` settings (default: the schema's). `transport`: one httpx transport for
         every request (tests and embedders), else real connections.
         `replay`: a trinity.record.replay.RecordedReplies asked before anything else (pool=recorded)."""
@@ -144,7 +145,7 @@ class PoolClient:
         except KeyError:
             raise UnknownModelError(f"unknown pool model '{model}'; pool: {', '.join(self.model_names)}") from None
 
-    async def chat(self, model: str, messages: list[dict], *, sample_index: int = 0,
+    async def chat(self, model: str, messages: list[dict[str, Any]], *, sample_index: int = 0,
                    max_tokens: int | None = None, temperature: float | None = None,
                    role: str | None = None, context: TurnContext | None = None) -> CallResult:
         """One call. `role`: the turn's role, so that the agent's setup (its instructions, cap, tool, checking
@@ -168,7 +169,7 @@ class PoolClient:
         self._totals.record(result, real=real)
         return result
 
-    def totals(self) -> dict:
+    def totals(self) -> dict[str, Any]:
         """{"overall": {...}, "per_model": {name: {...}}, "budget": {...} | None}; counters: calls,
         real_calls, cache_hits, failures, budget_refusals, retries, prompt_tokens, completion_tokens,
         cost_usd (real calls only), latency_s (summed over real calls). On Dask: the whole run's, this

@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 DEFAULT_CONCURRENCY = 64
 
 
-def request_body(request: ChatRequest) -> dict:
+def request_body(request: ChatRequest) -> dict[str, Any]:
     """The chat-completions JSON body: the provider's name for the token cap, a seed where the provider
     takes one (the sample index, so repeated samples differ), then the model's extra_body."""
     ep = request.endpoint

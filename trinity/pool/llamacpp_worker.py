@@ -11,6 +11,8 @@ import argparse
 import signal
 import sys
 import threading
+from types import ModuleType
+from typing import Any
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -56,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _speculative(params, args, xllamacpp) -> None:
+def _speculative(params: Any, args: argparse.Namespace, xllamacpp: ModuleType) -> None:
     kinds = xllamacpp.common_speculative_type
     spec = params.speculative
     if args.draft_model_path:

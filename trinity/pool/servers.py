@@ -8,6 +8,7 @@ the servers it started itself on exit, also on Ctrl-C or when a flow fails.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -25,6 +26,8 @@ from trinity import foreign_environment
 from trinity.config_schema.pool import PoolConfig
 from trinity.errors import ConfigError, TrinityError
 from trinity.setup.assets import model_path
+
+Progress = Callable[[str], object]   # where a line of progress goes (print, a logger's info)
 
 
 class PoolServerError(TrinityError):
@@ -88,7 +91,8 @@ def server_specs(pool: PoolConfig) -> list[ServerSpec]:
     host, kind = pool.host, pool.server
     if kind is not None:
         if kind not in LAUNCHERS or kind == "llamacpp":
-            raise ConfigError(f"config key 'pool.server' must be one of {sorted(k for k in LAUNCHERS if k != 'llamacpp')} "
+            choices = sorted(k for k in LAUNCHERS if k != "llamacpp")
+            raise ConfigError(f"config key 'pool.server' must be one of {choices} "
                               f"(or absent for per-model llama.cpp servers), got {kind!r}")
         if pool.port is None:
             raise ConfigError(f"config key 'pool.port' is required for a pool served by one {kind} server")
@@ -134,7 +138,7 @@ def _pid_alive(pid: int) -> bool:
         return True
 
 
-def _healthy(spec_or_state, timeout: float = 2.0) -> bool:
+def _healthy(spec_or_state: ServerSpec | ServerState, timeout: float = 2.0) -> bool:
     url = f"http://{spec_or_state.host}:{spec_or_state.port}/health"
     try:
         r = httpx.get(url, timeout=timeout)
@@ -187,7 +191,7 @@ def register_launcher(kind: str, launcher: Launcher) -> None:
 class LocalPool:
     """Start, stop and inspect the local pool's servers."""
 
-    def __init__(self, pool: PoolConfig, *, model_cache: str | None = None, progress=print):
+    def __init__(self, pool: PoolConfig, *, model_cache: str | None = None, progress: Progress = print):
         """`pool`: the typed pool section."""
         self.pool = pool
         self.specs = server_specs(pool)
@@ -234,10 +238,10 @@ class LocalPool:
                 out.append(ServerStatus(spec.name, st.port, state, st.pid, st.log))
         return out
 
-    def up(self, *, progress=None) -> list[ServerStatus]:
+    def up(self, *, progress: Progress | None = None) -> list[ServerStatus]:
         """Start every server that is not already healthy; wait for all; report failures by name."""
         progress = progress or self.progress
-        launched: list[tuple[ServerSpec, subprocess.Popen, Path]] = []
+        launched: list[tuple[ServerSpec, subprocess.Popen[bytes], Path]] = []
         for spec in self.specs:
             launcher = LAUNCHERS[spec.kind]
             fingerprint = launcher.fingerprint(self, spec)
@@ -281,7 +285,7 @@ class LocalPool:
                     progress(f"{spec.name}: healthy")
                     pending.remove(item)
             if pending and time.monotonic() > deadline:
-                for spec, proc, log in pending:
+                for spec, _proc, log in pending:
                     failures.append(
                         f"{spec.name} not healthy after {self.startup_timeout_s:.0f}s; end of {log}:\n{_tail(log)}"
                     )
@@ -293,7 +297,8 @@ class LocalPool:
             raise PoolServerError("pool model server(s) did not come up:\n" + "\n".join(failures))
         return self.status()
 
-    def down(self, *, only: list[str] | None = None, quiet: bool = False, grace_s: float = 10.0, progress=None) -> None:
+    def down(self, *, only: list[str] | None = None, quiet: bool = False, grace_s: float = 10.0,
+             progress: Progress | None = None) -> None:
         """SIGTERM each server (then SIGKILL after `grace_s`) and remove its state file."""
         progress = progress or self.progress
         for spec in self.specs:
@@ -303,19 +308,15 @@ class LocalPool:
             if st is None:
                 continue
             if _pid_alive(st.pid):
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.killpg(st.pid, signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
                 deadline = time.monotonic() + grace_s
                 while _pid_alive(st.pid) and time.monotonic() < deadline:
                     _reap(st.pid)
                     time.sleep(0.1)
                 if _pid_alive(st.pid):
-                    try:
+                    with contextlib.suppress(ProcessLookupError):
                         os.killpg(st.pid, signal.SIGKILL)
-                    except ProcessLookupError:
-                        pass
                 _reap(st.pid)
             self._state_path(spec.name).unlink(missing_ok=True)
             if not quiet:
@@ -330,13 +331,11 @@ class LocalPool:
             raise
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.down(only=self._started, quiet=True)
         self._started.clear()
 
 
 def _reap(pid: int) -> None:
-    try:
+    with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass

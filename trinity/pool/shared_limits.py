@@ -46,11 +46,12 @@ import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping
 from concurrent.futures import Future
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from trinity.pool.budget import Budget, RunTotals, add_counts
 from trinity.pool.providers import ModelEndpoint
 
+T = TypeVar("T")
 _LIMIT_KEYS = ("max_cost_usd", "max_tokens", "max_calls")
 
 
@@ -92,7 +93,7 @@ class RunLimits(Protocol):
     def handed_over(self) -> Mapping[str, Mapping[str, Any]] | None:
         """Counts per model handed over by the run's processes (None: no other process counts)."""
 
-    def budget_dict(self) -> dict | None:
+    def budget_dict(self) -> dict[str, Any] | None:
         """The run's budget as Budget.to_dict, or None without a budget."""
 
 
@@ -124,7 +125,7 @@ class LocalLimits:
     def handed_over(self) -> None:
         return None
 
-    def budget_dict(self) -> dict | None:
+    def budget_dict(self) -> dict[str, Any] | None:
         return None if self.budget is None else self.budget.to_dict()
 
 
@@ -183,11 +184,11 @@ class DaskLimits:
         if self.budget is not None:
             await self._await(self._budget_update(lambda run: run.spend(tokens, cost_usd)))
 
-    async def _budget_update(self, change: Callable[[Budget], Any]) -> Any:
+    async def _budget_update(self, change: Callable[[Budget], T]) -> T:
         assert self.budget is not None   # the callers ask only with a budget
         limits = {key: getattr(self.budget, key) for key in _LIMIT_KEYS}
 
-        def apply(ledger: dict) -> tuple[dict, Any]:
+        def apply(ledger: dict[str, Any]) -> tuple[dict[str, Any], tuple[T, dict[str, Any]]]:
             run = Budget.from_dict({**ledger, **limits})
             result = change(run)
             return {**ledger, **run.spent()}, (result, run.spent())
@@ -196,7 +197,7 @@ class DaskLimits:
         self.budget.load_spent(spent)
         return result
 
-    def budget_dict(self) -> dict | None:
+    def budget_dict(self) -> dict[str, Any] | None:
         if self.budget is None:
             return None
         self.budget.load_spent(self._wait(_value(self._ledger)))
@@ -239,12 +240,12 @@ class DaskLimits:
             granted.add_done_callback(lambda f: self._release_if_granted(semaphore, f))
             raise
 
-    def _release_if_granted(self, semaphore: Any, granted: Future) -> None:
+    def _release_if_granted(self, semaphore: Any, granted: Future[bool]) -> None:
         if not granted.cancelled() and granted.exception() is None and granted.result():
             self._start(_release(semaphore))
 
     async def _wait_for_slot(self, model: str, interval_s: float) -> None:
-        def take(ledger: dict) -> tuple[dict, float]:
+        def take(ledger: dict[str, Any]) -> tuple[dict[str, Any], float]:
             now = time.time()
             slot = max(now, ledger["next_slot"].get(model, 0.0))
             return {**ledger, "next_slot": {**ledger["next_slot"], model: slot + interval_s}}, slot
@@ -268,8 +269,9 @@ class DaskLimits:
             totals.add(counts)  # still counted here; the next hand-over tries again
             raise
 
-    def handed_over(self) -> dict[str, dict]:
-        return self._wait(_value(self._totals))
+    def handed_over(self) -> dict[str, dict[str, Any]]:
+        totals: dict[str, dict[str, Any]] = self._wait(_value(self._totals))
+        return totals
 
     # --- on the dask loop --------------------------------------------------------------------------
 
@@ -281,21 +283,21 @@ class DaskLimits:
                 await self._totals.set({})
                 await self._opened.set()
 
-    async def _update(self, variable: Any, change: Callable[[Any], tuple[Any, Any]]) -> Any:
+    async def _update(self, variable: Any, change: Callable[[Any], tuple[Any, T]]) -> T:
         """Read-modify-write a run Variable under the run's lock; `change(value) -> (new value, result)`."""
         async with self._lock:
             value, result = change(await variable.get())
             await variable.set(value)
         return result
 
-    def _start(self, coro: Coroutine) -> Future:
+    def _start(self, coro: Coroutine[Any, Any, T]) -> Future[T]:
         return asyncio.run_coroutine_threadsafe(coro, self._loop)
 
-    def _wait(self, coro: Coroutine) -> Any:
+    def _wait(self, coro: Coroutine[Any, Any, T]) -> T:
         """From synchronous code (never from the dask loop's own thread)."""
         return self._start(coro).result()
 
-    async def _await(self, coro: Coroutine) -> Any:
+    async def _await(self, coro: Coroutine[Any, Any, T]) -> T:
         """From the pool client's loop. Shielded: a caller cancelled half-way must not cut a locked update
         short (a lock lease the scheduler granted but nobody holds would stall the run until it expires)."""
         return await asyncio.shield(asyncio.wrap_future(self._start(coro)))
@@ -306,7 +308,8 @@ async def _value(variable: Any) -> Any:
 
 
 async def _acquire(semaphore: Any) -> bool:
-    return await semaphore.acquire()
+    granted: bool = await semaphore.acquire()
+    return granted
 
 
 async def _release(semaphore: Any) -> None:

@@ -14,6 +14,7 @@ import asyncio
 import logging
 import time
 from dataclasses import replace
+from typing import Any
 
 from trinity.pool.cache import CachedReply, ResponseCache, cache_key
 from trinity.pool.chat_layer import ChatLayer, ChatOutcome, ChatRequest, failure_result
@@ -41,7 +42,7 @@ class SingleFlightCache:
         self.cache = cache
         self.mode = mode
         self.replay_misses = 0  # replay_only requests the cache did not hold (each a failed turn)
-        self._in_flight: PerLoop[dict[str, asyncio.Future]] = PerLoop(dict)
+        self._in_flight: PerLoop[dict[str, asyncio.Future[Any]]] = PerLoop(dict)
 
     async def send(self, request: ChatRequest) -> ChatOutcome:
         key = request_key(request)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -28,5 +29,5 @@ class CallResult:
     #                                 (cache hit: cost_usd 0, price_usd > 0), so cost-aware fitness does
     #                                 not favour whichever candidate happened to call second
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -96,7 +96,7 @@ class FeatureEngine:
     # ------------------------------------------------------------------ public API
     @property
     def hidden_size(self) -> int:
-        return self.backbone.hidden_size
+        return int(self.backbone.hidden_size)
 
     def tokens(self, transcript: str) -> np.ndarray:
         ids = np.asarray(self.renderer.token_ids(transcript), dtype=np.int64)
@@ -135,7 +135,7 @@ class FeatureEngine:
         result = {self.token_position: out} if self.token_position in positions else {}
         for position in positions:
             if position != self.token_position:
-                rows = [cast(dict, job.others)[position] for job in sources]
+                rows = [cast("dict[int, np.ndarray]", job.others)[position] for job in sources]
                 result[position] = np.stack(rows) if rows else np.empty((0, self.hidden_size), dtype=np.float32)
         return result
 
@@ -172,7 +172,7 @@ class FeatureEngine:
             tokens = self.tokens(r.transcript)
             deltas = self._effective_deltas(r.svf_deltas)
             jobs.append(_Job(tokens, deltas, self.cache.key(tokens, deltas) if self.cache else None))
-        unique: dict[tuple, _Job] = {}
+        unique: dict[tuple[bytes, bytes | None], _Job] = {}
         sources: list[_Job] = []  # request i is served by sources[i] (identical requests computed once)
         for job in jobs:
             ident = (job.tokens.tobytes(), None if job.deltas is None else job.deltas.tobytes())
@@ -247,7 +247,7 @@ class FeatureEngine:
         # The feature tokens themselves must be recomputed: their final hidden states are not in a KV cache.
         indices = [_index(len(job.tokens), p) for p in (self.token_position, *self._other_positions)]
         assert None not in indices  # self.tokens() refused prompts without them
-        reuse = min(common, *cast(list, indices))
+        reuse = min(common, *cast("list[int]", indices))
         if entry is None or reuse <= 0 or (want_entering and entry.entering is None):
             return None, 0
         return entry, reuse
@@ -313,9 +313,9 @@ class FeatureEngine:
                 own = slice(past_len - p, past_len + n)
                 # A lone row owns the whole KV tensor: store views of it. Rows of a batch are copied out,
                 # so an entry never keeps the other rows' memory alive.
-                # (take runs in this iteration; its defaults bind the row anyway)
-                take = ((lambda t, i=i, own=own: t[i, :, own]) if batch == 1
-                        else (lambda t, i=i, own=own: t[i, :, own].clone()))
+                def take(t: torch.Tensor, i: int = i, own: slice = own) -> torch.Tensor:
+                    # runs in this iteration; its defaults bind the row anyway
+                    return t[i, :, own] if batch == 1 else t[i, :, own].clone()
                 self.prefix_store.add(PrefixEntry(job.tokens, [(take(k), take(v)) for k, v in kv], job.entering))
 
     def _padded_cache(self, pasts: list[tuple[PrefixEntry | None, int]], past_len: int) -> DynamicCache:

@@ -31,8 +31,8 @@ class FeatureService:
         self.max_batch = max(1, int(max_batch))
         self.max_wait_s = float(max_wait_s)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="coordinator-features")
-        self._pending: list[tuple[FeatureRequest, asyncio.Future]] = []
-        self._draining: asyncio.Task | None = None
+        self._pending: list[tuple[FeatureRequest, asyncio.Future[np.ndarray]]] = []
+        self._draining: asyncio.Task[None] | None = None
         self.batch_sizes: list[int] = []
 
     async def features(self, transcript: str, svf_deltas: np.ndarray | None = None) -> np.ndarray:
@@ -42,7 +42,7 @@ class FeatureService:
                 self._memo.move_to_end(transcript)
                 return known
         loop = asyncio.get_running_loop()
-        future = loop.create_future()
+        future: asyncio.Future[np.ndarray] = loop.create_future()
         self._pending.append((FeatureRequest(transcript, svf_deltas), future))
         if self._draining is None or self._draining.done() or self._draining.get_loop() is not loop:
             self._draining = loop.create_task(self._drain())
