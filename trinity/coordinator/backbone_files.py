@@ -24,7 +24,7 @@ KNOWN_ARCHITECTURES: dict[str, dict[str, int]] = {
 }
 
 
-def converted_dir(model_cache: str | os.PathLike | None, name: str) -> Path:
+def converted_dir(model_cache: str | os.PathLike[str] | None, name: str) -> Path:
     """The Hugging Face folder a GGUF backbone named `name` (an asset key, or a GGUF file's stem and tag) is
     converted into, under the model cache."""
     from trinity.setup.assets import model_cache_dir
@@ -32,7 +32,7 @@ def converted_dir(model_cache: str | os.PathLike | None, name: str) -> Path:
     return model_cache_dir(model_cache) / "hf" / name
 
 
-def architecture(backbone: Backbone, model_cache: str | os.PathLike | None = None) -> dict[str, Any] | None:
+def architecture(backbone: Backbone, model_cache: str | os.PathLike[str] | None = None) -> dict[str, Any] | None:
     """The typed `coordinator.backbone`'s config.json (its text part for a multimodal model) when this machine has
     it: an asset's converted folder, a local folder, the hub cache; else KNOWN_ARCHITECTURES; else None."""
     source, ident = backbone.source.value, backbone.id
@@ -45,7 +45,7 @@ def architecture(backbone: Backbone, model_cache: str | os.PathLike | None = Non
     for path in paths:
         if path is not None and path.is_file():
             try:
-                data = json.loads(path.read_text())
+                data: dict[str, Any] = json.loads(path.read_text())
             except (OSError, ValueError):
                 continue
             data = data.get("text_config", data)
