@@ -25,7 +25,8 @@ EXACT_SIGN_FLIPS = 12  # up to this many paired items the permutation test enume
 _TOL = 1e-12          # rewards are in [0, 1]: differences closer than this are the same value
 
 
-def bootstrap_ci(values: Iterable[float], *, samples: int = 2000, level: float = 0.95, seed: int = 0) -> tuple[float, float, float]:
+def bootstrap_ci(values: Iterable[float], *, samples: int = 2000, level: float = 0.95,
+                 seed: int = 0) -> tuple[float, float, float]:
     """(mean, low, high): percentile bootstrap of the mean. An empty input gives NaNs; one value a zero-width
     interval."""
     x = np.asarray(list(values), dtype=float)
@@ -61,7 +62,8 @@ def wilson_ci(successes: int, n: int, *, level: float = 0.95) -> tuple[float, fl
     return p, max(0.0, centre - half), min(1.0, centre + half)
 
 
-def interval(values: Iterable[float], *, samples: int = 2000, level: float = 0.95, seed: int = 0) -> tuple[float, float, float, str]:
+def interval(values: Iterable[float], *, samples: int = 2000, level: float = 0.95,
+             seed: int = 0) -> tuple[float, float, float, str]:
     """(mean, low, high, method): Wilson for 0/1 rewards, the percentile bootstrap otherwise;
     `method` (wilson | bootstrap) goes into the summary table so a reader knows which one it is."""
     x = [float(v) for v in values]

@@ -260,7 +260,8 @@ def test_the_hindsight_bound_bounds_every_routing_and_is_reached(prepared, tmp_p
     from trinity.simulated.oracle import realised_hindsight
 
     cfg = _cfg(prepared, tmp_path, "protocol.max_turns=2")
-    cfg = config.with_values(cfg, {f"pool.models.{name}.simulated.worker": {"default": 0.1} for name in cfg.pool.models})
+    cfg = config.with_values(cfg, {f"pool.models.{name}.simulated.worker": {"default": 0.1}
+                                   for name in cfg.pool.models})
     seed, k = 7, 2
     sim = SimulatedPool(simulated_world(cfg.pool))
     pool = InProcessPool(sim, cfg, outcome_seed=seed)
