@@ -16,7 +16,7 @@ from typing import Any, cast, overload
 
 from omegaconf import DictConfig, OmegaConf
 
-from trinity.config_schema import Config, TrinityConfig, conform, document, typed
+from trinity.config_schema import Config, TrinityConfig, conform, typed
 from trinity.errors import ConfigError
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -109,10 +109,7 @@ def live_pool(cfg: Config) -> TrinityConfig:
     the recording's manifest as `pool_config`). A live pool's config is returned as it is."""
     if typed(cfg).pool.replay is None:
         return typed(cfg)
-    live = cast(DictConfig, OmegaConf.create(OmegaConf.to_container(document(cfg), resolve=True)))   # a mapping
-    for key in ("replay", "from_recording"):
-        live.pool.pop(key, None)
-    return typed(live)
+    return with_values(cfg, {}, drop=("pool.replay", "pool.from_recording"), resolved=True)
 
 
 # Hydra's composition takes about 0.1 s; a process that composes the same overrides again (a flow's tasks,
@@ -145,19 +142,62 @@ def load(params: str | os.PathLike | None = None, overrides: Iterable[str] = ())
 
 
 def to_yaml(cfg: Config) -> str:
-    return OmegaConf.to_yaml(document(cfg), resolve=True)
+    return OmegaConf.to_yaml(_document(cfg), resolve=True)
 
 
-def with_values(cfg: Config, values: Mapping[str, Any]) -> TrinityConfig:
+def from_yaml(text: str) -> TrinityConfig:
+    """A config written by `to_yaml` (as a task receives it), typed again."""
+    return conform(cast(DictConfig, OmegaConf.create(text)))   # to_yaml writes a mapping
+
+
+def as_written(cfg: Config) -> dict[str, Any]:
+    """The composed document `cfg` was typed from as plain data, interpolations resolved: the keys and values as
+    the config wrote them (ints stay ints, absent keys stay absent), for what must digest or record the config
+    exactly as written (a run's key, a recording's manifest, a registered version's hash)."""
+    return cast("dict[str, Any]", OmegaConf.to_container(_document(cfg), resolve=True))   # a mapping gives a dict
+
+
+def read_mapping(path: str | os.PathLike) -> dict[str, Any]:
+    """A YAML mapping of config keys (a variant's overrides) as plain data, read as the config is read."""
+    return cast("dict[str, Any]", OmegaConf.to_container(OmegaConf.load(Path(path)), resolve=True) or {})
+
+
+def mapping_yaml(mapping: Mapping[str, Any]) -> str:
+    """A mapping of config keys as YAML, written as the config is written (read back by `read_mapping`)."""
+    return OmegaConf.to_yaml(OmegaConf.create(dict(mapping)))
+
+
+def with_values(cfg: Config, values: Mapping[str, Any], *, drop: Iterable[str] = (),
+                resolved: bool = False) -> TrinityConfig:
     """`cfg` with dotted keys ({"paths.states": ..., "eval.sets": [...]}) set in a copy of its document (a key the
-    document leaves to the schema's default is added), typed again: how code derives a run's config from
-    another. `apply_overrides` is the strict form, for user-written overrides."""
-    out = copy.deepcopy(document(cfg))
+    document leaves to the schema's default is added) and the dotted keys `drop` removed, typed again: how code
+    derives a run's config from another. `resolved`: the copy's interpolations are resolved first, so a
+    value set here does not reach the keys that interpolate it. `apply_overrides` is the strict form, for
+    user-written overrides."""
+    if resolved:
+        out = cast(DictConfig, OmegaConf.create(OmegaConf.to_container(_document(cfg), resolve=True)))
+    else:
+        out = copy.deepcopy(_document(cfg))
     OmegaConf.set_readonly(out, False)
     OmegaConf.set_struct(out, False)
     for key, value in values.items():
         OmegaConf.update(out, str(key), value, merge=False, force_add=True)
+    for key in drop:
+        parent, _, leaf = str(key).rpartition(".")
+        node = OmegaConf.select(out, parent) if parent else out
+        if isinstance(node, DictConfig) and leaf in node:
+            del node[leaf]
     return conform(out)
+
+
+def _document(cfg: Config) -> DictConfig:
+    """The composed document behind `cfg` (a typed config's `composed`); only this module reads it."""
+    if isinstance(cfg, TrinityConfig):
+        if cfg.composed is None:
+            raise ConfigError("this typed config was built without a composed document (trinity.config.load and "
+                              "with_values keep one)")
+        return cast(DictConfig, cfg.composed)
+    return cfg
 
 
 def _first_line(e: BaseException) -> str:
@@ -223,7 +263,7 @@ def apply_overrides(cfg: Config, overrides: Any, *, where: str) -> Config:
     given (a typed config is typed again from its changed document). Every key must already exist in `cfg`, so
     a typo is a ConfigError naming `<where>.<key>`, never a silent no-op."""
     if isinstance(cfg, TrinityConfig):
-        return conform(apply_overrides(document(cfg), overrides, where=where))
+        return conform(apply_overrides(_document(cfg), overrides, where=where))
     out = copy.deepcopy(cfg)
     OmegaConf.set_struct(out, False)
     items = overrides.items() if overrides is not None else []
@@ -242,7 +282,7 @@ def ablation_variants(cfg: Config) -> dict[str, Any]:
     composed config with the variant's overrides applied and the `ablations` section removed; typed
     configs when `cfg` is typed."""
     if isinstance(cfg, TrinityConfig):
-        return {name: conform(variant) for name, variant in ablation_variants(document(cfg)).items()}
+        return {name: conform(variant) for name, variant in ablation_variants(_document(cfg)).items()}
     ab = _get(cfg, "ablations")
     if ab is None or not ab.get("enabled", False):
         return {}

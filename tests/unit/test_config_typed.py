@@ -25,7 +25,8 @@ def test_load_returns_a_frozen_typed_config_with_its_document():
     with pytest.raises(dataclasses.FrozenInstanceError):
         cfg.seed = 1                    # type: ignore[misc]
     assert config.to_yaml(cfg) == OmegaConf.to_yaml(config.compose(OVERRIDES), resolve=True)
-    assert config.typed(cfg) is cfg and config.document(cfg) is cfg.composed
+    assert config.typed(cfg) is cfg
+    assert config.as_written(cfg) == OmegaConf.to_container(config.compose(OVERRIDES), resolve=True)
     assert config.typed(config.compose(OVERRIDES)) == cfg
 
 
@@ -57,7 +58,8 @@ def test_ablation_variants_of_a_typed_config_are_typed():
     cfg = config.load(None, ["experiment=local_live", "ablations.enabled=true"])
     variants = config.ablation_variants(cfg)
     assert variants and all(isinstance(v, TrinityConfig) for v in variants.values())
-    assert list(variants) == list(config.ablation_variants(config.document(cfg)))
+    assert list(variants) == list(config.ablation_variants(config.compose(["experiment=local_live",
+                                                                           "ablations.enabled=true"])))
 
 
 def test_a_typed_config_pickles_with_its_document():
@@ -68,7 +70,7 @@ def test_a_typed_config_pickles_with_its_document():
 
 def test_a_typed_config_without_a_document_says_so():
     with pytest.raises(ConfigError, match="without a composed document"):
-        config.document(TrinityConfig())
+        config.to_yaml(TrinityConfig())
 
 
 def test_the_partial_config_readers_read_a_typed_config_as_written():
@@ -83,5 +85,6 @@ def test_the_partial_config_readers_read_a_typed_config_as_written():
     assert setting(cfg, "coordinator.routing").value == "argmax"
     assert group(cfg, "evolve") == cfg.evolve
     settings = evolution_settings(cfg)
-    assert settings == evolution_settings(config.document(cfg))
+    composed = config.compose([*OVERRIDES, "protocol.max_turns=2", "coordinator.routing=argmax"])
+    assert settings == evolution_settings(composed)
     assert (settings.max_turns, settings.routing) == (2, "argmax")

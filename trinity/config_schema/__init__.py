@@ -6,8 +6,9 @@ protocol, tasks, evolve, eval, serve, ablations, paths) under one root, enums fo
 key (a typo), a value of the wrong type, a choice outside its enum or a number out of range is one
 ConfigError naming the full key. It returns the typed, frozen config, whose absent optional keys hold the
 schema's defaults; those defaults are the only ones (code reads the typed config's attributes, never
-`.get(key, default)`). The typed config keeps the document it was typed from (`document`); `typed` types a
-document at a part's entry and returns a typed config unchanged.
+`.get(key, default)`). The typed config keeps the document it was typed from (`composed`, read only by
+trinity.config); a section records the keys its config wrote (`written`, on the pool's sections); `typed`
+types a document and returns a typed config unchanged.
 
 Why checked after composition rather than with the schema in Hydra's defaults list: `dvc exp run -S` composes
 conf/ with its own Hydra, which does not run this package, and a params.yaml is read without Hydra.
@@ -31,7 +32,7 @@ E = TypeVar("E", bound=Enum)
 if TYPE_CHECKING:
     from omegaconf import DictConfig
 
-__all__ = ["Config", "TrinityConfig", "choice", "conform", "document", "group", "section", "setting", "typed"]
+__all__ = ["Config", "TrinityConfig", "choice", "conform", "group", "section", "setting", "typed"]
 
 
 def conform(cfg: Any) -> TrinityConfig:
@@ -54,15 +55,6 @@ def typed(cfg: Config) -> TrinityConfig:
     if isinstance(cfg, TrinityConfig):
         return cfg
     return conform(cfg)
-
-
-def document(cfg: Config) -> DictConfig:
-    """The composed mapping behind `cfg` (a typed config's `document`)."""
-    if isinstance(cfg, TrinityConfig):
-        if cfg.composed is None:
-            raise ConfigError("this typed config was built without a composed document (trinity.config.typed keeps one)")
-        return cast("DictConfig", cfg.composed)
-    return cfg
 
 
 def section(node: Any, schema: type[T], key: str) -> T:

@@ -23,12 +23,10 @@ import logging
 import shutil
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, cast
-
-from omegaconf import OmegaConf
+from typing import Any
 
 from trinity import config as trinity_config
-from trinity.config import Config, typed
+from trinity.config import Config, read_mapping, typed
 from trinity.config_schema import TrinityConfig
 from trinity.pipeline import items as item_sel
 from trinity.pipeline.population import Submit, inline_submit
@@ -139,9 +137,7 @@ def run(cfg: Config, *, submit: Submit = inline_submit,
 
 def load_overrides(variant_dir: Path) -> dict[str, Any]:
     """The overrides mapping of a published variant (apply with trinity.config.apply_overrides)."""
-    # variant.yaml is a mapping (publish_variant writes one)
-    loaded = OmegaConf.load(Path(variant_dir) / "variant.yaml")
-    return cast("dict[str, Any]", OmegaConf.to_container(loaded, resolve=True) or {})
+    return read_mapping(Path(variant_dir) / "variant.yaml")   # a mapping: publish_variant writes one
 
 
 def final_validation_reward(generations: Path) -> float | None:

@@ -14,9 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-from omegaconf import OmegaConf
 
-from trinity.config import Config, document, typed, with_values
+from trinity.config import Config, as_written, read_mapping, typed, with_values
 from trinity.config_schema import TrinityConfig
 from trinity.coordinator.head import section_roles
 from trinity.coordinator.saved import coordinator_file
@@ -49,7 +48,7 @@ def _same_router_config(a: Config, b: Config) -> bool:
     """The coordinator of `b` would route exactly like that of `a` (same backbone, head, prompt)."""
     def part(c: Config) -> tuple:
         t = typed(c)
-        return (OmegaConf.to_container(document(c).coordinator, resolve=True), t.protocol.coordinator_system,
+        return (as_written(t)["coordinator"], t.protocol.coordinator_system,
                 list(t.pool.models))
     return part(a) == part(b)
 
@@ -65,7 +64,7 @@ def load_ablation(cfg: Config, ctx: RolloutContext, name: str) -> method_registr
         raise method_registry.MethodSkipped(f"no {path} (its training has not finished)")
     overrides: dict = {}
     if (folder / "variant.yaml").is_file():
-        loaded = OmegaConf.to_container(OmegaConf.load(folder / "variant.yaml"), resolve=True) or {}
+        loaded = read_mapping(folder / "variant.yaml")
         if not isinstance(loaded, dict):
             raise method_registry.MethodSkipped(f"{folder / 'variant.yaml'} is not a mapping of config keys to values")
         overrides = loaded

@@ -10,9 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
-
-from trinity.config import Config, document
+from trinity.config import Config, as_written
 from trinity.config_schema import TrinityConfig, group, setting
 from trinity.evolve.efficiency import pool_throughputs
 from trinity.evolve.evaluators import Evaluation
@@ -36,12 +34,11 @@ MODEL_IGNORES = ("port", "n_threads", "n_parallel", "max_concurrency", "requests
 
 
 def config_fingerprint(cfg: Config, n_params: int) -> str:
-    """The key of an evolution run: a digest of the composed document's sections that decide its results."""
-    cfg = document(cfg)
-    parts: dict[str, Any] = {"n_params": int(n_params), "seed": OmegaConf.select(cfg, "seed")}
+    """The key of an evolution run: a digest of the sections that decide its results, as the config wrote them."""
+    written = as_written(cfg)
+    parts: dict[str, Any] = {"n_params": int(n_params), "seed": written.get("seed")}
     for section in FINGERPRINT_SECTIONS:
-        node = OmegaConf.select(cfg, section)
-        value = OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else node
+        value = written.get(section)
         if isinstance(value, dict):
             value = {k: v for k, v in value.items() if k not in FINGERPRINT_IGNORES.get(section, ())}
             if section == "pool" and isinstance(value.get("models"), dict):

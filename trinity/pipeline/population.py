@@ -16,12 +16,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
-from omegaconf import DictConfig, OmegaConf
 
-from trinity.config import Config, to_yaml, typed
+from trinity.config import Config, from_yaml, to_yaml, typed
 from trinity.config_schema import TrinityConfig
 from trinity.episodes.trace import Trace
 from trinity.evolve.evaluators import PopulationResult
@@ -62,7 +61,7 @@ def _candidate_setup(cfg_yaml: str) -> tuple[TrinityConfig, str, dict[str, TaskI
     once per candidate (both cost more than a candidate's episodes on the simulated pool: ~0.17 s each,
     measured). Re-read when the prepared files change."""
     cached = _SETUPS.get(cfg_yaml)
-    cfg = cached[0] if cached else typed(cast(DictConfig, OmegaConf.create(cfg_yaml)))  # a YAML mapping
+    cfg = cached[0] if cached else from_yaml(cfg_yaml)
     folder = Path(cfg.paths.prepared)
     stamp = tuple((p.name, p.stat().st_mtime_ns) for p in sorted(folder.glob("*.parquet")))
     if cached is None or cached[3] != stamp:

@@ -25,12 +25,10 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, cast
-
-from omegaconf import DictConfig, OmegaConf
+from typing import Any
 
 from trinity import cpu_model
-from trinity.config import Config, document, typed
+from trinity.config import Config, as_written, typed, with_values
 from trinity.config_schema import TrinityConfig
 from trinity.config_schema.pool import Retry
 from trinity.config_schema.protocol import ProtocolConfig
@@ -216,10 +214,11 @@ class _TransientFailure(TrinityError):
 
 
 def new_manifest(cfg: Config, ident: dict[str, Any]) -> dict[str, Any]:
-    t, c = typed(cfg), document(cfg).coordinator   # the backbone as written
+    t = typed(cfg)
+    c = as_written(t)["coordinator"]   # the backbone as written
     return {"format": store.FORMAT, "version": store.VERSION, "name": t.record.name,
             **ident, "max_turns": t.protocol.max_turns,
-            "backbone": _plain(OmegaConf.to_container(c.backbone, resolve=True)) if "backbone" in c else None,
+            "backbone": _plain(c["backbone"]) if "backbone" in c else None,
             "suites": {"train": list(t.tasks.train), "transfer": list(t.tasks.transfer)},
             "items": [], "runs": []}
 
@@ -228,7 +227,7 @@ def pool_config(cfg: Config) -> dict[str, Any]:
     """The live pool's section as recorded into the manifest: resolved, without `replay` and
     `from_recording` (what the recording is replayed with, not what it was made with). It holds no secret:
     API keys are read from the environment variables it names."""
-    section = _plain(OmegaConf.to_container(document(cfg).pool, resolve=True))
+    section = _plain(as_written(typed(cfg))["pool"])
     for key in ("replay", "from_recording"):
         section.pop(key, None)
     return section
@@ -246,9 +245,7 @@ def live_config(cfg: Config) -> TrinityConfig:
     `pool=recorded` records from the pool it replays."""
     if typed(cfg).pool.replay is None:
         return typed(cfg)
-    live = cast(DictConfig, OmegaConf.create(OmegaConf.to_container(document(cfg), resolve=True)))   # a mapping
-    del live.pool["replay"]
-    return typed(live)
+    return with_values(cfg, {}, drop=("pool.replay",), resolved=True)
 
 
 def with_own_items(cfg: Config, progress: Callable[[str], None] = lambda _m: None) -> TrinityConfig:
@@ -263,9 +260,7 @@ def with_own_items(cfg: Config, progress: Callable[[str], None] = lambda _m: Non
     manifest = prepare_from_config(cfg, Path(own), reuse_from=[own])
     counts = ", ".join(f"{name} {entry.get('items')}" for name, entry in manifest["suites"].items())
     progress(f"record: items prepared in {own} ({counts})")
-    out = cast(DictConfig, OmegaConf.create(OmegaConf.to_container(document(cfg), resolve=True)))   # a mapping
-    out.paths.prepared = str(own)
-    return typed(out)
+    return with_values(cfg, {"paths.prepared": str(own)}, resolved=True)
 
 
 def status(cfg: Config) -> dict[str, Any]:
@@ -362,15 +357,15 @@ def extend(cfg: Config, new: dict[str, int], *, progress: Callable[[str], None] 
     """Record `new[split]` more items per suite and split into the recording (retrain.new_items), with the
     live pool and the run's budget; returns the config with the raised `record.items` and the recorder's
     summary. A run stopped by the budget keeps what it recorded (a later run resumes)."""
-    grown = cast(DictConfig, OmegaConf.create(OmegaConf.to_container(document(cfg), resolve=False)))   # a mapping
-    grown.record["items"] = grown_items(cfg, new)
+    items = grown_items(cfg, new)
+    grown = with_values(cfg, {"record.items": items})
     progress(f"record: adding {dict(new)} items per suite and split to {recording_dir(cfg)} "
-             f"(record.items now {dict(grown.record['items'])})")
+             f"(record.items now {dict(items)})")
     try:
         summary = run(grown, progress=progress, **kw)
     except RecordingStopped as e:
         summary = {"root": str(recording_dir(cfg)), "stopped": str(e)}
-    return typed(grown), summary
+    return grown, summary
 
 
 def run(cfg: Config, *, progress: Callable[[str], None] = print, pool_context: Callable[[], Any] | None = None,

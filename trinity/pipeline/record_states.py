@@ -15,11 +15,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
-
-from trinity.config import Config, document, typed
+from trinity.config import Config, typed, with_values
 from trinity.errors import TrinityError
 from trinity.pipeline import record_stage
 from trinity.record import store
@@ -51,9 +49,7 @@ def run(cfg: Config, *, progress: Callable[[str], None] = print, limit_items: in
         items = []
     if typed(cfg).record.prepared is None and len(items) < len(recorded):
         own = Path(typed(cfg).paths.cache) / "record" / root.name / "prepared"
-        doc = OmegaConf.create(OmegaConf.to_container(document(cfg), resolve=True))
-        doc.record.prepared = str(own)
-        cfg = record_stage.with_own_items(typed(cast(DictConfig, doc)), progress)
+        cfg = record_stage.with_own_items(with_values(cfg, {"record.prepared": str(own)}, resolved=True), progress)
         items = by_suite_items(cfg, suites)
     found = {it.uid for it in items}
     missing = [uid for uid in recorded if uid not in found]

@@ -21,12 +21,11 @@ import json
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
-from omegaconf import OmegaConf
 
-from trinity.config import Config, document, typed
+from trinity.config import Config, as_written, typed
 from trinity.coordinator.saved import CoordinatorMismatchError, coordinator_file, load_saved
 from trinity.models.gate import GateDecision, GateRule, decide
 from trinity.models.meta import differences, run_meta
@@ -83,7 +82,7 @@ UNHASHED_SECTIONS = ("paths", "runner", "schedule", "serve", "retrain")
 
 def config_sha256(cfg: Config) -> str:
     """The hash a registered version records of the config that trained it (where and how it ran left out)."""
-    data = cast("dict[str, Any]", OmegaConf.to_container(document(cfg), resolve=True))   # a mapping gives a dict
+    data = as_written(typed(cfg))
     data = {k: v for k, v in data.items() if k not in UNHASHED_SECTIONS}
     return sha256_text(json.dumps(data, sort_keys=True, default=str))
 

@@ -15,9 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from omegaconf import OmegaConf
-
-from trinity.config import Config
+from trinity.config import Config, mapping_yaml
 from trinity.config_schema import TrinityConfig
 from trinity.pipeline import evolve_stage
 from trinity.pipeline.population import Submit
@@ -87,4 +85,4 @@ def publish_variant(run_out: Path, dest: Path, overrides: dict[str, Any], timing
     for src, renamed in (("evolve.json", "summary.json"), ("evolution.png", None), ("routing.png", None)):
         if (run_out / src).exists():
             shutil.copy2(run_out / src, dest / (renamed or src))
-    (dest / "variant.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(overrides)))
+    (dest / "variant.yaml").write_text(mapping_yaml(overrides))
