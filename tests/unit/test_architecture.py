@@ -319,3 +319,68 @@ def test_serving_imports_no_pipeline_module():
     serving = {m: GRAPH[m] for m in MODULES if part_of(m) == "serve"}
     stage_code = sorted(f"{m} -> {t}" for m, targets in serving.items() for t in targets if part_of(t) == "pipeline")
     assert not stage_code, "serving imports pipeline modules:\n" + "\n".join(stage_code)
+
+
+# Typed once, at the edge: the composed document (OmegaConf's DictConfig) is the config floor's own business.
+# Everything above it reads the typed config; what must see the config exactly as written (a run's key, a
+# recording's manifest) asks trinity.config (as_written), never the document.
+DOCUMENT_FLOOR = ("config_schema", "config")
+_DOCUMENT_NAMES = re.compile(r"\b(DictConfig|ListConfig|OmegaConf|omegaconf)\b")
+
+
+def document_uses(text: str) -> list[str]:
+    """Lines that name OmegaConf or its nodes, and reads of a typed config's `composed` document."""
+    hits = [line.strip() for line in text.splitlines() if _DOCUMENT_NAMES.search(line)]
+    hits += [ast.unparse(node) for node in ast.walk(ast.parse(text))
+             if isinstance(node, ast.Attribute) and node.attr == "composed"]
+    return hits
+
+
+def test_the_document_finder_finds_each_kind_of_use():
+    assert document_uses("from omegaconf import DictConfig\nx = 1") == ["from omegaconf import DictConfig"]
+    assert document_uses("y = cfg.composed.pool") == ["cfg.composed"]
+    assert document_uses("z = cfg.pool.models") == []
+
+
+def test_the_composed_document_stays_in_the_config_floor():
+    paths = [path for module, path in MODULES.items() if part_of(module) not in DOCUMENT_FLOOR]
+    paths += sorted((ROOT / "flows").glob("*.py"))
+    found = {str(path.relative_to(ROOT)): hits for path in paths if (hits := document_uses(path.read_text()))}
+    assert not found, ("OmegaConf or a typed config's composed document outside the config floor (type the config "
+                       f"once at the edge and hand down typed sections; trinity.config.as_written for the config "
+                       f"as written): {found}")
+
+
+# Below the assembly floor a part is handed its typed section and never types a config itself.
+_TYPING_CALLS = ("typed", "conform", "group", "setting")
+_CONFIG_MODULES = ("trinity.config", "trinity.config_schema")
+
+
+def typing_uses(text: str) -> list[str]:
+    """Imports of the config floor's typing functions, and calls of them through the imported module."""
+    tree = ast.parse(text)
+    aliases = {a.asname or a.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+               and node.module == "trinity" for a in node.names if a.name in ("config", "config_schema")}
+    aliases |= {a.asname or a.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+                for a in node.names if a.name in _CONFIG_MODULES}
+    hits = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module in _CONFIG_MODULES:
+            hits += [f"import {a.name}" for a in node.names if a.name in _TYPING_CALLS]
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _TYPING_CALLS
+              and ast.unparse(node.func.value) in aliases):
+            hits.append(ast.unparse(node))
+    return hits
+
+
+def test_the_typing_finder_finds_imports_and_calls_through_the_module():
+    text = ("from trinity.config import typed, load\nfrom trinity import config as c\nx = c.conform(doc)\n"
+            "y = m.group(1)\nfrom trinity.config_schema import section")
+    assert typing_uses(text) == ["import typed", "c.conform(doc)"]
+
+
+def test_the_floors_below_the_assembly_never_type_a_config():
+    below = [module for module in MODULES if FLOOR_OF[part_of(module)] < FLOOR_OF["assembly"]
+             and part_of(module) != "config_schema"]
+    found = {str(MODULES[m].relative_to(ROOT)): hits for m in below if (hits := typing_uses(MODULES[m].read_text()))}
+    assert not found, f"a part types a config itself (hand it its typed section instead): {found}"
