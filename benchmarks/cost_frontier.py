@@ -45,14 +45,13 @@ def pool_port(configured: int) -> int:
 
 def compose(args, root: Path, run: Path):
     from trinity import config
-    from trinity.config_schema import group
     from trinity.simulated.references import is_simulated
 
     experiment = f"experiment={args.experiment}"
     base = config.compose([experiment])
     weights = ",".join(f"{w:g}" for w in args.weights)
     # the simulated pool is one server of this script's; the local pool's servers keep their own ports
-    port = [f"pool.port={pool_port(int(base.pool.port))}"] if is_simulated(group(base, "pool")) else []
+    port = [f"pool.port={pool_port(int(base.pool.port))}"] if is_simulated(config.typed(base).pool) else []
     cfg = config.compose([
         experiment, f"evolve.generations={generations(args)}", f"seed={args.seed}",
         f"evolve.cost_weights=[{weights}]", f"paths.prepared={root / 'prepared'}", f"paths.states={root / 'states'}",
@@ -76,11 +75,11 @@ def generations(args) -> int:
 
 
 def pool_label(cfg) -> str:
-    from trinity.config_schema import group
+    from trinity import config
     from trinity.simulated.references import is_simulated, label
 
-    if is_simulated(group(cfg, "pool")):
-        return label(group(cfg, "pool"))
+    if is_simulated(config.typed(cfg).pool):
+        return label(config.typed(cfg).pool)
     return f"local pool '{cfg.pool.get('name', '?')}' ({', '.join(cfg.pool.models)})"
 
 

@@ -101,15 +101,15 @@ def realised_bound(cfg, test) -> float | None:
     """The hindsight bound on this run's own outcome table: the share of test items on which some
     model's Worker answer at some turn is right (oracle.realised_hindsight); None on a real pool. The
     test episodes are repeat 0 (RolloutContext.run_router, one repeat)."""
-    from trinity.config_schema import group
+    from trinity import config
     from trinity.episodes.protocol import sample_index_for
     from trinity.simulated.oracle import realised_hindsight
     from trinity.simulated.profile import parse_profile
     from trinity.simulated.references import is_simulated
 
-    if not is_simulated(group(cfg, "pool")) or not test:
+    if not is_simulated(config.typed(cfg).pool) or not test:
         return None
-    pool = group(cfg, "pool")
+    pool = config.typed(cfg).pool
     models, k, seed = parse_profile(pool), int(cfg.protocol.max_turns), int(pool.outcome_seed or 0)
     return float(np.mean([realised_hindsight(models, it.uid, it.suite,
                                              [sample_index_for(it.uid, 0, t) for t in range(k)], seed)
@@ -344,7 +344,6 @@ def main() -> None:
 
     from trinity import config
     from trinity.assembly.local_pool import LocalPool
-    from trinity.config_schema import group
     from trinity.pipeline import items as item_sel
     from trinity.pipeline.rollouts import RolloutContext
     from trinity.simulated.references import label, references
@@ -367,7 +366,7 @@ def main() -> None:
     test = item_sel.load_split(base, list(base.tasks.train), "test")
     weights = {s: sum(1 for it in test if it.suite == s) for s in base.tasks.train}
     refs = references(config.typed(base).pool, list(base.tasks.train), max_turns=int(base.protocol.max_turns),
-                      roles=group(base, "coordinator").roles, weights=weights)
+                      roles=config.typed(base).coordinator.roles, weights=weights)
     results: dict[str, list[dict]] = {}
     started = time.perf_counter()
     with LocalPool(config.typed(base).pool, progress=lambda *_: None):
@@ -388,7 +387,7 @@ def main() -> None:
     chosen_lines, chosen = selection(results, "coordinator.features.normalize and evolve.sigma0") \
         if args.compare == "normalize" else ([], None)
     budget = int(np.mean([r["episodes"] for runs in results.values() for r in runs]))
-    title = f"{label(group(base, 'pool'))}: {args.compare} at equal budget ({budget} training episodes)"
+    title = f"{label(config.typed(base).pool)}: {args.compare} at equal budget ({budget} training episodes)"
     md = [f"# {title}", "", f"`python benchmarks/routing_benchmark.py --compare {args.compare} --seeds "
           f"{' '.join(map(str, args.seeds))}" + (f" --generations {args.generations}" if args.generations else "")
           + "`", "", f"Test items: {len(test)} ({', '.join(f'{s} {n}' for s, n in weights.items())}); each "
@@ -406,7 +405,7 @@ def main() -> None:
     raw = {name: [{k: r[k] for k in kept} for r in runs] for name, runs in results.items()}
     (out / f"{args.compare}_items.json").write_text(json.dumps(raw, indent=0))
     plot(results, refs, out / f"{args.compare}.png", title)
-    print(json.dumps({"benchmark": "routing_benchmark", "pool": label(group(base, 'pool')), "compare": args.compare,
+    print(json.dumps({"benchmark": "routing_benchmark", "pool": label(config.typed(base).pool), "compare": args.compare,
                       "seeds": args.seeds, "training_episodes_per_run": budget,
                       "oracle": refs["pooled"]["oracle"] if refs else None,
                       "hindsight": refs["pooled"]["hindsight"] if refs else None, "chosen": chosen,

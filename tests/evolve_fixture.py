@@ -18,14 +18,15 @@ agent rows alone (3 x d), exactly as before on-policy methods had their own inte
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from omegaconf import DictConfig, OmegaConf
 
+from trinity.config_schema import TrinityConfig
 from trinity.contracts import ROLES
 from trinity.coordinator.head import Decision, RoutingHead
 from trinity.episodes.trace import EpisodeId, Trace, Turn
@@ -38,17 +39,21 @@ AGENTS = ("alpha", "beta", "gamma")
 
 def toy_cfg(*, strategy: str = "sep_cma", generations: int = 6, popsize: int | None = 6, every: int | None = 2,
             patience: int | None = None, sigma0: float = 0.5, episodes: int = 8, seed: int = 3,
-            tmp: Path | None = None, learning_rate: float = 0.05) -> DictConfig:
-    """`learning_rate` goes to an on-policy method (`evolve.<strategy>.learning_rate`): the code default
-    is sized for the real head, far too slow for a few toy generations."""
+            tmp: Path | None = None, learning_rate: float = 0.05, **values: Any) -> TrinityConfig:
+    """The toy problem's typed config: local_small's with the toy's pool, suite, evolve and paths sections (the
+    rest at the schema's defaults); `values`: more dotted keys ("evolve.validation.select": "max"). `learning_rate`
+    goes to an on-policy method (`evolve.<strategy>.learning_rate`): the code default is sized for the real
+    head, far too slow for a few toy generations."""
+    from trinity import config
+
     paths = {"metrics": str(tmp / "metrics"), "reports": str(tmp / "reports")} if tmp else {}
     own = {strategy: {"learning_rate": learning_rate}} if STRATEGIES[strategy].kind == "on_policy" else {}
-    return OmegaConf.create({
+    return config.with_values(_local_small(), {
         "seed": seed,
         "paths": paths,
-        "protocol": {"max_turns": 3},
+        "protocol.max_turns": 3,
         "pool": {"models": {a: {} for a in AGENTS}},
-        "coordinator": {"head": "linear"},
+        "coordinator": {},
         "tasks": {"train": ["toy"]},
         "evolve": {
             "strategy": strategy, "sigma0": sigma0, "popsize": popsize, "generations": generations,
@@ -57,15 +62,23 @@ def toy_cfg(*, strategy: str = "sep_cma", generations: int = 6, popsize: int | N
             "validation": {"every": every, "n_items": 16}, "early_stop_patience": patience, "resume": True,
             "budget": {"max_cost_usd": None, "max_tokens": None, "max_calls": None}, **own,
         },
+        **values,
     })
 
 
+@functools.cache
+def _local_small() -> TrinityConfig:
+    from trinity import config
+
+    return config.load(None, ["experiment=local_small"])   # the protocol's prompts, which the schema leaves empty
+
+
 class ToyProblem:
-    def __init__(self, cfg: DictConfig, *, n_features: int = 6, n_items: int = 64, sleep: float = 0.0,
+    def __init__(self, cfg: TrinityConfig, *, n_features: int = 6, n_items: int = 64, sleep: float = 0.0,
                  marker_dir: Path | None = None) -> None:
         self.seed = int(cfg.seed)
         self.episodes = int(cfg.evolve.episodes_per_candidate)
-        self.val_items = int(cfg.evolve.validation["n_items"])
+        self.val_items = int(cfg.evolve.validation.n_items)
         self.sleep, self.marker_dir = sleep, marker_dir
         r = rng(self.seed, "toy-problem")
         self.features = r.standard_normal((n_items, n_features))
@@ -168,7 +181,7 @@ def evaluation(problem: ToyProblem, *, evaluate_population: Any = None, evaluate
                       save_coordinator=save_coordinator, **{"describe_mean": problem.describe_mean, **kw})
 
 
-def run(out_dir: Path, cfg: DictConfig, *, sleep: float = 0.0, marker_dir: Path | None = None,
+def run(out_dir: Path, cfg: TrinityConfig, *, sleep: float = 0.0, marker_dir: Path | None = None,
         evaluate_population: Any = None, evaluate_mean: Any = None, train_reward: Any = None,
         x0: np.ndarray | None = None, sigma0: float | None = None, **kw: Any):
     """The toy problem's evolution through run_evolution_from_config; `x0`, `sigma0`: a warm start."""

@@ -179,8 +179,8 @@ CONFIG_FLOOR = ("config_schema", "config", "config_reference")
 # A config value read with a default of the reader's own, in any of four shapes:
 #   OmegaConf.select(cfg, "k", default=...)         cfg.<group>.get("k", default)
 #   OmegaConf.select(cfg, "k") or <fallback>         cfg.<group>.get("k") or <literal>
-# where the config is a name `cfg`, `mcfg` or `<something>_cfg`. Outside the config floor such reads use
-# `group(cfg, name)`, `section` or `setting`, so each default lives once, in the schema. (`or name`, a
+# where the config is a name `cfg`, `mcfg` or `<something>_cfg`. Outside the config floor such reads use the
+# typed config's attributes (or `section` for a node), so each default lives once, in the schema. (`or name`, a
 # fallback computed from another value, is not a default.)
 _CONFIG_NAMES = re.compile(r"^(m?cfg|[a-z_]+_cfg)$")
 
@@ -228,7 +228,7 @@ def test_config_defaults_live_only_in_the_schema():
     paths += sorted((ROOT / "flows").glob("*.py"))
     found = {str(path.relative_to(ROOT)): hits for path in paths if (hits := own_defaults(path.read_text()))}
     assert not found, ("config read with a default of its own outside the config floor (use "
-                       f"trinity.config_schema.group(cfg, name), section(...) or setting(...)): {found}")
+                       f"the typed config's attributes, or trinity.config_schema.section(...) for a node): {found}")
 
 
 # The floors below the pipeline see sections, never the whole config: only the pipeline (and the app and the
@@ -283,10 +283,9 @@ def test_the_default_finder_finds_both_shapes():
 
 
 # One config reader where a whole config is read (the stages, the assembly floor, serving, the flows): the typed
-# config's attributes. `group()` and `setting()` remain only where a partial config is read (the toy problems of
-# the evolution tests, a grader's settings), `OmegaConf.select` nowhere.
+# config's attributes; no `group()` or `setting()` (trinity.config_schema has none any more), `OmegaConf.select`
+# nowhere.
 TYPED_READERS = ("pipeline", "assembly", "serve")
-PARTIAL_CONFIG_READERS = {"trinity/pipeline/evolution_inputs.py", "trinity/pipeline/suites.py"}
 
 
 def config_reader_calls(text: str) -> list[str]:
@@ -300,8 +299,7 @@ def config_reader_calls(text: str) -> list[str]:
 def test_the_stages_flows_and_serving_read_the_typed_config():
     paths = [path for module, path in MODULES.items() if part_of(module) in TYPED_READERS]
     paths += sorted((ROOT / "flows").glob("*.py"))
-    found = {rel: hits for path in paths if (rel := str(path.relative_to(ROOT))) not in PARTIAL_CONFIG_READERS
-             and (hits := config_reader_calls(path.read_text()))}
+    found = {str(path.relative_to(ROOT)): hits for path in paths if (hits := config_reader_calls(path.read_text()))}
     assert not found, ("a whole config read through group()/setting()/OmegaConf.select; read the typed config's "
                        f"attributes (trinity.config.typed(cfg) at the part's entry): {found}")
 

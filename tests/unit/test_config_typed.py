@@ -73,18 +73,22 @@ def test_a_typed_config_without_a_document_says_so():
         config.to_yaml(TrinityConfig())
 
 
-def test_the_partial_config_readers_read_a_typed_config_as_written():
-    """group() and setting() serve partial documents and typed configs alike: on a typed config they read its
-    values, never the schema's defaults (the evolution loop's max_turns once came back as the default 5)."""
-    from trinity.config_schema import group, setting
+def test_the_evolution_reads_the_typed_config_as_written():
+    """The evolution's settings come from the typed config's values, never the schema's defaults (the
+    evolution loop's max_turns once came back as the default 5)."""
     from trinity.pipeline.evolution_inputs import evolution_settings
 
     cfg = config.load(None, [*OVERRIDES, "protocol.max_turns=2", "coordinator.routing=argmax"])
     assert TrinityConfig().protocol.max_turns != 2
-    assert setting(cfg, "protocol.max_turns") == 2 and setting(cfg, "seed") == 11
-    assert setting(cfg, "coordinator.routing").value == "argmax"
-    assert group(cfg, "evolve") == cfg.evolve
     settings = evolution_settings(cfg)
-    composed = config.compose([*OVERRIDES, "protocol.max_turns=2", "coordinator.routing=argmax"])
-    assert settings == evolution_settings(composed)
-    assert (settings.max_turns, settings.routing) == (2, "argmax")
+    assert (settings.max_turns, settings.routing, settings.evolve) == (2, "argmax", cfg.evolve)
+
+
+def test_the_pool_section_knows_which_keys_its_config_wrote():
+    cfg = config.load(None, ["pool=local"])
+    model = next(iter(cfg.pool.models.values()))
+    assert "n_threads" in model.written and "simulated" not in model.written   # a local server, no profile
+    assert "models" in cfg.pool.written and "replay" not in cfg.pool.written
+    simulated = config.load(None, ["pool=simulated"])
+    assert all("n_threads" not in m.written for m in simulated.pool.models.values())
+    assert TrinityConfig().pool.written == ()

@@ -8,8 +8,8 @@ import numpy as np
 import polars as pl
 import pytest
 from evolve_fixture import run, toy_cfg
-from omegaconf import OmegaConf
 
+from trinity.config import with_values
 from trinity.errors import TrinityError
 from trinity.evolve.checkpoint import MAGIC, load_checkpoint, save_checkpoint
 from trinity.evolve.errors import CheckpointError
@@ -49,14 +49,9 @@ def test_fingerprint_covers_the_run_but_not_budget_or_resume():
     fp = config_fingerprint(cfg, 18)
     assert config_fingerprint(cfg, 19) != fp
     for key, value in [("evolve.sigma0", 0.1), ("protocol.max_turns", 4), ("seed", 9), ("tasks.train", ["x"]),
-                       ("pool.models.alpha", {"price": 1}), ("coordinator.head", "svf")]:
-        changed = cfg.copy()
-        OmegaConf.update(changed, key, value, merge=False)
-        assert config_fingerprint(changed, 18) != fp, key
-    same = cfg.copy()
-    OmegaConf.update(same, "evolve.budget.max_calls", 10)
-    OmegaConf.update(same, "evolve.resume", False)
-    OmegaConf.update(same, "paths.metrics", "elsewhere")
+                       ("pool.models.alpha", {"price_in_per_mtok": 1}), ("coordinator.routing", "argmax")]:
+        assert config_fingerprint(with_values(cfg, {key: value}), 18) != fp, key
+    same = with_values(cfg, {"evolve.budget.max_calls": 10, "evolve.resume": False, "paths.metrics": "elsewhere"})
     assert config_fingerprint(same, 18) == fp
 
 
@@ -72,8 +67,7 @@ def test_run_checkpoint_mismatch_corruption_and_fresh(tmp_path):
     fresh = run(out, toy_cfg(generations=2, sigma0=0.1, tmp=tmp_path), fresh=True)
     assert not fresh.resumed and fresh.generations_completed == 2
 
-    cfg = toy_cfg(generations=2, tmp=tmp_path)
-    cfg.evolve.resume = False
+    cfg = toy_cfg(generations=2, tmp=tmp_path, **{"evolve.resume": False})
     assert not run(out, cfg).resumed
 
     ck = out / "checkpoint.pkl"

@@ -137,8 +137,7 @@ def test_a_run_that_never_beats_x0_keeps_x0_and_says_so(tmp_path, caplog):
 
 
 def test_both_validation_modes_and_selection_by_the_configured_routing(tmp_path):
-    cfg = toy_cfg(generations=4, every=1, tmp=tmp_path)
-    cfg.coordinator.routing = "argmax"
+    cfg = toy_cfg(generations=4, every=1, tmp=tmp_path, **{"coordinator.routing": "argmax"})
     result = run(tmp_path / "run", cfg)
     gens = _read(tmp_path / "run", "generations")
     assert gens.schema == GENERATIONS_SCHEMA
@@ -154,9 +153,8 @@ def test_both_validation_modes_and_selection_by_the_configured_routing(tmp_path)
     validation = _read(tmp_path / "run", "episodes").filter(pl.col("phase") == "validation")
     assert sorted(validation["routing"].unique().to_list()) == ["argmax", "sample"]
 
-    cfg.coordinator.routing = "greedy"
     with pytest.raises(ConfigError, match="coordinator.routing"):
-        run(tmp_path / "bad", cfg)
+        run(tmp_path / "bad", toy_cfg(generations=4, every=1, tmp=tmp_path, **{"coordinator.routing": "greedy"}))
 
 
 # ---------------------------------------------------------------------- per-generation diagnostics

@@ -181,9 +181,8 @@ def test_throughput_lookup_from_the_pool_config():
 # --- through the evolution loop ------------------------------------------------------------------------
 
 def _with_throughput(cfg, rates):
-    for name, (decode, prefill) in rates.items():
-        cfg.pool.models[name] = {"throughput": {"decode_tok_s": decode, "prefill_tok_s": prefill}}
-    return cfg
+    return config.with_values(cfg, {f"pool.models.{name}": {"throughput": {"decode_tok_s": d, "prefill_tok_s": p}}
+                                    for name, (d, p) in rates.items()})
 
 
 def test_generation_rows_progress_and_metrics_report_the_floor(tmp_path, caplog):

@@ -73,10 +73,10 @@ def test_outputs_tables_metrics_plot_and_progress(tmp_path, caplog):
 
 
 def test_composed_config_runs(tmp_path):
-    from trinity.config import compose
+    from trinity.config import load
 
-    cfg = compose(["experiment=local_live", "evolve.generations=2", "evolve.sigma0=0.5", f"paths.metrics={tmp_path}/m",
-                   f"paths.reports={tmp_path}/r"])
+    cfg = load(None, ["experiment=local_live", "evolve.generations=2", "evolve.sigma0=0.5",
+                      f"paths.metrics={tmp_path}/m", f"paths.reports={tmp_path}/r"])
     problem = ToyProblem(toy_cfg())
     result = run_evolution_from_config(cfg, n_params=problem.n_params, out_dir=tmp_path / "run",
                                        evaluation=evaluation(problem, describe_mean=None))
@@ -207,8 +207,7 @@ def test_l2_weight_keeps_the_mean_near_x0_unless_reward_pays_for_moving(tmp_path
     mean far closer to x0 = 0 than no penalty does on the same seed, and 0 changes nothing."""
     finals = {}
     for weight in (0.0, 50.0):
-        cfg = toy_cfg(generations=12, every=6, tmp=tmp_path / str(weight))
-        cfg.evolve.fitness.l2_weight = weight
+        cfg = toy_cfg(generations=12, every=6, tmp=tmp_path / str(weight), **{"evolve.fitness.l2_weight": weight})
         problem = ToyProblem(cfg)
         result = run_evolution_from_config(cfg, n_params=problem.n_params, out_dir=tmp_path / f"run-{weight}",
                                            evaluation=evaluation(problem, describe_mean=None))

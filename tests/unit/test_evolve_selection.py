@@ -108,8 +108,7 @@ def test_the_loop_saves_the_mean_the_rule_keeps(tmp_path, rule, kept):
     """Validations after generations 1 and 3: generation 1 gains 0.3 on every item (beyond any noise),
     generation 3 gains a further 0.02 with noisy items. `max` keeps 3; both noise-aware rules keep 1, and the
     saved coordinator is generation 1's mean, with the rule named in its metadata and the metrics."""
-    cfg = toy_cfg(generations=4, every=2, tmp=tmp_path)
-    cfg.evolve.validation.select = rule
+    cfg = toy_cfg(generations=4, every=2, tmp=tmp_path, **{"evolve.validation.select": rule})
     rng = np.random.default_rng(0)
     n = len(ToyProblem(cfg).valid_items)
     g1 = np.full(n, 0.6)

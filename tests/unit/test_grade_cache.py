@@ -128,8 +128,7 @@ def test_pipeline_grader_regrades_what_the_suite_calls_not_repeatable(monkeypatc
     """make_grader's memo keeps repeatable grades only: a timed-out program is graded again next time."""
     import asyncio
 
-    from omegaconf import OmegaConf
-
+    from trinity.config import load
     from trinity.pipeline.rollouts import make_grader
     from trinity.tasks.base import Grade
     from trinity.tasks.types import TaskItem
@@ -142,7 +141,7 @@ def test_pipeline_grader_regrades_what_the_suite_calls_not_repeatable(monkeypatc
             return Grade(0.0, reply, "timed out", repeatable=reply == "fixed")
 
     monkeypatch.setattr("trinity.tasks.registry.get_suite", lambda name, cfg: Flaky())
-    grade = make_grader(OmegaConf.create({}))
+    grade = make_grader(load())
     item = TaskItem(suite="toy", item_id="1", prompt="p", reference="r")
 
     async def twice(reply):

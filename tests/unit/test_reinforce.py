@@ -156,9 +156,8 @@ class ScriptedOnPolicy:
 
 
 def _loop_cfg(tmp, generations: int):
-    cfg = toy_cfg(strategy="reinforce", generations=generations, popsize=3, every=2, episodes=6, tmp=tmp)
-    cfg.evolve.reinforce = {"learning_rate": 0.05}
-    return cfg
+    return toy_cfg(strategy="reinforce", generations=generations, popsize=3, every=2, episodes=6, tmp=tmp,
+                   **{"evolve.reinforce": {"learning_rate": 0.05}})
 
 
 def test_loop_runs_reinforce_on_recorded_decisions_and_resumes_identically(tmp_path):

@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from config_support import typed_config
-from omegaconf import OmegaConf
 
 from trinity.config import with_values
-from trinity.config_schema import group
+from trinity.config_schema import section
+from trinity.config_schema.root import Retrain
 from trinity.coordinator.saved import CoordinatorMismatchError, load_saved, save_params
 from trinity.episodes.trace import EpisodeId, Trace
 from trinity.errors import ConfigError
@@ -42,12 +42,12 @@ def test_paired_test_rule_promotes_only_a_significant_win():
 
 
 def test_rule_comes_from_config_and_bad_values_name_the_key():
-    cfg = OmegaConf.create({"retrain": {"promote_rule": "always", "alpha": 0.01, "min_items": 5}})
-    assert GateRule.from_config(group(cfg, "retrain")) == GateRule("always", 0.01, 5)
-    assert GateRule.from_config(group(OmegaConf.create({}), "retrain")) == GateRule()
+    written = {"promote_rule": "always", "alpha": 0.01, "min_items": 5}
+    assert GateRule.from_config(section(written, Retrain, "retrain")) == GateRule("always", 0.01, 5)
+    assert GateRule.from_config(section(None, Retrain, "retrain")) == GateRule()
     for key, value in (("promote_rule", "sometimes"), ("alpha", 2), ("min_items", 0)):
         with pytest.raises(ConfigError, match=f"retrain.{key}"):
-            GateRule.from_config(group(OmegaConf.create({"retrain": {key: value}}), "retrain"))
+            GateRule.from_config(section({key: value}, Retrain, "retrain"))
 
 
 # ------------------------------------------------------------------------------------------ the step

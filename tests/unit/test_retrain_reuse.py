@@ -5,20 +5,23 @@ says why. First-turn states are copied only for the same prompts, backbone, dtyp
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from config_support import typed_config
 from coordinator_support import tiny_backbone
-from omegaconf import OmegaConf
 
 from trinity import config
 from trinity.assembly.coordinator import coordinator_from_config
+from trinity.config_schema import section
+from trinity.config_schema.tasks import TasksConfig
 from trinity.coordinator.coordinator import Coordinator
 from trinity.pipeline.retrain_stage import data_lines
 from trinity.pipeline.state_files import reuse_state_cache, write_state_cache
-from trinity.pipeline.suites import prepare_from_config
 from trinity.pipeline.workspace import earlier_outputs
 from trinity.tasks import prepare as prepare_module
+from trinity.tasks.base import SuiteSettings
+from trinity.tasks.prepare import prepare_suites
 
 
 def _gsm_rows(n: int) -> list[str]:
@@ -27,10 +30,11 @@ def _gsm_rows(n: int) -> list[str]:
             for i in range(n)]
 
 
-def _cfg(local_file) -> OmegaConf:
-    return OmegaConf.create({"seed": 0, "tasks": {
+def _cfg(local_file) -> SuiteSettings:
+    return SuiteSettings(section({
         "train": ["gsm8k", "humaneval"], "transfer": [], "splits": {"train": 0.6, "validation": 0.2, "test": 0.2},
-        "max_items_per_suite": 40, "local_files": {"gsm8k": str(local_file)}, "suite_options": {}}})
+        "max_items_per_suite": 40, "local_files": {"gsm8k": str(local_file)}, "suite_options": {}},
+        TasksConfig, "tasks"), seed=0)
 
 
 def _bytes(folder) -> dict[str, bytes]:
@@ -42,7 +46,7 @@ def test_prepare_copies_unchanged_suites_and_prepares_a_changed_source_again(tmp
     local.write_text("\n".join(_gsm_rows(30)) + "\n")
     cfg = _cfg(local)
     first: dict = {}
-    prepare_from_config(cfg, tmp_path / "a", changes=first)
+    prepare_suites(cfg, tmp_path / "a", changes=first)
     assert set(first["prepared"]) == {"gsm8k", "humaneval"} and first["reused"] == {}
 
     calls = []
@@ -50,7 +54,7 @@ def test_prepare_copies_unchanged_suites_and_prepares_a_changed_source_again(tmp
     monkeypatch.setattr(prepare_module, "prepare_suite",
                         lambda suite, **kw: calls.append(suite.name) or real(suite, **kw))
     same: dict = {}
-    prepare_from_config(cfg, tmp_path / "b", reuse_from=[tmp_path / "a"], changes=same)
+    prepare_suites(cfg, tmp_path / "b", reuse_from=[tmp_path / "a"], changes=same)
     assert calls == [], "nothing changed: no suite is read or prepared again"
     assert same["reused"] == {"gsm8k": str(tmp_path / "a"), "humaneval": str(tmp_path / "a")}
     assert _bytes(tmp_path / "b") == _bytes(tmp_path / "a")
@@ -58,25 +62,25 @@ def test_prepare_copies_unchanged_suites_and_prepares_a_changed_source_again(tmp
     # new rows in the local file: a new version of gsm8k's data; humaneval is untouched
     local.write_text("\n".join(_gsm_rows(36)) + "\n")
     changed: dict = {}
-    prepare_from_config(cfg, tmp_path / "c", reuse_from=[tmp_path / "b", tmp_path / "a"], changes=changed)
+    prepare_suites(cfg, tmp_path / "c", reuse_from=[tmp_path / "b", tmp_path / "a"], changes=changed)
     assert calls == ["gsm8k"]
     assert list(changed["reused"]) == ["humaneval"]
     assert changed["prepared"]["gsm8k"].startswith("source version local-file:sha256:")
     fresh: dict = {}
-    prepare_from_config(cfg, tmp_path / "d", changes=fresh)   # no reuse at all: the same bytes
+    prepare_suites(cfg, tmp_path / "d", changes=fresh)   # no reuse at all: the same bytes
     assert _bytes(tmp_path / "c") == _bytes(tmp_path / "d")
     assert _bytes(tmp_path / "c")["gsm8k.parquet"] != _bytes(tmp_path / "a")["gsm8k.parquet"]
 
     # another subsample is another key; a damaged earlier file is never copied
     calls.clear()
-    prepare_from_config(OmegaConf.merge(cfg, {"tasks": {"max_items_per_suite": 20}}), tmp_path / "e",
-                   reuse_from=[tmp_path / "d"], changes=(other := {}))
+    smaller = dataclasses.replace(cfg, tasks=dataclasses.replace(cfg.tasks, max_items_per_suite=20))
+    prepare_suites(smaller, tmp_path / "e", reuse_from=[tmp_path / "d"], changes=(other := {}))
     assert sorted(calls) == ["gsm8k", "humaneval"] and other["reused"] == {}
     assert "options, seed, splits or subsample" in other["prepared"]["humaneval"]
     damaged = tmp_path / "d" / "humaneval.parquet"
     damaged.write_bytes(damaged.read_bytes()[:-10] + b"0123456789")
     calls.clear()
-    prepare_from_config(cfg, tmp_path / "f", reuse_from=[tmp_path / "d"], changes=(after := {}))
+    prepare_suites(cfg, tmp_path / "f", reuse_from=[tmp_path / "d"], changes=(after := {}))
     assert calls == ["humaneval"] and "no longer matches" in after["prepared"]["humaneval"]
     assert _bytes(tmp_path / "f") == _bytes(tmp_path / "c")
 

@@ -1,14 +1,18 @@
 """The prepare stage: Parquet per suite, seeded splits, skipped malformed rows, manifest, load_items."""
 
+import dataclasses
 import json
 
 import polars as pl
 import pytest
-from omegaconf import OmegaConf
 
+from trinity.config_schema import section
+from trinity.config_schema.tasks import TasksConfig
 from trinity.errors import TrinityError
 from trinity.pipeline.suites import prepare_from_config
 from trinity.tasks import load_items
+from trinity.tasks.base import SuiteSettings
+from trinity.tasks.prepare import prepare_suites
 
 
 def _cfg(tmp_path, **tasks):
@@ -16,13 +20,13 @@ def _cfg(tmp_path, **tasks):
             "splits": {"train": 0.6, "validation": 0.2, "test": 0.2},
             "max_items_per_suite": None, "local_files": {}, "suite_options": {}}
     base.update(tasks)
-    return OmegaConf.create({"seed": 0, "tasks": base})
+    return SuiteSettings(section(base, TasksConfig, "tasks"), seed=0)
 
 
 def test_prepare_writes_parquet_with_deterministic_splits(tmp_path):
     cfg = _cfg(tmp_path)
-    manifest = prepare_from_config(cfg, tmp_path / "a")
-    again = prepare_from_config(cfg, tmp_path / "b")
+    manifest = prepare_suites(cfg, tmp_path / "a")
+    again = prepare_suites(cfg, tmp_path / "b")
     assert manifest == again
     for suite in ("gsm8k", "humaneval", "aime"):
         a = pl.read_parquet(tmp_path / "a" / f"{suite}.parquet")
@@ -35,14 +39,14 @@ def test_prepare_writes_parquet_with_deterministic_splits(tmp_path):
     assert set(pl.read_parquet(tmp_path / "a" / "aime.parquet")["split"]) == {"test"}   # transfer suite
     assert manifest["suites"]["gsm8k"]["items"] == 1319
     assert json.loads((tmp_path / "a" / "manifest.json").read_text()) == manifest
-    other = prepare_from_config(OmegaConf.merge(cfg, {"seed": 1}), tmp_path / "c")
+    other = prepare_suites(dataclasses.replace(cfg, seed=1), tmp_path / "c")
     assert not pl.read_parquet(tmp_path / "c" / "gsm8k.parquet")["split"].equals(gsm["split"])
     assert other["suites"]["gsm8k"]["items"] == 1319
 
 
 def test_max_items_is_a_stable_subsample(tmp_path):
-    small = prepare_from_config(_cfg(tmp_path, train=["gsm8k"], transfer=[], max_items_per_suite=20), tmp_path / "s")
-    large = prepare_from_config(_cfg(tmp_path, train=["gsm8k"], transfer=[], max_items_per_suite=40), tmp_path / "l")
+    small = prepare_suites(_cfg(tmp_path, train=["gsm8k"], transfer=[], max_items_per_suite=20), tmp_path / "s")
+    large = prepare_suites(_cfg(tmp_path, train=["gsm8k"], transfer=[], max_items_per_suite=40), tmp_path / "l")
     assert small["suites"]["gsm8k"]["items"] == 20 and large["suites"]["gsm8k"]["items"] == 40
     s = pl.read_parquet(tmp_path / "s" / "gsm8k.parquet")
     big = pl.read_parquet(tmp_path / "l" / "gsm8k.parquet")
@@ -61,7 +65,7 @@ def test_malformed_rows_are_counted_and_skipped(tmp_path):
               json.dumps(good[0])]
     path.write_text("\n".join(lines) + "\n")
     cfg = _cfg(tmp_path, train=["gsm8k"], transfer=[], local_files={"gsm8k": str(path)})
-    manifest = prepare_from_config(cfg, tmp_path / "out")
+    manifest = prepare_suites(cfg, tmp_path / "out")
     entry = manifest["suites"]["gsm8k"]
     assert entry["items"] == 8 and entry["skipped"]["malformed"] == 5 and entry["skipped"]["duplicate"] == 1
     assert entry["source"].startswith("local:") and entry["version"].startswith("local-file:sha256:")
@@ -75,7 +79,7 @@ def test_unavailable_online_suite_fails_clearly_before_writing(tmp_path, monkeyp
     import sys
     monkeypatch.setitem(sys.modules, "datasets", None)
     with pytest.raises(TrinityError, match="tasks.local_files.rlpr"):
-        prepare_from_config(_cfg(tmp_path, train=["rlpr"], transfer=[]), tmp_path / "x")
+        prepare_suites(_cfg(tmp_path, train=["rlpr"], transfer=[]), tmp_path / "x")
     assert not (tmp_path / "x").exists()
     with pytest.raises(TrinityError):
         load_items(tmp_path / "x", "rlpr", "train")

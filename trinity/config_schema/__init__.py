@@ -32,7 +32,7 @@ E = TypeVar("E", bound=Enum)
 if TYPE_CHECKING:
     from omegaconf import DictConfig
 
-__all__ = ["Config", "TrinityConfig", "choice", "conform", "group", "section", "setting", "typed"]
+__all__ = ["Config", "TrinityConfig", "choice", "conform", "section", "typed"]
 
 
 def conform(cfg: Any) -> TrinityConfig:
@@ -65,48 +65,6 @@ def section(node: Any, schema: type[T], key: str) -> T:
     typed = _typed(node, schema, key)
     check_tree(typed, key)
     return typed
-
-
-def group(cfg: Any, name: str) -> Any:
-    """The config group `cfg.<name>` (pool, coordinator, evolve, retrain, ...) as its schema dataclass, the
-    schema's defaults filling what the config leaves out (an absent group is all defaults). For readers that
-    may be handed a partial document (a toy problem's, whose other groups would not pass the schema); a typed
-    config's group is its attribute, `cfg.evolve`."""
-    schema = _GROUPS.get(name)
-    if schema is None:
-        raise KeyError(f"no config group {name!r}; groups: {', '.join(sorted(_GROUPS))}")
-    node = cfg.get(name) if isinstance(cfg, Mapping) or hasattr(cfg, "get") else getattr(cfg, name, None)
-    return section(node, schema, name)
-
-
-def setting(cfg: Any, dotted: str) -> Any:
-    """One key, `dotted` ("coordinator.routing"), as written in `cfg` or, when absent, the schema's default;
-    an enum key comes back as its member (ConfigError naming the key for a value outside it). For readers
-    that see part of a config (tests, a toy problem) and need one key without checking its whole group; on a
-    typed config it reads the config's value (every key is there)."""
-    schema: Any = TrinityConfig
-    node = cfg
-    names = dotted.split(".")
-    for depth, name in enumerate(names):
-        hints = get_type_hints(schema)
-        if name not in hints:
-            raise KeyError(f"{dotted!r}: the schema has no key {'.'.join(names[:depth + 1])!r}")
-        if dataclasses.is_dataclass(node):   # a typed config or section: every key is there
-            present, node = True, getattr(node, name)
-        else:
-            present = node is not None and hasattr(node, "get") and name in node
-            node = node.get(name) if present else None
-        if depth < len(names) - 1:
-            schema = hints[name]
-            if not dataclasses.is_dataclass(schema):
-                raise KeyError(f"{dotted!r}: {'.'.join(names[:depth + 1])!r} is not a group")
-            continue
-        default = getattr(schema(), name)
-        if not present:
-            return default
-        if isinstance(default, Enum):
-            return choice(type(default), node, dotted)
-        return node
 
 
 def choice(enum: type[E], value: Any, key: str) -> E:
@@ -341,7 +299,3 @@ def _message(e: Any, prefix: str) -> str:
     full = f"{prefix}.{full}" if prefix and full else (full or prefix or "<root>")
     text = (getattr(e, "msg", None) or str(e)).strip().splitlines()[0]
     return f"config key '{full}': {text}"
-
-
-_GROUPS: dict[str, type] = {f: t for f, t in get_type_hints(TrinityConfig).items()
-                            if isinstance(t, type) and dataclasses.is_dataclass(t)}

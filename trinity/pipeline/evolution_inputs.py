@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from trinity.config import Config, as_written
-from trinity.config_schema import TrinityConfig, group, setting
+from trinity.config_schema import TrinityConfig
 from trinity.evolve.efficiency import pool_throughputs
 from trinity.evolve.evaluators import Evaluation
 from trinity.evolve.loop import EvolutionResult, EvolveSettings, run_evolution
@@ -49,26 +49,21 @@ def config_fingerprint(cfg: Config, n_params: int) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def evolution_settings(cfg: Config) -> EvolveSettings:
-    """Read with group() and setting(), which also serve a partial config (the toy problems of the tests); the
-    throughputs from the document, where a model's `n_threads` is written only for a local server."""
-    return EvolveSettings(group(cfg, "evolve"), routing=setting(cfg, "coordinator.routing").value,
-                          max_turns=int(setting(cfg, "protocol.max_turns")),
-                          throughputs=pool_throughputs(group(cfg, "pool") if _get(cfg, "pool") is not None else None))
+def evolution_settings(cfg: TrinityConfig) -> EvolveSettings:
+    """The evolve section with the routing, the turn limit and the pool's throughputs (a model whose entry writes
+    `n_threads` is a local server sharing this machine's cores)."""
+    return EvolveSettings(cfg.evolve, routing=cfg.coordinator.routing.value, max_turns=cfg.protocol.max_turns,
+                          throughputs=pool_throughputs(cfg.pool))
 
 
-def _get(cfg: Config, name: str) -> Any:
-    return getattr(cfg, name) if isinstance(cfg, TrinityConfig) else cfg.get(name)
-
-
-def run_evolution_from_config(cfg: Config, *, n_params: int, evaluation: Evaluation, out_dir: Path,
+def run_evolution_from_config(cfg: TrinityConfig, *, n_params: int, evaluation: Evaluation, out_dir: Path,
                               metrics_dir: Path | None = None, reports_dir: Path | None = None,
                               **options: Any) -> EvolutionResult:
     """trinity.evolve.loop.run_evolution with its settings, seed, run key and folders read from `cfg` (the run in
     `out_dir`, its metrics and reports in `paths.metrics` and `paths.reports` unless given); the other keywords
     (start, reference_lines, progress, fresh) go through as they are."""
-    paths = group(cfg, "paths")
+    paths = cfg.paths
     folders = RunPaths(Path(out_dir), Path(metrics_dir or paths.metrics), Path(reports_dir or paths.reports))
-    return run_evolution(evolution_settings(cfg), seed=int(setting(cfg, "seed")),
+    return run_evolution(evolution_settings(cfg), seed=cfg.seed,
                          config_key=config_fingerprint(cfg, n_params), n_params=n_params, evaluation=evaluation,
                          paths=folders, **options)

@@ -6,22 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from trinity.config import Config
-from trinity.config_schema import TrinityConfig, group, setting
+from trinity.config import Config, typed
 from trinity.tasks.base import SuiteSettings, TaskSuite
 
 
 def suite_settings(cfg: Config) -> SuiteSettings:
-    """The typed `tasks` section (None when the config has none: every suite on its own defaults), `seed`, and
-    the pool's first model as the judge when tasks.judge_model is null. A partial document (a grader's test
-    names only what it needs) is read key by key."""
-    if isinstance(cfg, TrinityConfig):
-        first = next(iter(cfg.pool.models), None)
-        return SuiteSettings(cfg.tasks, cfg.seed, first)
-    pool = cfg.get("pool")
-    models = list(pool.get("models") or {}) if pool is not None else []
-    tasks = group(cfg, "tasks") if cfg.get("tasks") is not None else None
-    return SuiteSettings(tasks, int(setting(cfg, "seed")), str(models[0]) if models else None)
+    """The typed `tasks` section, `seed`, and the pool's first model as the judge when tasks.judge_model is null."""
+    t = typed(cfg)
+    return SuiteSettings(t.tasks, t.seed, next(iter(t.pool.models), None))
 
 
 def suite_for(cfg: Config, name: str, **overrides: Any) -> TaskSuite:
