@@ -116,8 +116,8 @@ def main() -> None:
     from trinity.coordinator.features.engine import FeatureRequest
 
     layer = "model.layers.{}"
-    cfg = config.compose([f"paths.cache={tempfile.mkdtemp()}", f"coordinator.backbone.device={args.device}",
-                          f"coordinator.backbone.dtype={args.dtype}", *args.overrides])
+    cfg = config.load(None, [f"paths.cache={tempfile.mkdtemp()}", f"coordinator.backbone.device={args.device}",
+                             f"coordinator.backbone.dtype={args.dtype}", *args.overrides])
     # SVF on the 7 projections of the second-to-last layer, as the paper (its embeddings/LM head left out).
     from trinity.coordinator.backbone import load_backbone
 

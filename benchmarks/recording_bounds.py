@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     from trinity import config
     from trinity.pipeline.recorded import describe_recording
 
-    cfg = config.compose(list(args.overrides))
+    cfg = config.load(None, list(args.overrides))
     print(describe_recording(cfg) or "no recording")
     table = rows(cfg)
     models = [k for k in table[0] if k not in {"group", "items", "best fixed policy", "policy", "hindsight"}]

@@ -177,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     from trinity.pipeline.recorded import describe_recording
     from trinity.stats import paired_test, verdict
 
-    cfg = config.compose(list(args.overrides))
+    cfg = config.load(None, list(args.overrides))
     recording = describe_recording(cfg) or "no recording"
     data = load(cfg, compute=args.compute)
     suites, grades, agents = data["suites"], data["grades"], data["agents"]

@@ -41,7 +41,7 @@ from trinity.episodes.protocol import first_turn_transcript
 from trinity.config_schema.protocol import ProtocolConfig
 from trinity.pipeline.items import load_split
 n, out = int(sys.argv[1]), sys.argv[2]
-cfg = config.compose([])
+cfg = config.load()
 coord = coordinator_from_config(cfg)
 protocol = ProtocolConfig.from_config(cfg.protocol)
 items = load_split(cfg, list(cfg.tasks.train), "test")[:n]
@@ -83,7 +83,7 @@ import torch
 from trinity.assembly.coordinator import coordinator_from_config
 from trinity.pipeline.cache_states_stage import by_suite_items, recorded_transcripts
 n = int(sys.argv[1])
-cfg = config.compose([])
+cfg = config.load()
 coord = coordinator_from_config(cfg)
 items = by_suite_items(cfg, list(cfg.tasks.train))
 later = [t for _, t in recorded_transcripts(cfg, items)][:n]

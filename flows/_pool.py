@@ -8,11 +8,11 @@ import contextlib
 from collections.abc import Iterator
 
 from trinity import config
-from trinity.config import Config
+from trinity.config_schema import TrinityConfig
 
 
 @contextlib.contextmanager
-def local_pool(cfg: Config) -> Iterator[None]:
+def local_pool(cfg: TrinityConfig) -> Iterator[None]:
     """Start the local pool's servers if the pool has any (stopped again on exit, failure or Ctrl-C)."""
     from trinity.assembly.local_pool import local_pool as start_local_pool
 

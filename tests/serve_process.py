@@ -71,7 +71,7 @@ def prepare_served(root: Path, *, suites: Sequence[str] = ("mmlu",), items_per_s
     overrides += ["coordinator.backbone.source=hub", f"coordinator.backbone.id={root / 'backbone'}", *extra]
     cfg = config.compose(overrides)
     prepare_from_config(cfg, cfg.paths.prepared)
-    coordinator = coordinator_from_config(cfg)
+    coordinator = coordinator_from_config(config.typed(cfg))
     coordinator.save(root / "coordinator" / "coordinator.safetensors", np.zeros(coordinator.num_params))
     coordinator.service.close()
     prompts = [it.prompt for suite in suites for it in load_items(cfg.paths.prepared, suite)]

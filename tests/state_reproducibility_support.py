@@ -19,7 +19,7 @@ def _items(n: int = 150) -> list[tuple[str, str]]:
 
 
 def _coordinator(tmp_path, name: str) -> Coordinator:
-    cfg = config.compose(["experiment=local_live", f"paths.cache={tmp_path / name}",
-                          "coordinator.features.normalize=none"])
+    cfg = config.load(None, ["experiment=local_live", f"paths.cache={tmp_path / name}",
+                             "coordinator.features.normalize=none"])
     return coordinator_from_config(cfg, backbone=tiny_backbone())
 

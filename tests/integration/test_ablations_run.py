@@ -109,7 +109,7 @@ def test_ablate_stage_end_to_end_and_resume(scripted):  # noqa: F811
         assert row["final_validation_reward"] == gens["validation_reward"].drop_nulls()[-1]
         assert row["generations_completed"] == 2 and row["episodes"] >= 2 * 4 * 2
         loaded, params = load_coordinator(folder / "coordinator.safetensors",
-                                          config.apply_overrides(cfg, overrides, where=f"variant {name}"))
+                                          config.typed(config.apply_overrides(cfg, overrides, where=f"variant {name}")))
         assert params.size == loaded.num_params
     assert metrics["variants"]["reinforce"]["strategy"] == "reinforce"
     reinforce = pl.read_parquet(root / "reinforce" / "generations.parquet")
@@ -120,9 +120,9 @@ def test_ablate_stage_end_to_end_and_resume(scripted):  # noqa: F811
     episodes = pl.read_parquet(root / "no_roles" / "episodes.parquet")
     assert set(episodes["roles"].explode().drop_nulls()) == {"worker"}
     with pytest.raises(CoordinatorMismatchError, match="roles"):
-        load_coordinator(root / "no_roles" / "coordinator.safetensors", cfg)
+        load_coordinator(root / "no_roles" / "coordinator.safetensors", config.typed(cfg))
     with pytest.raises(CoordinatorMismatchError, match="token_position"):
-        load_coordinator(root / "last_token" / "coordinator.safetensors", cfg)
+        load_coordinator(root / "last_token" / "coordinator.safetensors", config.typed(cfg))
     svf_meta = json.loads((root / "svf" / "coordinator.json").read_text())
     assert len(svf_meta["svf_matrices"]) == 7 and svf_meta["num_params"] > (3 + 3) * 32
 

@@ -61,7 +61,7 @@ def test_sigterm_to_trinity_serve_stops_the_pool_servers_it_started(tmp_path, mo
     busy = [m.port for m in cfg.pool.models.values() if port_in_use("127.0.0.1", int(m.port))]
     assert not busy, f"ports {busy} were free a moment ago"
     ports = free_ports(1)
-    coord = coordinator_from_config(cfg)
+    coord = coordinator_from_config(config.typed(cfg))
     coord.save(tmp_path / "coord" / "coordinator.safetensors", np.zeros(coord.num_params))
     env = {**os.environ, "TRINITY_SERVE_TOKEN": ""}
     env.pop("TRINITY_SERVE_TOKEN")

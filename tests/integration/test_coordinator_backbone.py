@@ -37,7 +37,7 @@ def coord(tmp_path_factory):
         "coordinator.svf.enabled=true",
         f"coordinator.svf.matrices=[{LAYER}.self_attn.*_proj,{LAYER}.mlp.*_proj,lm_head]",
     ])
-    return coordinator_from_config(cfg)
+    return coordinator_from_config(config.typed(cfg))
 
 
 def test_real_backbone_shapes_and_parameter_count(coord):

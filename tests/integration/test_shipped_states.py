@@ -12,6 +12,7 @@ import pytest
 from omegaconf import OmegaConf
 from recording_support import make_recording
 
+from trinity import config
 from trinity.files import sha256_file
 
 pytestmark = pytest.mark.integration   # real processes and services: make test, not test-fast
@@ -104,7 +105,7 @@ def test_another_coordinator_setup_or_other_transcripts_are_computed(recording, 
     cache_states_stage.run(other, changes=changes)
     assert changes["shipped"] == 0 and changes["item_groups"] == 7
     # the same identity but another set of transcripts for an item (another protocol, a grown tree): no match
-    coord = coordinator_from_config(cfg)
+    coord = coordinator_from_config(config.typed(cfg))
     shipped = ShippedStates(cfg.pool.replay.recording, coord)
     items = cache_states_stage.by_suite_items(cfg, ["gsm8k"])
     texts = cache_states_stage.recorded_item_texts(cfg, items)

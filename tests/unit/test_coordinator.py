@@ -43,9 +43,9 @@ def engine(svf_patterns=(), **kwargs) -> FeatureEngine:
 @pytest.fixture(scope="module")
 def tiny_cfg(tmp_path_factory):
     # raw features: these tests exercise the feature path on a random tiny backbone with no cached states
-    return config.compose(["experiment=local_live", f"paths.cache={tmp_path_factory.mktemp('cache')}",
-                           "coordinator.features.normalize=none",
-                           "coordinator.roles=[worker,thinker,verifier]"])
+    return config.load(None, ["experiment=local_live", f"paths.cache={tmp_path_factory.mktemp('cache')}",
+                              "coordinator.features.normalize=none",
+                              "coordinator.roles=[worker,thinker,verifier]"])
 
 
 # ---------------------------------------------------------------------- head and layout
@@ -262,14 +262,14 @@ def test_save_and_load_round_trip_and_refuse_mismatches(tiny_cfg, tmp_path):
     path = coord.save(tmp_path / "coordinator.safetensors", params, {"generation": 3})
     meta = (tmp_path / "coordinator.json").read_text()
     assert '"pool_models"' in meta and '"generation": 3' in meta
-    tiny_id_cfg = config.compose(["experiment=local_live", f"paths.cache={tmp_path}",
-                                  "coordinator.backbone.id=tiny-llama", "coordinator.features.normalize=none"])
+    tiny_id_cfg = config.load(None, ["experiment=local_live", f"paths.cache={tmp_path}",
+                                     "coordinator.backbone.id=tiny-llama", "coordinator.features.normalize=none"])
     loaded, loaded_params = load_coordinator(path, tiny_id_cfg, backbone=tiny_backbone())
     assert np.array_equal(loaded_params, params)
 
-    other_pool = config.compose(["experiment=local_live", f"paths.cache={tmp_path}",
-                                 "coordinator.backbone.id=tiny-llama", "coordinator.features.normalize=none",
-                                 "~pool.models.smollm2-135m"])
+    other_pool = config.load(None, ["experiment=local_live", f"paths.cache={tmp_path}",
+                                    "coordinator.backbone.id=tiny-llama", "coordinator.features.normalize=none",
+                                    "~pool.models.smollm2-135m"])
     with pytest.raises(CoordinatorMismatchError, match="pool_models"):
         load_coordinator(path, other_pool, backbone=tiny_backbone())
     with pytest.raises(CoordinatorMismatchError, match="backbone_id"):
@@ -334,7 +334,7 @@ def test_allowed_roles_are_checked():
 
 def test_roles_are_saved_and_checked_on_load(tmp_path):
     base = [f"paths.cache={tmp_path}", "coordinator.backbone.id=tiny-llama", "coordinator.features.normalize=none"]
-    no_thinker = config.compose(base + ["coordinator.roles=[worker,verifier]"])
+    no_thinker = config.load(None, base + ["coordinator.roles=[worker,verifier]"])
     coord = coordinator_from_config(no_thinker, backbone=tiny_backbone())
     assert coord.roles == ("worker", "verifier") and coord.num_params == (3 + 3) * coord.hidden_size  # same layout
     params = np.random.default_rng(0).normal(size=coord.num_params)
@@ -343,7 +343,7 @@ def test_roles_are_saved_and_checked_on_load(tmp_path):
     loaded, _ = load_coordinator(path, no_thinker, backbone=tiny_backbone())
     assert loaded.head_for(params).allowed_roles == ("worker", "verifier")
     with pytest.raises(CoordinatorMismatchError, match="roles"):
-        load_coordinator(path, config.compose(base + ["coordinator.roles=[worker,thinker,verifier]"]),
+        load_coordinator(path, config.load(None, base + ["coordinator.roles=[worker,thinker,verifier]"]),
                          backbone=tiny_backbone())
     with pytest.raises(TrinityError, match="coordinator.roles"):
         config.compose(base + ["coordinator.roles=[verifier]"])

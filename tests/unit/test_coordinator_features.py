@@ -184,7 +184,7 @@ def test_save_and_load_keep_the_statistics_and_route_identically(setup, tmp_path
     assert np.array_equal(tensors["feature_std"], coord.feature_norm.std)
     # loading needs no states at all: the stored statistics are used, never recomputed
     no_states = _compose(tmp_path, "coordinator.features.normalize=standardize")
-    loaded, loaded_params = load_coordinator(path, no_states, backbone=tiny_backbone())
+    loaded, loaded_params = load_coordinator(path, config.typed(no_states), backbone=tiny_backbone())
     assert np.array_equal(loaded_params, params) and loaded.feature_norm.digest == coord.feature_norm.digest
     for f in _probe_features(setup):
         for a, b in zip(loaded.head_for(loaded_params).probabilities(f), coord.head_for(params).probabilities(f),
@@ -223,27 +223,28 @@ def test_mismatched_normalisation_is_refused_both_ways(setup, tmp_path):
     std_path = standardized.save(tmp_path / "std" / "coordinator.safetensors", params)
     plain_cfg = _compose(setup["tmp"], "coordinator.features.normalize=none")
     with pytest.raises(CoordinatorMismatchError, match="coordinator.features.normalize"):
-        load_coordinator(std_path, plain_cfg, backbone=tiny_backbone())
+        load_coordinator(std_path, config.typed(plain_cfg), backbone=tiny_backbone())
     plain = build_coordinator(plain_cfg, backbone=tiny_backbone())
     plain_path = plain.save(tmp_path / "plain" / "coordinator.safetensors", params)
     _, meta, tensors = load_saved(plain_path)
     assert meta["feature_normalize"] == "none" and not tensors
     with pytest.raises(CoordinatorMismatchError, match="coordinator.features.normalize"):
-        load_coordinator(plain_path, setup["cfg"], backbone=tiny_backbone())
+        load_coordinator(plain_path, config.typed(setup["cfg"]), backbone=tiny_backbone())
     with pytest.raises(CoordinatorMismatchError, match="coordinator.features.normalize"):
         standardized.read_params(plain_path)  # the evaluation path
     # a file saved before the key existed counts as `none`
     old = {k: v for k, v in meta.items() if k not in ("feature_normalize", "format")}
     save_params(tmp_path / "old.safetensors", params, old)
-    assert load_coordinator(tmp_path / "old.safetensors", plain_cfg, backbone=tiny_backbone())[0].feature_norm is None
+    old, _ = load_coordinator(tmp_path / "old.safetensors", config.typed(plain_cfg), backbone=tiny_backbone())
+    assert old.feature_norm is None
     # standardize without (well-shaped) statistics is refused
     bad = {**standardized.metadata()}
     save_params(tmp_path / "bare.safetensors", params, bad)
     with pytest.raises(CoordinatorMismatchError, match="feature statistics are missing"):
-        load_coordinator(tmp_path / "bare.safetensors", setup["cfg"], backbone=tiny_backbone())
+        load_coordinator(tmp_path / "bare.safetensors", config.typed(setup["cfg"]), backbone=tiny_backbone())
     save_params(tmp_path / "short.safetensors", params, bad, {"feature_mean": np.zeros(3), "feature_std": np.ones(3)})
     with pytest.raises(CoordinatorMismatchError, match="wrong shape"):
-        load_coordinator(tmp_path / "short.safetensors", setup["cfg"], backbone=tiny_backbone())
+        load_coordinator(tmp_path / "short.safetensors", config.typed(setup["cfg"]), backbone=tiny_backbone())
 
 
 def test_an_invalid_normalize_value_is_a_config_error(setup):
@@ -348,15 +349,16 @@ def test_rebalance_is_saved_loaded_and_refused_when_mismatched(setup, tmp_path):
     assert coord.feature_norm.shared_norm > 0
     params = np.random.default_rng(2).normal(0, 0.05, coord.num_params)
     path = coord.save(tmp_path / "coordinator.safetensors", params)
-    loaded, loaded_params = load_coordinator(path, _compose(tmp_path, "coordinator.features.normalize=rebalance"),
-                                             backbone=tiny_backbone())
+    rebalance = config.typed(_compose(tmp_path, "coordinator.features.normalize=rebalance"))
+    loaded, loaded_params = load_coordinator(path, rebalance, backbone=tiny_backbone())
     assert loaded.feature_norm.digest == coord.feature_norm.digest
     for f in _probe_features(setup):
         for a, b in zip(loaded.head_for(loaded_params).probabilities(f), coord.head_for(params).probabilities(f),
                         strict=True):
             assert np.array_equal(a, b)
     with pytest.raises(CoordinatorMismatchError, match="coordinator.features.normalize"):
-        load_coordinator(path, setup["cfg"], backbone=tiny_backbone())   # saved rebalance, configured standardize
+        # saved rebalance, configured standardize
+        load_coordinator(path, config.typed(setup["cfg"]), backbone=tiny_backbone())
     zero = coord.head_for(np.zeros(coord.num_params))
     for f in _probe_features(setup):
         agents, roles = zero.probabilities(f)
@@ -426,8 +428,8 @@ def test_a_ranked_coordinator_is_saved_loaded_and_its_basis_checked(setup, tmp_p
     _, meta, tensors = load_saved(path)
     assert meta["feature_norm_rank"] == 3 and tensors["feature_basis"].shape == (3, coord.hidden_size)
     # loading under another configured rank routes with the saved basis, as trained
-    loaded, loaded_params = load_coordinator(path, _compose(tmp_path, "coordinator.features.normalize=rebalance"),
-                                             backbone=tiny_backbone())
+    rebalance = config.typed(_compose(tmp_path, "coordinator.features.normalize=rebalance"))
+    loaded, loaded_params = load_coordinator(path, rebalance, backbone=tiny_backbone())
     assert loaded.feature_norm.rank == 3 and loaded.feature_norm.digest == coord.feature_norm.digest
     for f in _probe_features(setup):
         for a, b in zip(loaded.head_for(loaded_params).probabilities(f), coord.head_for(params).probabilities(f),
@@ -437,5 +439,5 @@ def test_a_ranked_coordinator_is_saved_loaded_and_its_basis_checked(setup, tmp_p
     save_params(tmp_path / "bad.safetensors", params, {**meta, "feature_norm_rank": 2},
                 {**coord.feature_norm.tensors()})
     with pytest.raises(CoordinatorMismatchError, match="feature_norm_rank"):
-        load_coordinator(tmp_path / "bad.safetensors", _compose(tmp_path, "coordinator.features.normalize=rebalance"),
-                         backbone=tiny_backbone())
+        rebalance = config.typed(_compose(tmp_path, "coordinator.features.normalize=rebalance"))
+        load_coordinator(tmp_path / "bad.safetensors", rebalance, backbone=tiny_backbone())

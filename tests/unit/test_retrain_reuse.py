@@ -90,8 +90,8 @@ def _items(n: int, edit: int | None = None) -> list[tuple[str, str]]:
 
 
 def _coordinator(tmp_path, name: str, *overrides: str) -> Coordinator:
-    cfg = config.compose(["experiment=local_live", f"paths.cache={tmp_path / name}",
-                          "coordinator.features.normalize=none", *overrides])
+    cfg = config.load(None, ["experiment=local_live", f"paths.cache={tmp_path / name}",
+                             "coordinator.features.normalize=none", *overrides])
     return coordinator_from_config(cfg, backbone=tiny_backbone())
 
 

@@ -75,8 +75,8 @@ def test_features_at_several_positions_in_one_pass_match_each_position_alone(tmp
     assert np.array_equal(both[-2], coord.engine.features_at(texts, [-2])[-2])
     alone = coord.precompute(texts, isolated=True)
     assert np.allclose(both[-2], alone, rtol=0, atol=1e-4 * np.abs(alone).max())
-    cfg = apply_overrides(config.compose(["experiment=local_live", f"paths.cache={tmp_path / 'b'}",
-                                          "coordinator.features.normalize=none"]),
+    cfg = apply_overrides(config.load(None, ["experiment=local_live", f"paths.cache={tmp_path / 'b'}",
+                                             "coordinator.features.normalize=none"]),
                           {"coordinator.token_position": -1}, where="test")
     last = coordinator_from_config(cfg, backbone=coord.backbone).precompute(texts, isolated=True)
     assert np.allclose(both[-1], last, rtol=0, atol=1e-4 * np.abs(last).max())

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import trinity.simulated.launcher  # noqa: F401  registers pool.server: simulated
-from trinity.config_schema import Config, typed
+from trinity.config_schema import TrinityConfig
 from trinity.config_schema.pool import PoolConfig
 from trinity.pool.servers import LocalPool, ServerStatus, server_specs
 
@@ -31,9 +31,9 @@ def local_servers(pool: PoolConfig, *, model_cache: str | None = None,
 
 
 @contextlib.contextmanager
-def local_pool(cfg: Config, *, progress: Callable[..., Any] = print) -> Iterator[LocalPool | None]:
+def local_pool(cfg: TrinityConfig, *, progress: Callable[..., Any] = print) -> Iterator[LocalPool | None]:
     """Start `cfg.pool`'s local servers, if any, for the block; yields the LocalPool (None without one)."""
-    servers = local_servers(typed(cfg).pool, model_cache=typed(cfg).paths.model_cache, progress=progress)
+    servers = local_servers(cfg.pool, model_cache=cfg.paths.model_cache, progress=progress)
     if servers is None:
         yield None
         return

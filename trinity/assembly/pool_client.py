@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trinity.config_schema import Config, typed
+from trinity.config_schema import TrinityConfig
 from trinity.config_schema.pool import PoolConfig
 from trinity.episodes.checks import PROCEDURES
 from trinity.pool.budget import Budget
@@ -15,9 +15,9 @@ from trinity.pool.client import PoolClient
 from trinity.record.replay import RecordedReplies
 
 
-def run_budget(cfg: Config) -> Budget:
+def run_budget(cfg: TrinityConfig) -> Budget:
     """The run's call/token/dollar budget, from `cfg.evolve.budget` (null limits: unlimited)."""
-    return Budget.from_config(typed(cfg).evolve.budget)
+    return Budget.from_config(cfg.evolve.budget)
 
 
 def open_replay(pool: PoolConfig) -> RecordedReplies | None:
@@ -28,9 +28,9 @@ def open_replay(pool: PoolConfig) -> RecordedReplies | None:
     return RecordedReplies.open(str(replay.recording), on_miss=str(replay.on_miss))
 
 
-def pool_client(cfg: Config, **kwargs: Any) -> PoolClient:
+def pool_client(cfg: TrinityConfig, **kwargs: Any) -> PoolClient:
     """PoolClient.from_config(pool, **kwargs) with the recording of `pool.replay` opened, if any."""
-    pool = typed(cfg).pool
+    pool = cfg.pool
     if kwargs.get("replay") is None:
         kwargs["replay"] = open_replay(pool)
     kwargs.setdefault("procedures", PROCEDURES)   # the Verifier's checking procedures an agent's setup may name

@@ -58,8 +58,8 @@ def variants(cfg: Config) -> dict[str, tuple[dict[str, Any], TrinityConfig]]:
     return out
 
 
-def main_popsize(cfg: Config) -> int:
-    popsize = typed(cfg).evolve.popsize
+def main_popsize(cfg: TrinityConfig) -> int:
+    popsize = cfg.evolve.popsize
     if popsize is not None:
         return popsize
     from trinity.assembly.coordinator import coordinator_from_config

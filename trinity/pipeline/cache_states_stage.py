@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from trinity.config import Config, typed
+from trinity.config_schema import TrinityConfig
 from trinity.config_schema.protocol import ProtocolConfig
 from trinity.episodes.protocol import first_turn_transcript
 from trinity.pipeline import items as item_sel
@@ -160,7 +161,7 @@ def token_positions(cfg: Config) -> list[int]:
     return list(dict.fromkeys(positions))
 
 
-def position_views(cfg: Config, coord: Any) -> dict[int, Any]:
+def position_views(cfg: TrinityConfig, coord: Any) -> dict[int, Any]:
     """{token position: a coordinator that reads it} sharing `coord`'s backbone: its content-cache keys and
     state identity name the files of that position."""
     from trinity.assembly.coordinator import coordinator_from_config
