@@ -27,7 +27,8 @@ def coordinator_from_config(cfg: TrinityConfig, backbone: Backbone | None = None
                                      model_cache=paths.model_cache, backbone=backbone, fit_norm=fit_norm)
 
 
-def load_coordinator(path: str | Path, cfg: TrinityConfig, backbone: Backbone | None = None) -> tuple[Coordinator, np.ndarray]:
+def load_coordinator(path: str | Path, cfg: TrinityConfig,
+                     backbone: Backbone | None = None) -> tuple[Coordinator, np.ndarray]:
     """`Coordinator.load` with the config's sections: the saved coordinator at `path` and its parameters,
     refused when it does not fit this config (pool, backbone, token position, roles, normalisation)."""
     paths = cfg.paths

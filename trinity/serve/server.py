@@ -160,7 +160,8 @@ def serve(cfg: Config, coordinator_path: str | os.PathLike | None = None, *,
     else:
         assert coordinator_path is not None  # `trinity serve` takes exactly one of the three
         check_saved_pool(cfg, coordinator_path)
-    local = local_servers(cfg.pool, model_cache=cfg.paths.model_cache)  # a pool config error, too, before the port is taken
+    # a pool config error, too, before the port is taken
+    local = local_servers(cfg.pool, model_cache=cfg.paths.model_cache)
     with contextlib.closing(reserve_port(settings.config.host, settings.config.port)) as sock:
         with local if local is not None else contextlib.nullcontext():  # stops only the servers it started
             app = build_app(cfg, coordinator_path, frontier=frontier, registry=registry)
