@@ -13,6 +13,7 @@ import pytest
 from omegaconf import OmegaConf
 from recording_support import make_recording
 
+from trinity.config import to_yaml
 from trinity.pipeline.rollouts import RolloutContext
 
 pytestmark = pytest.mark.integration   # real processes and services: make test, not test-fast
@@ -22,7 +23,9 @@ pytestmark = pytest.mark.integration   # real processes and services: make test,
 def recorded_cfg(tmp_path_factory, tiny_backbone_overrides):
     tmp = tmp_path_factory.mktemp("recpipe")
     # the stub server is stopped now
-    cfg, root, _server = make_recording(tmp, roles=("worker", "verifier"), overrides=tuple(tiny_backbone_overrides))
+    typed_cfg, root, _server = make_recording(tmp, roles=("worker", "verifier"),
+                                              overrides=tuple(tiny_backbone_overrides))
+    cfg = OmegaConf.create(to_yaml(typed_cfg))   # a document these tests edit in place, typed by each stage
     OmegaConf.set_struct(cfg, False)
     cfg.pool.replay = {"recording": str(root), "on_miss": "error"}
     cfg.coordinator.roles = ["worker", "verifier"]

@@ -9,7 +9,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-from omegaconf import OmegaConf
 from recording_support import make_recording
 
 from trinity import config
@@ -30,16 +29,10 @@ def run_cfg(recording, tmp_path: Path, **changes):
     base, root = recording
     copy = tmp_path / "recording"
     shutil.copytree(root, copy, ignore=shutil.ignore_patterns(".journal*"))
-    cfg = OmegaConf.create(OmegaConf.to_container(base))
-    OmegaConf.set_struct(cfg, False)
-    cfg.pool.replay = {"recording": str(copy), "on_miss": "error"}
-    cfg.coordinator.roles = ["worker", "verifier"]
-    cfg.ablations.enabled, cfg.ablations.variants = True, ["last_token"]   # two token positions per state
-    for key in ("states", "metrics", "cache"):
-        cfg.paths[key] = str(tmp_path / key)
-    for key, value in changes.items():
-        OmegaConf.update(cfg, key, value)
-    return cfg
+    return config.with_values(base, {
+        "pool.replay": {"recording": str(copy), "on_miss": "error"}, "coordinator.roles": ["worker", "verifier"],
+        "ablations.enabled": True, "ablations.variants": ["last_token"],   # two token positions per state
+        **{f"paths.{key}": str(tmp_path / key) for key in ("states", "metrics", "cache")}, **changes})
 
 
 def state_bytes(folder: Path) -> dict[str, str]:
@@ -105,7 +98,7 @@ def test_another_coordinator_setup_or_other_transcripts_are_computed(recording, 
     cache_states_stage.run(other, changes=changes)
     assert changes["shipped"] == 0 and changes["item_groups"] == 7
     # the same identity but another set of transcripts for an item (another protocol, a grown tree): no match
-    coord = coordinator_from_config(config.typed(cfg))
+    coord = coordinator_from_config(cfg)
     shipped = ShippedStates(cfg.pool.replay.recording, coord)
     items = cache_states_stage.by_suite_items(cfg, ["gsm8k"])
     texts = cache_states_stage.recorded_item_texts(cfg, items)
