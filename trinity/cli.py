@@ -391,10 +391,12 @@ def build_parser() -> argparse.ArgumentParser:
                 "continues; a finished recording makes no call)", "trinity record --status record.items.train=20")
     p.add_argument("--limit", type=int, default=None, help="record at most the first N chosen items (in the "
                                                            "recording's balanced order)")
-    p.add_argument("--status", action="store_true", help="print what the recording holds and what is left; record nothing")
+    p.add_argument("--status", action="store_true",
+                   help="print what the recording holds and what is left; record nothing")
     p.add_argument("--states", action="store_true",
-                   help="record no call: compute the coordinator's states of the recorded items that lack them and ship "
-                        "them with the recording (<recording>/states/), so cache_states reads them (--limit: at most N items)")
+                   help="record no call: compute the coordinator's states of the recorded items that lack them and "
+                        "ship them with the recording (<recording>/states/), so cache_states reads them (--limit: at "
+                        "most N items)")
     p.add_argument("overrides", nargs="*", help=OVERRIDES_HELP)
     p.set_defaults(func=_cmd_record)
 

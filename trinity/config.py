@@ -294,7 +294,8 @@ def ablation_variants(cfg: Config) -> dict[str, Any]:
     out: dict[str, DictConfig] = {}
     for name in names:
         if name not in definitions:
-            raise ConfigError(f"config key 'ablations.variants': unknown variant {name!r}; defined: {list(definitions)}")
+            raise ConfigError(f"config key 'ablations.variants': unknown variant {name!r}; "
+                              f"defined: {list(definitions)}")
         if name in out:
             raise ConfigError(f"config key 'ablations.variants': {name!r} is listed twice")
         overrides = definitions[name]

@@ -67,7 +67,7 @@ def render(root: Path | None = None) -> str:
             continue
         names = [str(f.relative_to(group).with_suffix("")) for f in files]
         out += [f"## Group `{group.name}`", "", "Options: " + ", ".join(f"`{n}`" for n in names) + ".", ""]
-        for f, name in zip(files, names):
+        for f, name in zip(files, names, strict=True):
             # A nested folder is a nested group: pool/profile/dominant.yaml is `pool/profile=dominant`.
             sub, _, leaf = name.rpartition("/")
             out += _section(f"{group.name}/{sub}={leaf}" if sub else f"{group.name}={name}", f, root)

@@ -73,7 +73,8 @@ def choice(enum: type[E], value: Any, key: str) -> E:
     try:
         return enum(value)
     except ValueError:
-        raise ConfigError(f"config key '{key}' must be one of {'|'.join(m.value for m in enum)}, got {value!r}") from None
+        raise ConfigError(f"config key '{key}' must be one of "
+                          f"{'|'.join(m.value for m in enum)}, got {value!r}") from None
 
 
 def _typed(node: Any, schema: type[T], key: str) -> T:
@@ -98,9 +99,10 @@ def _typed(node: Any, schema: type[T], key: str) -> T:
 
 
 # The typed config is built from the plain composed mapping by walking the schema's type hints (the
-# conversions OmegaConf's structured configs apply, 19 to 65 times faster: benchmarks/config_load.py): a dataclass from a
-# mapping (absent keys at the field's default), Optional, List, Dict, Enum (by name or value), and the
-# scalars int, float, bool and str with OmegaConf's rules (an int is a float; "3" is an int; "yes" is true).
+# conversions OmegaConf's structured configs apply, 19 to 65 times faster: benchmarks/config_load.py): a
+# dataclass from a mapping (absent keys at the field's default), Optional, List, Dict, Enum (by name or value),
+# and the scalars int, float, bool and str with OmegaConf's rules (an int is a float; "3" is an int; "yes" is
+# true).
 _MANDATORY = "???"
 _TRUE = {"y", "yes", "on", "true", "1"}
 _FALSE = {"n", "no", "off", "false", "0"}

@@ -37,11 +37,13 @@ class Features:
         if self.rank is None:
             return
         if self.normalize == FeatureNormalize.none:
-            raise ConfigError(f"config key '{key}.rank' needs '{key}.normalize' standardize or rebalance (the principal "
-                              f"directions are those of the standardised training states), got normalize=none")
+            raise ConfigError(f"config key '{key}.rank' needs '{key}.normalize' standardize or rebalance (the "
+                              "principal directions are those of the standardised training states), got "
+                              "normalize=none")
         if self.rank == 0 and self.normalize != FeatureNormalize.rebalance:
-            raise ConfigError(f"config key '{key}.rank' = 0 leaves the head nothing to read under normalize=standardize: "
-                              "use rebalance (the shared direction alone: a prompt-independent policy) or a rank >= 1")
+            raise ConfigError(f"config key '{key}.rank' = 0 leaves the head nothing to read under "
+                              "normalize=standardize: use rebalance (the shared direction alone: a prompt-independent "
+                              "policy) or a rank >= 1")
 
 
 def parse_max_padding(value: object) -> str | float | None:
@@ -53,7 +55,8 @@ def parse_max_padding(value: object) -> str | float | None:
     try:
         fraction = float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
-        raise ConfigError(f"config key 'coordinator.feature_cache.max_padding' must be auto, none or a number >= 0, got {value!r}") from None
+        raise ConfigError("config key 'coordinator.feature_cache.max_padding' must be auto, none or a "
+                          f"number >= 0, got {value!r}") from None
     if fraction < 0:
         raise ConfigError(f"config key 'coordinator.feature_cache.max_padding' must be >= 0, got {fraction}")
     return fraction

@@ -1,4 +1,5 @@
-"""The `serve` group: the OpenAI-compatible endpoint; frozen, and read as it is by trinity.serve (ServeSettings\nholds it beside the role policy it derives)."""
+"""The `serve` group: the OpenAI-compatible endpoint; frozen, and read as it is by trinity.serve (ServeSettings
+holds it beside the role policy it derives)."""
 
 from __future__ import annotations
 

@@ -38,11 +38,9 @@ def strip_reasoning(text: str) -> str:
     everything before it; an opening tag never closed (reply cut inside reasoning) drops the rest.
     """
     text = _THINK_BLOCK.sub("", text or "")
-    close = None
-    for close in _THINK_CLOSE.finditer(text):
-        pass
-    if close is not None:
-        text = text[close.end():]
+    closes = list(_THINK_CLOSE.finditer(text))
+    if closes:
+        text = text[closes[-1].end():]
     opening = _THINK_OPEN.search(text)
     if opening is not None:
         text = text[: opening.start()]

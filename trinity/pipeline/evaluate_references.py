@@ -60,7 +60,8 @@ def recorded_verdict(cfg: Config, ctx: RolloutContext, sets: dict, coordinator_p
 
 def constant_policy_candidates(cfg: Config, ctx: RolloutContext, coordinator_path: Path, items: list
                                ) -> tuple[list[str], dict]:
-    """The candidates evolve.constant_policy chose among, saved beside the coordinator (trinity.pipeline.constant_policy):
+    """The candidates evolve.constant_policy chose among, saved beside the coordinator
+    (trinity.pipeline.constant_policy):
     each one's exact expected reward and tokens on the test `items` beside its train and validation rewards, the
     report's table and metrics `test/recording/candidate/<name>`; nothing when evolution ran without it."""
     from trinity.eval.recorded import constant_policy_lines
@@ -73,7 +74,7 @@ def constant_policy_candidates(cfg: Config, ctx: RolloutContext, coordinator_pat
         return [], {}
     rows = [r for r in summary["candidates"] if (folder / r["file"]).is_file()]
     values = exact_values(cfg, ctx, [load_checked_params(ctx.coordinator, folder / r["file"]) for r in rows], items)
-    test = {r["name"]: (v.reward, v.tokens) for r, v in zip(rows, values)}
+    test = {r["name"]: (v.reward, v.tokens) for r, v in zip(rows, values, strict=True)}
     facts = {f"test/recording/candidate/{name}": round(reward, 4) for name, (reward, _) in test.items()}
     return constant_policy_lines(summary, test, len(items)), facts
 
@@ -88,7 +89,8 @@ def state_signal(cfg: Config, results: list[dict]) -> dict | None:
     agents = [k.split(":", 1)[1] for k in results[-1]["values"] if k.startswith("single:")]
     by_uid = first_turn_states(cfg.paths.states, list(dict.fromkeys(s for r in results for s in r["suites"])))
     rows = [(uid, suite, [float(r["values"][f"single:{a}"][i]) for a in agents])
-            for r in results for i, (uid, suite) in enumerate(zip(r["items"], r["suites"])) if uid in by_uid]
+            for r in results for i, (uid, suite) in enumerate(zip(r["items"], r["suites"], strict=True))
+            if uid in by_uid]
     rows = [row for row in rows if not np.isnan(row[2]).any()]   # a failed recorded call has no grade
     if not agents or len(rows) < 3:
         return None

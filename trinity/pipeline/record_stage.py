@@ -16,6 +16,7 @@ unwritten; the next run tries it again.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import logging
 import os
@@ -199,7 +200,8 @@ class Recorder:
             self.stopped = f"record.max_calls={self.r.max_calls} new calls made"
         return rhash, Reply(text=result.text, ok=result.ok, finish_reason=result.finish_reason,
                             prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens,
-                            latency_s=round(float(result.latency_s), 3), cost_usd=float(result.price_usd or result.cost_usd),
+                            latency_s=round(float(result.latency_s), 3),
+                            cost_usd=float(result.price_usd or result.cost_usd),
                             error=result.error if not result.ok else None)
 
     async def record_item(self, item: TaskItem) -> ItemTree:
@@ -323,10 +325,8 @@ def new_calls_of(cfg: Config, items: Sequence[TaskItem]) -> int:
                                       transport=httpx.MockTransport(refuse), retry=Retry(max_retries=0))
         recorder = Recorder(cfg, root, pool, no_grade, progress=lambda _m: None)
         for item in items:
-            try:
+            with contextlib.suppress(_TransientFailure, RecordingStopped):
                 await recorder.record_item(item)
-            except (_TransientFailure, RecordingStopped):
-                pass
         await pool.aclose()
 
     if items:
@@ -416,10 +416,8 @@ def run(cfg: Config, *, progress: Callable[[str], None] = print, pool_context: C
     return asyncio.run(_record(cfg, root, manifest, items, pending, progress, pool_context, client_factory, grader))
 
 
-async def _record(cfg: TrinityConfig, root: Path, manifest: dict, items: Sequence[TaskItem], pending: list[TaskItem], progress,
-                  pool_context, client_factory, grader) -> dict[str, Any]:
-    import contextlib
-
+async def _record(cfg: TrinityConfig, root: Path, manifest: dict, items: Sequence[TaskItem], pending: list[TaskItem],
+                  progress, pool_context, client_factory, grader) -> dict[str, Any]:
     from trinity.assembly.pool_client import run_budget
     from trinity.episodes.checks import PROCEDURES
     from trinity.pipeline.rollouts import make_grader
@@ -553,7 +551,8 @@ def write_readme(root: Path) -> None:
              "`manifest.json` holds the pool's identity, the prompts and caps, the items and every run.", "",
              f"- items: {s['items']} ({', '.join(f'{k} {v}' for k, v in sorted(s['by_split'].items()))}; "
              f"{', '.join(f'{k} {v}' for k, v in sorted(s['by_suite'].items()))})",
-             f"- K = {m.get('max_turns')}, roles {', '.join(m['tree']['roles'])}, {m['tree']['samples']} sample(s) per call",
+             f"- K = {m.get('max_turns')}, roles {', '.join(m['tree']['roles'])}, "
+             f"{m['tree']['samples']} sample(s) per call",
              f"- calls: {s['calls']} distinct ({s['nodes']} tree nodes), {s['failed_calls']} failed for good",
              f"- tokens: {s['prompt_tokens']} prompt, {s['completion_tokens']} completion",
              f"- size: {s['bytes'] / 1e6:.2f} MB in {s['items']} parts",

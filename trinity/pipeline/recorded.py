@@ -238,7 +238,8 @@ def describe_recording(cfg: Config) -> str | None:
     if facts is None:
         return None
     first, last = (facts["recorded"] + [None, None])[:2]
-    models = ", ".join(f"{x['name']} ({(x.get('file_sha256') or x.get('model_id') or '?')[:12]})" for x in facts["models"])
+    models = ", ".join(f"{x['name']} ({(x.get('file_sha256') or x.get('model_id') or '?')[:12]})"
+                       for x in facts["models"])
     return (f"replayed from the recording `{facts['recording']}` ({facts['items']} items; real replies recorded "
             f"{(first or '?')[:10]} to {(last or '?')[:10]} by `trinity record`; K = {facts['max_turns']}, roles "
             f"{', '.join(facts['roles'])}; model files {models})")
@@ -279,7 +280,8 @@ def exact_item_values(cfg: Config, ctx: Any, params: np.ndarray | None, items: S
     single_tokens = {}
     for a, name in enumerate(world.agents):
         values[f"single:{name}"] = np.array([bounds.single_worker(c, a) for c in compiled])
-        single_tokens[name] = float(np.mean([sum(o.weight * o.tokens for o in c.states[0].actions.get((a, "worker"), ()))
+        single_tokens[name] = float(np.mean([sum(o.weight * o.tokens
+                                                 for o in c.states[0].actions.get((a, "worker"), ()))
                                              for c in compiled])) if compiled else float("nan")
     best_single = max(world.agents, key=lambda n: float(np.mean(values[f"single:{n}"]))) if world.agents else None
     if best_single is not None:
@@ -300,7 +302,8 @@ def exact_item_values(cfg: Config, ctx: Any, params: np.ndarray | None, items: S
     chosen = best_fixed(world.compiled(list(choose_on))) if choose_on else None
     if chosen is not None:
         values[FIXED_OUT_OF_SAMPLE] = np.array([bounds.follow(c, chosen) for c in compiled])
-        tokens[FIXED_OUT_OF_SAMPLE] = float(np.mean([bounds.follow_cost(c, chosen, "ktokens") for c in compiled])) * 1000.0
+        tokens[FIXED_OUT_OF_SAMPLE] = float(np.mean([bounds.follow_cost(c, chosen, "ktokens")
+                                                     for c in compiled])) * 1000.0
     return {"items": [it.uid for it in items], "suites": [it.suite for it in items], "values": values,
             "fixed_policy": describe(chosen), "fixed_policy_hindsight": describe(hindsight_policy),
             "transfer_suites": [str(s) for s in cfg.tasks.transfer or []], "tokens": tokens}

@@ -57,7 +57,8 @@ def verifier_section(cfg: Config) -> tuple[list[str], dict[str, Any]] | None:
     lines += ["", "Redos: each agent's answers given right after a REJECT (distinct requests), beside its first "
               "answers on the same items. `continue` reads the shared transcript, the rejected answer's idea "
               "included; `fresh` reads the task and the Verifier's reason; `anew` the task alone.", "",
-              "| agent | redo | sees the rejected answer | redo accuracy | n redos | its first answers there | n items |",
+              "| agent | redo | sees the rejected answer | redo accuracy | n redos "
+              "| its first answers there | n items |",
               "|---|---|---|---|---|---|---|"]
     redo_metrics = {}
     for row in redos.iter_rows(named=True):

@@ -78,7 +78,8 @@ def _total_json(stages: list[dict[str, Any]]) -> dict[str, Any]:
     total: dict[str, Any] = {k: sum(s["totals"][k] for s in stages) for k in keys}
     total["calls_per_episode"] = total["calls"] / total["episodes"] if total["episodes"] else 0.0
     for sc in SCENARIOS:
-        total[sc] = {k: sum(s["totals"][sc][k] for s in stages) for k in ("prompt_tokens", "completion_tokens", "cost_usd")}
+        total[sc] = {k: sum(s["totals"][sc][k] for s in stages)
+                     for k in ("prompt_tokens", "completion_tokens", "cost_usd")}
     unknown = sorted({m for s in stages for m in s["wall_unknown_models"]})
     total["wall_s"] = {sc: None if unknown else sum(s["wall_s"][sc] for s in stages) for sc in SCENARIOS}
     total["wall_unknown_models"] = unknown

@@ -59,7 +59,8 @@ def recording_plan(cfg: Config, assumptions: Assumptions | None = None, *, think
         measured = {**summary, "wall_s_per_item": summary["wall_s"] / max(summary["items"], 1),
                     "calls_per_item": summary["calls"] / max(summary["items"], 1)}
     return {"recording": str(root), "items": len(items), "recorded": len(items) - len(pending),
-            "pending": len(pending), "stale": len(stale), "stale_new_calls": record_stage.new_calls_of(cfg, stale), "max_turns": settings.max_turns, "roles": list(settings.roles),
+            "pending": len(pending), "stale": len(stale), "stale_new_calls": record_stage.new_calls_of(cfg, stale),
+            "max_turns": settings.max_turns, "roles": list(settings.roles),
             "samples": settings.samples, "thinker_valid_assumed": thinker_valid,
             "calls_per_item": sum(per_role.values()), "calls_per_item_by_role": per_role,
             **{s: {**figures(usage[s], cfg), "calls": usage[s].total_calls, "wall_s": walls[s]} for s in scenarios},

@@ -53,7 +53,8 @@ def render_table(plan: dict[str, Any]) -> str:
              f"assumptions: {a['routing']}; P(ACCEPT) = {a['accept']}; P(Thinker suggests Worker) = "
              f"{a['suggest_worker']}; typical reply = {a['output_fraction']} x its output cap", ""]
     for r in [head] + rows:
-        lines.append("  ".join(v.ljust(w) if i < 3 else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths))))
+        cells = enumerate(zip(r, widths, strict=True))
+        lines.append("  ".join(v.ljust(w) if i < 3 else v.rjust(w) for i, (v, w) in cells))
     lines += [""] + _wall_lines(plan) + [""] + _suite_lines(plan) + ["notes:"] + [f"- {n}" for n in plan["notes"]]
     lines += [f"- {p['part']}: {p['note']}" for st in plan["stages"] for p in st["parts"] if p.get("note")]
     return "\n".join(lines) + "\n"
@@ -65,9 +66,9 @@ def _wall_lines(plan: dict[str, Any]) -> list[str]:
         return [f"wall time: unknown (no measured throughput for {', '.join(total['wall_unknown_models'])}; "
                 "run benchmarks/local_pool_throughput.py)"]
     per_stage = ", ".join(f"{s['stage']} {fmt_duration(s['wall_s']['typical'])}" for s in plan["stages"])
-    lines = [f"wall time (estimate at the measured pool throughput, before the response cache and prompt-prefix "
-             f"reuse, without queueing or start-up): {fmt_duration(total['wall_s']['typical'])} typical, {fmt_duration(total['wall_s']['at_cap'])} "
-             f"at cap ({per_stage})"]
+    lines = ["wall time (estimate at the measured pool throughput, before the response cache and prompt-prefix reuse, "
+             f"without queueing or start-up): {fmt_duration(total['wall_s']['typical'])} typical, "
+             f"{fmt_duration(total['wall_s']['at_cap'])} at cap ({per_stage})"]
     if total["wall_no_prefill_models"]:
         lines.append(f"  prompt processing left out for {', '.join(total['wall_no_prefill_models'])} "
                      "(no throughput.prefill_tok_s)")

@@ -32,7 +32,8 @@ class Usage:
     def add(self, other: Usage, times: float = 1.0) -> None:
         self.episodes += other.episodes * times
         self.max_calls += other.max_calls * times
-        for mine, theirs in ((self.calls, other.calls), (self.prompt, other.prompt), (self.completion, other.completion)):
+        for mine, theirs in ((self.calls, other.calls), (self.prompt, other.prompt),
+                             (self.completion, other.completion)):
             for m, v in theirs.items():
                 mine[m] += v * times
 

@@ -49,7 +49,7 @@ def flat_tree(item: Any) -> FlatTree:
         for (a, role), outs in st.actions.items():
             col = -1 if st.forced is not None else column[role]
             edges.extend((sid, a, col, o.child, o.weight, o.reward, o.price, o.tokens) for o in outs)
-    cols = list(zip(*edges)) if edges else [()] * 8
+    cols = list(zip(*edges, strict=True)) if edges else [()] * 8
     parent, agent, role, child = (np.asarray(c, dtype=np.int64) for c in cols[:4])
     weight, reward, price, tokens = (np.asarray(c, dtype=np.float64) for c in cols[4:])
     flat = FlatTree(np.asarray([st.transcript for st in item.states], dtype=np.int64),
@@ -124,7 +124,8 @@ def flat_expectations(items: Sequence[Any], p_agent: np.ndarray, p_role: np.ndar
     np.add.at(per_item, item_of_edge[ends], flow[ends] * reward[ends][:, None])
     per_item, price_item, tokens_item = per_item.T.copy(), price_item.T.copy(), tokens_item.T.copy()
 
-    return summary(per_item, turns, agent_turns, price_total, tokens_total, price_item, tokens_item, max_turns=max_turns)
+    return summary(per_item, turns, agent_turns, price_total, tokens_total, price_item, tokens_item,
+                   max_turns=max_turns)
 
 
 def summary(per_item: np.ndarray, turns: np.ndarray, agent_turns: np.ndarray, price: np.ndarray, tokens: np.ndarray,

@@ -58,7 +58,8 @@ def tree_frame(tree: ItemTree) -> pl.DataFrame:
              "ok": n.reply.ok, "error": n.reply.error, "finish_reason": n.reply.finish_reason,
              "prompt_tokens": n.reply.prompt_tokens, "completion_tokens": n.reply.completion_tokens,
              "latency_s": n.reply.latency_s, "cost_usd": n.reply.cost_usd, "grade": n.grade,
-             "verdict": n.verdict, "suggested_role": n.suggested_role} for n in sorted(tree.nodes, key=lambda n: n.node_id)]
+             "verdict": n.verdict, "suggested_role": n.suggested_role}
+             for n in sorted(tree.nodes, key=lambda n: n.node_id)]
     return pl.DataFrame(rows, schema=NODE_SCHEMA)
 
 

@@ -16,6 +16,7 @@ counters and a deque need no lock.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -141,7 +142,5 @@ class Admission:
                 self.leave()
             return
         turn.cancel()
-        try:
+        with contextlib.suppress(ValueError):
             self._queue.remove(turn)
-        except ValueError:
-            pass

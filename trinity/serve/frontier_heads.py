@@ -54,11 +54,13 @@ class ServedFrontier:
         folder = Path(folder)
         manifest = read_manifest(folder, name="--frontier")
         if not manifest.get("enabled"):
-            raise ConfigError(f"--frontier {folder}: holds no frontier ({manifest.get('reason', 'the stage was off')}); "
-                              "set evolve.cost_weights and run the frontier stage")
+            raise ConfigError(f"--frontier {folder}: holds no frontier "
+                              f"({manifest.get('reason', 'the stage was off')}); set evolve.cost_weights and run the "
+                              "frontier stage")
         unit = manifest.get("cost_unit")
         if unit not in ("usd", "ktokens"):
-            raise ConfigError(f"--frontier {folder}: frontier.json has no valid cost_unit (usd | ktokens), got {unit!r}")
+            raise ConfigError(f"--frontier {folder}: frontier.json has no valid cost_unit "
+                              f"(usd | ktokens), got {unit!r}")
         heads = []
         for entry in manifest.get("heads") or []:
             if not entry.get("on_frontier"):

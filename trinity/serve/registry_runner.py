@@ -27,7 +27,8 @@ log = logging.getLogger("trinity.serve")
 class RegistryRunner:
     """EpisodeRunner's interface over the registry's current champion."""
 
-    def __init__(self, registry: ModelRegistry, make_runner: Callable[[Version], EpisodeRunner], *, poll_s: float = 1.0):
+    def __init__(self, registry: ModelRegistry, make_runner: Callable[[Version], EpisodeRunner], *,
+                 poll_s: float = 1.0):
         self.registry = registry
         self.poll_s = float(poll_s)
         self._make = make_runner

@@ -96,7 +96,8 @@ def render_prompt(messages: Any, max_messages: int) -> str:
     """One task prompt for the protocol's shared message: a lone user message as is; a conversation
     as labelled blocks, ending with the user's last message."""
     if not isinstance(messages, list) or not messages:
-        raise _bad("'messages' must be a non-empty array", "messages", "invalid_type" if not isinstance(messages, list) else "invalid_value")
+        kind = "invalid_type" if not isinstance(messages, list) else "invalid_value"
+        raise _bad("'messages' must be a non-empty array", "messages", kind)
     if len(messages) > max_messages:
         raise _bad(f"at most {max_messages} messages per request", "messages")
     blocks = []
@@ -124,7 +125,8 @@ def parse_chat_request(body: Any, settings: ServeSettings) -> ChatRequest:
     if not isinstance(model, str) or not model:
         raise _bad("'model' is required", "model", "missing_required_parameter")
     if model != settings.config.model_name:
-        raise RequestError(404, f"the model '{model}' does not exist; this server serves '{settings.config.model_name}'",
+        raise RequestError(404,
+                           f"the model '{model}' does not exist; this server serves '{settings.config.model_name}'",
                            param="model", code="model_not_found")
     prompt = render_prompt(body.get("messages"), settings.config.max_messages)
     stream = body.get("stream", False)
@@ -165,7 +167,8 @@ def _overrides(value: Any, settings: ServeSettings) -> dict[str, Any]:
         if isinstance(cost, bool) or not isinstance(cost, (int, float)) or cost <= 0:
             raise _bad("'trinity.max_cost_usd' must be a number > 0", "trinity.max_cost_usd")
         if settings.config.limits.max_cost_usd is not None and cost > settings.config.limits.max_cost_usd:
-            raise _bad(f"'trinity.max_cost_usd' must be <= {settings.config.limits.max_cost_usd}", "trinity.max_cost_usd")
+            raise _bad(f"'trinity.max_cost_usd' must be <= {settings.config.limits.max_cost_usd}",
+                       "trinity.max_cost_usd")
         cost = float(cost)
     quality = value.get("quality")
     if quality is not None:
@@ -185,10 +188,12 @@ def _overrides(value: Any, settings: ServeSettings) -> dict[str, Any]:
                        f"trinity.{key}", "invalid_type")
         for role, names in entry.items():
             if names is not None and not isinstance(names, list):
-                raise _bad(f"'trinity.{key}.{role}' must be a list of pool models", f"trinity.{key}.{role}", "invalid_type")
+                raise _bad(f"'trinity.{key}.{role}' must be a list of pool models", f"trinity.{key}.{role}",
+                           "invalid_type")
         lists[key] = entry
     try:
-        policy = settings.policy.narrowed(lists["allow"], {r: v or [] for r, v in lists["deny"].items()}, where="trinity")
+        deny = {r: v or [] for r, v in lists["deny"].items()}
+        policy = settings.policy.narrowed(lists["allow"], deny, where="trinity")
     except PolicyError as e:
         raise _bad(e.message, e.key) from None
     return {"max_turns": max_turns or settings.max_turns,

@@ -129,7 +129,8 @@ def serve(cfg: Config, coordinator_path: str | os.PathLike | None = None, *,
     from trinity.assembly.local_pool import local_servers
     from trinity.config import check_api_keys, live_pool
 
-    log = logging.getLogger("trinity.serve")  # what it serves, then one line per episode: id, end reason, turns, tokens, cost
+    # what it serves, then one line per episode: id, end reason, turns, tokens, cost
+    log = logging.getLogger("trinity.serve")
     if not log.handlers:
         handler = logging.StreamHandler()
         handler.setFormatter(logging.Formatter("%(levelname)s:     %(name)s %(message)s"))
@@ -162,17 +163,16 @@ def serve(cfg: Config, coordinator_path: str | os.PathLike | None = None, *,
         check_saved_pool(cfg, coordinator_path)
     # a pool config error, too, before the port is taken
     local = local_servers(cfg.pool, model_cache=cfg.paths.model_cache)
-    with contextlib.closing(reserve_port(settings.config.host, settings.config.port)) as sock:
-        with local if local is not None else contextlib.nullcontext():  # stops only the servers it started
-            app = build_app(cfg, coordinator_path, frontier=frontier, registry=registry)
-            server = DrainingServer(app, host=settings.config.host, port=settings.config.port, log_level="info", access_log=True)
-            # uvicorn names the address only for sockets it binds itself
-            host = f"[{settings.config.host}]" if ":" in settings.config.host else settings.config.host
-            log.info("serving '%s' on http://%s:%d/v1", settings.config.model_name, host, sock.getsockname()[1])
-            try:
-                server.run(sockets=[sock])
-            except KeyboardInterrupt:  # Ctrl-C is how a person stops it: no traceback (as uvicorn.run)
-                pass
+    with (contextlib.closing(reserve_port(settings.config.host, settings.config.port)) as sock,
+          local if local is not None else contextlib.nullcontext()):  # stops only the servers it started
+        app = build_app(cfg, coordinator_path, frontier=frontier, registry=registry)
+        server = DrainingServer(app, host=settings.config.host, port=settings.config.port, log_level="info",
+                                access_log=True)
+        # uvicorn names the address only for sockets it binds itself
+        host = f"[{settings.config.host}]" if ":" in settings.config.host else settings.config.host
+        log.info("serving '%s' on http://%s:%d/v1", settings.config.model_name, host, sock.getsockname()[1])
+        with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how a person stops it: no traceback (as uvicorn.run)
+            server.run(sockets=[sock])
 
 
 class DrainingServer(uvicorn.Server):
@@ -180,7 +180,8 @@ class DrainingServer(uvicorn.Server):
     app's serve.drain_timeout_s."""
 
     def __init__(self, app: Any, **config: Any):
-        super().__init__(uvicorn.Config(app, timeout_graceful_shutdown=app.state.settings.config.drain_timeout_s, **config))
+        drain_s = app.state.settings.config.drain_timeout_s
+        super().__init__(uvicorn.Config(app, timeout_graceful_shutdown=drain_s, **config))
         self.admission = app.state.admission
 
     async def shutdown(self, sockets: Any = None) -> None:

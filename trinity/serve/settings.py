@@ -42,7 +42,8 @@ class RolePolicy:
             keep = set(self.allowed[role])
             names = allow.get(role)
             if names is not None:
-                keep &= {_agent(index, n, f"{where}.{role}.allow" if where == "serve.roles" else f"{where}.allow.{role}")
+                keep &= {_agent(index, n, f"{where}.{role}.allow" if where == "serve.roles"
+                                else f"{where}.allow.{role}")
                          for n in names}
             keep -= {_agent(index, n, f"{where}.{role}.deny" if where == "serve.roles" else f"{where}.deny.{role}")
                      for n in deny.get(role) or ()}
@@ -105,7 +106,8 @@ class ServeSettings:
         if not is_loopback(host) and self.token() is None:
             raise ConfigError(
                 f"config key 'serve.host' is {host!r}, which is not loopback: set "
-                f"${self.config.auth_token_env or 'TRINITY_SERVE_TOKEN'} (serve.auth_token_env) to require a bearer token")
+                f"${self.config.auth_token_env or 'TRINITY_SERVE_TOKEN'} (serve.auth_token_env) to require a bearer "
+                "token")
 
 
 def is_loopback(host: str) -> bool:

@@ -110,7 +110,8 @@ def profile_yaml(measured: dict[str, Measured], pool: PoolConfig, *, name: str =
                 "verifier": {"accept_correct": round(ac, 4), "accept_wrong": round(aw, 4)},
                 "thinker": {"valid": round(valid, 4), "suggest_worker": round(sw, 4)},
                 "tokens": {role: max(1, int(round(float(np.mean(t))))) if t else 100 for role, t in
-                           (("worker", m.worker_tokens), ("thinker", m.thinker_tokens), ("verifier", m.verifier_tokens))},
+                           (("worker", m.worker_tokens), ("thinker", m.thinker_tokens),
+                            ("verifier", m.verifier_tokens))},
             },
         }
         notes[agent] = {"worker_answers": {s: len(v) for s, v in sorted(m.worker.items())},

@@ -87,7 +87,8 @@ def parse_model(name: str, model_id: str | None, sim: Mapping[str, Any] | None) 
     tokens = dict(ROLE_TOKENS)
     for role, n in (sim.get("tokens") or {}).items():
         if role not in ROLE_TOKENS or isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise ConfigError(f"config key '{where}.tokens.{role}' must be a positive int for one of {list(ROLE_TOKENS)}")
+            raise ConfigError(f"config key '{where}.tokens.{role}' must be a positive int for one "
+                              f"of {list(ROLE_TOKENS)}")
         tokens[role] = n
     latency = sim.get("latency_s", 0.0)
     if isinstance(latency, bool) or not isinstance(latency, (int, float)) or latency < 0:

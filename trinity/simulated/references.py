@@ -68,10 +68,12 @@ def markdown(refs: Mapping, measured: Mapping[str, Mapping[str, float]] | None =
         cells = []
         for m in methods:
             value = measured[m].get(key)
-            cells.append("n/a | n/a" if value is None else f"{value:.3f} | {value / oracle:.2f}" if oracle else f"{value:.3f} | n/a")
+            cells.append("n/a | n/a" if value is None else f"{value:.3f} | {value / oracle:.2f}" if oracle
+                         else f"{value:.3f} | n/a")
         out.append(f"| {suite} | {oracle:.3f} | {bound:.3f} | {rand:.3f} | {single[best]:.3f} ({best}) | "
                    + " | ".join(cells) + " |")
     out += ["", "Routing of the best deterministic policy per suite (reference thoughts so far -> agent, role): "
-            + "; ".join(f"{s['suite']}: " + ", ".join(f"{r['thoughts']}->{r['agent']}/{r['role']}" for r in s["routing"])
+            + "; ".join(f"{s['suite']}: "
+                        + ", ".join(f"{r['thoughts']}->{r['agent']}/{r['role']}" for r in s["routing"])
                         for s in refs["suites"]), ""]
     return out
