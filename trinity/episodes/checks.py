@@ -72,7 +72,8 @@ def task_kind(task: str) -> str:
 
 def task_code(task: str) -> str | None:
     """The statement's Python block that defines a function (the stub to complete), or None."""
-    for block in _PY_BLOCK.findall(task):
+    blocks: list[str] = _PY_BLOCK.findall(task)
+    for block in blocks:
         if _DEF.search(block):
             return block
     return None
