@@ -251,6 +251,66 @@ class StubServer:
         return keep_alive and not truncated
 
 
+class MockPool:
+    """The stub's replies without a socket: the same handlers, `Reply`s, `requests`, `count` and `max_in_flight`
+    as StubServer, served through `httpx.MockTransport` (`transport`, handed to PoolClient). For the pool
+    client's unit tests; what only a real connection can do (hang until a timeout, a truncated body, a dropped
+    connection) stays with StubServer and the integration tests.
+
+        with MockPool(lambda body: "hello") as pool:
+            client = PoolClient.from_config(stub_pool_cfg(pool.base_url), transport=pool.transport)
+    """
+
+    base_url = "http://mock.pool/v1"
+
+    def __init__(self, handler: Callable[[dict], Any] = echo):
+        import httpx
+
+        self.handler = handler
+        self.requests: list[StubRequest] = []
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.transport = httpx.MockTransport(self._handle)
+        self._reply_for = StubServer(handler)._reply_for
+
+    @property
+    def count(self) -> int:
+        return len(self.requests)
+
+    def __enter__(self) -> MockPool:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        pass
+
+    async def _handle(self, request: Any) -> Any:
+        import httpx
+
+        raw = await request.aread()
+        try:
+            body = json.loads(raw) if raw else None
+        except ValueError:
+            body = None
+        self.requests.append(StubRequest(request.method, request.url.path,
+                                         {k.lower(): v for k, v in request.headers.items()}, body))
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            reply = self._reply_for(request.method, request.url.path, body)
+            if reply.hang or reply.drop or reply.truncate_at is not None:
+                raise AssertionError("hang, drop and truncate_at need a real connection: use StubServer")
+            if reply.delay_s:
+                await asyncio.sleep(reply.delay_s)
+            if reply.body is not None:
+                payload = reply.body.encode() if isinstance(reply.body, str) else reply.body
+            else:
+                payload = json.dumps(reply.json).encode()
+            return httpx.Response(reply.status, content=payload,
+                                  headers={"Content-Type": "application/json", **reply.headers})
+        finally:
+            self.in_flight -= 1
+
+
 def stub_pool_cfg(base_url: str, models: Any = ("stub",), **settings: Any) -> Any:
     """A typed pool section (`cfg.pool`) whose models all call the stub at `base_url`; the arguments are
     stub_pool_mapping's."""

@@ -1,17 +1,17 @@
-"""PoolClient against a real loopback HTTP server (tests/pool_stub.py): retries, failures, budgets,
-cache sharing, limits, providers. No network beyond 127.0.0.1, no API keys."""
+"""PoolClient against the stub pool over httpx.MockTransport (tests/pool_stub.py: MockPool, no sockets):
+retries, failures, budgets, cache sharing, limits, providers. What only a real connection does (a hanging reply
+and its timeout, a truncated body, a dropped or refused connection): tests/integration/test_pool_client_http.py."""
 
 from __future__ import annotations
 
 import asyncio
-import socket
 import time
 from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
 from pool_client_support import USER, chat_once, client_for
-from pool_stub import Reply, StubServer, completion, error, scripted, stub_pool_cfg, typed_pool
+from pool_stub import MockPool, Reply, completion, error, scripted, stub_pool_cfg, typed_pool
 
 from trinity.config import load
 from trinity.config_schema.evolve import BudgetLimits
@@ -38,7 +38,7 @@ def chat_many(client: PoolClient, requests: list[dict]) -> list:
 # --- success path and accounting -------------------------------------------------------------------
 
 def test_success_reports_text_tokens_cost_and_sends_sampling_defaults():
-    with StubServer(lambda body: completion("4", prompt_tokens=100, completion_tokens=50)) as server:
+    with MockPool(lambda body: completion("4", prompt_tokens=100, completion_tokens=50)) as server:
         client = client_for(server)
         result = chat_once(client)
     assert result.ok and result.text == "4" and result.error is None
@@ -57,7 +57,7 @@ def test_success_reports_text_tokens_cost_and_sends_sampling_defaults():
 
 
 def test_per_call_sampling_overrides_model_and_pool_defaults():
-    with StubServer() as server:
+    with MockPool() as server:
         client = client_for(server, models={"a": {"temperature": 0.7, "max_tokens": 32}})
         chat_once(client, sample_index=3)
         chat_once(client, temperature=0.0, max_tokens=8)
@@ -68,7 +68,7 @@ def test_per_call_sampling_overrides_model_and_pool_defaults():
 
 def test_hosted_provider_sends_key_from_env_and_its_own_max_tokens_name(monkeypatch):
     monkeypatch.setenv("TRINITY_TEST_KEY", "sk-test-123")
-    with StubServer() as server:
+    with MockPool() as server:
         client = client_for(server, provider="openai", api_key_env="TRINITY_TEST_KEY")
         assert chat_once(client).ok
     sent = server.requests[0]
@@ -115,7 +115,7 @@ def test_unknown_model_raises():
 # --- the retry loop --------------------------------------------------------------------------------
 
 def test_429_waits_for_retry_after_then_succeeds():
-    with StubServer(scripted(error(429, "slow down", retry_after=1), completion("done"))) as server:
+    with MockPool(scripted(error(429, "slow down", retry_after=1), completion("done"))) as server:
         started = time.perf_counter()
         result = chat_once(client_for(server))
         elapsed = time.perf_counter() - started
@@ -136,13 +136,13 @@ def test_retry_after_forms():
 
 
 def test_500s_then_success():
-    with StubServer(scripted(error(500), error(502), completion("ok now"))) as server:
+    with MockPool(scripted(error(500), error(502), completion("ok now"))) as server:
         result = chat_once(client_for(server))
     assert result.ok and result.text == "ok now" and result.retries == 2 and server.count == 3
 
 
 def test_retries_exhausted_is_a_failed_result_not_an_exception():
-    with StubServer(lambda body: error(503, "overloaded")) as server:
+    with MockPool(lambda body: error(503, "overloaded")) as server:
         client = client_for(server, retry=Retry(max_retries=2, backoff_base_s=0.01))
         result = chat_once(client)
     assert not result.ok and result.text == "" and result.error_kind == "ServerError"
@@ -153,7 +153,7 @@ def test_retries_exhausted_is_a_failed_result_not_an_exception():
 
 @pytest.mark.parametrize("status,kind", [(408, "RequestTimeoutError"), (409, "ConflictError")])
 def test_408_and_409_are_retried(status, kind):
-    with StubServer(lambda body: error(status)) as server:
+    with MockPool(lambda body: error(status)) as server:
         result = chat_once(client_for(server, retry=Retry(max_retries=1, backoff_base_s=0.01)))
     assert result.error_kind == kind and server.count == 2
 
@@ -162,64 +162,28 @@ def test_408_and_409_are_retried(status, kind):
                                          (404, "NotFoundError"), (422, "UnprocessableEntityError"),
                                          (418, "HTTPStatusError")])
 def test_other_4xx_are_never_retried(status, kind):
-    with StubServer(lambda body: error(status, "nope", retry_after=0)) as server:
+    with MockPool(lambda body: error(status, "nope", retry_after=0)) as server:
         result = chat_once(client_for(server))
     assert not result.ok and result.error_kind == kind and result.retries == 0 and server.count == 1
 
 
-def test_hanging_response_times_out_and_is_retried():
-    with StubServer(lambda body: Reply(hang=True)) as server:
-        client = client_for(server, sampling={"timeout_s": 0.3}, retry=Retry(max_retries=1, backoff_base_s=0.01))
-        started = time.perf_counter()
-        result = chat_once(client)
-        elapsed = time.perf_counter() - started
-    assert not result.ok and result.error_kind == "PoolTimeoutError" and "0.3s" in result.error
-    assert result.retries == 1 and server.count == 2 and 0.55 < elapsed < 3
-
-
 def test_slow_but_complete_reply_within_timeout_is_fine():
-    with StubServer(lambda body: completion("late", delay_s=0.2)) as server:
+    with MockPool(lambda body: completion("late", delay_s=0.2)) as server:
         result = chat_once(client_for(server, sampling={"timeout_s": 2}))
     assert result.ok and result.latency_s >= 0.2
 
 
 def test_malformed_json_is_a_failure_and_not_retried():
-    with StubServer(lambda body: Reply(body='{"choices": [ not json')) as server:
+    with MockPool(lambda body: Reply(body='{"choices": [ not json')) as server:
         result = chat_once(client_for(server))
     assert not result.ok and result.error_kind == "MalformedResponseError" and "not JSON" in result.error
     assert server.count == 1
 
 
 def test_json_that_is_not_a_completion_is_malformed():
-    with StubServer(lambda body: {"object": "something.else"}) as server:
+    with MockPool(lambda body: {"object": "something.else"}) as server:
         result = chat_once(client_for(server))
     assert result.error_kind == "MalformedResponseError" and "not a chat completion" in result.error
-
-
-def test_truncated_body_is_retried_then_succeeds():
-    with StubServer(scripted(completion("x" * 200, truncate_at=30), completion("whole"))) as server:
-        result = chat_once(client_for(server))
-    assert result.ok and result.text == "whole" and result.retries == 1 and server.count == 2
-
-
-def test_always_truncated_body_fails_as_connection_error():
-    with StubServer(lambda body: completion("x" * 200, truncate_at=30)) as server:
-        result = chat_once(client_for(server, retry=Retry(max_retries=1, backoff_base_s=0.01)))
-    assert not result.ok and result.error_kind == "PoolConnectionError" and server.count == 2
-
-
-def test_dropped_connection_is_retried_then_succeeds():
-    with StubServer(scripted(Reply(drop=True), Reply(drop=True), completion("back"))) as server:
-        result = chat_once(client_for(server))
-    assert result.ok and result.text == "back" and result.retries == 2 and server.count == 3
-
-
-def test_connection_refused_is_a_failed_result():
-    with socket.socket() as s:  # bound, never listening: the port refuses, and no other test can take it meanwhile
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-        result = chat_once(client_for(f"http://127.0.0.1:{port}/v1", retry=Retry(max_retries=1, backoff_base_s=0.01)))
-    assert not result.ok and result.error_kind == "PoolConnectionError" and result.retries == 1
 
 
 # --- budget ----------------------------------------------------------------------------------------
@@ -227,7 +191,7 @@ def test_connection_refused_is_a_failed_result():
 def test_budget_max_calls_hit_mid_run_refuses_the_rest_and_keeps_what_was_done(tmp_path):
     budget = Budget(max_calls=5)
     cache_path = tmp_path / "cache.sqlite"
-    with StubServer(lambda body: completion("r", delay_s=0.05)) as server:
+    with MockPool(lambda body: completion("r", delay_s=0.05)) as server:
         client = client_for(server, budget=budget, cache_path=cache_path)
         results = chat_many(client, [{"sample_index": i} for i in range(20)])
     done = [r for r in results if r.ok]
@@ -246,7 +210,7 @@ def test_budget_max_calls_hit_mid_run_refuses_the_rest_and_keeps_what_was_done(t
 
 def test_budget_max_cost_stops_new_calls_after_it_is_spent():
     budget = Budget(max_cost_usd=5e-5)  # each call costs (10*1 + 5*2)/1e6 = 2e-5
-    with StubServer(lambda body: completion("r", prompt_tokens=10, completion_tokens=5)) as server:
+    with MockPool(lambda body: completion("r", prompt_tokens=10, completion_tokens=5)) as server:
         client = client_for(server, budget=budget)
 
         async def sequential():
@@ -260,7 +224,7 @@ def test_budget_max_cost_stops_new_calls_after_it_is_spent():
 
 def test_budget_max_tokens_and_from_config():
     budget = Budget.from_config(BudgetLimits(max_cost_usd=None, max_tokens=20, max_calls=None))
-    with StubServer(lambda body: completion("r", prompt_tokens=10, completion_tokens=5)) as server:
+    with MockPool(lambda body: completion("r", prompt_tokens=10, completion_tokens=5)) as server:
         client = client_for(server, budget=budget)
 
         async def sequential():
@@ -272,7 +236,7 @@ def test_budget_max_tokens_and_from_config():
 
 def test_cache_hits_are_free_and_allowed_after_the_budget_is_spent(tmp_path):
     budget = Budget(max_calls=1)
-    with StubServer() as server:
+    with MockPool() as server:
         client = client_for(server, budget=budget, cache_path=tmp_path / "c.sqlite")
         first, again, other = chat_many(client, [{}])[0], chat_once(client), chat_once(client, sample_index=1)
     assert first.ok and not first.cached
@@ -284,7 +248,7 @@ def test_cache_hits_are_free_and_allowed_after_the_budget_is_spent(tmp_path):
 # --- cache and sharing -----------------------------------------------------------------------------
 
 def test_identical_requests_in_flight_share_one_real_call(tmp_path):
-    with StubServer(lambda body: completion("shared", delay_s=0.1)) as server:
+    with MockPool(lambda body: completion("shared", delay_s=0.1)) as server:
         client = client_for(server, cache_path=tmp_path / "c.sqlite")
         results = chat_many(client, [{} for _ in range(10)] + [{"sample_index": 1}])
     assert server.count == 2  # one per distinct (request, sample index)
@@ -295,7 +259,7 @@ def test_identical_requests_in_flight_share_one_real_call(tmp_path):
 
 
 def test_a_failed_shared_call_fails_its_followers_without_new_calls(tmp_path):
-    with StubServer(lambda body: error(400, "bad", delay_s=0.05)) as server:
+    with MockPool(lambda body: error(400, "bad", delay_s=0.05)) as server:
         client = client_for(server, cache_path=tmp_path / "c.sqlite")
         results = chat_many(client, [{} for _ in range(4)])
     assert server.count == 1 and all(r.error_kind == "BadRequestError" for r in results)
@@ -304,7 +268,7 @@ def test_a_failed_shared_call_fails_its_followers_without_new_calls(tmp_path):
 
 def test_cache_key_covers_sampling_and_sample_index_but_not_base_url(tmp_path):
     cache_path = tmp_path / "c.sqlite"
-    with StubServer() as one, StubServer() as two:
+    with MockPool() as one, MockPool() as two:
         chat_once(client_for(one, cache_path=cache_path))
         chat_once(client_for(one, cache_path=cache_path), temperature=0.5)
         chat_once(client_for(one, cache_path=cache_path), max_tokens=5)
@@ -314,7 +278,7 @@ def test_cache_key_covers_sampling_and_sample_index_but_not_base_url(tmp_path):
 
 
 def test_failures_are_not_cached(tmp_path):
-    with StubServer(scripted(error(400), completion("fine"))) as server:
+    with MockPool(scripted(error(400), completion("fine"))) as server:
         client = client_for(server, cache_path=tmp_path / "c.sqlite")
         assert not chat_once(client).ok
         assert chat_once(client).ok and server.count == 2
@@ -322,7 +286,7 @@ def test_failures_are_not_cached(tmp_path):
 
 def test_replay_only_miss_is_a_clear_failure_without_network(tmp_path):
     cache_path = tmp_path / "c.sqlite"
-    with StubServer() as server:
+    with MockPool() as server:
         chat_once(client_for(server, cache_path=cache_path))
         replay = client_for(server, cache_path=cache_path, cache_mode="replay_only")
         hit = chat_once(replay)
@@ -338,7 +302,7 @@ def test_replay_only_miss_is_a_clear_failure_without_network(tmp_path):
 
 def test_cache_off_makes_every_call_real(tmp_path):
     cache_path = tmp_path / "c.sqlite"
-    with StubServer() as server:
+    with MockPool() as server:
         client = client_for(server, cache_path=cache_path, cache_mode="off")
         results = chat_many(client, [{}, {}])
     assert server.count == 2 and not any(r.cached for r in results) and not cache_path.exists()
@@ -348,7 +312,7 @@ def test_cache_never_stores_keys_or_headers(tmp_path, monkeypatch):
     secret = "sk-very-secret-0123456789"
     monkeypatch.setenv("TRINITY_TEST_KEY", secret)
     cache_path = tmp_path / "c.sqlite"
-    with StubServer() as server:
+    with MockPool() as server:
         client = client_for(server, provider="openai", api_key_env="TRINITY_TEST_KEY", cache_path=cache_path)
         assert chat_once(client).ok
     stored = b"".join(p.read_bytes() for p in tmp_path.iterdir())
@@ -359,14 +323,14 @@ def test_cache_never_stores_keys_or_headers(tmp_path, monkeypatch):
 # --- limits ----------------------------------------------------------------------------------------
 
 def test_max_concurrency_limits_requests_in_flight():
-    with StubServer(lambda body: completion("r", delay_s=0.05)) as server:
+    with MockPool(lambda body: completion("r", delay_s=0.05)) as server:
         client = client_for(server, max_concurrency=3)
         results = chat_many(client, [{"sample_index": i} for i in range(12)])
     assert all(r.ok for r in results) and server.max_in_flight == 3
 
 
 def test_requests_per_minute_spaces_requests():
-    with StubServer() as server:
+    with MockPool() as server:
         client = client_for(server, requests_per_minute=1200)  # one every 50 ms
         started = time.perf_counter()
         chat_many(client, [{"sample_index": i} for i in range(5)])
@@ -375,7 +339,7 @@ def test_requests_per_minute_spaces_requests():
 
 
 def test_models_are_separate_and_totals_are_per_model():
-    with StubServer(lambda body: completion(body["model"])) as server:
+    with MockPool(lambda body: completion(body["model"])) as server:
         client = client_for(server, models=["a", "b"])
         results = chat_many(client, [{"model": "a"}, {"model": "b"}, {"model": "b", "sample_index": 1}])
     assert [r.text for r in results] == ["a-id", "b-id", "b-id"] and client.model_names == ["a", "b"]
@@ -389,7 +353,7 @@ def test_one_client_serves_successive_event_loops():
         await client.aclose()  # closes this loop's connections; the client stays usable
         return result
 
-    with StubServer() as server:
+    with MockPool() as server:
         client = client_for(server)
         first = asyncio.run(call_then_close(client, 0))
         second = asyncio.run(call_then_close(client, 1))
@@ -397,7 +361,7 @@ def test_one_client_serves_successive_event_loops():
 
 
 def test_cancelled_leader_hands_over_to_a_waiting_identical_request(tmp_path):
-    with StubServer(lambda body: completion("r", delay_s=0.2)) as server:
+    with MockPool(lambda body: completion("r", delay_s=0.2)) as server:
         client = client_for(server, cache_path=tmp_path / "c.sqlite")
 
         async def go():
@@ -416,7 +380,7 @@ def test_cancelled_leader_hands_over_to_a_waiting_identical_request(tmp_path):
 
 
 def test_an_unexpected_error_is_a_failed_result_not_a_crash():
-    with StubServer() as server:
+    with MockPool() as server:
         result = chat_once(client_for(server), messages=[{"role": "user", "content": object()}])
     assert not result.ok and result.error_kind == "TypeError" and server.count == 0
 
