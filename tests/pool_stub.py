@@ -60,6 +60,12 @@ class Reply:
     truncate_at: int | None = None    # announce the full Content-Length, send this many body bytes, close
     drop: bool = False                # close the connection without any reply
 
+    def payload(self) -> bytes:
+        """The body's bytes: `body` as given, else `json` serialised."""
+        if self.body is not None:
+            return self.body.encode() if isinstance(self.body, str) else self.body
+        return json.dumps(self.json).encode()
+
 
 def completion(text: str = "ok", *, prompt_tokens: int = 10, completion_tokens: int = 5,
                finish_reason: str = "stop", model: str = "stub", **reply: Any) -> Reply:
@@ -96,6 +102,23 @@ def echo(body: dict) -> Reply:
     """Default handler: answers with the last message's content."""
     messages = body.get("messages") or [{}]
     return completion(str(messages[-1].get("content", "")))
+
+
+def reply_for(handler: Callable[[dict], Any], method: str, path: str, body: Any) -> Reply:
+    """What the stub answers to one request, whichever way it is served (StubServer, MockPool)."""
+    if method == "GET" and path.rstrip("/").endswith("/health"):
+        return Reply(json={"status": "ok"})
+    if method != "POST" or not path.rstrip("/").endswith("/chat/completions"):
+        return error(404, f"no route {method} {path}")
+    try:
+        reply = handler(body if isinstance(body, dict) else {})
+    except Exception as e:  # a broken test handler shows up as a clear 500, not a hung client
+        return error(500, f"stub handler raised {type(e).__name__}: {e}")
+    if isinstance(reply, Reply):
+        return reply
+    if isinstance(reply, str):
+        return completion(reply)
+    return Reply(json=reply)
 
 
 @dataclass(frozen=True)
@@ -208,7 +231,7 @@ class StubServer:
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
-            reply = self._reply_for(method, path, body)
+            reply = reply_for(self.handler, method, path, body)
             if reply.delay_s:
                 await asyncio.sleep(reply.delay_s)
             if reply.hang:
@@ -219,26 +242,8 @@ class StubServer:
         finally:
             self.in_flight -= 1
 
-    def _reply_for(self, method: str, path: str, body: Any) -> Reply:
-        if method == "GET" and path.rstrip("/").endswith("/health"):
-            return Reply(json={"status": "ok"})
-        if method != "POST" or not path.rstrip("/").endswith("/chat/completions"):
-            return error(404, f"no route {method} {path}")
-        try:
-            reply = self.handler(body if isinstance(body, dict) else {})
-        except Exception as e:  # a broken test handler shows up as a clear 500, not a hung client
-            return error(500, f"stub handler raised {type(e).__name__}: {e}")
-        if isinstance(reply, Reply):
-            return reply
-        if isinstance(reply, str):
-            return completion(reply)
-        return Reply(json=reply)
-
     async def _write(self, writer: asyncio.StreamWriter, reply: Reply, *, keep_alive: bool) -> bool:
-        if reply.body is not None:
-            payload = reply.body.encode() if isinstance(reply.body, str) else reply.body
-        else:
-            payload = json.dumps(reply.json).encode()
+        payload = reply.payload()
         reason = _REASONS.get(reply.status, "Status")
         head = [f"HTTP/1.1 {reply.status} {reason}", "Content-Type: application/json",
                 f"Content-Length: {len(payload)}"]
@@ -271,7 +276,6 @@ class MockPool:
         self.in_flight = 0
         self.max_in_flight = 0
         self.transport = httpx.MockTransport(self._handle)
-        self._reply_for = StubServer(handler)._reply_for
 
     @property
     def count(self) -> int:
@@ -296,16 +300,12 @@ class MockPool:
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
-            reply = self._reply_for(request.method, request.url.path, body)
+            reply = reply_for(self.handler, request.method, request.url.path, body)
             if reply.hang or reply.drop or reply.truncate_at is not None:
                 raise AssertionError("hang, drop and truncate_at need a real connection: use StubServer")
             if reply.delay_s:
                 await asyncio.sleep(reply.delay_s)
-            if reply.body is not None:
-                payload = reply.body.encode() if isinstance(reply.body, str) else reply.body
-            else:
-                payload = json.dumps(reply.json).encode()
-            return httpx.Response(reply.status, content=payload,
+            return httpx.Response(reply.status, content=reply.payload(),
                                   headers={"Content-Type": "application/json", **reply.headers})
         finally:
             self.in_flight -= 1
