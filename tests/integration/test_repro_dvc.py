@@ -8,11 +8,10 @@ import os
 import re
 import subprocess
 import sys
-import time
-from pathlib import Path
 
 import pytest
-from process_support import migrated_prefect_home
+from process_support import migrated_prefect_home, wait_for
+from serve_process import pid_alive
 
 from trinity import repro
 
@@ -41,20 +40,6 @@ def test_stage_commands_run_this_interpreter(tmp_path):
     assert "params.yaml updated" in result.stdout
 
 
-def _gone(pid: int, wait_s: float = 10.0) -> bool:
-    """True once `pid` has no process, or only an unreaped zombie, within `wait_s`."""
-    deadline = time.monotonic() + wait_s
-    while time.monotonic() < deadline:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (FileNotFoundError, ProcessLookupError):
-            return True
-        if state in ("Z", "X"):
-            return True
-        time.sleep(0.2)
-    return False
-
-
 def test_one_prefect_server_serves_every_stage_of_a_run_and_stops_after(tmp_path):
     """Both stages of a run reach the same server through PREFECT_API_URL; it is stopped when the run ends; a
     run with nothing to do starts none; a PREFECT_API_URL of the user's is used as it is."""
@@ -77,7 +62,7 @@ def test_one_prefect_server_serves_every_stage_of_a_run_and_stops_after(tmp_path
     # the server's own process has ended (its port may already serve another run's server: other tests start
     # theirs on the same preferred port, so the port alone proves nothing)
     pid = int(re.search(r"\(pid (\d+)\)", result.stdout).group(1))
-    assert _gone(pid), f"the run's Prefect server (pid {pid}) still runs after the run ended"
+    wait_for(lambda: not pid_alive(pid), 10, f"the run's Prefect server (pid {pid}) to be gone after the run")
     assert (tmp_path / "prefect" / "server.log").is_file()
     again = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
                            timeout=400)
