@@ -45,11 +45,10 @@ def select(before: bool) -> None:
 def per_call(cfg, calls: int, rounds: int) -> dict:
     from trinity.pipeline import items as item_sel
     from trinity.pipeline.recorded import ExactEvaluator, world_for
-    from trinity.pipeline.rollouts import RolloutContext
+    from trinity.pipeline.stage_runtime import open_stage_runtime
     from trinity.record.exact import expectations, expectations_walk
 
-    ctx = RolloutContext.get(cfg)
-    try:
+    with open_stage_runtime(cfg) as ctx:
         evaluator = ExactEvaluator(ctx.coordinator, world_for(cfg, ctx.pool, ctx.coordinator.roles), cfg.evolve.fitness)
         rng = np.random.default_rng(0)
         out = {}
@@ -79,8 +78,6 @@ def per_call(cfg, calls: int, rounds: int) -> dict:
             print(f"{name}: {n} candidate(s) x {len(items)} items ({out[name]['states']} states): walk "
                   f"{walk:.1f} ms, vectorised {vec:.1f} ms per call (best of {rounds}), {walk / vec:.1f}x, same bytes")
         return out
-    finally:
-        RolloutContext.close_all()
 
 
 def stage_run(cfg, before: bool, variants: list[str] | None,

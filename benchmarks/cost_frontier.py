@@ -121,7 +121,6 @@ def main() -> None:
 
     from trinity.assembly.local_pool import LocalPool
     from trinity.pipeline import evolve_stage, frontier_stage
-    from trinity.pipeline.rollouts import RolloutContext
     from trinity.pipeline.workspace import timings_dir
     root = Path(args.root)
     # not the weights: more weights later reuse these runs
@@ -137,10 +136,7 @@ def main() -> None:
     training = {}
     with LocalPool(cfg.pool, model_cache=cfg.paths.model_cache, progress=lambda *_: None):
         t = time.perf_counter()
-        try:
-            out = evolve_stage.run(cfg, progress=say)
-        finally:
-            RolloutContext.close_all()
+        out = evolve_stage.run(cfg, progress=say)
         main_summary = json.loads((Path(cfg.paths.metrics) / "evolve.json").read_text())
         # cache hits are a run fact: in the timings folder, not the metrics (README "Reproducibility")
         main_timings = json.loads((timings_dir(cfg, "evolve") / "timings.json").read_text())

@@ -81,7 +81,7 @@ def main() -> None:
     from trinity.pipeline import items as item_sel
     from trinity.pipeline.evolve_stage import evolve
     from trinity.pipeline.recorded import describe_recording, exact_item_values
-    from trinity.pipeline.rollouts import RolloutContext
+    from trinity.pipeline.stage_runtime import open_stage_runtime
     from trinity.stats import paired_test, verdict
 
     base = config.compose(["experiment=local_small", *args.overrides])
@@ -100,14 +100,11 @@ def main() -> None:
             for name in args.variants:
                 cfg = variant_cfg(base, VARIANTS[name], seed, args.generations, tmp)
                 t0 = time.perf_counter()
-                try:
+                with open_stage_runtime(cfg) as ctx:
                     out = evolve(cfg, out_dir=tmp / f"run-{seed}-{len(rows)}", metrics_dir=tmp / "m",
-                                 reports_dir=tmp / "r")
+                                 reports_dir=tmp / "r", runtime=ctx)
                     result = out["result"]
-                    ctx = RolloutContext.get(cfg)
                     values = exact_item_values(cfg, ctx, result.params, test_items)["values"]
-                finally:
-                    RolloutContext.close_all()
                 per_item[(seed, name)] = values["trinity"]
                 if not references:   # the single agents' rewards: the same for every run
                     references = {k: v for k, v in values.items() if k.startswith("single:")}

@@ -20,13 +20,12 @@ def main() -> None:
     from trinity.eval.recorded import split_table_lines
     from trinity.pipeline import items as item_sel
     from trinity.pipeline.recorded import exact_item_values, recorded_uids
-    from trinity.pipeline.rollouts import RolloutContext
+    from trinity.pipeline.stage_runtime import open_stage_runtime
 
     cfg = config.load("params.yaml", [])
     if getattr(cfg.pool, "replay", None) is None:
         raise SystemExit("params.yaml is not a recording's run (pool.replay is unset)")
-    ctx = RolloutContext.get(cfg)
-    try:
+    with open_stage_runtime(cfg) as ctx:
         params = ctx.coordinator.read_params(Path(cfg.paths.runs) / "coordinator" / "coordinator.safetensors")
         used = recorded_uids(cfg)
         split = {s: [it for su in list(cfg.tasks.train) for it in item_sel.load_split(cfg, [su], s)
@@ -34,8 +33,6 @@ def main() -> None:
         chosen_on = split["train"] + split["validation"]
         by_split = {name: exact_item_values(cfg, ctx, params, items, choose_on=chosen_on)
                     for name, items in split.items()}
-    finally:
-        RolloutContext.close_all()
     print("\n".join(split_table_lines(by_split)))   # the report's table, the test split in-distribution only here
     print(f"fixed policy chosen on train + validation: {by_split['test']['fixed_policy']}")
 

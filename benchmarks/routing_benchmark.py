@@ -74,19 +74,20 @@ def variant_cfg(base, overrides: dict, seed: int, root: Path, name: str):
 def train_and_test(cfg, run: Path, fresh: bool) -> dict:
     from trinity.pipeline import evolve_stage
     from trinity.pipeline import items as item_sel
-    from trinity.pipeline.rollouts import RolloutContext
+    from trinity.pipeline.stage_runtime import open_stage_runtime
 
-    out = evolve_stage.evolve(cfg, out_dir=run / "evolve", metrics_dir=run / "metrics", reports_dir=run / "reports")
-    # a run fact, in the run folder's timings.json (not the metrics); also right for a resumed run
-    train_s = json.loads((run / "evolve" / "timings.json").read_text())["wall_s"]
-    result = out["result"]
-    ctx = RolloutContext.get(cfg)
-    test = item_sel.load_split(cfg, list(cfg.tasks.train), "test")
-    rewards = {}
-    for mode in ("argmax", "sample"):
-        traces = ctx.run_router(ctx.router_for(result.params, mode=mode), test, generation=-1, candidate=-1)
-        rewards[mode] = {t.episode.item: float(t.reward) for t in traces}
-    rewards["baselines"] = baselines(ctx, cfg, test)
+    with open_stage_runtime(cfg) as ctx:   # training and the test episodes on one runtime
+        out = evolve_stage.evolve(cfg, out_dir=run / "evolve", metrics_dir=run / "metrics",
+                                  reports_dir=run / "reports", runtime=ctx)
+        # a run fact, in the run folder's timings.json (not the metrics); also right for a resumed run
+        train_s = json.loads((run / "evolve" / "timings.json").read_text())["wall_s"]
+        result = out["result"]
+        test = item_sel.load_split(cfg, list(cfg.tasks.train), "test")
+        rewards = {}
+        for mode in ("argmax", "sample"):
+            traces = ctx.run_router(ctx.router_for(result.params, mode=mode), test, generation=-1, candidate=-1)
+            rewards[mode] = {t.episode.item: float(t.reward) for t in traces}
+        rewards["baselines"] = baselines(ctx, cfg, test)
     gens = pl.read_parquet(run / "evolve" / "generations.parquet")
     curve = gens.filter(pl.col("validation_reward").is_not_null()).select("generation", "validation_reward")
     x0 = [(-1, result.x0_validation_reward)] if result.x0_validation_reward is not None else []
@@ -100,7 +101,7 @@ def train_and_test(cfg, run: Path, fresh: bool) -> dict:
 def realised_bound(cfg, test) -> float | None:
     """The hindsight bound on this run's own outcome table: the share of test items on which some
     model's Worker answer at some turn is right (oracle.realised_hindsight); None on a real pool. The
-    test episodes are repeat 0 (RolloutContext.run_router, one repeat)."""
+    test episodes are repeat 0 (StageRuntime.run_router, one repeat)."""
     from trinity import config
     from trinity.episodes.protocol import sample_index_for
     from trinity.simulated.oracle import realised_hindsight
@@ -345,7 +346,6 @@ def main() -> None:
     from trinity import config
     from trinity.assembly.local_pool import LocalPool
     from trinity.pipeline import items as item_sel
-    from trinity.pipeline.rollouts import RolloutContext
     from trinity.simulated.references import label, references
 
     overrides = ["experiment=routing_benchmark", *args.overrides]
@@ -376,10 +376,7 @@ def main() -> None:
                 if args.fresh:
                     import shutil
                     shutil.rmtree(run, ignore_errors=True)
-                try:
-                    r = train_and_test(cfg, run, args.fresh)
-                finally:
-                    RolloutContext.close_all()
+                r = train_and_test(cfg, run, args.fresh)
                 results.setdefault(name, []).append(r)
                 print(f"{name} seed {seed}: test argmax {np.mean(list(r['test']['argmax'].values())):.3f} "
                       f"sample {np.mean(list(r['test']['sample'].values())):.3f} ({r['train_s']:.0f} s)", flush=True)

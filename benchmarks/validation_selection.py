@@ -44,14 +44,13 @@ def run_cfg(base, seed: int, l2: float, every: int, tmp: Path):
     return cfg
 
 
-def scored_validations(cfg, out_dir: Path, sets: dict) -> list[dict]:
-    """Every validated mean of the run in `out_dir` with its exact train, validation and test rewards."""
+def scored_validations(cfg, ctx, out_dir: Path, sets: dict) -> list[dict]:
+    """Every validated mean of the run in `out_dir` with its exact train, validation and test rewards (on the
+    run's runtime `ctx`)."""
     from trinity.evolve.checkpoint import load_checkpoint
     from trinity.pipeline.evolution_inputs import config_fingerprint
     from trinity.pipeline.evolve_stage import exact_evaluator
-    from trinity.pipeline.rollouts import RolloutContext
 
-    ctx = RolloutContext.get(cfg)
     exact = exact_evaluator(cfg, ctx)
     run = load_checkpoint(out_dir / "checkpoint.pkl", config_fingerprint(cfg, ctx.coordinator.num_params))
     routing = str(cfg.coordinator.routing)
@@ -78,7 +77,7 @@ def main() -> None:
     from trinity.pipeline import items as item_sel
     from trinity.pipeline.evolve_stage import evolve
     from trinity.pipeline.recorded import describe_recording
-    from trinity.pipeline.rollouts import RolloutContext
+    from trinity.pipeline.stage_runtime import open_stage_runtime
 
     base = config.compose(["experiment=local_small", *args.overrides])
     if OmegaConf.select(base, "pool.replay") is None:
@@ -97,11 +96,9 @@ def main() -> None:
                 cfg = run_cfg(base, seed, l2, args.every, tmp)
                 out_dir = tmp / f"run-{l2:g}-{seed}"
                 t0 = time.perf_counter()
-                try:
-                    evolve(cfg, out_dir=out_dir, metrics_dir=tmp / "m", reports_dir=tmp / "r")
-                    scored = scored_validations(cfg, out_dir, sets)
-                finally:
-                    RolloutContext.close_all()
+                with open_stage_runtime(cfg) as ctx:
+                    evolve(cfg, out_dir=out_dir, metrics_dir=tmp / "m", reports_dir=tmp / "r", runtime=ctx)
+                    scored = scored_validations(cfg, ctx, out_dir, sets)
                 history = [Validated(v["generation"], v["validation"],
                                      None if v["per_item"] is None else np.asarray(v["per_item"])) for v in scored]
                 kept = {f"{name}" if name == "max" else f"{name}@{m:g}": scored[select(name, history, m)]

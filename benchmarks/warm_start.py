@@ -66,7 +66,6 @@ def main() -> None:
     from trinity import config
     from trinity.assembly.local_pool import LocalPool
     from trinity.pipeline import evolve_stage
-    from trinity.pipeline.rollouts import RolloutContext
 
     data, root = Path(args.data_root), Path(args.root)
     base = config.compose(["experiment=routing_benchmark", f"seed={args.seed}", f"paths.prepared={data}/prepared",
@@ -88,12 +87,9 @@ def main() -> None:
         run = root / f"seed{args.seed}" / f"{name}-g{generations}-{key}"
         t0 = time.perf_counter()
         with LocalPool(config.validate(cfg).pool, progress=lambda *_: None):
-            try:
-                out = evolve_stage.evolve(cfg, out_dir=run / "evolve", metrics_dir=run / "metrics",
-                                          reports_dir=run / "reports",
-                                          warm_start=None if warm is None else evolve_stage.warm_start_source(cfg))
-            finally:
-                RolloutContext.close_all()
+            out = evolve_stage.evolve(cfg, out_dir=run / "evolve", metrics_dir=run / "metrics",
+                                      reports_dir=run / "reports",
+                                      warm_start=None if warm is None else evolve_stage.warm_start_source(cfg))
         points = curve(run / "evolve")
         print(f"{name}: {len(cfg.pool.models)} models, best validation {max(r for _, r in points):.3f}, "
               f"x0 {points[0][1]:.3f} ({time.perf_counter() - t0:.0f} s)", flush=True)

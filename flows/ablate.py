@@ -18,7 +18,6 @@ from flows._pool import local_pool
 def ablate_flow(params: str | None = "params.yaml", overrides: list[str] | None = None,
                 output_paths: dict[str, str] | None = None) -> dict:
     from trinity.pipeline import ablate_stage
-    from trinity.pipeline.rollouts import RolloutContext
 
     cfg = stage_cfg(params, overrides, output_paths, "ablate")
     logger = prefect_logger()
@@ -33,12 +32,9 @@ def ablate_flow(params: str | None = "params.yaml", overrides: list[str] | None 
             done = (int(info["variant_index"]) - 1) * generations + int(info["generation"]) + 1
             update_progress_artifact(progress_id, progress=100.0 * done / (int(info["variants"]) * generations))
 
-    try:
-        # The same rollout task as the evolve flow: one Prefect task run per candidate.
-        with progress_in_run_log(), local_pool(cfg), rollout_runner(cfg) as submit:
-            out = ablate_stage.run(cfg, submit=submit, progress=on_progress)
-    finally:
-        RolloutContext.close_all()
+    # The same rollout task as the evolve flow: one Prefect task run per candidate.
+    with progress_in_run_log(), local_pool(cfg), rollout_runner(cfg) as submit:
+        out = ablate_stage.run(cfg, submit=submit, progress=on_progress)
     rows = [{"variant": name, **{k: v for k, v in row.items() if isinstance(v, (int, float, str)) or v is None}}
             for name, row in out["metrics"]["variants"].items()]
     if rows:

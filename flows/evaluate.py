@@ -18,17 +18,13 @@ def evaluate_flow(params: str | None = "params.yaml", overrides: list[str] | Non
                   output_paths: dict[str, str] | None = None,
                   coordinator: str | None = None) -> str:
     from trinity.pipeline import evaluate_stage
-    from trinity.pipeline.rollouts import RolloutContext
 
     cfg = stage_cfg(params, overrides, output_paths, "evaluate")
     logger = prefect_logger()
-    try:
-        with progress_in_run_log(), local_pool(cfg):
-            out = evaluate_stage.run(cfg, coordinator_path=Path(coordinator) if coordinator else None,
-                                     progress=logger.info, on_work=work_artifact("evaluate"),
-                                     frontier_path=Path(cfg.paths.frontier) if cfg.paths.frontier else None)
-    finally:
-        RolloutContext.close_all()
+    with progress_in_run_log(), local_pool(cfg):
+        out = evaluate_stage.run(cfg, coordinator_path=Path(coordinator) if coordinator else None,
+                                 progress=logger.info, on_work=work_artifact("evaluate"),
+                                 frontier_path=Path(cfg.paths.frontier) if cfg.paths.frontier else None)
     create_markdown_artifact(key="evaluation-report", markdown=Path(out["report"]).read_text())
     return out["report"]
 

@@ -17,7 +17,6 @@ from flows._pool import local_pool
 def evolve_flow(params: str | None = "params.yaml", overrides: list[str] | None = None,
                 output_paths: dict[str, str] | None = None) -> dict:
     from trinity.pipeline import evolve_stage
-    from trinity.pipeline.rollouts import RolloutContext
 
     cfg = stage_cfg(params, overrides, output_paths, "evolve")
     logger = prefect_logger()
@@ -34,12 +33,9 @@ def evolve_flow(params: str | None = "params.yaml", overrides: list[str] | None 
             row = {k: v for k, v in info.items() if isinstance(v, (int, float, str)) and k != "line"}
             create_table_artifact(key="evolve-generation", table=[row], description=f"generation {gen}")
 
-    try:
-        # Every candidate's rollout becomes one Prefect task run, concurrent on the task runner.
-        with progress_in_run_log(), local_pool(cfg), rollout_runner(cfg) as submit:
-            out = evolve_stage.run(cfg, submit=submit, progress=on_progress, on_work=work_artifact("evolve"))
-    finally:
-        RolloutContext.close_all()
+    # Every candidate's rollout becomes one Prefect task run, concurrent on the task runner.
+    with progress_in_run_log(), local_pool(cfg), rollout_runner(cfg) as submit:
+        out = evolve_stage.run(cfg, submit=submit, progress=on_progress, on_work=work_artifact("evolve"))
     return {"run_dir": out["run_dir"]}
 
 

@@ -19,7 +19,6 @@ from flows._pool import local_pool
 def frontier_flow(params: str | None = "params.yaml", overrides: list[str] | None = None,
                   output_paths: dict[str, str] | None = None) -> dict:
     from trinity.pipeline import frontier_stage
-    from trinity.pipeline.rollouts import RolloutContext
 
     cfg = stage_cfg(params, overrides, output_paths, "frontier")
     logger = prefect_logger()
@@ -34,11 +33,8 @@ def frontier_flow(params: str | None = "params.yaml", overrides: list[str] | Non
             done = (int(info["variant_index"]) - 1) * generations + int(info["generation"]) + 1
             update_progress_artifact(progress_id, progress=100.0 * done / (int(info["variants"]) * generations))
 
-    try:
-        with progress_in_run_log(), local_pool(cfg), rollout_runner(cfg) as submit:
-            out = frontier_stage.run(cfg, submit=submit, progress=on_progress, on_work=work_artifact("frontier"))
-    finally:
-        RolloutContext.close_all()
+    with progress_in_run_log(), local_pool(cfg), rollout_runner(cfg) as submit:
+        out = frontier_stage.run(cfg, submit=submit, progress=on_progress, on_work=work_artifact("frontier"))
     heads = [{k: v for k, v in h.items() if isinstance(v, (int, float, str, bool)) or v is None}
              for h in out["manifest"].get("heads") or []]
     if heads:

@@ -34,7 +34,6 @@ STAGES = ("prepare", "cache_states", "evolve")
 def retrain_flow(params: str | None = None, overrides: list[str] | None = None,
                  output_paths: dict[str, str] | None = None) -> dict:
     from trinity.pipeline import retrain_stage
-    from trinity.pipeline.rollouts import RolloutContext
     from trinity.pipeline.workspace import apply_output_paths, earlier_outputs
 
     cfg = load_cfg(params, overrides)
@@ -58,11 +57,8 @@ def retrain_flow(params: str | None = None, overrides: list[str] | None = None,
     source = str(run_params.parent) if out else cfg.paths.runs
     logger = prefect_logger()
     data = {"prepare": prepared.get("reuse") or {}, "cache_states": states.get("reuse") or {}}
-    try:
-        with local_pool(cfg):
-            decision = retrain_stage.run(cfg, source_run=source, progress=logger.info, data_changes=data)
-    finally:
-        RolloutContext.close_all()
+    with local_pool(cfg):
+        decision = retrain_stage.run(cfg, source_run=source, progress=logger.info, data_changes=data)
     create_markdown_artifact(key="retrain-decision", markdown=decision["markdown"],
                              description=f"{decision['version']}: {'promoted' if decision['promoted'] else 'kept'}")
     return {k: v for k, v in decision.items() if k != "markdown"}

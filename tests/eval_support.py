@@ -10,17 +10,17 @@ import re
 
 import numpy as np
 import pytest
-from omegaconf import OmegaConf
 from scripted_pool import ScriptedPool
 
-from trinity.config import compose, load
+from trinity.assembly.loop_thread import LoopThread
+from trinity.assembly.runtime import StageRuntime
+from trinity.config import compose, load, to_yaml, typed
 from trinity.contracts import ROLES
 from trinity.coordinator.head import RoutingHead
 from trinity.coordinator.router import CoordinatorRouter
 from trinity.coordinator.saved import check_metadata, load_params
 from trinity.eval.moa import moa_prompts
 from trinity.pipeline import evaluate_stage
-from trinity.pipeline.rollouts import LoopThread, RolloutContext
 from trinity.tasks.types import TaskItem
 
 CFG = load(None, ["experiment=local_live",
@@ -125,11 +125,39 @@ class PricedPool(Pool):
         return dataclasses.replace(result, finish_reason="length" if model == AGENTS[0] else "stop")
 
 
-def stand_in_context(cfg, pool) -> RolloutContext:
-    ctx = object.__new__(RolloutContext)   # RolloutContext's own chunk running, without a backbone
-    ctx.cfg, ctx.agents, ctx.loop, ctx.pool, ctx.grader = cfg, list(cfg.pool.models), LoopThread(), pool, grade
-    ctx.coordinator = StandInCoordinator(int(cfg.coordinator.token_position))
-    return ctx
+def stand_in_runtime(cfg, pool) -> StageRuntime:
+    """A stage runtime's own chunk running on `pool`, with a stand-in coordinator (no backbone)."""
+    return StageRuntime(typed(cfg), loop=LoopThread(), pool=pool, grader=grade,
+                        coordinator=StandInCoordinator(int(typed(cfg).coordinator.token_position)))
+
+
+class StandIns:
+    """What the evaluate stage is handed instead of building it: a stand-in runtime per config on one pool, and
+    stand-in coordinators for the ablations that route with their own (`variants`: their configs)."""
+
+    def __init__(self, pool) -> None:
+        self.pool = pool
+        self.runtimes: dict[str, StageRuntime] = {}
+        self.variants: list = []
+
+    def runtime(self, cfg) -> StageRuntime:
+        key = to_yaml(cfg)
+        if key not in self.runtimes:
+            self.runtimes[key] = stand_in_runtime(cfg, self.pool)
+        return self.runtimes[key]
+
+    def variant_coordinator(self, variant) -> StandInCoordinator:
+        self.variants.append(variant)
+        return StandInCoordinator(int(variant.coordinator.token_position))
+
+    def run(self, cfg, **kwargs) -> dict:
+        """evaluate_stage.run with the stand-ins injected."""
+        return evaluate_stage.run(cfg, runtime=self.runtime(cfg), variant_coordinator=self.variant_coordinator,
+                                  **kwargs)
+
+    def close(self) -> None:
+        for runtime in self.runtimes.values():
+            runtime.loop.stop()
 
 
 def items(suite: str, n: int) -> list[TaskItem]:
@@ -144,19 +172,10 @@ def stage(tmp_path, monkeypatch):
                   + ["eval.bootstrap_samples=200", "eval.methods=[trinity,trinity:argmax,single_worker,role_select,"
                      "random,loop,moa,ablations]"])
     pool = PricedPool(script(), delay_s=0.001)
-    contexts: dict[str, RolloutContext] = {}
-
-    def get(c, **kw):
-        key = OmegaConf.to_yaml(c)
-        if key not in contexts:
-            contexts[key] = stand_in_context(c, pool)
-        return contexts[key]
-
-    monkeypatch.setattr(evaluate_stage.RolloutContext, "get", staticmethod(get))
+    stand_ins = StandIns(pool)
     monkeypatch.setattr(evaluate_stage, "eval_sets", lambda c: {
         "validation": {"gsm8k": items("gsm8k", 2)},
         "test": {"gsm8k": items("gsm8k", 3), "gpqa_diamond": items("gpqa_diamond", 3)}})
-    yield cfg, pool, contexts
-    for ctx in contexts.values():
-        ctx.loop.stop()
+    yield cfg, pool, stand_ins
+    stand_ins.close()
 

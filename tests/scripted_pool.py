@@ -39,6 +39,11 @@ Reply = Any  # str | Fail | CallResult | Callable[[list[dict], int], str | Fail 
 
 
 class ScriptedPool:
+    """A pool double with what a stage runtime asks of a PoolClient (trinity.assembly.runtime.StageRuntime):
+    scripted `chat` replies, no recording (`replay`), its call count as `totals()`, and nothing to close."""
+
+    replay = None
+
     def __init__(self, protocol_cfg: Any, script: dict[Any, Reply | list[Reply]] | None = None,
                  *, delay_s: float | Callable[[str, int], float] = 0.0, cost_per_token: float = 1e-6):
         cfg = ProtocolConfig.from_config(protocol_cfg)
@@ -49,6 +54,15 @@ class ScriptedPool:
         self.calls: list[Call] = []
         self.in_flight = 0
         self.max_in_flight = 0
+
+    def totals(self) -> dict:
+        return {"calls": self.count}
+
+    async def hand_over_totals(self) -> None:
+        pass
+
+    async def aclose(self) -> None:
+        pass
 
     @property
     def count(self) -> int:

@@ -26,7 +26,6 @@ def scripted(tmp_path, monkeypatch):
     tiny backbone, and a scripted pool where one model always answers right."""
     from trinity.coordinator import coordinator as coordinator_module
     from trinity.pipeline.cache_states_stage import run as cache_states
-    from trinity.pipeline.rollouts import RolloutContext
     from trinity.pipeline.suites import prepare_from_config
     from trinity.pool.client import PoolClient
     from trinity.tasks.prepare import load_items
@@ -73,4 +72,3 @@ def scripted(tmp_path, monkeypatch):
     monkeypatch.setattr(PoolClient, "from_config", staticmethod(make_pool))
     cache_states(cfg)  # first-turn features at the default token position (a last-token variant must skip them)
     yield cfg, pools
-    RolloutContext.close_all()

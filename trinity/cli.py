@@ -166,17 +166,13 @@ def _cmd_eval(args) -> int:
                               methods=args.method or [], output=args.output, root=root, frontier=args.frontier)
     from trinity.assembly.local_pool import local_pool
     from trinity.pipeline import evaluate_stage
-    from trinity.pipeline.rollouts import RolloutContext
     from trinity.pipeline.workspace import apply_output_paths
 
     run_cfg = apply_output_paths(cfg, request.output_paths)
     print(f"trinity eval: writing to {request.output}", flush=True)
     with local_pool(run_cfg):
-        try:
-            out = evaluate_stage.run(run_cfg, coordinator_path=request.coordinator, progress=print,
-                                     strict=bool(args.method), frontier_path=request.frontier)
-        finally:
-            RolloutContext.close_all()
+        out = evaluate_stage.run(run_cfg, coordinator_path=request.coordinator, progress=print,
+                                 strict=bool(args.method), frontier_path=request.frontier)
     if out.get("frontier") is not None:
         from trinity.eval.frontier import text_table
 

@@ -129,22 +129,22 @@ def test_ablate_stage_end_to_end_and_resume(scripted):  # noqa: F811
 
 def test_last_token_variant_never_reads_the_default_position_states(scripted):  # noqa: F811
     from trinity.pipeline import ablate_stage
-    from trinity.pipeline.rollouts import RolloutContext
+    from trinity.pipeline.runtime_builder import stage_coordinator  # the coordinator a stage's runtime holds
 
     cfg, _ = scripted
     variants = ablate_stage.variants(cfg)
-    main = RolloutContext.get(cfg).coordinator
+    main = stage_coordinator(cfg)
     preloaded = len(main.cache._memory)
     assert preloaded > 0  # the default token position uses the precomputed first-turn states
-    svf = RolloutContext.get(variants["svf"][1]).coordinator
+    svf = stage_coordinator(variants["svf"][1])
     assert len(svf.cache._memory) == 0                 # SVF: every candidate reads its own features
     # last token: cache_states wrote its position too (<suite>@-1); it preloads those and nothing else
-    last = RolloutContext.get(variants["last_token"][1]).coordinator
+    last = stage_coordinator(variants["last_token"][1])
     own = {k for p in Path(cfg.paths.states).glob("*@-1.json") for k in json.loads(p.read_text())["cache_keys"]}
     assert own and set(last.cache._memory) == own
     for coord in (svf, last):
         assert coord.cache.namespace != main.cache.namespace  # and their cache keys never collide
-    no_roles = RolloutContext.get(variants["no_roles"][1]).coordinator
+    no_roles = stage_coordinator(variants["no_roles"][1])
     assert len(no_roles.cache._memory) == preloaded and no_roles.cache.namespace == main.cache.namespace
     feature = np.ones(main.hidden_size)
     assert no_roles.head_for(np.ones(no_roles.num_params)).probabilities(feature)[1].tolist() == [1.0, 0.0, 0.0]

@@ -21,7 +21,6 @@ from eval_support import (
 )
 
 from trinity.coordinator.saved import save_params
-from trinity.pipeline import evaluate_stage
 
 pytestmark = pytest.mark.integration
 
@@ -32,7 +31,7 @@ def save(path, agent: int, role: int, token_position: int = -2, pool=AGENTS):
 
 
 def test_every_method_ablations_skips_report_and_resume(stage, tmp_path):  # noqa: F811
-    cfg, pool, contexts = stage
+    cfg, pool, stand_ins = stage
     save(tmp_path / "runs/coordinator/coordinator.safetensors", GOOD, 0)
     ab = tmp_path / "ablations"
     save(ab / "last_token/coordinator.safetensors", GOOD, 0, token_position=-1)
@@ -43,7 +42,7 @@ def test_every_method_ablations_skips_report_and_resume(stage, tmp_path):  # noq
     save(ab / "other_pool/coordinator.safetensors", 0, 0, pool=["x", "y", "z"])
 
     work = []
-    out = evaluate_stage.run(cfg, on_work=lambda label, done, total: work.append((label, done, total)))
+    out = stand_ins.run(cfg, on_work=lambda label, done, total: work.append((label, done, total)))
     summary = out["summary"]
     ran = set(summary["method"])
     # progress: the episodes done, told as they finish, ending at the total (MoA chunks included)
@@ -55,10 +54,10 @@ def test_every_method_ablations_skips_report_and_resume(stage, tmp_path):  # noq
                    "random", f"loop:{first}", f"moa:{first}", "ablation:last_token", "ablation:random_search"}
     assert {s.method for s in out["skipped"]} == {"ablation:unfinished", "ablation:other_pool"}
 
-    # the last-token variant got its own context (its config, fresh first-turn states); the optimiser
+    # the last-token variant got its own coordinator (its config, fresh first-turn states); the optimiser
     # variant routes with the main coordinator
-    variants = [c.cfg for c in contexts.values() if c.cfg.coordinator.token_position == -1]
-    assert len(contexts) == 2 and len(variants) == 1
+    variants = stand_ins.variants
+    assert len(variants) == 1 and variants[0].coordinator.token_position == -1
     assert variants[0].paths.states == str(ab / "last_token" / "states")
 
     def get(method, suite="all", set_name="test"):
@@ -117,12 +116,12 @@ def test_every_method_ablations_skips_report_and_resume(stage, tmp_path):  # noq
 
     # a second run resumes from the saved chunks: no pool call at all
     calls = pool.count
-    again = evaluate_stage.run(cfg)
+    again = stand_ins.run(cfg)
     assert pool.count == calls and again["summary"].equals(summary)
 
     # another coordinator under the same config: its methods run again, the baselines are reused
     save(tmp_path / "runs/coordinator/coordinator.safetensors", 0, 0)
-    rerun = evaluate_stage.run(cfg)["summary"]
+    rerun = stand_ins.run(cfg)["summary"]
     new_calls = pool.calls[calls:]
     assert new_calls and {c.model for c in new_calls} <= set(AGENTS)
     trinity_all = rerun.filter((pl.col("method") == "trinity") & (pl.col("suite") == "all"))

@@ -29,11 +29,7 @@ CHILD = r"""
 import sys
 from trinity import config   # first: importing trinity pins the math libraries (unless told not to)
 from trinity.pipeline import evolve_stage
-from trinity.pipeline.rollouts import RolloutContext
-try:
-    evolve_stage.run(config.load(sys.argv[1], []))
-finally:
-    RolloutContext.close_all()
+evolve_stage.run(config.load(sys.argv[1], []))
 """
 
 

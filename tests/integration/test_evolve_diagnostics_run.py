@@ -20,14 +20,16 @@ pytestmark = pytest.mark.integration
 
 def test_evolve_stage_records_both_modes_x0_and_routing_without_recomputing_features(scripted, monkeypatch):  # noqa: F811
     from trinity.pipeline import evolve_stage
-    from trinity.pipeline.rollouts import RolloutContext
+    from trinity.pipeline.stage_runtime import open_stage_runtime
 
     cfg, _ = scripted
-    coord = RolloutContext.get(cfg).coordinator
-    precomputed = []
-    original = coord.precompute
-    monkeypatch.setattr(coord, "precompute", lambda texts, *a: precomputed.append(len(texts)) or original(texts, *a))
-    out = evolve_stage.run(cfg)
+    with open_stage_runtime(cfg) as runtime:
+        coord = runtime.coordinator
+        precomputed = []
+        original = coord.precompute
+        monkeypatch.setattr(coord, "precompute",
+                            lambda texts, *a: precomputed.append(len(texts)) or original(texts, *a))
+        out = evolve_stage.run(cfg, runtime=runtime)
     assert precomputed == [2]  # the validation items' first-turn features, once per run
     assert out["result"].x0_validation_reward is not None
 

@@ -23,6 +23,8 @@ class PricedSimulatedPool:
     """The simulated pool in process, as the pool client: tokens from its replies, dollars at the profile's
     prices; counts the calls that reach it."""
 
+    replay = None   # no recording
+
     def __init__(self, cfg):
         from trinity.simulated.launcher import simulated_world
         from trinity.simulated.server import SimulatedPool
@@ -61,7 +63,6 @@ def simulated(tmp_path, monkeypatch):
 
     from trinity.coordinator import coordinator as coordinator_module
     from trinity.pipeline.cache_states_stage import run as cache_states
-    from trinity.pipeline.rollouts import RolloutContext
     from trinity.pipeline.suites import prepare_from_config
     from trinity.pool.client import PoolClient
 
@@ -86,20 +87,15 @@ def simulated(tmp_path, monkeypatch):
     monkeypatch.setattr(PoolClient, "from_config", staticmethod(make_pool))
     cache_states(cfg)
     yield cfg, pools
-    RolloutContext.close_all()
 
 
 def test_frontier_stage_end_to_end_and_a_rerun_makes_no_pool_call(simulated):
     from trinity.pipeline import ablate_stage, evaluate_stage, evolve_stage, frontier_stage
-    from trinity.pipeline.rollouts import RolloutContext
 
     cfg, pools = simulated
     with pytest.raises(frontier_stage.FrontierInputError, match="run the evolve stage first"):
         frontier_stage.run(cfg)
-    try:
-        evolve_stage.run(cfg)
-    finally:
-        RolloutContext.close_all()
+    evolve_stage.run(cfg)
     out = frontier_stage.run(cfg)
     folder = Path(cfg.paths.frontier)
     manifest = json.loads((folder / "frontier.json").read_text())

@@ -17,7 +17,6 @@ from recording_support import SUITE, grade, recording_cfg, reply_for, write_prep
 from trinity import config
 from trinity.config import compose, load, with_values
 from trinity.errors import ConfigError
-from trinity.pipeline.rollouts import RolloutContext
 
 pytestmark = pytest.mark.integration
 
@@ -60,13 +59,10 @@ def test_record_once_train_on_the_replay_then_serve_the_live_pool(tmp_path, tiny
             "evolve.validation": {"every": 1, "n_items": 2, "select": "one_se"},
             "eval.items_per_suite": None, "eval.sets": ["test"], "eval.min_items": 2,
             "eval.methods": ["trinity", "random", "single_worker"]})
-        try:
-            cache_states_stage.run(replay)
-            out = evolve_stage.run(replay)
-            assert out["replay_misses"] == 0
-            report = Path(evaluate_stage.run(replay)["report"]).read_text()
-        finally:
-            RolloutContext.close_all()
+        cache_states_stage.run(replay)
+        out = evolve_stage.run(replay)
+        assert out["replay_misses"] == 0
+        report = Path(evaluate_stage.run(replay)["report"]).read_text()
         assert (big.count, small.count) == recorded_calls   # training and evaluation asked no pool model
         assert "my-hosted" in report and "beat every single agent of its pool" in report, report[:1500]
 

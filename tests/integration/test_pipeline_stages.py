@@ -15,7 +15,6 @@ from pool_stub import StubServer, stub_pool_mapping
 from process_support import prefect_server
 
 from trinity import config
-from trinity.pipeline.rollouts import RolloutContext
 from trinity.tasks.prepare import load_items
 
 pytestmark = pytest.mark.slow
@@ -89,39 +88,36 @@ def test_prepare_cache_states_evolve_evaluate_on_a_scripted_pool(run_cfg):
         pool = stub_pool_mapping(server.base_url, models=["oracle", "guesser", "other"])
         OmegaConf.set_struct(cfg, False)
         cfg.pool = OmegaConf.merge(pool, {"host": "127.0.0.1"})
-        try:
-            told = []
-            states = cache_states_stage.run(cfg, on_work=lambda label, done, total: told.append((done, total)))
-            assert told[-1] == (states["count"], states["count"])
-            assert states["count"] == sum(len(load_items(cfg.paths.prepared, s))
-                                          for s in ("mmlu", "gsm8k", "gpqa_diamond"))
+        told = []
+        states = cache_states_stage.run(cfg, on_work=lambda label, done, total: told.append((done, total)))
+        assert told[-1] == (states["count"], states["count"])
+        assert states["count"] == sum(len(load_items(cfg.paths.prepared, s))
+                                      for s in ("mmlu", "gsm8k", "gpqa_diamond"))
 
-            work = []
-            out = evolve_stage.run(cfg, on_work=lambda label, done, total: work.append((label, done, total)))
-            last = {label: (done, total) for label, done, total in work}
-            assert last["generation 0: episodes"] == (16, 16) and last["generation 1: episodes"] == (16, 16)
-            assert any(label.startswith("generation 1: validation") for label in last)
-            gens = pl.read_parquet(f"{cfg.paths.runs}/generations.parquet")
-            eps = pl.read_parquet(f"{cfg.paths.runs}/episodes.parquet")
-            assert gens.height == 2
-            assert eps.filter(pl.col("candidate") >= 0).height == 2 * 4 * 4
-            assert out["result"].generations_completed == 2
-            assert (cfg.paths.runs + "/coordinator")
-            assert json.loads(Path(f"{cfg.paths.metrics}/evolve.json").read_text())
+        work = []
+        out = evolve_stage.run(cfg, on_work=lambda label, done, total: work.append((label, done, total)))
+        last = {label: (done, total) for label, done, total in work}
+        assert last["generation 0: episodes"] == (16, 16) and last["generation 1: episodes"] == (16, 16)
+        assert any(label.startswith("generation 1: validation") for label in last)
+        gens = pl.read_parquet(f"{cfg.paths.runs}/generations.parquet")
+        eps = pl.read_parquet(f"{cfg.paths.runs}/episodes.parquet")
+        assert gens.height == 2
+        assert eps.filter(pl.col("candidate") >= 0).height == 2 * 4 * 4
+        assert out["result"].generations_completed == 2
+        assert (cfg.paths.runs + "/coordinator")
+        assert json.loads(Path(f"{cfg.paths.metrics}/evolve.json").read_text())
 
-            ev = evaluate_stage.run(cfg)
-            summary = ev["summary"]
-            val = summary.filter((pl.col("set") == "validation") & (pl.col("suite") == "all"))
-            rewards = dict(zip(val["method"], val["mean_reward"], strict=True))
-            assert rewards["single:oracle"] == 1.0
-            assert rewards["single:guesser"] == 0.0 and rewards["single:other"] == 0.0
-            assert {"trinity", "random", "loop:oracle"} <= set(rewards)
-            report = Path(ev["report"]).read_text()
-            assert "single:oracle" in report and "TRINITY" in report
-            metrics = json.loads(Path(f"{cfg.paths.metrics}/eval.json").read_text())
-            assert metrics["validation/all/single:oracle"] == 1.0
-        finally:
-            RolloutContext.close_all()
+        ev = evaluate_stage.run(cfg)
+        summary = ev["summary"]
+        val = summary.filter((pl.col("set") == "validation") & (pl.col("suite") == "all"))
+        rewards = dict(zip(val["method"], val["mean_reward"], strict=True))
+        assert rewards["single:oracle"] == 1.0
+        assert rewards["single:guesser"] == 0.0 and rewards["single:other"] == 0.0
+        assert {"trinity", "random", "loop:oracle"} <= set(rewards)
+        report = Path(ev["report"]).read_text()
+        assert "single:oracle" in report and "TRINITY" in report
+        metrics = json.loads(Path(f"{cfg.paths.metrics}/eval.json").read_text())
+        assert metrics["validation/all/single:oracle"] == 1.0
 
 
 def test_prepare_flow_runs_under_prefect(run_cfg, tmp_path, prefect_harness):
@@ -139,15 +135,18 @@ def test_prepare_flow_runs_under_prefect(run_cfg, tmp_path, prefect_harness):
 
 @pytest.mark.parametrize("kind", ["dask", "threads"])
 def test_rollouts_on_the_task_runner_match_the_inline_run(run_cfg, prefect_harness, kind):
-    """runner.kind=dask: candidate rollouts run as Prefect tasks on a local Dask cluster (worker
-    processes build their own pool client and coordinator) and give the same traces as inline; so do they
-    on the default thread pool, where the task's arguments go quoted (handed over without Prefect's walk)."""
+    """runner.kind=dask: candidate rollouts run as Prefect tasks on a local Dask cluster (the worker process
+    builds its own runtime, pool client and coordinator, from the run's description) and give the same traces
+    as inline; so do they on the default thread pool, where the task's arguments go quoted (handed over without
+    Prefect's walk: the task runs on the stage's own runtime)."""
     import numpy as np
     from prefect import flow
 
     from flows._common import rollout_runner
     from trinity.pipeline import cache_states_stage
+    from trinity.pipeline import items as item_sel
     from trinity.pipeline.population import rollout_candidate
+    from trinity.pipeline.stage_runtime import RuntimeDescription, TaskRuntime, open_stage_runtime
     from trinity.pipeline.suites import prepare_from_config
 
     cfg = run_cfg.copy()
@@ -157,27 +156,29 @@ def test_rollouts_on_the_task_runner_match_the_inline_run(run_cfg, prefect_harne
     if not (Path(cfg.paths.states) / "mmlu.safetensors").exists():   # the feature statistics read them
         cache_states_stage.run(cfg)
     uids = [it.uid for it in load_items(cfg.paths.prepared, "mmlu", "train")[:2]]
+    by_uid = {it.uid: it for it in item_sel.load_split(cfg, ["mmlu"], "train")}
+
+    def on(runtime):
+        return TaskRuntime(RuntimeDescription.of(runtime), runtime, by_uid)
 
     with StubServer(lambda body: "The answer is (B). <idea>b</idea>" if "Worker" in body["messages"][0]["content"]
                     else "ACCEPT") as server:
         cfg.pool = OmegaConf.merge(stub_pool_mapping(server.base_url, models=["a", "b"]), {"host": "127.0.0.1"})
         cfg.runner.kind = kind
         cfg.runner.dask_workers = 1   # one worker process shows it: it builds its own pool client and coordinator
-        cfg_yaml = OmegaConf.to_yaml(cfg, resolve=True)
         rng = np.random.default_rng(0)
-        cands = [(rng.normal(size=RolloutContext.get(cfg).coordinator.num_params) * 0.5).tolist() for _ in range(2)]
+        with open_stage_runtime(cfg) as runtime:
+            cands = [(rng.normal(size=runtime.coordinator.num_params) * 0.5).tolist() for _ in range(2)]
+            inline = [rollout_candidate(on(runtime), 0, c, x, uids, 1) for c, x in enumerate(cands)]
 
         @flow
         def rollouts():
-            with rollout_runner(cfg) as submit:
-                futures = [submit(rollout_candidate, cfg_yaml, 0, c, x, uids, 1) for c, x in enumerate(cands)]
+            # the stage's runtime opens inside the task runner, so on Dask the workers learn how to build theirs
+            with rollout_runner(cfg) as submit, open_stage_runtime(cfg) as runtime:
+                futures = [submit(rollout_candidate, on(runtime), 0, c, x, uids, 1) for c, x in enumerate(cands)]
                 return [f.result() for f in futures]
 
-        try:
-            on_runner = rollouts()
-            inline = [rollout_candidate(cfg_yaml, 0, c, x, uids, 1) for c, x in enumerate(cands)]
-        finally:
-            RolloutContext.close_all()
+        on_runner = rollouts()
     assert len(on_runner) == 2 and all(len(t) == 2 for t in on_runner)
     for a, b in zip(on_runner, inline, strict=True):
         assert [(x.episode, [(t.agent, t.role) for t in x.turns], x.reward) for x in a] == \

@@ -14,7 +14,7 @@ from omegaconf import OmegaConf
 from recording_support import make_recording
 
 from trinity.config import to_yaml
-from trinity.pipeline.rollouts import RolloutContext
+from trinity.pipeline.stage_runtime import open_stage_runtime
 
 pytestmark = pytest.mark.integration   # real processes and services: make test, not test-fast
 
@@ -74,14 +74,14 @@ def test_states_at_the_ablations_positions_serve_the_last_token_variant_without_
         assert uids_at == uids and index["token_position"] == -2 and index_at["token_position"] == -1
         assert last.shape == main.shape and not np.allclose(last, main)
     variant = apply_overrides(cfg, {"coordinator.token_position": -1}, where="test")
-    ctx = RolloutContext.get(variant)
-    evaluator = evolve_stage.exact_evaluator(variant, ctx)
-    evaluator.world.compiled(cache_states_stage.by_suite_items(variant, list(variant.tasks.train)))
-    before = ctx.coordinator.engine.stats["computed_tokens"]
-    features = evaluator.features()
-    assert len(features) > 0 and ctx.coordinator.engine.stats["computed_tokens"] == before   # all preloaded
-    # the -1 states equal what the variant's coordinator computes itself, up to float rounding
-    own = ctx.coordinator.precompute(evaluator.world.transcripts[:5], isolated=False)
+    with open_stage_runtime(variant) as ctx:
+        evaluator = evolve_stage.exact_evaluator(variant, ctx)
+        evaluator.world.compiled(cache_states_stage.by_suite_items(variant, list(variant.tasks.train)))
+        before = ctx.coordinator.engine.stats["computed_tokens"]
+        features = evaluator.features()
+        assert len(features) > 0 and ctx.coordinator.engine.stats["computed_tokens"] == before   # all preloaded
+        # the -1 states equal what the variant's coordinator computes itself, up to float rounding
+        own = ctx.coordinator.precompute(evaluator.world.transcripts[:5], isolated=False)
     assert np.allclose(features[:5], own, rtol=0, atol=1e-4 * np.abs(own).max())
 
 
@@ -96,16 +96,13 @@ def test_max_train_items_trains_on_a_seeded_subset_of_the_training_split(recorde
     cfg.evolve.max_train_items = cap
     cfg.evolve.generations = 1
     used = []
-    try:
-        cache_states_stage.run(cfg)
-        for run in ("a", "b"):
-            cfg.paths.runs = f"{recorded_cfg.paths.runs}-cap{cap}{run}"
-            cfg.paths.cache = f"{recorded_cfg.paths.cache}-cap{cap}{run}"
-            fit = evolve_stage.run(cfg)["kept_mean_fit"]
-            assert fit["train_items"] == min(cap, 3) and fit["validation_items"] == 2
-            used.append(fit["train"])
-    finally:
-        RolloutContext.close_all()
+    cache_states_stage.run(cfg)
+    for run in ("a", "b"):
+        cfg.paths.runs = f"{recorded_cfg.paths.runs}-cap{cap}{run}"
+        cfg.paths.cache = f"{recorded_cfg.paths.cache}-cap{cap}{run}"
+        fit = evolve_stage.run(cfg)["kept_mean_fit"]
+        assert fit["train_items"] == min(cap, 3) and fit["validation_items"] == 2
+        used.append(fit["train"])
     assert used[0] == used[1]   # the same subset (and the same run) for the same seed
 
 
@@ -117,44 +114,41 @@ def test_evolve_on_the_recording_makes_no_pool_call(recorded_cfg, estimate):
     cfg.evolve.fitness.estimate = estimate
     cfg.paths.runs = f"{cfg.paths.runs}-{estimate}"
     cfg.paths.cache = f"{cfg.paths.cache}-{estimate}"
-    try:
-        cache_states_stage.run(cfg)
-        out = evolve_stage.run(cfg)
-        totals = out["pool_totals"]["overall"]
-        assert out["replay_misses"] == 0
-        assert totals["real_calls"] == totals["replayed"]   # every reply came from the recording
-        gens = pl.read_parquet(f"{cfg.paths.runs}/generations.parquet")
-        assert gens.height == 3
-        if estimate == "exact":
-            assert totals["calls"] == 0                       # no episode at all
-            assert gens["episodes"].sum() == 0
-            assert gens["validation_reward"].is_not_null().all()
-            fit = out["kept_mean_fit"]       # the saved coordinator's train reward beside its validation
-            assert fit["train_items"] == 3 and fit["validation_items"] == 2 and 0.0 <= fit["train"] <= 1.0
-            # never below a constant policy: the saved coordinator is one of the candidates, at least the constant
-            # policy's validation reward; the evolved head's own values beside it when another was kept
-            chosen = out["constant_policy"]
-            assert chosen["applied"] and fit["kept"] == chosen["kept"]
-            rows = {r["name"]: r for r in chosen["candidates"]}
-            assert fit["validation"] == rows[fit["kept"]]["validation"] >= rows["constant"]["validation"]
-            evolved = fit.get("evolved", fit)
-            assert evolved["validation"] == pytest.approx(out["result"].best_validation_reward, abs=1e-6)
-            # every validated mean's exact train reward beside its validation in the generations table, and
-            # the kept one's in the metrics: the same number kept_mean_fit computes after the run
-            assert gens["train_reward"].is_not_null().all() and gens["kept_generation"].is_not_null().all()
-            metrics = json.loads(Path(f"{cfg.paths.metrics}/evolve.json").read_text())
-            assert metrics["best_train_reward"] == pytest.approx(evolved["train"], abs=1e-6)
-            assert metrics["constant_policy"]["kept"] == chosen["kept"]
-            kept = gens["kept_generation"][-1]
-            if kept >= 0:
-                row = gens.filter(pl.col("generation") == kept)
-                assert row["train_reward"][0] == pytest.approx(evolved["train"], abs=1e-6)
-        else:
-            assert totals["calls"] > 0
-            assert out["kept_mean_fit"] is None
-            assert gens["train_reward"].is_null().all()   # no exact expectation on sampled episodes
-    finally:
-        RolloutContext.close_all()
+    cache_states_stage.run(cfg)
+    out = evolve_stage.run(cfg)
+    totals = out["pool_totals"]["overall"]
+    assert out["replay_misses"] == 0
+    assert totals["real_calls"] == totals["replayed"]   # every reply came from the recording
+    gens = pl.read_parquet(f"{cfg.paths.runs}/generations.parquet")
+    assert gens.height == 3
+    if estimate == "exact":
+        assert totals["calls"] == 0                       # no episode at all
+        assert gens["episodes"].sum() == 0
+        assert gens["validation_reward"].is_not_null().all()
+        fit = out["kept_mean_fit"]       # the saved coordinator's train reward beside its validation
+        assert fit["train_items"] == 3 and fit["validation_items"] == 2 and 0.0 <= fit["train"] <= 1.0
+        # never below a constant policy: the saved coordinator is one of the candidates, at least the constant
+        # policy's validation reward; the evolved head's own values beside it when another was kept
+        chosen = out["constant_policy"]
+        assert chosen["applied"] and fit["kept"] == chosen["kept"]
+        rows = {r["name"]: r for r in chosen["candidates"]}
+        assert fit["validation"] == rows[fit["kept"]]["validation"] >= rows["constant"]["validation"]
+        evolved = fit.get("evolved", fit)
+        assert evolved["validation"] == pytest.approx(out["result"].best_validation_reward, abs=1e-6)
+        # every validated mean's exact train reward beside its validation in the generations table, and
+        # the kept one's in the metrics: the same number kept_mean_fit computes after the run
+        assert gens["train_reward"].is_not_null().all() and gens["kept_generation"].is_not_null().all()
+        metrics = json.loads(Path(f"{cfg.paths.metrics}/evolve.json").read_text())
+        assert metrics["best_train_reward"] == pytest.approx(evolved["train"], abs=1e-6)
+        assert metrics["constant_policy"]["kept"] == chosen["kept"]
+        kept = gens["kept_generation"][-1]
+        if kept >= 0:
+            row = gens.filter(pl.col("generation") == kept)
+            assert row["train_reward"][0] == pytest.approx(evolved["train"], abs=1e-6)
+    else:
+        assert totals["calls"] > 0
+        assert out["kept_mean_fit"] is None
+        assert gens["train_reward"].is_null().all()   # no exact expectation on sampled episodes
 
 
 def test_evaluation_opens_with_the_verdict_on_the_recording(recorded_cfg):
@@ -163,40 +157,37 @@ def test_evaluation_opens_with_the_verdict_on_the_recording(recorded_cfg):
     cfg = recorded_cfg.copy()
     cfg.evolve.fitness.estimate = "exact"
     cfg.eval.min_items = 2
-    try:
-        cache_states_stage.run(cfg)
-        evolve_stage.run(cfg)
-        out = evaluate_stage.run(cfg)
-        report = Path(out["report"]).read_text()
-        assert report.index("## Verdict on real replies") < report.index("## Did the evolved coordinator learn?")
-        assert "replayed from the recording" in report
-        assert "by split, so over-fitting shows: train " in report and "kept by the rule `one_se` among 4" in report
-        assert "Evolution keeps a validated mean by the rule `one_se`" in report   # not the max rule's sentence
-        for bound in ("hindsight", "best prompt-independent policy (hindsight)"):
-            assert f"bound: {bound}" in report
-        assert "fixed policy (chosen on train+validation)" in report   # the out-of-sample baseline
-        # every method on every split, the training items included
-        table = report[report.index("Every method by split"):]
-        assert "| method | train (" in table and "validation (" in table and "test (" in table
-        assert "| `trinity` | " in table and "| `fixed policy (chosen on train+validation)` | " in table
-        assert "beat every single agent of its pool" in report and "- gsm8k, n = 2" in report
-        # tokens per episode: trinity, each single agent and the fixed policy
-        assert "At what cost (expected prompt + completion tokens per episode): `trinity`" in report
-        assert "each single agent as the only Worker: " in report
-        # every candidate of evolve.constant_policy on train, validation and test side by side, the kept one marked
-        chosen = report[report.index("Never below a constant policy (`evolve.constant_policy`)"):]
-        assert "| candidate | train (3 items) | validation (2 items) | test (" in chosen
-        assert "| `constant` | " in chosen and "| `evolved` | " in chosen and "| yes |" in chosen
-        # what the first-turn state can see, over the recorded items of every split that have a state
-        assert "What the coordinator's first-turn state can see" in report
-        metrics = json.loads(Path(f"{cfg.paths.metrics}/eval.json").read_text())
-        agents = [k.split(":", 1)[1] for k in metrics if k.startswith("test/all/single:")]
-        assert agents and all(0.0 < metrics[f"recording/state_signal/{a}/p_value"] <= 1.0 for a in agents)
-        hindsight = metrics["test/recording/bound_hindsight"]
-        fixed_hindsight = metrics["test/recording/bound_best_prompt-independent_policy_(hindsight)"]
-        fixed = metrics["test/recording/fixed_policy_(chosen_on_train+validation)"]
-        assert hindsight >= fixed_hindsight >= fixed   # chosen on the test items it cannot do worse there
-        assert all(hindsight >= metrics[k] for k in metrics if k.startswith("test/recording/"))
-        assert {"test/recording/candidate/constant", "test/recording/candidate/evolved"} <= set(metrics)
-    finally:
-        RolloutContext.close_all()
+    cache_states_stage.run(cfg)
+    evolve_stage.run(cfg)
+    out = evaluate_stage.run(cfg)
+    report = Path(out["report"]).read_text()
+    assert report.index("## Verdict on real replies") < report.index("## Did the evolved coordinator learn?")
+    assert "replayed from the recording" in report
+    assert "by split, so over-fitting shows: train " in report and "kept by the rule `one_se` among 4" in report
+    assert "Evolution keeps a validated mean by the rule `one_se`" in report   # not the max rule's sentence
+    for bound in ("hindsight", "best prompt-independent policy (hindsight)"):
+        assert f"bound: {bound}" in report
+    assert "fixed policy (chosen on train+validation)" in report   # the out-of-sample baseline
+    # every method on every split, the training items included
+    table = report[report.index("Every method by split"):]
+    assert "| method | train (" in table and "validation (" in table and "test (" in table
+    assert "| `trinity` | " in table and "| `fixed policy (chosen on train+validation)` | " in table
+    assert "beat every single agent of its pool" in report and "- gsm8k, n = 2" in report
+    # tokens per episode: trinity, each single agent and the fixed policy
+    assert "At what cost (expected prompt + completion tokens per episode): `trinity`" in report
+    assert "each single agent as the only Worker: " in report
+    # every candidate of evolve.constant_policy on train, validation and test side by side, the kept one marked
+    chosen = report[report.index("Never below a constant policy (`evolve.constant_policy`)"):]
+    assert "| candidate | train (3 items) | validation (2 items) | test (" in chosen
+    assert "| `constant` | " in chosen and "| `evolved` | " in chosen and "| yes |" in chosen
+    # what the first-turn state can see, over the recorded items of every split that have a state
+    assert "What the coordinator's first-turn state can see" in report
+    metrics = json.loads(Path(f"{cfg.paths.metrics}/eval.json").read_text())
+    agents = [k.split(":", 1)[1] for k in metrics if k.startswith("test/all/single:")]
+    assert agents and all(0.0 < metrics[f"recording/state_signal/{a}/p_value"] <= 1.0 for a in agents)
+    hindsight = metrics["test/recording/bound_hindsight"]
+    fixed_hindsight = metrics["test/recording/bound_best_prompt-independent_policy_(hindsight)"]
+    fixed = metrics["test/recording/fixed_policy_(chosen_on_train+validation)"]
+    assert hindsight >= fixed_hindsight >= fixed   # chosen on the test items it cannot do worse there
+    assert all(hindsight >= metrics[k] for k in metrics if k.startswith("test/recording/"))
+    assert {"test/recording/candidate/constant", "test/recording/candidate/evolved"} <= set(metrics)

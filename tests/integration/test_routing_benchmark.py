@@ -27,7 +27,6 @@ import pytest
 from trinity import config
 from trinity.assembly.local_pool import LocalPool
 from trinity.pipeline import cache_states_stage, evolve_stage
-from trinity.pipeline.rollouts import RolloutContext
 from trinity.pipeline.suites import prepare_from_config
 from trinity.stats import paired_test
 
@@ -52,12 +51,9 @@ def test_a_short_benchmark_run_learns_to_route_suites_to_their_specialists(tmp_p
         f"paths.cache={tmp_path / 'cache'}", f"pool.port={port}",
     ])
     prepare_from_config(cfg, cfg.paths.prepared)
-    try:
-        cache_states_stage.run(cfg)
-        with LocalPool(cfg.pool, progress=lambda *_: None):
-            out = evolve_stage.evolve(cfg, out_dir=tmp_path / "run")
-    finally:
-        RolloutContext.close_all()
+    cache_states_stage.run(cfg)
+    with LocalPool(cfg.pool, progress=lambda *_: None):
+        out = evolve_stage.evolve(cfg, out_dir=tmp_path / "run")
     result = out["result"]
     episodes = pl.read_parquet(tmp_path / "run" / "episodes.parquet").filter(
         (pl.col("phase") == "validation") & (pl.col("routing") == "sample"))

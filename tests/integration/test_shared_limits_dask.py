@@ -22,7 +22,7 @@ from omegaconf import OmegaConf
 from pool_stub import StubServer, completion, stub_pool_mapping
 
 from trinity import config
-from trinity.pipeline.rollouts import RolloutContext
+from trinity.pipeline.stage_runtime import RuntimeDescription, TaskRuntime, open_stage_runtime
 from trinity.routers.baselines import SingleWorkerRouter
 from trinity.tasks.types import TaskItem
 
@@ -42,12 +42,16 @@ def _items(first: int, count: int) -> list[TaskItem]:
             for i in range(first, first + count)]
 
 
-def rollouts_on_this_process(cfg_yaml: str, first: int, count: int) -> dict:
-    """A Dask task (and the driver's own share): `count` episodes through this process's RolloutContext,
-    built from the config text as `rollout_candidate` builds it."""
-    ctx = RolloutContext.get(OmegaConf.create(cfg_yaml), with_coordinator=False)
-    traces = ctx.run_router(SingleWorkerRouter(0), _items(first, count), generation=0, candidate=first)
-    return {"pid": os.getpid(), "end_reasons": [t.end_reason for t in traces]}
+def rollouts_on_this_process(runtime: TaskRuntime, first: int, count: int) -> dict:
+    """A Dask task (and the driver's own share): `count` episodes on this process's runtime of the run, as
+    `rollout_candidate` gets it (on a worker: the one the worker builds once from the run's description)."""
+    run = runtime.runtime()
+    traces = run.run_router(SingleWorkerRouter(0), _items(first, count), generation=0, candidate=first)
+    return {"pid": os.getpid(), "end_reasons": [t.end_reason for t in traces], "run_key": run.run_key}
+
+
+def on(driver) -> TaskRuntime:
+    return TaskRuntime(RuntimeDescription.of(driver), driver, {})
 
 
 def _stop(proc: subprocess.Popen) -> None:
@@ -119,27 +123,22 @@ def test_budget_concurrency_and_rate_hold_across_dask_workers(dask_cluster, tmp_
         pool = stub_pool_mapping(stub.base_url, models=["a"], max_concurrency=MAX_CONCURRENCY,
                                  requests_per_minute=PER_MINUTE)
         cfg.pool = OmegaConf.merge(pool, {"host": "127.0.0.1"})
-        cfg_yaml = OmegaConf.to_yaml(cfg, resolve=True)
-        try:
-            with Client(dask_cluster) as client:
-                client.wait_for_workers(2, timeout=60)
-                workers = sorted(client.scheduler_info()["workers"])
-                # the driver's context, as evolve_stage builds it in the flow process (from the DictConfig)
-                driver = RolloutContext.get(cfg, with_coordinator=False)
+        with Client(dask_cluster) as client:
+            client.wait_for_workers(2, timeout=60)
+            workers = sorted(client.scheduler_info()["workers"])
+            # the driver's runtime, opened as a stage opens it in the flow process (with the Dask client up)
+            with open_stage_runtime(cfg, with_coordinator=False) as driver:
                 # 6 tasks x 4 episodes x 2 turns on the workers and 4 x 2 on the driver: 56 calls wanted
-                futures = [client.submit(rollouts_on_this_process, cfg_yaml, 10 * t, 4, workers=[workers[t % 2]],
+                futures = [client.submit(rollouts_on_this_process, on(driver), 10 * t, 4, workers=[workers[t % 2]],
                                          pure=False) for t in range(6)]
-                mine = threading.Thread(target=rollouts_on_this_process, args=(cfg_yaml, 100, 4))
+                mine = threading.Thread(target=rollouts_on_this_process, args=(on(driver), 100, 4))
                 mine.start()
                 results = client.gather(futures)
                 mine.join(60)
                 totals = driver.totals()
-                # the workers' config text names the same run as the driver's DictConfig
-                same_run = RolloutContext.get(OmegaConf.create(cfg_yaml), with_coordinator=False) is driver
-        finally:
-            RolloutContext.close_all()
 
-    assert same_run and not mine.is_alive()
+    # the workers' runtimes, built from the run's description, share the driver's run (its limits' name)
+    assert {r["run_key"] for r in results} == {driver.run_key} and not mine.is_alive()
     assert len({r["pid"] for r in results}) == 2, "both workers ran rollouts"
     assert any(reason == "budget" for r in results for reason in r["end_reasons"]), "the budget was the limit"
     assert stub.count <= MAX_CALLS, f"{stub.count} calls reached the pool; the run's budget is {MAX_CALLS}"
@@ -159,7 +158,7 @@ def test_replay_misses_on_dask_workers_reach_the_driver(dask_cluster, tmp_path):
     its own pool client's counter and a Dask replay that missed everything passed as a replay."""
     from distributed import Client
 
-    from trinity.pipeline.evolve_stage import replay_misses, stop_on_replay_misses
+    from trinity.pipeline.rollouts import stop_on_replay_misses
     from trinity.pool.errors import CacheMissError
 
     with StubServer(lambda body: completion("The answer is (B). <idea>b</idea>")) as stub:
@@ -167,19 +166,15 @@ def test_replay_misses_on_dask_workers_reach_the_driver(dask_cluster, tmp_path):
                               f"paths.cache={tmp_path}/cache"])
         OmegaConf.set_struct(cfg, False)
         cfg.pool = OmegaConf.merge(stub_pool_mapping(stub.base_url, models=["a"]), {"host": "127.0.0.1"})
-        cfg_yaml = OmegaConf.to_yaml(cfg, resolve=True)
-        try:
-            with Client(dask_cluster) as client:
-                client.wait_for_workers(2, timeout=60)
-                workers = sorted(client.scheduler_info()["workers"])
-                driver = RolloutContext.get(cfg, with_coordinator=False)
-                futures = [client.submit(rollouts_on_this_process, cfg_yaml, 10 * t, 3, workers=[workers[t % 2]],
+        with Client(dask_cluster) as client:
+            client.wait_for_workers(2, timeout=60)
+            workers = sorted(client.scheduler_info()["workers"])
+            with open_stage_runtime(cfg, with_coordinator=False) as driver:
+                futures = [client.submit(rollouts_on_this_process, on(driver), 10 * t, 3, workers=[workers[t % 2]],
                                          pure=False) for t in range(2)]
                 results = client.gather(futures)
-                misses = replay_misses(driver)
+                misses = driver.replay_misses()
                 own = driver.pool.replay_misses
-        finally:
-            RolloutContext.close_all()
 
     assert stub.count == 0, "replay_only must never call the pool"
     assert len({r["pid"] for r in results}) == 2

@@ -20,8 +20,8 @@ from trinity.pipeline import evaluate_plan, evaluate_report, evaluate_stage
 
 
 def test_without_a_coordinator_or_ablations_the_baselines_still_run(stage, tmp_path):  # noqa: F811
-    cfg, pool, _ = stage
-    out = evaluate_stage.run(cfg)
+    cfg, pool, stand_ins = stage
+    out = stand_ins.run(cfg)
     reasons = {s.method: s.reason for s in out["skipped"]}
     assert set(reasons) == {"trinity", "trinity:argmax", *(f"roles:{a}" for a in AGENTS), "ablations"}
     assert "none at" in reasons["trinity"] and "does not exist" in reasons["ablations"]
@@ -32,14 +32,14 @@ def test_without_a_coordinator_or_ablations_the_baselines_still_run(stage, tmp_p
 
 
 def test_min_items_is_checked_before_any_work(stage):  # noqa: F811
-    cfg, pool, _ = stage
+    cfg, pool, stand_ins = stage
     for bad in (0, -3, 2.5, "twenty", True):
         cfg.eval.min_items = bad
         with pytest.raises(ConfigError, match="'eval.min_items'"):
             evaluate_stage.run(cfg)
     assert pool.count == 0
     cfg.eval.min_items = 2
-    text = Path(evaluate_stage.run(cfg)["report"]).read_text()
+    text = Path(stand_ins.run(cfg)["report"]).read_text()
     assert "too few items" not in text
 
 

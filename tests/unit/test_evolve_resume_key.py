@@ -17,7 +17,7 @@ from trinity.pipeline import evolve_stage
 def folders(tmp_path, monkeypatch):
     seen: list[Path] = []
 
-    def fake_evolve(cfg, *, out_dir, submit, progress, on_work=None, warm_start=False):
+    def fake_evolve(cfg, *, out_dir, submit, progress, on_work=None, warm_start=False, runtime=None):
         seen.append(Path(out_dir))
         Path(out_dir).mkdir(parents=True, exist_ok=True)
         return {"run_dir": str(out_dir), "result": None, "pool_totals": {}}

@@ -104,11 +104,11 @@ def cfg(tmp_path, monkeypatch):
 def test_first_run_promotes_then_a_worse_challenger_keeps_the_champion_and_a_better_one_replaces_it(cfg, tmp_path):
     reg = ModelRegistry(cfg.paths.registry)
     first = retrain_stage.run(cfg, coordinator_path=save(tmp_path / "r1", "ab", 0.5), source_run="run-1",
-                              context=FakeContext("ab"))
+                              runtime=FakeContext("ab"))
     assert first["promoted"] and reg.champion_name() == "v1" and first["reason"].startswith("no champion yet")
 
     ctx = FakeContext("ab")
-    worse = retrain_stage.run(cfg, coordinator_path=save(tmp_path / "r2", "ab", 0.1), source_run="run-2", context=ctx)
+    worse = retrain_stage.run(cfg, coordinator_path=save(tmp_path / "r2", "ab", 0.1), source_run="run-2", runtime=ctx)
     assert not worse["promoted"] and reg.champion_name() == "v1" and worse["version"] == "v2"
     assert worse["reason"].startswith("the challenger is worse than the champion")
     assert ctx.runs == [(0, "argmax", 40), (1, "argmax", 40)]    # both on the same items, the configured routing
@@ -120,16 +120,16 @@ def test_first_run_promotes_then_a_worse_challenger_keeps_the_champion_and_a_bet
     assert meta["source_run"] == "run-2" and len(meta["config_sha256"]) == 64
 
     better = retrain_stage.run(cfg, coordinator_path=save(tmp_path / "r3", "ab", 0.9), source_run="run-3",
-                               context=FakeContext("ab"))
+                               runtime=FakeContext("ab"))
     assert better["promoted"] and reg.champion_name() == "v3" and better["previous_champion"] == "v1"
     assert "Retraining: v3 promoted" in better["markdown"] and "| 16 | 0 |" in better["markdown"]
 
 
 def test_a_pool_change_runs_the_champion_with_rows_mapped_by_name(cfg, tmp_path):
     reg = ModelRegistry(cfg.paths.registry)
-    retrain_stage.run(cfg, coordinator_path=save(tmp_path / "r1", "ab", 0.5), context=FakeContext("ab"))
+    retrain_stage.run(cfg, coordinator_path=save(tmp_path / "r1", "ab", 0.5), runtime=FakeContext("ab"))
     cfg = with_values(cfg, {"pool.models": {"a": {}, "b": {}, "c": {}}})
-    out = retrain_stage.run(cfg, coordinator_path=save(tmp_path / "r2", "abc", 0.9), context=FakeContext("abc"))
+    out = retrain_stage.run(cfg, coordinator_path=save(tmp_path / "r2", "abc", 0.9), runtime=FakeContext("abc"))
     assert out["promoted"] and reg.champion_name() == "v2"
     assert any("mapped by model name" in n and "new models (rows start at 0): c" in n for n in out["notes"])
     assert "pool: a b -> a b c (added c)" in out["differs"]
@@ -138,7 +138,7 @@ def test_a_pool_change_runs_the_champion_with_rows_mapped_by_name(cfg, tmp_path)
 
 def test_a_failed_evaluation_never_touches_the_registry(cfg, tmp_path):
     reg = ModelRegistry(cfg.paths.registry)
-    retrain_stage.run(cfg, coordinator_path=save(tmp_path / "r1", "ab", 0.5), context=FakeContext("ab"))
+    retrain_stage.run(cfg, coordinator_path=save(tmp_path / "r1", "ab", 0.5), runtime=FakeContext("ab"))
     before = (tmp_path / "models" / "registry.json").read_bytes()
 
     class Broken(FakeContext):
@@ -146,7 +146,7 @@ def test_a_failed_evaluation_never_touches_the_registry(cfg, tmp_path):
             raise KeyboardInterrupt("interrupted mid-evaluation")
 
     with pytest.raises(KeyboardInterrupt):
-        retrain_stage.run(cfg, coordinator_path=save(tmp_path / "r2", "ab", 0.9), context=Broken("ab"))
+        retrain_stage.run(cfg, coordinator_path=save(tmp_path / "r2", "ab", 0.9), runtime=Broken("ab"))
     assert (tmp_path / "models" / "registry.json").read_bytes() == before
     assert [v.name for v in reg.list()] == ["v1"] and reg.champion_name() == "v1"
 

@@ -10,7 +10,7 @@ from concurrent.futures import CancelledError
 
 import pytest
 
-from trinity.pipeline.rollouts import LoopThread, RolloutsStopped
+from trinity.assembly.loop_thread import LoopThread, RolloutsStopped
 
 
 def _wait_in_worker(loop: LoopThread, seconds: float) -> tuple[threading.Thread, dict]:

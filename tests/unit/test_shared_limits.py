@@ -58,7 +58,7 @@ def test_cache_hits_never_reach_the_run_limits(tmp_path):
 
 def test_the_thread_path_never_imports_dask():
     code = ("import sys\n"
-            "from trinity.pipeline.rollouts import RolloutContext\n"
+            "from trinity.pipeline import evolve_stage, population, stage_runtime\n"
             "from trinity.pool.budget import Budget\n"
             "from trinity.pool.shared_limits import run_limits\n"
             "assert run_limits(Budget(max_calls=1), 'key') is None\n"

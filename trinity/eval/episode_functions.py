@@ -39,7 +39,8 @@ async def run_episode_fn(episode: EpisodeFn, specs: Sequence[EpisodeSpec], pool:
 async def run_episode_fn_chunks(chunks: Sequence[tuple[EpisodeFn, Sequence[EpisodeSpec], Any]], pool: ChatPool,
                                 agents: list[str], grader: Grader, *, max_concurrency: int,
                                 on_chunk_done: Callable[[int, list[Trace]], None] | None = None) -> list[list[Trace]]:
-    """Every (episode function, specs, protocol) chunk at once, like RolloutContext.run_chunks."""
+    """Every (episode function, specs, protocol) chunk at once, like a stage runtime's run_chunks
+    (trinity.assembly.runtime)."""
 
     async def one(i: int, episode: EpisodeFn, specs, protocol_cfg) -> list[Trace]:
         traces = await run_episode_fn(episode, specs, pool, agents, protocol_cfg, grader,

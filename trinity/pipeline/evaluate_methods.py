@@ -12,9 +12,11 @@ import hashlib
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from trinity.assembly.runtime import StageRuntime
 from trinity.config import Config, as_written, read_mapping, typed, with_values
 from trinity.config_schema import TrinityConfig
 from trinity.coordinator.head import section_roles
@@ -22,7 +24,6 @@ from trinity.coordinator.saved import coordinator_file
 from trinity.errors import TrinityError
 from trinity.eval import methods as method_registry
 from trinity.pipeline.ablation_folders import ablation_names, ablations_root
-from trinity.pipeline.rollouts import RolloutContext
 
 
 def load_checked_params(coord, path: Path):
@@ -53,11 +54,17 @@ def _same_router_config(a: Config, b: Config) -> bool:
     return part(a) == part(b)
 
 
-def load_ablation(cfg: Config, ctx: RolloutContext, name: str) -> method_registry.Ablation:
+# The coordinator of an ablation variant's config (the evaluate stage's default: stage_runtime.stage_coordinator).
+VariantCoordinator = Callable[[TrinityConfig], Any]
+
+
+def load_ablation(cfg: Config, ctx: StageRuntime, name: str,
+                  variant_coordinator: VariantCoordinator) -> method_registry.Ablation:
     """The coordinator the ablation stage saved in `<paths.ablations>/<name>/`, routed with its variant's
     config (`variant.yaml`: dotted key -> value). A variant that changes the coordinator gets its own
-    RolloutContext (its own backbone copy, e.g. for SVF or another token position); its router still
-    runs on this context's loop and pool. Anything missing or mismatched skips it with the reason."""
+    (`variant_coordinator(variant)`: its own backbone copy, e.g. for SVF or another token position); its router
+    runs on the stage's runtime `ctx` (its loop and pool). Anything missing or mismatched skips it with the
+    reason."""
     folder = ablations_root(cfg) / name
     path = folder / "coordinator.safetensors"
     if not path.is_file():
@@ -76,16 +83,21 @@ def load_ablation(cfg: Config, ctx: RolloutContext, name: str) -> method_registr
                          and variant.coordinator.token_position == cfg.coordinator.token_position)
         if own_context and not same_features:  # cache_states computed features for the main token position
             variant = variant_config(cfg, {**overrides, "paths.states": str(folder / "states")})
-        vctx = RolloutContext.get(variant) if own_context else ctx
-        params = load_checked_params(vctx.coordinator, path)
+        coordinator: Any = variant_coordinator(variant) if own_context else ctx.coordinator
+        params = load_checked_params(coordinator, path)
     except TrinityError as e:
         raise method_registry.MethodSkipped(str(e)) from None
     protocol = variant.protocol if variant.protocol != cfg.protocol else None
-    return method_registry.Ablation(router=lambda: vctx.router_for(params), protocol=protocol,
-                                    fingerprint=fingerprint(params, overrides))
+    routing = variant.coordinator.routing if own_context else cfg.coordinator.routing
+
+    def router() -> Any:
+        return coordinator.router_for(np.asarray(params, dtype=np.float64), mode=routing)
+
+    return method_registry.Ablation(router=router, protocol=protocol, fingerprint=fingerprint(params, overrides))
 
 
-def method_context(cfg: Config, ctx: RolloutContext, coordinator_path: Path) -> method_registry.MethodContext:
+def method_context(cfg: Config, ctx: StageRuntime, coordinator_path: Path,
+                   variant_coordinator: VariantCoordinator) -> method_registry.MethodContext:
     """What the methods are built from: the trained coordinator (when saved), the pool, the ablations."""
     params = None
     if coordinator_file(coordinator_path).exists():
@@ -98,7 +110,7 @@ def method_context(cfg: Config, ctx: RolloutContext, coordinator_path: Path) -> 
         coordinator_fingerprint=fingerprint(params) if params is not None else "",
         moa=typed(cfg).eval.moa,
         ablation_names=lambda: ablation_names(cfg),
-        load_ablation=lambda name: load_ablation(cfg, ctx, name),
+        load_ablation=lambda name: load_ablation(cfg, ctx, name, variant_coordinator),
         roles=section_roles(typed(cfg).coordinator.roles),
     )
 

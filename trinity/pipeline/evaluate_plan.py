@@ -14,6 +14,7 @@ from typing import Any, cast
 
 import polars as pl
 
+from trinity.assembly.runtime import StageRuntime
 from trinity.config import Config, typed
 from trinity.config_schema.protocol import ProtocolConfig
 from trinity.contracts import Router
@@ -21,7 +22,7 @@ from trinity.errors import ConfigError
 from trinity.eval import methods as method_registry
 from trinity.eval.tables import RESULTS_SCHEMA
 from trinity.pipeline import items as item_sel
-from trinity.pipeline.rollouts import RolloutContext, config_key
+from trinity.pipeline.rollouts import config_key
 
 
 def min_items(cfg: Config) -> int:
@@ -77,7 +78,7 @@ class Chunk:
         return self.set_name, self.suite, self.method
 
 
-def plan_chunks(cfg: Config, ctx: RolloutContext, mctx: method_registry.MethodContext, methods: list,
+def plan_chunks(cfg: Config, ctx: StageRuntime, mctx: method_registry.MethodContext, methods: list,
                 sets: dict) -> tuple[dict[tuple, pl.DataFrame], list[Chunk]]:
     """Every (set, suite, method): its results when an earlier, interrupted run saved them, else a Chunk
     to run."""

@@ -10,14 +10,14 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from trinity.assembly.runtime import StageRuntime
 from trinity.config import Config, typed
 from trinity.coordinator.saved import coordinator_file
 from trinity.pipeline import items as item_sel
 from trinity.pipeline.evaluate_methods import load_checked_params
-from trinity.pipeline.rollouts import RolloutContext
 
 
-def recorded_verdict(cfg: Config, ctx: RolloutContext, sets: dict, coordinator_path: Path,
+def recorded_verdict(cfg: Config, ctx: StageRuntime, sets: dict, coordinator_path: Path,
                      needed: int) -> tuple[list[str], dict] | None:
     """On a recording (pool=recorded): the opening verdict from exact per-item expected rewards on the test
     items, with the recording's bounds, and its metrics; None on a live pool or without test items."""
@@ -26,7 +26,7 @@ def recorded_verdict(cfg: Config, ctx: RolloutContext, sets: dict, coordinator_p
 
     path = replay_path(cfg)
     items = [it for suite_items in sets.get("test", {}).values() for it in suite_items]
-    if path is None or not items or getattr(ctx.pool, "replay", None) is None:
+    if path is None or not items or not ctx.replayed:
         return None
     file = coordinator_file(coordinator_path)
     params = load_checked_params(ctx.coordinator, file) if file.is_file() else None
@@ -58,7 +58,7 @@ def recorded_verdict(cfg: Config, ctx: RolloutContext, sets: dict, coordinator_p
     return lines, facts
 
 
-def constant_policy_candidates(cfg: Config, ctx: RolloutContext, coordinator_path: Path, items: list
+def constant_policy_candidates(cfg: Config, ctx: StageRuntime, coordinator_path: Path, items: list
                                ) -> tuple[list[str], dict]:
     """The candidates evolve.constant_policy chose among, saved beside the coordinator
     (trinity.pipeline.constant_policy):

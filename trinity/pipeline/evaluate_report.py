@@ -13,6 +13,7 @@ from pathlib import Path
 
 import polars as pl
 
+from trinity.assembly.runtime import StageRuntime
 from trinity.config import Config, typed
 from trinity.coordinator.saved import coordinator_file
 from trinity.eval import report as report_mod
@@ -22,10 +23,9 @@ from trinity.pipeline.evaluate_frontier import frontier_section
 from trinity.pipeline.evaluate_references import recorded_verdict, simulated_references
 from trinity.pipeline.evaluate_tables import eval_metrics
 from trinity.pipeline.recording_tables import verifier_section
-from trinity.pipeline.rollouts import RolloutContext
 
 
-def write_report(cfg: Config, ctx: RolloutContext, methods: list, skipped: list, sets: dict,
+def write_report(cfg: Config, ctx: StageRuntime, methods: list, skipped: list, sets: dict,
                  results: pl.DataFrame, summary: pl.DataFrame, paired: pl.DataFrame, coordinator_path: Path,
                  needed: int, frontier: tuple[dict, pl.DataFrame] | None = None) -> Path:
     """reports/report.md with its charts, and metrics/eval.json; returns the report's path. With a

@@ -1,4 +1,4 @@
-"""Running the evaluate stage's chunks: every pending chunk at once on the rollout context's loop and
+"""Running the evaluate stage's chunks: every pending chunk at once on the stage runtime's loop and
 pool, each saved as soon as it finishes (so an interrupted evaluation resumes), costed at the pool's list
 prices when it knows them."""
 
@@ -10,10 +10,10 @@ from typing import Protocol, cast, runtime_checkable
 
 import polars as pl
 
+from trinity.assembly.runtime import StageRuntime
 from trinity.eval.episode_functions import run_episode_fn_chunks
 from trinity.eval.tables import results_frame, trace_rows
 from trinity.pipeline.evaluate_plan import Chunk
-from trinity.pipeline.rollouts import RolloutContext
 from trinity.progress import Listener, Progress
 
 
@@ -25,7 +25,7 @@ class ListPrices(Protocol):
     def list_price(self, model: str, prompt_tokens: int, completion_tokens: int) -> float: ...
 
 
-def run_chunks(ctx: RolloutContext, finished: dict[tuple, pl.DataFrame], pending: list[Chunk], *,
+def run_chunks(ctx: StageRuntime, finished: dict[tuple, pl.DataFrame], pending: list[Chunk], *,
                say: Callable[[str], None], on_work: Listener | None) -> pl.DataFrame:
     """Run every pending chunk at once, saving each as it finishes; the results of all chunks."""
     total = sum(len(c.specs) for c in pending)
@@ -52,8 +52,8 @@ def run_chunks(ctx: RolloutContext, finished: dict[tuple, pl.DataFrame], pending
     return pl.concat(frames) if frames else results_frame([])
 
 
-def run_all(ctx: RolloutContext, pending: list[Chunk], on_chunk_done: Callable[[int, list], None]) -> None:
-    """Every pending chunk at once on the context's loop: router chunks through ctx.run_chunks, chunks
+def run_all(ctx: StageRuntime, pending: list[Chunk], on_chunk_done: Callable[[int, list], None]) -> None:
+    """Every pending chunk at once on the runtime's loop: router chunks through ctx.run_chunks, chunks
     of methods with their own episode function (e.g. Mixture-of-Agents) alongside them on the same
     loop and pool, so the pool's slots stay busy across all of them."""
     routed = [i for i, c in enumerate(pending) if c.episode is None]
@@ -63,7 +63,7 @@ def run_all(ctx: RolloutContext, pending: list[Chunk], on_chunk_done: Callable[[
         coro = run_episode_fn_chunks(
             [(pending[i].episode, pending[i].specs, pending[i].protocol) for i in own], ctx.pool, ctx.agents,
             ctx.grader,
-            max_concurrency=int(ctx.cfg.evolve.max_concurrent_episodes),
+            max_concurrency=ctx.max_concurrency,
             on_chunk_done=lambda j, traces: on_chunk_done(own[j], traces))
         side = ctx.loop.submit(coro)
     try:

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from trinity.assembly.runtime import StageRuntime
 from trinity.config import Config, typed
 from trinity.config_schema import TrinityConfig
 from trinity.config_schema.protocol import ProtocolConfig
@@ -30,7 +31,8 @@ from trinity.files import atomic_write_bytes
 from trinity.pipeline import items as item_sel
 from trinity.pipeline.mean_evaluators import ExactEvaluation, SampledEvaluator
 from trinity.pipeline.population import PopulationEvaluator, Submit, inline_submit
-from trinity.pipeline.rollouts import RolloutContext, replay_misses, stop_on_replay_misses
+from trinity.pipeline.rollouts import stop_on_replay_misses
+from trinity.pipeline.stage_runtime import open_stage_runtime
 from trinity.pipeline.workspace import timings_dir
 from trinity.progress import Listener, Progress
 from trinity.tasks.types import TaskItem
@@ -91,13 +93,14 @@ def run_dir_from(cfg: Config, source: Path | None) -> Path:
 
 
 def run(cfg: Config, *, submit: Submit = inline_submit, progress: Callable[[dict], None] | None = None,
-        on_work: Listener | None = None) -> dict:
+        on_work: Listener | None = None, runtime: StageRuntime | None = None) -> dict:
     """`progress` gets each generation's report; `on_work(label, done, total)` the episodes done inside a
-    generation or a validation (trinity.progress)."""
+    generation or a validation (trinity.progress); `runtime`: what the episodes run on (default: the stage's
+    own, opened and closed by `evolve`)."""
     cfg = typed(cfg)
     source = warm_start_source(cfg)
     out = evolve(cfg, out_dir=run_dir_from(cfg, source), submit=submit, progress=progress, on_work=on_work,
-                 warm_start=source)
+                 warm_start=source, runtime=runtime)
     stop_on_replay_misses("evolve", out.get("replay_misses", 0))
     timings = timings_dir(cfg, "evolve")
     publish(out["run_dir"], Path(cfg.paths.runs), timings)
@@ -108,11 +111,17 @@ def run(cfg: Config, *, submit: Submit = inline_submit, progress: Callable[[dict
 
 def evolve(cfg: Config, *, out_dir: Path, submit: Submit = inline_submit,
            progress: Callable[[dict], None] | None = None, metrics_dir: Path | None = None,
-           reports_dir: Path | None = None, on_work: Listener | None = None, warm_start: Path | None = None) -> dict:
+           reports_dir: Path | None = None, on_work: Listener | None = None, warm_start: Path | None = None,
+           runtime: StageRuntime | None = None) -> dict:
     """One evolution run of `cfg` in `out_dir` (resumes from its checkpoint); the ablate stage reuses it
     with its own folders per variant. Returns the run folder, the EvolutionResult and the pool totals.
     `warm_start`: the saved coordinator to start from (warm_start_source: the main run's `evolve.warm_start`);
-    None: x0 = 0 (ablations and frontier heads)."""
+    None: x0 = 0 (ablations and frontier heads). `runtime`: what the episodes run on (default: the run's own,
+    opened here and closed at its end)."""
+    if runtime is None:
+        with open_stage_runtime(cfg) as opened:
+            return evolve(cfg, out_dir=out_dir, submit=submit, progress=progress, metrics_dir=metrics_dir,
+                          reports_dir=reports_dir, on_work=on_work, warm_start=warm_start, runtime=opened)
     from trinity.evolve.evaluators import Evaluation, Evaluator
     from trinity.evolve.loop import Start
     from trinity.pipeline.evolution_inputs import run_evolution_from_config
@@ -124,9 +133,9 @@ def evolve(cfg: Config, *, out_dir: Path, submit: Submit = inline_submit,
     if cfg.evolve.max_train_items is not None and cfg.evolve.max_train_items < len(train):
         train = item_sel.balanced_sample(train, cfg.evolve.max_train_items, cfg.seed, "max_train_items")
     val = item_sel.validation_items(cfg)
-    ctx = RolloutContext.get(cfg)
+    ctx = runtime
     coord = ctx.coordinator
-    assert coord is not None  # RolloutContext.get builds one unless asked not to
+    assert coord is not None  # a stage's runtime has its coordinator
     log.info("coordinator: %d parameters; pool: %s; %d train items, %d validation items",
              coord.num_params, ", ".join(ctx.agents), len(train), len(val))
 
@@ -181,11 +190,11 @@ def evolve(cfg: Config, *, out_dir: Path, submit: Submit = inline_submit,
     # beside the metrics the loop wrote (result.metrics, at result.paths.metrics)
     atomic_write_bytes(result.paths.metrics, (json.dumps({**result.metrics, **extra}, indent=2) + "\n").encode("utf-8"))
     return {"run_dir": str(out), "result": result, "pool_totals": ctx.totals(), "kept_mean_fit": fit,
-            "constant_policy": kept, "replay_misses": replay_misses(ctx),
+            "constant_policy": kept, "replay_misses": ctx.replay_misses(),
             "warm_start": None if warm is None else warm.report()}
 
 
-def never_below_constant(cfg: TrinityConfig, ctx: Any, exact: Any, result: Any, train: list[TaskItem],
+def never_below_constant(cfg: TrinityConfig, ctx: StageRuntime, exact: Any, result: Any, train: list[TaskItem],
                          val: list[TaskItem], coordinator_dir: Path) -> dict[str, Any]:
     """`evolve.constant_policy` after the run (trinity.pipeline.constant_policy): on a recording, the saved
     coordinator becomes the best on validation of the constant policy, the evolved head with that policy as a
@@ -199,15 +208,17 @@ def never_below_constant(cfg: TrinityConfig, ctx: Any, exact: Any, result: Any, 
         return {"applied": False, "reason": "evolve.constant_policy.enabled=false"}
     if result.best_validation_reward is None or not coordinator_file(coordinator_dir).is_file():
         return {"applied": False, "reason": "the run stopped before any validation"}
+    coord = ctx.coordinator
+    assert coord is not None  # a stage's runtime has its coordinator
     if exact is None:
-        if replay_path(cfg) is None or getattr(ctx.pool, "replay", None) is None:
+        if replay_path(cfg) is None or not ctx.replayed:
             return {"applied": False, "reason": "a live pool: the choice needs a recording's exact values"}
-        if ctx.coordinator.svf is not None:
+        if coord.svf is not None:
             return {"applied": False, "reason": "coordinator.svf.enabled: exact values need the plain backbone"}
         from trinity.pipeline.recorded import ExactEvaluator, world_for
 
-        exact = ExactEvaluator(ctx.coordinator, world_for(cfg, ctx.pool, ctx.coordinator.roles), cfg.evolve.fitness)
-    return choose_coordinator(cfg, exact, ctx.coordinator, np.asarray(result.params), train, val, coordinator_dir)
+        exact = ExactEvaluator(coord, world_for(cfg, ctx.pool, coord.roles), cfg.evolve.fitness)
+    return choose_coordinator(cfg, exact, coord, np.asarray(result.params), train, val, coordinator_dir)
 
 
 def kept_mean_fit(exact: Any, result: Any, train: list[TaskItem], val: list[TaskItem], routing: str,
@@ -250,13 +261,14 @@ def fitness_estimate(cfg: Config) -> str:
     return "exact" if replay_path(cfg) is not None else "sampled"
 
 
-def exact_evaluator(cfg: TrinityConfig, ctx: Any) -> Any:
+def exact_evaluator(cfg: TrinityConfig, ctx: StageRuntime) -> Any:
     """The ExactEvaluator when the run's fitness estimate is exact (fitness_estimate), else None."""
     if fitness_estimate(cfg) != "exact":
         return None
     from trinity.pipeline.recorded import ExactEvaluator, world_for
 
     coord = ctx.coordinator
+    assert coord is not None  # a stage's runtime has its coordinator
     return ExactEvaluator(coord, world_for(cfg, ctx.pool, coord.roles), cfg.evolve.fitness)
 
 
@@ -291,12 +303,12 @@ def routing_describer(coord: Any, items: list[TaskItem], protocol: ProtocolConfi
     return describe_mean
 
 
-def recorded_reference_lines(cfg: TrinityConfig, ctx: Any, val: list[TaskItem]) -> dict[str, float] | None:
+def recorded_reference_lines(cfg: TrinityConfig, ctx: StageRuntime, val: list[TaskItem]) -> dict[str, float] | None:
     """On a recording (pool=recorded): exact expected rewards on the validation items of x0 (uniform routing),
     the best single model and the recording's bounds, the reference lines of evolution.png; None on a live pool."""
     from trinity.pipeline.recorded import exact_item_values, replay_path
 
-    if replay_path(cfg) is None or not val or getattr(ctx.pool, "replay", None) is None:
+    if replay_path(cfg) is None or not val or not ctx.replayed:
         return None
     values = exact_item_values(cfg, ctx, None, val)["values"]
     singles = {k: float(np.mean(v)) for k, v in values.items() if k.startswith("single:")}

@@ -39,12 +39,14 @@ from typing import Any
 
 import polars as pl
 
+from trinity.assembly.runtime import StageRuntime
 from trinity.config import Config, typed, with_values
 from trinity.config_schema import TrinityConfig
 from trinity.coordinator.saved import coordinator_file
 from trinity.errors import TrinityError
 from trinity.pipeline.population import Submit, inline_submit
-from trinity.pipeline.rollouts import replay_misses, stop_on_replay_misses
+from trinity.pipeline.rollouts import stop_on_replay_misses
+from trinity.pipeline.stage_runtime import open_stage_runtime
 from trinity.pipeline.workspace import timings_dir
 
 log = logging.getLogger("trinity.frontier")
@@ -185,15 +187,25 @@ def publish_main(coordinator_dir: Path, dest: Path) -> None:
 
 def evaluate(cfg: Config, dest: Path, heads: dict[str, float], *, on_work=None) -> pl.DataFrame:
     """Every head and baseline on the evaluate stage's test items, through its chunk machinery and cache."""
+    with open_stage_runtime(cfg) as ctx:
+        results, misses = evaluate_on(ctx, cfg, dest, heads, on_work=on_work)
+    stop_on_replay_misses("frontier (evaluation)", misses)
+    from trinity.eval.tables import write_results
+
+    write_results(results, dest / "results.parquet", timings_dir(cfg, "frontier") / "results.parquet")
+    return results
+
+
+def evaluate_on(ctx: StageRuntime, cfg: Config, dest: Path, heads: dict[str, float], *,
+                on_work=None) -> tuple[pl.DataFrame, int]:
+    """`evaluate` on the runtime `ctx`: the results and the replay misses."""
     from trinity.eval import methods as registry
     from trinity.eval.frontier import METHOD_PREFIX
     from trinity.eval.methods import mode_fingerprint
     from trinity.pipeline.evaluate_methods import fingerprint, load_checked_params
     from trinity.pipeline.evaluate_plan import plan_chunks
     from trinity.pipeline.evaluate_run import run_chunks
-    from trinity.pipeline.rollouts import RolloutContext
 
-    ctx = RolloutContext.get(cfg)
     mode = routing_mode(cfg)
     mctx = registry.MethodContext(agents=ctx.agents, strongest=0, moa=typed(cfg).eval.moa)
 
@@ -214,16 +226,8 @@ def evaluate(cfg: Config, dest: Path, heads: dict[str, float], *, on_work=None) 
         raise FrontierInputError(f"no test items in {cfg.paths.prepared} for the evaluated suites: run the prepare "
                                  "stage first (trinity run prepare)")
     finished, pending = plan_chunks(cfg, ctx, mctx, methods + baselines, sets)
-    try:
-        results = run_chunks(ctx, finished, pending, say=log.info, on_work=on_work)
-        misses = replay_misses(ctx)
-    finally:
-        RolloutContext.close_all()
-    stop_on_replay_misses("frontier (evaluation)", misses)
-    from trinity.eval.tables import write_results
-
-    write_results(results, dest / "results.parquet", timings_dir(cfg, "frontier") / "results.parquet")
-    return results
+    results = run_chunks(ctx, finished, pending, say=log.info, on_work=on_work)
+    return results, ctx.replay_misses()
 
 
 def test_items(cfg: Config) -> dict[str, list]:

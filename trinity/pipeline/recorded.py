@@ -213,7 +213,7 @@ def _softmax(z: np.ndarray) -> np.ndarray:
 
 
 def world_for(cfg: Config, pool: Any, roles: Sequence[str]) -> RecordedWorld:
-    replies = getattr(pool, "replay", None)
+    replies = pool.replay   # a PoolClient's recording (pool=recorded), else None
     if replies is None:
         raise store.RecordingError("this needs pool=recorded (pool.replay): exact fitness and the recording's bounds "
                                    "walk a recording")

@@ -17,6 +17,7 @@ so. A champion of another backbone cannot run here: the champion stays unless th
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from collections.abc import Callable
@@ -26,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from trinity.config import Config, as_written, typed
+from trinity.config_schema import TrinityConfig
 from trinity.coordinator.saved import CoordinatorMismatchError, coordinator_file, load_saved
 from trinity.models.gate import GateDecision, GateRule, decide
 from trinity.models.meta import differences, run_meta
@@ -88,16 +90,30 @@ def config_sha256(cfg: Config) -> str:
 
 
 def run(cfg: Config, *, coordinator_path: Path | None = None, source_run: str = "",
-        progress: Callable[[str], None] | None = None, context: Any = None,
+        progress: Callable[[str], None] | None = None, runtime: Any = None,
         data_changes: dict[str, Any] | None = None) -> dict[str, Any]:
     """Gate the coordinator at `coordinator_path` (default: the evolve stage's, <paths.runs>/coordinator)
     against the champion of `paths.registry`; returns the decision, the version and a Markdown report.
-    `context` (default RolloutContext.get(cfg)) runs the episodes: `.coordinator` and `.run_candidate`.
+    `runtime` (default: the stage's own, opened here when there is a champion to compare with, and closed at the
+    end) runs the episodes: `.coordinator` and `.run_candidate`.
     `data_changes`: what the run's prepare and cache_states reused or made anew (their `reuse` reports),
     kept in the version's meta and shown in the report."""
     cfg = typed(cfg)
-    from trinity.pipeline.rollouts import RolloutContext
+    with contextlib.ExitStack() as stack:
+        def the_runtime() -> Any:
+            if runtime is not None:
+                return runtime
+            from trinity.pipeline.stage_runtime import open_stage_runtime
 
+            return stack.enter_context(open_stage_runtime(cfg))
+
+        return gate(cfg, the_runtime, coordinator_path=coordinator_path, source_run=source_run, progress=progress,
+                    data_changes=data_changes)
+
+
+def gate(cfg: TrinityConfig, runtime: Callable[[], Any], *, coordinator_path: Path | None, source_run: str,
+         progress: Callable[[str], None] | None, data_changes: dict[str, Any] | None) -> dict[str, Any]:
+    """`run`'s steps; `runtime()` gives what the episodes run on, asked only when there is a champion."""
     say = progress or log.info
     rule = GateRule.from_config(typed(cfg).retrain)
     registry = ModelRegistry(str(cfg.paths.registry))
@@ -108,9 +124,9 @@ def run(cfg: Config, *, coordinator_path: Path | None = None, source_run: str = 
     challenger_rewards: list[float] = []
     champion_rewards: list[float] | None = None
     if champion is not None:
-        ctx = context if context is not None else RolloutContext.get(cfg)
+        ctx = runtime()
         coord = ctx.coordinator
-        assert coord is not None  # RolloutContext.get builds its context with the coordinator
+        assert coord is not None  # a stage's runtime has its coordinator
         mine = coord.read_params(path)
         theirs, note = champion_params(coord, champion)
         if note:

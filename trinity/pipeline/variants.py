@@ -19,7 +19,7 @@ from trinity.config import Config, mapping_yaml
 from trinity.config_schema import TrinityConfig
 from trinity.pipeline import evolve_stage
 from trinity.pipeline.population import Submit
-from trinity.pipeline.rollouts import RolloutContext, stop_on_replay_misses
+from trinity.pipeline.rollouts import stop_on_replay_misses
 from trinity.pipeline.workspace import timings_dir
 
 Chosen = Mapping[str, tuple[dict[str, Any], TrinityConfig]]   # name -> (overrides, the variant's typed config)
@@ -59,11 +59,10 @@ def train_variants(cfg: Config, chosen: Chosen, dest: Path, *, stage: str, label
                 progress(info)
 
         run_out = evolve_stage.run_dir(variant)
-        try:
-            out = evolve(variant, out_dir=run_out, submit=submit, progress=on_progress, metrics_dir=run_out,
-                         reports_dir=run_out)
-        finally:
-            RolloutContext.close_all()   # one variant's backbone and pool client at a time
+        # evolve opens the variant's runtime and closes it at its end: one variant's backbone and pool client
+        # at a time
+        out = evolve(variant, out_dir=run_out, submit=submit, progress=on_progress, metrics_dir=run_out,
+                     reports_dir=run_out)
         stop_on_replay_misses(f"{stage} ({name})", out.get("replay_misses", 0))
         facts = timings_dir(cfg, timings, name)
         publish_variant(Path(out["run_dir"]), dest / name, overrides, facts)
