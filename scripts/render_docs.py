@@ -254,6 +254,23 @@ def default_run(src: Sources) -> str:
     return ("\n".join(lines) + "\n") if lines else "No run's metrics are committed yet.\n"
 
 
+def verifiers(src: Sources) -> str:
+    """The default run's verifier table: per agent and suite, how often its Verifier accepts right and wrong
+    answers of the recording (metrics/eval.json `verifiers`), with each share's n."""
+    table = src.json(EVAL).get("verifiers") or {}
+    if not table:
+        return "No run's verifier table is committed yet.\n"
+    setups = (src.yaml("params.yaml").get("pool") or {}).get("models") or {}
+    lines = ["| agent (its check) | suite | accepts right answers | accepts wrong answers |", "|---|---|---:|---:|"]
+    for agent in sorted(table):
+        check = ((setups.get(agent) or {}).get("setup") or {}).get("verify") or "reads"
+        for suite in sorted(table[agent], key=lambda s: (s == "all", s)):
+            row = table[agent][suite]
+            lines.append(f"| `{agent}` ({check}) | {suite} | {100 * row['accept_right']:.0f}% of {row['n_right']} | "
+                         f"{100 * row['accept_wrong']:.0f}% of {row['n_wrong']} |")
+    return "\n".join(lines) + "\n"
+
+
 def feature_paths(src: Sources, file: str = FEATURE_PATHS) -> str:
     """benchmarks/feature_paths.py's table: the coordinator's features every way they run on the CPU it measured."""
     if not src.path(file).is_file():
@@ -281,6 +298,7 @@ def _share(x: float | None) -> str:
 
 REGIONS: dict[str, Callable[[Sources], str]] = {
     "results": results, "times": times, "command-times": command_times, "default-run": default_run,
+    "verifiers": verifiers,
     "feature-paths": feature_paths, "feature-paths-busy": lambda src: feature_paths(src, FEATURE_PATHS_BUSY),
 }
 

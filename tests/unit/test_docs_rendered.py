@@ -126,3 +126,16 @@ def test_the_hygiene_check_finds_what_it_looks_for():
 def test_no_page_speaks_of_how_the_project_is_developed(page):
     found = development_traces((ROOT / page).read_text())
     assert not found, f"{page}:\n" + "\n".join(found)
+
+
+def test_the_verifier_table_names_each_agents_check_and_moves_with_the_metrics(tmp_path):
+    metrics = json.loads((ROOT / "metrics/eval.json").read_text())
+    table = render_docs.verifiers(render_docs.Sources())
+    assert "| `qwen-steps` (resolve) | humaneval |" in table and "| `qwen-direct` (reads) |" in table
+    metrics["verifiers"]["qwen-steps"]["humaneval"]["accept_wrong"] = 0.5
+    copy = tmp_path / "eval.json"
+    copy.write_text(json.dumps(metrics))
+    assert "docs/benchmarks/README.md: figures:verifiers" in render_docs.stale(
+        render_docs.Sources(replace={"metrics/eval.json": copy}))
+    copy.write_text(json.dumps({k: v for k, v in metrics.items() if k != "verifiers"}))
+    assert render_docs.verifiers(render_docs.Sources(replace={"metrics/eval.json": copy})).startswith("No run's")

@@ -83,21 +83,37 @@ def test_a_code_check_sees_only_the_statement_not_the_hidden_tests():
     assert text.startswith("ACCEPT")
 
 
-def test_written_tests_are_asked_once_and_a_failing_one_rejects():
+BARE_TASK = TASK.replace("    >>> add_one([1, 2])\n    [2, 3]\n    >>> add_one([])\n    []\n", "")
+
+
+def test_written_tests_are_asked_only_without_statement_examples_and_a_failing_one_rejects():
     asked: list[list[dict]] = []
 
     async def ask(model, messages, **kw):
         asked.append(messages)
         assert kw["role"] is None   # a call outside the turn protocol: no setup instructions
-        return CallResult(model=model, text="```python\nassert add_one([5]) == [6]\nassert add_one([0]) == [1]\n```",
+        # a server that continues the begun reply sends only the rest of it
+        return CallResult(model=model, text="[5]) == [6]\nassert add_one([0]) == [1]\n```",
                           ok=True, prompt_tokens=30, completion_tokens=12)
 
-    text, calls = _verdict("resolve_tests", TASK, RIGHT, ask)
-    assert text.startswith("ACCEPT") and "4 example" in text and len(calls) == 1
+    text, calls = _verdict("resolve_tests", TASK, RIGHT, ask)   # the statement's own examples suffice
+    assert text.startswith("ACCEPT") and "2 example" in text and calls == [] and asked == []
+    text, calls = _verdict("resolve_tests", BARE_TASK, RIGHT, ask)
+    assert text.startswith("ACCEPT") and "2 example" in text and len(calls) == 1
     broken = "```python\ndef add_one(xs):\n    return [x + 1 for x in xs] if xs != [0] else [0]\n```"
-    text, _ = _verdict("resolve_tests", TASK, broken, ask)
+    text, _ = _verdict("resolve_tests", BARE_TASK, broken, ask)
     assert text.startswith("REJECT") and "add_one([0]) == [1]" in text
-    assert all("add_one" in m[-1]["content"] and RIGHT not in m[-1]["content"] for m in asked)
+    assert all(m[-1] == {"role": "assistant", "content": "```python\nassert add_one("} for m in asked)
+    assert all(RIGHT not in m[-2]["content"] and broken not in m[-2]["content"] for m in asked)
+    assert _verdict("resolve", BARE_TASK, broken)[0].startswith("ACCEPT: nothing to run")
+
+
+def test_a_whole_test_writing_reply_reads_as_well_as_a_continued_one():
+    whole = "```python\nassert add_one([5]) == [6]\nassert add_one([0]) == [1]\n```"
+    rest = "[5]) == [6]\nassert add_one([0]) == [1]\n```"
+    assert checks.written_tests(whole, "add_one") == checks.written_tests(rest, "add_one")
+    assert [c.source for c in checks.written_tests(rest, "add_one")] == ["assert add_one([5]) == [6]",
+                                                                         "assert add_one([0]) == [1]"]
 
 
 def test_a_resolving_check_compares_final_answers():
@@ -149,6 +165,22 @@ def test_two_checking_setups_of_one_model_send_different_verifier_requests():
     keys = {name: request_hash(*recorded_request(_endpoint({"verify": name}), "verifier", messages, 64, 0.1))
             for name in (None, "resolve", "resolve_tests")}
     assert len(set(keys.values())) == 3
+
+
+def test_a_checking_verifier_is_known_by_its_procedure_and_version(monkeypatch):
+    from trinity.pipeline.record_stage import setups_digest
+    from trinity.pool import agents
+
+    messages = [{"role": "system", "content": "You are the Verifier."}, {"role": "user", "content": "Task: x"}]
+    pool = {"models": {"a": {"setup": {"verify": "resolve"}}, "b": {"setup": {"redo": "anew"}}}}
+    before = request_hash(*recorded_request(_endpoint({"verify": "resolve"}), "verifier", messages, 64, 0.1))
+    digest, plain = setups_digest(pool), setups_digest({"models": {"b": {"setup": {"redo": "anew"}}}})
+    assert agents.verify_procedure(agents.verify_tool("resolve_tests")) == "resolve_tests"
+    monkeypatch.setattr(agents, "CHECKS_VERSION", agents.CHECKS_VERSION + 1)
+    # a new version is a new request (nothing recorded before is replayed as its verdict) and makes the items
+    # recorded with a checking Verifier stale; a pool without one is not touched
+    assert request_hash(*recorded_request(_endpoint({"verify": "resolve"}), "verifier", messages, 64, 0.1)) != before
+    assert setups_digest(pool) != digest and setups_digest({"models": {"b": {"setup": {"redo": "anew"}}}}) == plain
 
 
 def test_a_fresh_or_anew_redo_never_sees_the_rejected_answer():

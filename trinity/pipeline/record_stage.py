@@ -36,7 +36,7 @@ from trinity.config_schema.protocol import ProtocolConfig
 from trinity.config_schema.record import RecordConfig
 from trinity.errors import TrinityError
 from trinity.pipeline.items import load_split, sample
-from trinity.pool.agents import TurnContext, recorded_request
+from trinity.pool.agents import TurnContext, recorded_request, verify_tool
 from trinity.pool.cache import canonical_digest
 from trinity.record import store
 from trinity.record.replay import RecordedReplies
@@ -236,10 +236,17 @@ def pool_config(cfg: Config) -> dict[str, Any]:
 
 
 def setups_digest(pool_section: Mapping[str, Any] | None) -> str:
-    """A digest of every agent's setup (instructions, caps, tool, checking procedure, redo), by agent name: what
-    makes an item's recorded tree stale when it changes."""
+    """A digest of every agent's setup (instructions, caps, tool, checking procedure and its version, redo), by
+    agent name: what makes an item's recorded tree stale when it changes."""
     models = (pool_section or {}).get("models") or {}
-    return canonical_digest({str(name): (models[name] or {}).get("setup") for name in models})
+    return canonical_digest({str(name): _setup_identity((models[name] or {}).get("setup")) for name in models})
+
+
+def _setup_identity(setup: Any) -> Any:
+    """A setup as its requests know it: a checking procedure by its versioned tool (verify_tool)."""
+    if isinstance(setup, Mapping) and setup.get("verify"):
+        return {**setup, "verify": verify_tool(str(setup["verify"]))}
+    return setup
 
 
 def live_config(cfg: Config) -> TrinityConfig:

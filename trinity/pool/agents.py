@@ -59,9 +59,23 @@ class Endpoint(Protocol):
 CHECKS: dict[str, str] = {
     "resolve": "code: run the task statement's own examples on the answer; otherwise solve the task anew with "
                "the agent's own Worker setup and compare the final answers",
-    "resolve_tests": "as resolve, and on code also run tests the model writes from the task statement",
+    "resolve_tests": "as resolve, and on code whose statement gives no example run tests the model writes from it",
 }
-VERIFY_TOOL = "verify:"   # the request's tool for a checking Verifier: "verify:<name>" (its identity)
+VERIFY_TOOL = "verify:"   # the request's tool for a checking Verifier: "verify:<name>@<version>" (its identity)
+# The procedures' version, part of a checking Verifier's identity: a verdict recorded by an earlier version is
+# not replayed as this one's, and the recorder expands the items it was recorded on again (raise it whenever
+# what a procedure reads or runs changes a verdict). 2: statements' examples in every form, begun test writer.
+CHECKS_VERSION = 2
+
+
+def verify_tool(name: str) -> str:
+    """The request tool of a checking Verifier running procedure `name` (its identity in caches and recordings)."""
+    return f"{VERIFY_TOOL}{name}@{CHECKS_VERSION}"
+
+
+def verify_procedure(tool: str) -> str:
+    """The procedure's name in a checking Verifier's request tool (verify_tool's inverse)."""
+    return tool[len(VERIFY_TOOL):].split("@", 1)[0]
 # What a `fresh` redo adds to the task: the Verifier's reason, never the rejected answer.
 REDO_NOTE = ("A verifier rejected an earlier answer to this task, saying: {reason}\n"
              "Solve the task anew from the start.")
@@ -121,7 +135,7 @@ def agent_request(setup: AgentSetup, role: str | None, messages: Sequence[Mappin
     if role is None:
         return AgentRequest(out, max_tokens, None)
     if role == "verifier" and setup.verify is not None:
-        return AgentRequest(out, max_tokens, VERIFY_TOOL + setup.verify)
+        return AgentRequest(out, max_tokens, verify_tool(setup.verify))
     extra = setup.instructions.get(role)
     if extra:
         last = max((i for i, m in enumerate(out) if m.get("role") == "user"), default=None)

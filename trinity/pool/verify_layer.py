@@ -15,7 +15,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
-from trinity.pool.agents import VERIFY_TOOL, TurnContext
+from trinity.pool.agents import VERIFY_TOOL, TurnContext, verify_procedure
 from trinity.pool.chat_layer import ChatLayer, ChatOutcome, ChatRequest, failure_result
 from trinity.pool.errors import PoolConfigError
 from trinity.pool.types import CallResult
@@ -46,7 +46,7 @@ class VerifyLayer:
     async def send(self, request: ChatRequest) -> ChatOutcome:
         if request.tool is None or not request.tool.startswith(VERIFY_TOOL):
             return await self.inner.send(request)
-        ep, name = request.endpoint, request.tool[len(VERIFY_TOOL):]
+        ep, name = request.endpoint, verify_procedure(request.tool)
         procedure = self.procedures.get(name)
         if procedure is None:
             error = PoolConfigError(f"{ep.name}'s setup names the checking procedure {name!r}, but this pool client "
