@@ -40,7 +40,8 @@ Reply = Any  # str | Fail | CallResult | Callable[[list[dict], int], str | Fail 
 
 class ScriptedPool:
     """A pool double with what a stage runtime asks of a PoolClient (trinity.assembly.runtime.StageRuntime):
-    scripted `chat` replies, no recording (`replay`), its call count as `totals()`, and nothing to close."""
+    scripted `chat` replies, no recording (`replay`), list prices at `cost_per_token`, its call count as
+    `totals()`, and nothing to close."""
 
     replay = None
 
@@ -57,6 +58,9 @@ class ScriptedPool:
 
     def totals(self) -> dict:
         return {"calls": self.count}
+
+    def list_price(self, model: str, prompt_tokens: int, completion_tokens: int) -> float:
+        return (prompt_tokens + completion_tokens) * self._cost_per_token
 
     async def hand_over_totals(self) -> None:
         pass

@@ -34,8 +34,8 @@ from trinity.tasks.types import TaskItem
 class StageRuntime:
     """The runtime one stage runs its episodes on (module doc). Built by `open_runtime`; a test builds one
     from its own parts (a scripted pool, a stand-in coordinator). The pool is a PoolClient or what a test
-    injects in its place: `chat`, `replay` (the recording replies come from, else None), `totals()`,
-    `hand_over_totals()` and `aclose()`."""
+    injects in its place: `chat`, `replay` (the recording replies come from, else None), `list_price`,
+    `totals()`, `hand_over_totals()` and `aclose()`."""
 
     def __init__(self, cfg: TrinityConfig, *, loop: LoopThread, pool: Any, grader: Grader,
                  coordinator: Coordinator | None = None, shared_limits: Any = None, run_key: str = "") -> None:

@@ -1,12 +1,12 @@
 """Running the evaluate stage's chunks: every pending chunk at once on the stage runtime's loop and
 pool, each saved as soon as it finishes (so an interrupted evaluation resumes), costed at the pool's list
-prices when it knows them."""
+prices (a cached reply costs what the call would have)."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Protocol, cast, runtime_checkable
+from typing import cast
 
 import polars as pl
 
@@ -17,20 +17,12 @@ from trinity.pipeline.evaluate_plan import Chunk
 from trinity.progress import Listener, Progress
 
 
-@runtime_checkable
-class ListPrices(Protocol):
-    """A pool that knows its models' list prices (PoolClient); results are costed at them, else at what
-    each trace paid."""
-
-    def list_price(self, model: str, prompt_tokens: int, completion_tokens: int) -> float: ...
-
-
 def run_chunks(ctx: StageRuntime, finished: dict[tuple, pl.DataFrame], pending: list[Chunk], *,
                say: Callable[[str], None], on_work: Listener | None) -> pl.DataFrame:
     """Run every pending chunk at once, saving each as it finishes; the results of all chunks."""
     total = sum(len(c.specs) for c in pending)
     say(f"evaluate: {len(finished)} chunks already done, {len(pending)} to run ({total} episodes)")
-    price = ctx.pool.list_price if isinstance(ctx.pool, ListPrices) else None
+    price = ctx.pool.list_price
     by_key = dict(finished)
     done = 0
 
