@@ -95,9 +95,10 @@ def task_runner(cfg: Config):
         # Defined here so that the thread path never imports dask.
         class ConnectedDaskTaskRunner(DaskTaskRunner):
             """Connects when entered, as the default client. prefect_dask connects at the first task, but
-            the flow builds its own rollout context (validation rollouts) before that, and the context
-            must find the run's scheduler to share the run-wide budget and limits with the workers
-            (trinity.pool.shared_limits)."""
+            the stage opens its runtime (validation rollouts) before that, and the runtime must find the
+            run's scheduler to share the run-wide budget and limits with the workers
+            (trinity.pool.shared_limits) and to tell the workers how to build theirs
+            (trinity.pipeline.dask_workers)."""
 
             def __enter__(self):
                 import distributed
@@ -137,9 +138,10 @@ def rollout_runner(cfg: Config) -> Iterator[Callable]:
     runner = task_runner(cfg)
     tasks: dict[Callable, object] = {}
     # On threads the values go quoted: Prefect hands each one over as it is instead of walking it element by
-    # element for futures (the arguments are plain data: the config's YAML, a candidate's parameters, item
-    # uids; the walk cost 44 ms a task against 3 quoted: benchmarks/prefect_task_params.py). A Dask worker
-    # would receive the wrapper itself, so there they go as they are.
+    # element for futures (the arguments: the stage's runtime, a candidate's parameters, item uids; the walk
+    # cost 44 ms a task against 3 quoted: benchmarks/prefect_task_params.py), so a task runs on the stage's own
+    # runtime. A Dask worker would receive the wrapper itself, so there they go as they are (pickled: the
+    # runtime's description only, trinity.pipeline.stage_runtime.TaskRuntime).
     wrap: Callable[[Any], Any] = quote if isinstance(runner, ThreadPoolTaskRunner) else (lambda value: value)
     with runner:
         prefect_logger().info("rollouts run on %s", describe_runner(runner))

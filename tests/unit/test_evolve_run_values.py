@@ -65,7 +65,7 @@ def test_exact_validation_is_the_expectation_with_no_episodes():
 
 
 class _Ctx:
-    """The rollout context's part a SampledEvaluator uses: every mode's chunk is run in one batch."""
+    """The stage runtime's part a SampledEvaluator uses: every mode's chunk is run in one batch."""
 
     def __init__(self):
         self.batches = []

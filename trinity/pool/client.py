@@ -17,7 +17,7 @@ The client is a facade over a stack of layers that share one `send(ChatRequest) 
 `chat` never raises for pool, HTTP, cache-miss or budget failures: it returns `CallResult(ok=False)` so a
 failing model costs an episode a turn, never a generation. The budget and the limits are asked through
 one `RunLimits` object (trinity.pool.shared_limits): kept in this process by default, run-wide across
-processes when the rollout context takes part in a Dask run.
+processes when the stage's runtime takes part in a Dask run.
 
 Event loops: the connections and the table of requests in flight belong to one event loop, so they are
 kept per loop and the client can be used from several threads or successive `asyncio.run` calls.

@@ -26,8 +26,8 @@ and, around them:
 - totals: each process hands its call counts over to a run-wide sum (a second Variable) when a batch of
   rollouts ends; a process's `totals()` are its own counts not yet handed over plus that sum.
 
-A run is named by its rollout context's key (a digest of the resolved config), so runs of different
-configs on one scheduler never share. The driver resets the ledger when its context opens, so a re-run
+A run is named by its stage runtime's run key (a digest of the resolved config), so runs of different
+configs on one scheduler never share. The driver resets the ledger when its runtime opens, so a re-run
 of a config on a long-lived scheduler starts from nothing spent; a worker that finds no ledger (no
 driver took part, e.g. tasks submitted by hand) creates one. Two runs of the same config at the same
 time on one scheduler would share a budget (they would share a run folder too).
