@@ -140,12 +140,12 @@ def test_plan_counts_the_frontier_and_the_cli_takes_a_frontier():
     from trinity.cli import build_parser
     from trinity.plan.build import build_plan
 
-    plan = build_plan(config.compose(["experiment=routing_benchmark", "evolve.cost_weights=[0,20]",
-                                      "evolve.generations=2"]))
+    plan = build_plan(config.load(None, ["experiment=routing_benchmark", "evolve.cost_weights=[0,20]",
+                                         "evolve.generations=2"]))
     parts = [p["part"] for s in plan["stages"] if s["stage"] == "frontier" for p in s["parts"]]
     assert parts[:3] == ["cost_w20", "test cost_w0", "test cost_w20"] and "test random" in parts
     assert "frontier" not in [s["stage"]
-                              for s in build_plan(config.compose(["experiment=routing_benchmark"]))["stages"]]
+                              for s in build_plan(config.load(None, ["experiment=routing_benchmark"]))["stages"]]
     args = build_parser().parse_args(["serve", "--frontier", "data/frontier"])
     assert args.frontier == "data/frontier" and args.coordinator is None
     with pytest.raises(SystemExit):

@@ -128,7 +128,7 @@ def test_the_chain_by_hand():
 def test_one_call_methods_and_moa():
     suite = SuiteInfo("gsm8k", {"train": 10, "validation": 10, "test": 10}, 400.0, "test")
     cfg = compose(["experiment=local_small", "pool.sampling.max_tokens=100", "protocol.max_tokens=null"])
-    tk = suite_tokens(cfg, suite, list(cfg.pool.models), set())
+    tk = suite_tokens(conform(cfg), suite, list(cfg.pool.models), set())
     a = Assumptions()
     single = episode_usage(Route.fixed("smollm2-135m", [{"worker": 1.0}], 1), tk, a, 1.0)
     assert single.total_calls == 1 and dict(single.completion) == {"smollm2-135m": 100.0}
@@ -167,7 +167,7 @@ def _parts(plan):
 
 
 def test_episode_counts_of_a_small_config_by_hand(small_cfg):
-    plan = build_plan(small_cfg)
+    plan = build_plan(conform(small_cfg))
     parts = _parts(plan)
     assert parts[("evolve", "train")]["episodes"] == 4 * 3 * 4           # popsize x generations x items
     assert parts[("evolve", "validate x0")]["episodes"] == 4 * 2          # 4 items, sample + argmax
@@ -195,7 +195,7 @@ def test_episode_counts_of_a_small_config_by_hand(small_cfg):
 
 
 def test_disabled_ablations_leave_out_the_stage_and_the_methods(small_cfg, tmp_path):
-    plan = build_plan(compose(PINNED + [f"paths.prepared={tmp_path}", "ablations.enabled=false"]))
+    plan = build_plan(load(None, PINNED + [f"paths.prepared={tmp_path}", "ablations.enabled=false"]))
     assert [s["stage"] for s in plan["stages"]] == ["evolve", "evaluate"]
     assert not any(p["part"].startswith("ablation:") for p in plan["stages"][1]["parts"])
     assert any("ablations.enabled is false" in n for n in plan["notes"])
@@ -203,11 +203,11 @@ def test_disabled_ablations_leave_out_the_stage_and_the_methods(small_cfg, tmp_p
 
 def test_validations_every_and_at_the_end():
     cfg = compose(["experiment=local_small", "evolve.generations=60", "evolve.validation.every=5"])
-    assert validations(cfg) == 12
+    assert validations(conform(cfg)) == 12
     cfg = compose(["experiment=local_small", "evolve.generations=7", "evolve.validation.every=3"])
-    assert validations(cfg) == 3    # after generations 2, 5 and the last (6)
+    assert validations(conform(cfg)) == 3    # after generations 2, 5 and the last (6)
     cfg = compose(["experiment=local_small", "evolve.generations=7", "evolve.validation.every=null"])
-    assert validations(cfg) == 1
+    assert validations(conform(cfg)) == 1
 
 
 def test_balanced_counts():
@@ -226,12 +226,13 @@ def test_dollars_from_the_pool_prices():
     u = Usage()
     u.call("qwen-coder-1.5b", 10, 1e6, 2e6)
     u.call("smollm2-135m", 1, 3e5, 1e6)
-    assert cost_usd(u, cfg) == pytest.approx(0.5 + 3.0 + 0.6)
+    assert cost_usd(u, conform(cfg)) == pytest.approx(0.5 + 3.0 + 0.6)
 
 
 def test_single_worker_costs_at_cap_by_hand(small_cfg):
-    cfg = compose(PINNED + ["eval.methods=[single_worker]", "pool.sampling.max_tokens=100", "protocol.max_tokens=null",
-                            "ablations.enabled=false", f"paths.prepared={small_cfg.paths.prepared}"])
+    cfg = load(None, PINNED + ["eval.methods=[single_worker]", "pool.sampling.max_tokens=100",
+                               "protocol.max_tokens=null", "ablations.enabled=false",
+                               f"paths.prepared={small_cfg.paths.prepared}"])
     part = _parts(build_plan(cfg))[("evaluate", "single:qwen-coder-1.5b")]
     assert part["at_cap"]["completion_tokens"] == pytest.approx(14 * 100)
     assert part["typical"]["completion_tokens"] == pytest.approx(14 * 60)
@@ -244,11 +245,11 @@ def test_output_caps_per_role_suite_and_model():
     cfg = _loose(compose(["experiment=local_small", "pool.sampling.max_tokens=100", "protocol.max_tokens=null"]))
     cfg.pool.models["smollm2-135m"].max_tokens = 40
     suite = SuiteInfo("gsm8k", {"train": 1, "validation": 1, "test": 1}, 400.0, "test")
-    tk = suite_tokens(cfg, suite, list(cfg.pool.models), set())
+    tk = suite_tokens(conform(cfg), suite, list(cfg.pool.models), set())
     assert tk.caps[("worker", "qwen-coder-1.5b")] == 100 and tk.caps[("worker", "smollm2-135m")] == 40
     if hasattr(ProtocolConfig, "max_tokens_for"):
         cfg.protocol.max_tokens = {"worker": {"default": 50, "gsm8k": 70}, "verifier": 5}
-        tk = suite_tokens(cfg, suite, list(cfg.pool.models), set())
+        tk = suite_tokens(conform(cfg), suite, list(cfg.pool.models), set())
         assert tk.caps[("worker", "smollm2-135m")] == 70 and tk.caps[("verifier", "qwen-coder-1.5b")] == 5
         assert tk.caps[("thinker", "smollm2-135m")] == 40   # no protocol cap: the model's own
 
@@ -263,7 +264,7 @@ def test_popsize_from_the_parameter_count():
 def test_unknown_throughput_means_unknown_wall_time(small_cfg):
     for m in small_cfg.pool.models:
         small_cfg.pool.models[m].throughput = None
-    plan = build_plan(small_cfg)
+    plan = build_plan(conform(small_cfg))
     assert plan["total"]["wall_s"] == {"typical": None, "at_cap": None}
     assert sorted(plan["total"]["wall_unknown_models"]) == sorted(small_cfg.pool.models)
     assert "wall time: unknown (no measured throughput for " in render_table(plan)
@@ -284,18 +285,18 @@ def test_wall_time_is_the_slowest_model(small_cfg):
     for m in rates:   # hosted models (no n_threads): each on its own hardware, the slowest decides
         del small_cfg.pool.models[m]["n_threads"]
     assert wall_s(u, conform(small_cfg)) == (pytest.approx(31.0), [], [])
-    plan = build_plan(small_cfg)
+    plan = build_plan(conform(small_cfg))
     assert all(s["wall_s"]["typical"] <= s["wall_s"]["at_cap"] for s in plan["stages"])
     assert plan["total"]["wall_s"]["typical"] == pytest.approx(sum(s["wall_s"]["typical"] for s in plan["stages"]))
     assert "before the response cache" in render_table(plan)
 
 
 def test_typical_is_below_at_cap_and_the_fraction_is_checked(small_cfg):
-    plan = build_plan(small_cfg, Assumptions(output_fraction=0.5))
+    plan = build_plan(conform(small_cfg), Assumptions(output_fraction=0.5))
     t, c = plan["total"]["typical"], plan["total"]["at_cap"]
     assert t["completion_tokens"] == pytest.approx(0.5 * c["completion_tokens"])
     assert t["prompt_tokens"] < c["prompt_tokens"] and t["cost_usd"] < c["cost_usd"]
     from trinity.errors import ConfigError
 
     with pytest.raises(ConfigError, match="fraction"):
-        Assumptions.from_config(small_cfg, output_fraction=1.5)
+        Assumptions.from_config(conform(small_cfg), output_fraction=1.5)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trinity.config_schema import Config, typed
+from trinity.config_schema import TrinityConfig
 from trinity.config_schema.root import PlanAssumptions
 from trinity.errors import ConfigError
 
@@ -18,10 +18,10 @@ class Assumptions:
     output_fraction: float = _PLAN.typical_output_fraction  # typical reply length / its cap
 
     @classmethod
-    def from_config(cls, cfg: Config, **given: float | None) -> Assumptions:
+    def from_config(cls, cfg: TrinityConfig, **given: float | None) -> Assumptions:
         """`plan.accept_probability`, `plan.thinker_suggests_worker`, `plan.typical_output_fraction` when
         the config has them (optional keys), overridden by the non-None keyword arguments."""
-        plan = typed(cfg).plan
+        plan = cfg.plan
         values = {"accept": plan.accept_probability, "suggest_worker": plan.thinker_suggests_worker,
                   "output_fraction": plan.typical_output_fraction}
         values.update({name: float(v) for name, v in given.items() if v is not None})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trinity.config_schema import Config, TrinityConfig, typed
+from trinity.config_schema import TrinityConfig
 from trinity.pipeline.items import eval_suites
 from trinity.pipeline.workload import WORKLOADS, Part, WorkloadContext
 from trinity.plan.assumptions import Assumptions
@@ -14,9 +14,8 @@ from trinity.plan.tokens import CHARS_PER_TOKEN
 from trinity.plan.usage import SCENARIOS, Usage, cost_usd, part_usage, wall_s
 
 
-def build_plan(cfg: Config, assumptions: Assumptions | None = None) -> dict[str, Any]:
+def build_plan(cfg: TrinityConfig, assumptions: Assumptions | None = None) -> dict[str, Any]:
     """The plan of `cfg` as one JSON-able dict: stages with their parts, totals, wall time, notes."""
-    cfg = typed(cfg)
     a = assumptions or Assumptions()
     notes: set[str] = set()
     agents = list(cfg.pool.models)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trinity.config_schema import Config
+from trinity.config_schema import TrinityConfig
 from trinity.plan.assumptions import Assumptions
 from trinity.plan.build import figures
 from trinity.plan.suites import suite_infos
@@ -12,7 +12,7 @@ from trinity.plan.tokens import suite_tokens
 from trinity.plan.usage import Usage, wall_s
 
 
-def recording_plan(cfg: Config, assumptions: Assumptions | None = None, *, thinker_valid: float = 0.0
+def recording_plan(cfg: TrinityConfig, assumptions: Assumptions | None = None, *, thinker_valid: float = 0.0
                    ) -> dict[str, Any]:
     """What `trinity record` will cost before it starts: calls, tokens, dollars and wall time of the items
     still to record, from the tree's branching (trinity.record.tree.tree_size: every (model, role) at every

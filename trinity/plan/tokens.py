@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from trinity.config_schema import Config, TrinityConfig, typed
+from trinity.config_schema import TrinityConfig
 from trinity.contracts import ROLES
 from trinity.pipeline.workload import SuiteInfo
 
@@ -39,8 +39,7 @@ class SuiteTokens:
     judge: tuple[str, int] | None      # (judge model, its output cap) when a judge grades the suite
 
 
-def suite_tokens(cfg: Config, suite: SuiteInfo, agents: list[str], notes: set[str]) -> SuiteTokens:
-    cfg = typed(cfg)
+def suite_tokens(cfg: TrinityConfig, suite: SuiteInfo, agents: list[str], notes: set[str]) -> SuiteTokens:
     pc = cfg.protocol
     query = suite.prompt_chars / CHARS_PER_TOKEN
     review = _template_tok(pc.review_format, "{query}", "{answer}") + query + 2 * MESSAGE_OVERHEAD
