@@ -105,9 +105,9 @@ def test_cost_weights_keys_are_checked_named_and_leave_the_main_run_key_alone():
     from trinity.pipeline import frontier_stage
     from trinity.pipeline.evolution_inputs import config_fingerprint
 
-    base = config.compose(["experiment=routing_benchmark"])
+    base = config.load(None, ["experiment=routing_benchmark"])
     assert list(base.evolve.cost_weights) == [] and base.evolve.cost_weights_unit == "auto"
-    cfg = config.compose(["experiment=routing_benchmark", "evolve.cost_weights=[0,20,100]"])
+    cfg = config.load(None, ["experiment=routing_benchmark", "evolve.cost_weights=[0,20,100]"])
     assert config_fingerprint(cfg, 10) == config_fingerprint(base, 10)
     assert frontier_stage.cost_unit(cfg) == "usd"                             # every simulated model has a price
     variants = frontier_stage.variants(cfg)
@@ -118,9 +118,9 @@ def test_cost_weights_keys_are_checked_named_and_leave_the_main_run_key_alone():
     free = ["evolve.cost_weights=[1]", "pool.models.smollm2-135m.price_in_per_mtok=0",
             "pool.models.smollm2-135m.price_out_per_mtok=0"]
     # a free model: dollars would mislead
-    assert frontier_stage.cost_unit(config.compose(["experiment=local_small", *free])) == "ktokens"
-    assert frontier_stage.cost_unit(config.compose(["experiment=local_live", *free,
-                                                    "evolve.cost_weights_unit=usd"])) == "usd"
+    assert frontier_stage.cost_unit(config.load(None, ["experiment=local_small", *free])) == "ktokens"
+    assert frontier_stage.cost_unit(config.load(None, ["experiment=local_live", *free,
+                                                         "evolve.cost_weights_unit=usd"])) == "usd"
     for bad in ("[-1]", "[1,1]", "[x]"):
         with pytest.raises(ConfigError, match=r"evolve\.cost_weights"):
             config.compose(["experiment=local_live", f"evolve.cost_weights={bad}"])
@@ -138,7 +138,7 @@ def test_quality_is_validated_and_needs_a_frontier_server():
     from trinity.serve.settings import ServeSettings
 
     assert QUALITY_LEVELS == fr.QUALITY_LEVELS
-    plain = ServeSettings.from_config(config.compose(["experiment=local_live"]))
+    plain = ServeSettings.from_config(config.load(None, ["experiment=local_live"]))
     front = dataclasses.replace(plain, frontier=True)
     body = {"model": "trinity", "messages": [{"role": "user", "content": "hi"}]}
     assert parse_chat_request({**body, "trinity": {"quality": "medium"}}, front).quality == "medium"
@@ -237,9 +237,9 @@ def test_a_frontier_server_picks_a_head_per_request_and_names_it_in_the_trace(tm
 def test_frontier_stage_off_writes_what_dvc_expects(tmp_path):
     from trinity.pipeline import frontier_stage
 
-    cfg = config.compose(["experiment=local_live", f"paths.frontier={tmp_path}/frontier",
-                          f"paths.metrics={tmp_path}/metrics",
-                          f"paths.reports={tmp_path}/reports", f"paths.runs={tmp_path}/none"])
+    cfg = config.load(None, ["experiment=local_live", f"paths.frontier={tmp_path}/frontier",
+                             f"paths.metrics={tmp_path}/metrics",
+                             f"paths.reports={tmp_path}/reports", f"paths.runs={tmp_path}/none"])
     out = frontier_stage.run(cfg)
     assert out["manifest"]["enabled"] is False
     assert json.loads((tmp_path / "metrics" / "frontier.json").read_text()) == {"enabled": False}

@@ -15,7 +15,7 @@ import socket
 from collections.abc import Sequence
 from pathlib import Path
 
-from trinity.config_schema import Config, typed
+from trinity.config_schema import TrinityConfig
 from trinity.contracts import ROLES
 from trinity.coordinator.saved import CoordinatorMismatchError, saved_pool_models
 from trinity.errors import ConfigError
@@ -47,7 +47,7 @@ def pool_difference(trained: Sequence[str], configured: Sequence[str]) -> str | 
     return "; ".join(parts)
 
 
-def check_saved_pool(cfg: Config, coordinator_path: str | os.PathLike) -> None:
+def check_saved_pool(cfg: TrinityConfig, coordinator_path: str | os.PathLike) -> None:
     """Refuse a coordinator (a folder holding coordinator.safetensors, or the file) that was trained for
     another pool than `cfg.pool.models`, or with other roles than `cfg.coordinator.roles`, naming the
     difference and what to type instead. Its other settings (backbone, layout, ...) are checked when it
@@ -56,8 +56,7 @@ def check_saved_pool(cfg: Config, coordinator_path: str | os.PathLike) -> None:
 
     path = coordinator_file(Path(coordinator_path))
     trained = saved_pool_models(path)
-    run_cfg = typed(cfg)
-    pool = run_cfg.pool
+    pool = cfg.pool
     configured = list(pool.models)
     difference = pool_difference(trained, configured)
     if difference is not None:
@@ -66,7 +65,7 @@ def check_saved_pool(cfg: Config, coordinator_path: str | os.PathLike) -> None:
             f"(pool={pool.name}) is {_listed(configured)}: {difference}. {_serve_instead(trained)}; "
             f"nothing was started")
     saved_roles = saved_metadata(path).get("roles")
-    configured_roles = run_cfg.coordinator.roles
+    configured_roles = cfg.coordinator.roles
     roles = [r for r in ROLES if configured_roles is None or r in configured_roles]   # as the file keeps them
     if isinstance(saved_roles, list) and [str(r) for r in saved_roles] != roles:
         raise CoordinatorMismatchError(

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import uvicorn
 
-from trinity.config_schema import Config, typed
+from trinity.config_schema import TrinityConfig
 from trinity.serve.preflight import check_saved_pool, reserve_port
 from trinity.serve.settings import ServeSettings
 
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from trinity.serve.request_episode import EpisodeRunner, Runner
 
 
-def build_app(cfg: Config, coordinator_path: str | os.PathLike | None = None, *, frontier: Any = None,
+def build_app(cfg: TrinityConfig, coordinator_path: str | os.PathLike | None = None, *, frontier: Any = None,
               registry: Any = None, backbone: Any = None, pool: Any = None):
     """The FastAPI app for `cfg` with the coordinator saved at `coordinator_path` (a folder holding
     coordinator.safetensors, or the file), or with the heads of the cost-quality frontier in the folder
@@ -50,8 +50,7 @@ def build_app(cfg: Config, coordinator_path: str | os.PathLike | None = None, *,
 
     if sum(x is not None for x in (coordinator_path, frontier, registry)) != 1:
         raise ValueError("serve one coordinator, one frontier or one registry")
-    run_cfg = typed(cfg)
-    settings = ServeSettings.from_config(run_cfg)
+    settings = ServeSettings.from_config(cfg)
     settings.check_exposure()
     served = None
     if registry is not None:
@@ -75,15 +74,15 @@ def build_app(cfg: Config, coordinator_path: str | os.PathLike | None = None, *,
                 "costs and rewards may differ from frontier.json", served.routing, settings.config.routing)
         coordinator_path = served.heads[0].file
     assert coordinator_path is not None  # exactly one of the three was given (checked above)
-    coordinator, params = load_coordinator(coordinator_file(Path(coordinator_path)), run_cfg, backbone=backbone)
+    coordinator, params = load_coordinator(coordinator_file(Path(coordinator_path)), cfg, backbone=backbone)
     own_pool = pool is None
     if own_pool:
-        cache_path = Path(run_cfg.paths.cache) / "responses.sqlite" if settings.config.response_cache != "off" else None
-        pool = pool_client(run_cfg, cache_path=cache_path, cache_mode=settings.config.response_cache)
+        cache_path = Path(cfg.paths.cache) / "responses.sqlite" if settings.config.response_cache != "off" else None
+        pool = pool_client(cfg, cache_path=cache_path, cache_mode=settings.config.response_cache)
 
     def runner_for(head_params) -> EpisodeRunner:
-        return EpisodeRunner(pool, list(run_cfg.pool.models), run_cfg.protocol,
-                             coordinator.router_for(head_params, mode=settings.config.routing), root_seed=run_cfg.seed,
+        return EpisodeRunner(pool, list(cfg.pool.models), cfg.protocol,
+                             coordinator.router_for(head_params, mode=settings.config.routing), root_seed=cfg.seed,
                              answer_first=settings.config.answer_first)
 
     if registry is not None:
@@ -94,7 +93,7 @@ def build_app(cfg: Config, coordinator_path: str | os.PathLike | None = None, *,
             loaded = params if version.coordinator == coordinator_path else coordinator.read_params(version.coordinator)
             return runner_for(loaded)
 
-        watcher = RegistryRunner(registry, version_runner, poll_s=float(run_cfg.serve.registry_poll_s)).start()
+        watcher = RegistryRunner(registry, version_runner, poll_s=float(cfg.serve.registry_poll_s)).start()
         runner: Runner = watcher
     elif served is None:
         runner = runner_for(params)
@@ -114,7 +113,7 @@ def build_app(cfg: Config, coordinator_path: str | os.PathLike | None = None, *,
     return create_app(settings, runner, on_shutdown=close)
 
 
-def serve(cfg: Config, coordinator_path: str | os.PathLike | None = None, *,
+def serve(cfg: TrinityConfig, coordinator_path: str | os.PathLike | None = None, *,
           frontier: str | os.PathLike | None = None, registry: str | os.PathLike | None = None) -> None:
     """`trinity serve`: a replayed pool (`pool.replay`, as the embedded default trains on) is served live
     (trinity.config.live_pool: the models its recording was made from), saying so; refuse what can be refused
@@ -137,7 +136,7 @@ def serve(cfg: Config, coordinator_path: str | os.PathLike | None = None, *,
         log.addHandler(handler)
         log.setLevel(logging.INFO)
         log.propagate = False   # one line each, not a second through the root logger's handler
-    replayed = typed(cfg).pool.replay
+    replayed = cfg.pool.replay
     cfg = live_pool(cfg)
     if replayed is not None:
         log.info("pool '%s' is replayed from the recording %s, which answers only its recorded items: serving over "

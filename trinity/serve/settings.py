@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from trinity.config_schema import Config, typed
+from trinity.config_schema import TrinityConfig
 from trinity.config_schema.serve import ServeConfig
 from trinity.contracts import ROLES
 from trinity.errors import ConfigError
@@ -80,10 +80,9 @@ class ServeSettings:
     frontier: bool = False       # serving a cost-quality frontier (--frontier): requests may pick a head
 
     @classmethod
-    def from_config(cls, cfg: Config) -> ServeSettings:
+    def from_config(cls, cfg: TrinityConfig) -> ServeSettings:
         """From the whole config (its serve section, pool models and protocol.max_turns). Types, choices and
         ranges are the schema's (trinity.config_schema.serve); this adds the role policy."""
-        cfg = typed(cfg)
         s = cfg.serve
         agents = list(cfg.pool.models)
         try:
