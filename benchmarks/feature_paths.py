@@ -123,7 +123,7 @@ def routes_kept(feats: dict, ref, heads: list[Path]) -> dict[str, float]:
     from trinity import config
     from trinity.assembly.coordinator import coordinator_from_config
 
-    coord = coordinator_from_config(config.compose(["coordinator.feature_cache.disk=false"]))
+    coord = coordinator_from_config(config.load(None, ["coordinator.feature_cache.disk=false"]))
     out: dict[str, float] = {}
     for path in heads:
         head = coord.head_for(coord.read_params(path))

@@ -54,6 +54,8 @@ REFERENCE = "sep-CMA-ES, exact fitness"
 
 
 def variant_cfg(base, overrides: dict, seed: int, generations: int | None, tmp: Path):
+    from trinity import config
+
     cfg = OmegaConf.create(OmegaConf.to_container(base, resolve=True))
     OmegaConf.set_struct(cfg, False)
     for key, value in overrides.items():
@@ -63,7 +65,7 @@ def variant_cfg(base, overrides: dict, seed: int, generations: int | None, tmp: 
         cfg.evolve.generations = generations
     cfg.evolve.resume = False
     cfg.paths.cache = str(tmp / "cache")   # run folders and timings, not the shared feature cache
-    return cfg
+    return config.typed(cfg)
 
 
 def main() -> None:

@@ -32,7 +32,7 @@ def measure(suite: str, overrides: list[str]) -> dict:
     from trinity.pipeline.cache_states_stage import by_suite_items, recorded_transcripts
     from trinity.pipeline.state_files import features_at_positions
 
-    cfg = config.compose(overrides)
+    cfg = config.load(None, overrides)
     coord = coordinator_from_config(cfg)
     protocol = ProtocolConfig.from_config(cfg.protocol)
     items = by_suite_items(cfg, [suite])

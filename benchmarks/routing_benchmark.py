@@ -62,13 +62,15 @@ def variants(args) -> dict[str, dict]:
 
 
 def variant_cfg(base, overrides: dict, seed: int, root: Path, name: str):
+    from trinity import config
+
     # unresolved, so what derives from the seed (pool.outcome_seed: ${seed}) follows this run's seed
     cfg = OmegaConf.create(OmegaConf.to_container(base, resolve=False))
     for key, value in {**overrides, "seed": seed}.items():
         OmegaConf.update(cfg, key, value, merge=False, force_add=True)
     run = root / name.replace("/", "_") / f"seed{seed}"
     cfg.paths.metrics, cfg.paths.reports = str(run / "metrics"), str(run / "reports")
-    return cfg, run
+    return config.typed(cfg), run
 
 
 def train_and_test(cfg, run: Path, fresh: bool) -> dict:

@@ -35,7 +35,7 @@ def main() -> None:
     ap.add_argument("--suites", default=None, help="comma-separated (default: the config's train + transfer)")
     ap.add_argument("overrides", nargs="*")
     args = ap.parse_args()
-    cfg = config.compose(args.overrides)
+    cfg = config.load(None, args.overrides)
     suites = args.suites.split(",") if args.suites else list(dict.fromkeys([*cfg.tasks.train, *cfg.tasks.transfer]))
     protocol = ProtocolConfig.from_config(cfg.protocol)
     firsts, laters = {}, {}

@@ -34,6 +34,8 @@ sys.path.insert(0, str(ROOT))
 
 
 def run_cfg(base, seed: int, l2: float, every: int, tmp: Path):
+    from trinity import config
+
     cfg = OmegaConf.create(OmegaConf.to_container(base, resolve=True))
     OmegaConf.set_struct(cfg, False)
     cfg.seed = seed
@@ -41,7 +43,7 @@ def run_cfg(base, seed: int, l2: float, every: int, tmp: Path):
     cfg.evolve.validation.every = every
     cfg.evolve.resume = False
     cfg.paths.cache = str(tmp / "cache")   # run folders and timings, not the shared feature cache
-    return cfg
+    return config.typed(cfg)
 
 
 def scored_validations(cfg, ctx, out_dir: Path, sets: dict) -> list[dict]:
@@ -83,8 +85,10 @@ def main() -> None:
     if OmegaConf.select(base, "pool.replay") is None:
         raise SystemExit("this benchmark needs pool=recorded")
     features = Path(args.features or Path(str(base.paths.cache)) / "features")
-    sets = {"test": item_sel.load_split(base, list(base.tasks.train), "test"),
-            "transfer": item_sel.load_split(base, list(base.tasks.transfer), "test") if base.tasks.transfer else []}
+    typed_base = config.typed(base)
+    sets = {"test": item_sel.load_split(typed_base, list(base.tasks.train), "test"),
+            "transfer": item_sel.load_split(typed_base, list(base.tasks.transfer), "test") if base.tasks.transfer
+            else []}
     rules = [(name, m) for name in RULES for m in (args.margins if name != "max" else [0.0])]
     rows, started = [], time.perf_counter()
     with tempfile.TemporaryDirectory() as tmpdir:

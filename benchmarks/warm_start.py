@@ -80,13 +80,14 @@ def main() -> None:
         if drop:
             cfg.pool.models = {k: v for k, v in cfg.pool.models.items() if k != drop}
         cfg.evolve.warm_start = warm
+        cfg = config.validate(cfg)
         from trinity.pipeline.evolution_inputs import config_fingerprint
 
         # a folder per configuration: a finished run with the same settings is reused, never mixed with another
         key = config_fingerprint(cfg, 0) + ("" if warm is None else "-warm")
         run = root / f"seed{args.seed}" / f"{name}-g{generations}-{key}"
         t0 = time.perf_counter()
-        with LocalPool(config.validate(cfg).pool, progress=lambda *_: None):
+        with LocalPool(cfg.pool, progress=lambda *_: None):
             out = evolve_stage.evolve(cfg, out_dir=run / "evolve", metrics_dir=run / "metrics",
                                       reports_dir=run / "reports",
                                       warm_start=None if warm is None else evolve_stage.warm_start_source(cfg))

@@ -13,7 +13,6 @@ from typing import Any, cast
 from uuid import UUID
 
 from trinity import config
-from trinity.config import Config
 from trinity.config_schema import TrinityConfig
 from trinity.errors import TrinityError
 
@@ -57,7 +56,7 @@ def deployment_run_id() -> str | None:
         return None
 
 
-def run_outputs(cfg: Config, stages: tuple[str, ...], label: str,
+def run_outputs(cfg: TrinityConfig, stages: tuple[str, ...], label: str,
                 output_paths: dict[str, str] | None) -> dict[str, str] | None:
     """Where this flow run writes. Given `output_paths` (a parent flow chose them): those. A run
     started from a deployment (UI or schedule): a new folder under `paths.ad_hoc_runs`, so only
@@ -70,7 +69,7 @@ def run_outputs(cfg: Config, stages: tuple[str, ...], label: str,
         return output_paths
     if deployment_run_id() is None:
         return None
-    folder = new_run_folder(config.typed(cfg).paths.ad_hoc_runs, label)
+    folder = new_run_folder(cfg.paths.ad_hoc_runs, label)
     mapping = stage_output_paths(cfg, stages, folder)
     prefect_logger().info("deployment run: writing to %s (DVC outputs untouched): %s", folder, mapping)
     try:
@@ -84,11 +83,11 @@ def run_outputs(cfg: Config, stages: tuple[str, ...], label: str,
     return mapping
 
 
-def task_runner(cfg: Config):
+def task_runner(cfg: TrinityConfig):
     """The task runner for rollouts: threads (default) or Dask (local cluster or a scheduler address)."""
     from prefect.task_runners import ThreadPoolTaskRunner
 
-    runner = config.typed(cfg).runner
+    runner = cfg.runner
     if runner.kind == "dask":
         from prefect_dask import DaskTaskRunner
 
@@ -124,7 +123,7 @@ def task_runner(cfg: Config):
 
 
 @contextlib.contextmanager
-def rollout_runner(cfg: Config) -> Iterator[Callable]:
+def rollout_runner(cfg: TrinityConfig) -> Iterator[Callable]:
     """A `submit(fn, *args)` that runs `fn` (a module-level function of trinity, e.g. one candidate's
     rollouts) as a Prefect task run on the task runner `cfg.runner` names. The runner is chosen when the
     flow runs, not when it is deployed, so a run from the Prefect UI honours runner.kind too."""

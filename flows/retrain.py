@@ -25,7 +25,7 @@ from flows.cache_states import cache_states_flow
 from flows.evolve import evolve_flow
 from flows.prepare import prepare_flow
 from trinity import config
-from trinity.config_schema import Config, TrinityConfig
+from trinity.config_schema import TrinityConfig
 
 STAGES = ("prepare", "cache_states", "evolve")
 
@@ -64,7 +64,7 @@ def retrain_flow(params: str | None = None, overrides: list[str] | None = None,
     return {k: v for k, v in decision.items() if k != "markdown"}
 
 
-def record_new_items(cfg: Config, log) -> TrinityConfig:
+def record_new_items(cfg: TrinityConfig, log) -> TrinityConfig:
     """retrain.new_items on a recording: record that many more items per suite and split with the live pool
     first (trinity.pipeline.record_stage.extend), so this run trains and gates on items the last did not
     see; returns the config whose record.items cover them. On a live pool, or with none asked, the config
@@ -72,7 +72,6 @@ def record_new_items(cfg: Config, log) -> TrinityConfig:
     from trinity.assembly.local_pool import local_pool as start_local_pool
     from trinity.pipeline import record_stage
 
-    cfg = config.typed(cfg)
     new = dict(cfg.retrain.new_items)
     if not any(new.values()):
         if cfg.pool.replay is not None:

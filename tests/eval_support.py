@@ -14,7 +14,7 @@ from scripted_pool import ScriptedPool
 
 from trinity.assembly.loop_thread import LoopThread
 from trinity.assembly.runtime import StageRuntime
-from trinity.config import compose, load, to_yaml, typed
+from trinity.config import load, to_yaml, typed
 from trinity.contracts import ROLES
 from trinity.coordinator.head import RoutingHead
 from trinity.coordinator.router import CoordinatorRouter
@@ -168,7 +168,7 @@ def items(suite: str, n: int) -> list[TaskItem]:
 @pytest.fixture
 def stage(tmp_path, monkeypatch):
     folders = ("cache", "eval", "reports", "metrics", "runs", "ablations", "states")
-    cfg = compose(["experiment=local_live"] + [f"paths.{k}={tmp_path}/{k}" for k in folders]
+    cfg = load(None, ["experiment=local_live"] + [f"paths.{k}={tmp_path}/{k}" for k in folders]
                   + ["eval.bootstrap_samples=200", "eval.methods=[trinity,trinity:argmax,single_worker,role_select,"
                      "random,loop,moa,ablations]"])
     pool = PricedPool(script(), delay_s=0.001)

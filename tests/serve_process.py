@@ -69,9 +69,9 @@ def prepare_served(root: Path, *, suites: Sequence[str] = ("mmlu",), items_per_s
     tiny.model.save_pretrained(root / "backbone")
     tiny.tokenizer.save_pretrained(root / "backbone")
     overrides += ["coordinator.backbone.source=hub", f"coordinator.backbone.id={root / 'backbone'}", *extra]
-    cfg = config.compose(overrides)
+    cfg = config.load(None, overrides)
     prepare_from_config(cfg, cfg.paths.prepared)
-    coordinator = coordinator_from_config(config.typed(cfg))
+    coordinator = coordinator_from_config(cfg)
     coordinator.save(root / "coordinator" / "coordinator.safetensors", np.zeros(coordinator.num_params))
     coordinator.service.close()
     prompts = [it.prompt for suite in suites for it in load_items(cfg.paths.prepared, suite)]

@@ -20,8 +20,8 @@ def _free_port() -> int:
 @pytest.fixture(scope="module")
 def prepared(tmp_path_factory):
     root = tmp_path_factory.mktemp("sim")
-    cfg = config.compose(["experiment=routing_benchmark", "tasks.train=[mmlu,gsm8k]",
-                          "tasks.max_items_per_suite=12", f"paths.prepared={root / 'prepared'}"])
+    cfg = config.load(None, ["experiment=routing_benchmark", "tasks.train=[mmlu,gsm8k]",
+                             "tasks.max_items_per_suite=12", f"paths.prepared={root / 'prepared'}"])
     prepare_from_config(cfg, cfg.paths.prepared)
     return root
 

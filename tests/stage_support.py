@@ -46,7 +46,7 @@ def scripted(tmp_path, monkeypatch):
     cfg.ablations.definitions.svf = {"coordinator.svf.enabled": True,  # the tiny backbone has 4 layers
                                      "coordinator.svf.matrices": ["model.layers.2.self_attn.*_proj",
                                                                   "model.layers.2.mlp.*_proj"]}
-    config.validate(cfg)
+    cfg = config.validate(cfg)
     monkeypatch.setattr(coordinator_module, "load_backbone", lambda *a, **k: tiny_backbone())
     prepare_from_config(cfg, cfg.paths.prepared)
     items = {it.prompt.strip()[:200]: it for it in load_items(cfg.paths.prepared, "mmlu")}

@@ -16,7 +16,8 @@ from typing import Any, cast, overload
 
 from omegaconf import DictConfig, OmegaConf
 
-from trinity.config_schema import Config, TrinityConfig, conform, typed
+from trinity.config_schema import TrinityConfig, conform
+from trinity.config_schema import typed as typed  # the edges type a composed document with trinity.config.typed
 from trinity.errors import ConfigError
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -102,13 +103,13 @@ def pool_from_recording(cfg: DictConfig) -> DictConfig:
     return cfg
 
 
-def live_pool(cfg: Config) -> TrinityConfig:
+def live_pool(cfg: TrinityConfig) -> TrinityConfig:
     """`cfg` with its pool live. A replayed pool (`pool.replay`: pool=recorded_agents, pool=recorded, pool=replay)
     answers only the items its recording holds; without `replay` and `from_recording` the same section is the
     live pool the recording was made from (the same models, setups and order: what `trinity record` keeps in
     the recording's manifest as `pool_config`). A live pool's config is returned as it is."""
-    if typed(cfg).pool.replay is None:
-        return typed(cfg)
+    if cfg.pool.replay is None:
+        return cfg
     return with_values(cfg, {}, drop=("pool.replay", "pool.from_recording"), resolved=True)
 
 
@@ -141,7 +142,7 @@ def load(params: str | os.PathLike | None = None, overrides: Iterable[str] = ())
     return validate(compose(overrides, validate_cfg=False))
 
 
-def to_yaml(cfg: Config) -> str:
+def to_yaml(cfg: TrinityConfig | DictConfig) -> str:
     return OmegaConf.to_yaml(_document(cfg), resolve=True)
 
 
@@ -150,7 +151,7 @@ def from_yaml(text: str) -> TrinityConfig:
     return conform(cast(DictConfig, OmegaConf.create(text)))   # to_yaml writes a mapping
 
 
-def as_written(cfg: Config) -> dict[str, Any]:
+def as_written(cfg: TrinityConfig) -> dict[str, Any]:
     """The composed document `cfg` was typed from as plain data, interpolations resolved: the keys and values as
     the config wrote them (ints stay ints, absent keys stay absent), for what must digest or record the config
     exactly as written (a run's key, a recording's manifest, a registered version's hash)."""
@@ -167,7 +168,7 @@ def mapping_yaml(mapping: Mapping[str, Any]) -> str:
     return OmegaConf.to_yaml(OmegaConf.create(dict(mapping)))
 
 
-def with_values(cfg: Config, values: Mapping[str, Any], *, drop: Iterable[str] = (),
+def with_values(cfg: TrinityConfig, values: Mapping[str, Any], *, drop: Iterable[str] = (),
                 resolved: bool = False) -> TrinityConfig:
     """`cfg` with dotted keys ({"paths.states": ..., "eval.sets": [...]}) set in a copy of its document (a key the
     document leaves to the schema's default is added) and the dotted keys `drop` removed, typed again: how code
@@ -190,7 +191,7 @@ def with_values(cfg: Config, values: Mapping[str, Any], *, drop: Iterable[str] =
     return conform(out)
 
 
-def _document(cfg: Config) -> DictConfig:
+def _document(cfg: TrinityConfig | DictConfig) -> DictConfig:
     """The composed document behind `cfg` (a typed config's `composed`); only this module reads it."""
     if isinstance(cfg, TrinityConfig):
         if cfg.composed is None:
@@ -223,10 +224,10 @@ def validate(cfg: DictConfig) -> TrinityConfig:
     """Static checks that need no network and start nothing: the typed schema (trinity.config_schema:
     unknown keys, types, choices, ranges, rules between keys), then every selected ablation variant.
     Returns the typed config. Raises ConfigError naming the key."""
-    typed = conform(cfg)
-    known = check_registry_names(typed)
+    checked = conform(cfg)
+    known = check_registry_names(checked)
     _validate_ablations(cfg, known)
-    return typed
+    return checked
 
 
 def check_registry_names(typed: TrinityConfig, known: list[str] | None = None) -> list[str]:
@@ -258,7 +259,7 @@ def check_registry_names(typed: TrinityConfig, known: list[str] | None = None) -
 def apply_overrides(cfg: TrinityConfig, overrides: Any, *, where: str) -> TrinityConfig: ...
 @overload
 def apply_overrides(cfg: DictConfig, overrides: Any, *, where: str) -> DictConfig: ...
-def apply_overrides(cfg: Config, overrides: Any, *, where: str) -> Config:
+def apply_overrides(cfg: TrinityConfig | DictConfig, overrides: Any, *, where: str) -> TrinityConfig | DictConfig:
     """A copy of `cfg` with dotted overrides ({"evolve.strategy": "reinforce", ...}) applied, of the kind it was
     given (a typed config is typed again from its changed document). Every key must already exist in `cfg`, so
     a typo is a ConfigError naming `<where>.<key>`, never a silent no-op."""
@@ -277,7 +278,7 @@ def apply_overrides(cfg: Config, overrides: Any, *, where: str) -> Config:
     return out
 
 
-def ablation_variants(cfg: Config) -> dict[str, Any]:
+def ablation_variants(cfg: TrinityConfig | DictConfig) -> dict[str, Any]:
     """The selected ablation variants (`ablations.variants`, in that order) as full configs: the
     composed config with the variant's overrides applied and the `ablations` section removed; typed
     configs when `cfg` is typed."""
@@ -374,7 +375,7 @@ def experiments_choosing(pool: str) -> list[str]:
     return out
 
 
-def check_pool_choice(cfg: Config, overrides: Iterable[str], *, records: bool = False) -> None:
+def check_pool_choice(cfg: TrinityConfig, overrides: Iterable[str], *, records: bool = False) -> None:
     """Refuse a command line that chooses a pool (`pool=mine`) other than its experiment's when that experiment
     is made for a recording of its own pool (it names it: `record.name`, as the embedded default does). The
     command would otherwise record the chosen pool into that recording (`records`), or replay it and train,
@@ -396,7 +397,7 @@ def check_pool_choice(cfg: Config, overrides: Iterable[str], *, records: bool = 
     if not isinstance(pinned, str) or "${" in pinned:
         return                                   # the experiment names its recording after whatever pool it gets
     own, models = str(base.pool.name), [str(m) for m in base.pool.models]
-    if [str(m) for m in typed(cfg).pool.models] == models:
+    if [str(m) for m in cfg.pool.models] == models:
         return
     experiment = group_choice(overrides, "experiment") or _default_experiment()
     doing = (f"record pool={chosen} into {base.record.dir}/{pinned}, the recording of another pool" if records
@@ -420,10 +421,10 @@ def _default_experiment() -> str:
     return "(none)"
 
 
-def check_api_keys(cfg: Config) -> None:
+def check_api_keys(cfg: TrinityConfig) -> None:
     """Every pool model that names an API-key variable must find it set (checked before pool work). A pool
     replayed from a recording that never asks the live pool (`pool.replay.on_miss: error`) needs none."""
-    pool = typed(cfg).pool
+    pool = cfg.pool
     if pool.replay is not None and str(pool.replay.on_miss) == "error":
         return
     for name, model in pool.models.items():

@@ -26,10 +26,10 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import yaml
 
+from trinity.config_schema import TrinityConfig
 from trinity.errors import ConfigError, TrinityError
 
 
@@ -175,7 +175,7 @@ def _stop(proc: subprocess.Popen) -> None:
         proc.wait(timeout=10)
 
 
-def recording_folder(cfg: Any, root: Path) -> Path | None:
+def recording_folder(cfg: TrinityConfig, root: Path) -> Path | None:
     """Make the frozen `record` stage's output exist for a run that replays no recording from it.
 
     dvc.yaml's stages depend on `<record.dir>/<record.name>` (the recording, so that the states and every later
@@ -187,7 +187,7 @@ def recording_folder(cfg: Any, root: Path) -> Path | None:
     folder = root / str(cfg.record.dir) / str(cfg.record.name)
     if folder.exists():
         return None
-    replay = cfg.pool.get("replay")
+    replay = cfg.pool.replay
     if replay is not None and (root / str(replay.recording)).resolve() == folder.resolve():
         raise TrinityError(f"the recording this run replays, {folder.relative_to(root)}, does not exist: make it "
                            f"with `trinity record` (or check pool.replay.recording and record.name)")
@@ -203,7 +203,7 @@ def run(words: list[str], *, force: bool = False, dry: bool = False, root: Path 
 
     root = root or project_root()
     stages, overrides = split_targets(words, stage_names(root))
-    cfg = config.compose(overrides)      # a bad override stops here, before params.yaml is touched
+    cfg = config.load(None, overrides)   # a bad override stops here, before params.yaml is touched
     config.check_pool_choice(cfg, overrides)
     config.check_api_keys(cfg)
     if "record" in stage_names(root):     # the project's pipeline (not another dvc.yaml trinity runs)

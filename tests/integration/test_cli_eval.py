@@ -78,7 +78,7 @@ def test_bad_argument_stops_before_any_work(project, argv, message):
 
 def test_good_arguments_get_a_folder_of_their_own(project, monkeypatch):
     monkeypatch.chdir(project)
-    cfg = config.compose(["experiment=local_agents_live", "eval.suites=[mmlu]"])
+    cfg = config.load(None, ["experiment=local_agents_live", "eval.suites=[mmlu]"])
     request = prepare_request(cfg, coordinator="ours", suites=["mmlu"], methods=["random", "trinity"],
                               output=None, root=project)
     assert request.output.parent == Path("runs") and request.output.name.endswith("-eval")

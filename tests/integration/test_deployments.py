@@ -54,6 +54,7 @@ def test_ui_run_of_evolve_uses_dask_and_its_own_folder(tmp_path, tiny_backbone_o
         ])
         OmegaConf.set_struct(cfg, False)
         cfg.pool = OmegaConf.merge(stub_pool_mapping(stub.base_url, models=["a", "b", "c"]), {"host": "127.0.0.1"})
+        cfg = config.validate(cfg)
         prepare_from_config(cfg, cfg.paths.prepared)
         cache_states_stage.run(cfg)
         params = tmp_path / "params.yaml"

@@ -66,7 +66,7 @@ def test_prepare_cache_states_evolve_evaluate_on_a_scripted_pool(run_cfg):
     from trinity.pipeline.suites import prepare_from_config
 
     cfg = run_cfg
-    prepare_from_config(cfg, cfg.paths.prepared)
+    prepare_from_config(config.typed(cfg), cfg.paths.prepared)
     items = {}
     for suite in ("mmlu", "gsm8k", "gpqa_diamond"):
         for it in load_items(cfg.paths.prepared, suite):
@@ -88,6 +88,7 @@ def test_prepare_cache_states_evolve_evaluate_on_a_scripted_pool(run_cfg):
         pool = stub_pool_mapping(server.base_url, models=["oracle", "guesser", "other"])
         OmegaConf.set_struct(cfg, False)
         cfg.pool = OmegaConf.merge(pool, {"host": "127.0.0.1"})
+        cfg = config.validate(cfg)
         told = []
         states = cache_states_stage.run(cfg, on_work=lambda label, done, total: told.append((done, total)))
         assert told[-1] == (states["count"], states["count"])
@@ -152,11 +153,11 @@ def test_rollouts_on_the_task_runner_match_the_inline_run(run_cfg, prefect_harne
     cfg = run_cfg.copy()
     OmegaConf.set_struct(cfg, False)
     if not list(Path(cfg.paths.prepared).glob("*.parquet")):
-        prepare_from_config(cfg, cfg.paths.prepared)
+        prepare_from_config(config.typed(cfg), cfg.paths.prepared)
     if not (Path(cfg.paths.states) / "mmlu.safetensors").exists():   # the feature statistics read them
-        cache_states_stage.run(cfg)
+        cache_states_stage.run(config.typed(cfg))
     uids = [it.uid for it in load_items(cfg.paths.prepared, "mmlu", "train")[:2]]
-    by_uid = {it.uid: it for it in item_sel.load_split(cfg, ["mmlu"], "train")}
+    by_uid = {it.uid: it for it in item_sel.load_split(config.typed(cfg), ["mmlu"], "train")}
 
     def on(runtime):
         return TaskRuntime(RuntimeDescription.of(runtime), runtime, by_uid)
@@ -166,6 +167,7 @@ def test_rollouts_on_the_task_runner_match_the_inline_run(run_cfg, prefect_harne
         cfg.pool = OmegaConf.merge(stub_pool_mapping(server.base_url, models=["a", "b"]), {"host": "127.0.0.1"})
         cfg.runner.kind = kind
         cfg.runner.dask_workers = 1   # one worker process shows it: it builds its own pool client and coordinator
+        cfg = config.validate(cfg)
         rng = np.random.default_rng(0)
         with open_stage_runtime(cfg) as runtime:
             cands = [(rng.normal(size=runtime.coordinator.num_params) * 0.5).tolist() for _ in range(2)]

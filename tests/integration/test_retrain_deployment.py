@@ -76,6 +76,7 @@ def test_scheduled_retraining_promotes_only_a_better_challenger_and_serving_foll
         ])
         OmegaConf.set_struct(cfg, False)
         cfg.pool = OmegaConf.merge(stub_pool_mapping(stub.base_url, models=POOL), {"host": "127.0.0.1"})
+        cfg = config.validate(cfg)
         prepare_from_config(cfg, cfg.paths.prepared)
         for it in load_items(cfg.paths.prepared, "mmlu"):
             ref = (json.loads(it.reference) if isinstance(it.reference, str) and it.reference.startswith("{")
@@ -92,19 +93,16 @@ def test_scheduled_retraining_promotes_only_a_better_challenger_and_serving_foll
         registry.promote(registry.register(tmp_path / "bad", {"source_run": "seeded"}).name, "the first champion")
 
         def params_file(name: str, **changes) -> str:
-            c = cfg.copy()
-            for key, value in changes.items():
-                OmegaConf.update(c, key, value, merge=False)
             path = tmp_path / f"{name}.yaml"
-            path.write_text(config.to_yaml(c))
+            path.write_text(config.to_yaml(config.with_values(cfg, changes)))
             return str(path)
 
         better = params_file("better",
                              **{"retrain.warm_start": str(tmp_path / "good"), "evolve.warm_start_sigma0": 1e-9})
         worse = params_file("worse", **{"retrain.warm_start": None})
         broken = params_file("broken", **{"retrain.warm_start": str(tmp_path / "nowhere")})
-        grown = cfg.copy()
-        grown.pool = OmegaConf.merge(stub_pool_mapping(stub.base_url, models=POOL + ["extra"]), {"host": "127.0.0.1"})
+        extra = OmegaConf.merge(stub_pool_mapping(stub.base_url, models=POOL + ["extra"]), {"host": "127.0.0.1"})
+        grown = config.with_values(cfg, {"pool": extra})
         (tmp_path / "grown.yaml").write_text(config.to_yaml(grown))
 
         app = build_app(cfg, registry=tmp_path / "models", backbone=coord.backbone)

@@ -123,6 +123,7 @@ def test_budget_concurrency_and_rate_hold_across_dask_workers(dask_cluster, tmp_
         pool = stub_pool_mapping(stub.base_url, models=["a"], max_concurrency=MAX_CONCURRENCY,
                                  requests_per_minute=PER_MINUTE)
         cfg.pool = OmegaConf.merge(pool, {"host": "127.0.0.1"})
+        cfg = config.validate(cfg)
         with Client(dask_cluster) as client:
             client.wait_for_workers(2, timeout=60)
             workers = sorted(client.scheduler_info()["workers"])
@@ -166,6 +167,7 @@ def test_replay_misses_on_dask_workers_reach_the_driver(dask_cluster, tmp_path):
                               f"paths.cache={tmp_path}/cache"])
         OmegaConf.set_struct(cfg, False)
         cfg.pool = OmegaConf.merge(stub_pool_mapping(stub.base_url, models=["a"]), {"host": "127.0.0.1"})
+        cfg = config.validate(cfg)
         with Client(dask_cluster) as client:
             client.wait_for_workers(2, timeout=60)
             workers = sorted(client.scheduler_info()["workers"])

@@ -37,10 +37,9 @@ def test_unknown_override_key_unknown_variant_and_invalid_variant_are_named():
 def test_disabled_stage_writes_empty_outputs(tmp_path):
     from trinity.pipeline import ablate_stage
 
-    cfg = config.compose(["experiment=local_live", "ablations.enabled=false", f"paths.metrics={tmp_path}/m",
-                          f"paths.data={tmp_path}/d"])
-    OmegaConf.set_struct(cfg, False)
-    cfg.paths.ablations = f"{tmp_path}/d/ablations"
+    cfg = config.with_values(config.load(None, ["experiment=local_live", "ablations.enabled=false",
+                                                f"paths.metrics={tmp_path}/m", f"paths.data={tmp_path}/d"]),
+                             {"paths.ablations": f"{tmp_path}/d/ablations"})
     out = ablate_stage.run(cfg, evolve=lambda *a, **k: pytest.fail("nothing to train"))
     assert out["metrics"] == {"enabled": False, "variants": {}}
     assert (tmp_path / "d" / "ablations").is_dir() and (tmp_path / "m" / "ablations.json").exists()

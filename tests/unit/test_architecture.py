@@ -301,7 +301,7 @@ def test_the_stages_flows_and_serving_read_the_typed_config():
     paths += sorted((ROOT / "flows").glob("*.py"))
     found = {str(path.relative_to(ROOT)): hits for path in paths if (hits := config_reader_calls(path.read_text()))}
     assert not found, ("a whole config read through group()/setting()/OmegaConf.select; read the typed config's "
-                       f"attributes (trinity.config.typed(cfg) at the part's entry): {found}")
+                       f"attributes (the typed config the edge hands down): {found}")
 
 
 def test_the_reader_call_finder_finds_each_shape():
@@ -382,3 +382,22 @@ def test_the_floors_up_to_the_assembly_never_type_a_config():
              and part_of(module) != "config_schema"]
     found = {str(MODULES[m].relative_to(ROOT)): hits for m in below if (hits := typing_uses(MODULES[m].read_text()))}
     assert not found, f"a part types a config itself (hand it its typed section instead): {found}"
+
+
+# Typed once, at the edge. A composed document becomes the typed config in the config floor (trinity.config's
+# `load`, `with_values`, `typed`), which the entry points call: the command line and the flows' config loading
+# (flows/_common.py). serve's entry point and the stage entry points are handed the typed config they call with.
+# Every other module of trinity/ and flows/ receives a TrinityConfig or its sections and never types one.
+TYPING_EDGES = ("trinity/config.py", "trinity/config_schema/__init__.py", "trinity/cli.py", "flows/_common.py")
+
+
+def test_a_config_is_typed_only_at_the_edges():
+    paths = [*MODULES.values(), *sorted((ROOT / "flows").glob("*.py"))]
+    found = {rel: hits for path in paths if (rel := str(path.relative_to(ROOT))) not in TYPING_EDGES
+             and (hits := typing_uses(path.read_text()))}
+    assert not found, (f"a config typed below the edges {TYPING_EDGES}: load it once there and hand the typed config "
+                       f"(trinity.config_schema.TrinityConfig) or its sections down: {found}")
+
+
+def test_the_typing_edges_exist():
+    assert all((ROOT / edge).is_file() for edge in TYPING_EDGES)

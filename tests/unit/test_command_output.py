@@ -76,6 +76,6 @@ def test_versions_table_marks_the_champion_and_shows_missing_rewards_as_a_dash()
 def test_calibration_items_name_the_command_that_prepares_them(tmp_path):
     from trinity.pipeline.calibration import calibration_items
 
-    cfg = config.compose(["experiment=local_live", "pool=simulated", f"paths.prepared={tmp_path}"])
+    cfg = config.load(None, ["experiment=local_live", "pool=simulated", f"paths.prepared={tmp_path}"])
     with pytest.raises(TrinityError, match=r"\(`trinity run prepare x=1`\): calibrate measures on the prepared"):
         calibration_items(cfg, 2, prepare="trinity run prepare x=1")

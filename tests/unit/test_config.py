@@ -66,7 +66,7 @@ def test_invalid_configuration_names_the_key(override, needle):
 
 
 def test_missing_api_key_variable_is_named(monkeypatch):
-    cfg = config.compose(["experiment=local_live", "pool=openai_example"])
+    cfg = config.load(None, ["experiment=local_live", "pool=openai_example"])
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     with pytest.raises(ConfigError, match=r"pool.models.gpt-4.1-mini.api_key_env.*OPENAI_API_KEY"):
         config.check_api_keys(cfg)

@@ -88,7 +88,7 @@ def _write_prepared(folder, suite: str, splits: list[str]) -> None:
 
 
 def _compose(tmp, *extra):
-    return config.compose(["experiment=local_live",
+    return config.load(None, ["experiment=local_live",
         f"tasks.train=[{','.join(TRAIN)}]", f"tasks.transfer=[{','.join(TRANSFER)}]",
         "coordinator.backbone.id=tiny-llama",
         f"paths.prepared={tmp}/prepared", f"paths.states={tmp}/states", f"paths.metrics={tmp}/metrics",
@@ -250,12 +250,12 @@ def test_mismatched_normalisation_is_refused_both_ways(setup, tmp_path):
 def test_an_invalid_normalize_value_is_a_config_error(setup):
     with pytest.raises(ConfigError, match="coordinator.features.normalize"):
         config.compose(["experiment=local_live", "coordinator.features.normalize=zscore"])
-    cfg = OmegaConf.create(OmegaConf.to_container(setup["cfg"]))
+    cfg = OmegaConf.create(config.as_written(setup["cfg"]))
     cfg.coordinator.features.normalize = "whiten"
     with pytest.raises(ConfigError, match="coordinator.features.normalize"):
-        build_coordinator(cfg, backbone=tiny_backbone())
+        build_coordinator(config.typed(cfg), backbone=tiny_backbone())
     del cfg.coordinator["features"]  # an older params.yaml without the block: none
-    assert build_coordinator(cfg, backbone=tiny_backbone()).normalize == "none"
+    assert build_coordinator(config.typed(cfg), backbone=tiny_backbone()).normalize == "none"
 
 
 def test_standardize_without_states_says_to_run_cache_states(tmp_path, setup):

@@ -241,7 +241,7 @@ def _items_cfg(mode=None):
         del doc.evolve["train_items"]
     else:
         doc.evolve.train_items = mode
-    return doc
+    return config.typed(doc)
 
 
 def test_fixed_train_items_are_the_same_every_generation():

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from trinity.config import compose
+from trinity.config import load
 from trinity.pipeline import evolve_stage
 
 
@@ -25,8 +25,8 @@ def folders(tmp_path, monkeypatch):
     monkeypatch.setattr(evolve_stage, "evolve", fake_evolve)
 
     def run(*overrides: str) -> Path:
-        cfg = compose(["experiment=local_live", f"paths.cache={tmp_path}/cache", f"paths.runs={tmp_path}/runs",
-                       *overrides])
+        cfg = load(None, ["experiment=local_live", f"paths.cache={tmp_path}/cache", f"paths.runs={tmp_path}/runs",
+                          *overrides])
         evolve_stage.run(cfg)
         # the pool's counts and latencies are run facts: in the timings folder, not in the DVC out
         assert json.loads((tmp_path / "cache" / "timings" / "evolve" / "pool_totals.json").read_text()) == {}

@@ -169,11 +169,11 @@ def test_a_bad_selection_setting_is_a_clear_error(override, key):
 def test_the_fitness_estimate_is_exact_on_a_recording_and_sampled_on_a_live_pool(experiment, estimate):
     """`auto` (the default's) resolves by the pool: a recording (pool.replay) walks exact expectations, a live
     pool samples episodes; an explicit setting is kept whatever the pool."""
-    from trinity.config import compose
+    from trinity.config import load
     from trinity.pipeline.evolve_stage import fitness_estimate
 
-    assert fitness_estimate(compose([f"experiment={experiment}"])) == estimate
-    assert fitness_estimate(compose(["experiment=local_small", "pool=local"])) == "sampled"
-    assert fitness_estimate(compose(["experiment=local_small", "evolve.fitness.estimate=sampled"])) == "sampled"
+    assert fitness_estimate(load(None, [f"experiment={experiment}"])) == estimate
+    assert fitness_estimate(load(None, ["experiment=local_small", "pool=local"])) == "sampled"
+    assert fitness_estimate(load(None, ["experiment=local_small", "evolve.fitness.estimate=sampled"])) == "sampled"
     with pytest.raises(ConfigError, match=r"evolve\.fitness\.estimate"):
-        fitness_estimate(compose(["experiment=local_small", "evolve.fitness.estimate=guess"]))
+        fitness_estimate(load(None, ["experiment=local_small", "evolve.fitness.estimate=guess"]))

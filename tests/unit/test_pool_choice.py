@@ -16,7 +16,7 @@ from trinity.errors import ConfigError
 
 
 def _check(overrides, records=False):
-    config.check_pool_choice(config.compose(overrides, validate_cfg=False), overrides, records=records)
+    config.check_pool_choice(config.load(None, overrides), overrides, records=records)
 
 
 def test_another_pool_under_the_defaults_recording_is_refused_naming_the_keys_and_the_fix():

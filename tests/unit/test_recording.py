@@ -385,14 +385,14 @@ def test_the_recorder_prepares_its_own_items_when_record_prepared_is_set(tmp_pat
 
     from recording_support import write_prepared
 
-    from trinity.config import compose
+    from trinity.config import load
     from trinity.pipeline import record_stage
 
     write_prepared(tmp_path / "stale", {"train": 4, "validation": 3, "test": 3})
-    cfg = compose(["experiment=local_agents", "tasks.train=[gsm8k]", "tasks.transfer=[]",
-                   "tasks.max_items_per_suite=40",
-                   f"paths.prepared={tmp_path / 'stale'}", f"record.prepared={tmp_path / 'own'}",
-                   f"record.dir={tmp_path / 'recordings'}", "record.items={train: 2, validation: 2, test: 3}"])
+    cfg = load(None, ["experiment=local_agents", "tasks.train=[gsm8k]", "tasks.transfer=[]",
+                      "tasks.max_items_per_suite=40",
+                      f"paths.prepared={tmp_path / 'stale'}", f"record.prepared={tmp_path / 'own'}",
+                      f"record.dir={tmp_path / 'recordings'}", "record.items={train: 2, validation: 2, test: 3}"])
     status = record_stage.status(cfg)
     assert (tmp_path / "own" / "gsm8k.parquet").is_file()
     assert status["chosen_items"] == 7 and status["pending_items"] == 7

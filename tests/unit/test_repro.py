@@ -50,12 +50,12 @@ def test_a_run_without_a_recording_gets_an_empty_recording_folder_and_a_missing_
     that very recording and misses it is an error naming it."""
     from trinity import config
 
-    live = config.compose(["experiment=routing_benchmark"])
+    live = config.load(None, ["experiment=routing_benchmark"])
     made = repro.recording_folder(live, tmp_path)
     assert made == tmp_path / "data" / "recordings" / str(live.record.name) and made.is_dir()
     assert not any(made.iterdir())
     assert repro.recording_folder(live, tmp_path) is None          # there now: nothing to do
-    replayed = config.compose(["experiment=local_small"])
+    replayed = config.load(None, ["experiment=local_small"])
     with pytest.raises(TrinityError, match="local-small, does not exist"):
         repro.recording_folder(replayed, tmp_path)
     assert not (tmp_path / "data" / "recordings" / "local-small").exists()

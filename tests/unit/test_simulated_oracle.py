@@ -147,7 +147,7 @@ def test_reports_of_a_simulated_run_carry_its_reference_lines_and_label():
     assert "| trinity (measured) | trinity / oracle |" in text and "moa" not in text
     assert metrics["test/simulated/trinity_over_oracle"] == pytest.approx(0.5, abs=1e-3)
     # a real pool has no reference lines
-    real = config.compose(["experiment=local_live"])
+    real = config.load(None, ["experiment=local_live"])
     assert simulated_reference_lines(real, items) is None
     assert simulated_references(real, summary, {"test": {"mmlu": items}}) is None
 

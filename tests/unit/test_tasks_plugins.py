@@ -43,7 +43,7 @@ def _installed(monkeypatch, *targets: tuple[str, str]) -> None:
 def test_a_plugin_suite_is_checked_prepared_and_graded_like_a_built_in_one(tmp_path, monkeypatch):
     _installed(monkeypatch, ("tiny_plugin", f"{__name__}:TinyPlugin"))
     assert "tiny_plugin" in suite_names() and "gsm8k" in suite_names()
-    cfg = config.compose(["experiment=local_live", "tasks.train=[tiny_plugin]", "tasks.transfer=[]"])
+    cfg = config.load(None, ["experiment=local_live", "tasks.train=[tiny_plugin]", "tasks.transfer=[]"])
     manifest = prepare_from_config(cfg, tmp_path)
     entry = manifest["suites"]["tiny_plugin"]
     assert (entry["kind"], entry["items"], entry["version"]) == ("math", 10, "1")

@@ -86,8 +86,8 @@ def test_unavailable_online_suite_fails_clearly_before_writing(tmp_path, monkeyp
 
 
 def test_prepare_from_composed_config(tmp_path):
-    from trinity.config import compose
-    cfg = compose(["experiment=local_live", "tasks.max_items_per_suite=5"])
+    from trinity.config import load
+    cfg = load(None, ["experiment=local_live", "tasks.max_items_per_suite=5"])
     manifest = prepare_from_config(cfg, tmp_path)
     assert set(manifest["suites"]) == set(cfg.tasks.train) | set(cfg.tasks.transfer)
     assert all(entry["items"] == 5 for entry in manifest["suites"].values())

@@ -41,7 +41,7 @@ def test_every_dvc_output_is_redirected_for_its_stage():
 
 
 def test_output_paths_move_only_what_the_stages_write(tmp_path):
-    cfg = config.compose(["experiment=local_live"])
+    cfg = config.load(None, ["experiment=local_live"])
     folder = tmp_path / "run"
     mapping = output_paths(cfg, ("evaluate",), folder)
     assert set(mapping) == {"eval", "metrics", "reports"}
@@ -52,13 +52,13 @@ def test_output_paths_move_only_what_the_stages_write(tmp_path):
     assert cfg.paths.eval == "data/eval"                                                      # a copy
     whole = output_paths(cfg, PIPELINE, folder)
     assert {"prepared", "states", "runs", "frontier", "ablations", "eval", "metrics", "reports"} == set(whole)
-    absolute = output_paths(config.compose(["experiment=local_live", f"paths.runs={tmp_path}/abs/evolve"]), ("evolve",),
-                            folder)
+    absolute = output_paths(config.load(None, ["experiment=local_live", f"paths.runs={tmp_path}/abs/evolve"]),
+                            ("evolve",), folder)
     assert Path(absolute["runs"]).is_relative_to(folder)
 
 
 def test_bad_stage_or_key_is_a_clear_error(tmp_path):
-    cfg = config.compose(["experiment=local_live"])
+    cfg = config.load(None, ["experiment=local_live"])
     with pytest.raises(ConfigError, match="unknown stage"):
         output_paths(cfg, ("nosuch",), tmp_path)
     with pytest.raises(ConfigError, match="not a stage output"):
@@ -76,7 +76,7 @@ def test_run_folders_never_collide(tmp_path):
 def test_flows_outside_a_deployment_keep_the_configured_paths(tmp_path):
     from flows._common import run_outputs, stage_cfg
 
-    cfg = config.compose(["experiment=local_live"])
+    cfg = config.load(None, ["experiment=local_live"])
     assert run_outputs(cfg, ("evolve",), "evolve", None) is None
     given = {"runs": str(tmp_path / "x")}
     assert run_outputs(cfg, ("evolve",), "evolve", given) is given

@@ -20,7 +20,7 @@ import dataclasses
 import difflib
 from collections.abc import Mapping
 from enum import Enum
-from typing import TYPE_CHECKING, Any, TypeVar, Union, cast, get_type_hints
+from typing import TYPE_CHECKING, Any, TypeVar, cast, get_type_hints
 
 from trinity.config_schema.fields import check_tree, is_key
 from trinity.config_schema.root import TrinityConfig
@@ -32,7 +32,7 @@ E = TypeVar("E", bound=Enum)
 if TYPE_CHECKING:
     from omegaconf import DictConfig
 
-__all__ = ["Config", "TrinityConfig", "choice", "conform", "section", "typed"]
+__all__ = ["TrinityConfig", "choice", "conform", "section", "typed"]
 
 
 def conform(cfg: Any) -> TrinityConfig:
@@ -44,14 +44,10 @@ def conform(cfg: Any) -> TrinityConfig:
     return typed
 
 
-Config = Union[TrinityConfig, "DictConfig"]
-"""What the parts of the pipeline accept: the typed config (what trinity.config.load returns) or a composed
-document (tests and tools that compose and edit one), typed at the part's entry by `typed`."""
-
-
-def typed(cfg: Config) -> TrinityConfig:
+def typed(cfg: TrinityConfig | DictConfig) -> TrinityConfig:
     """The config as its typed, checked, frozen schema object (defaults filled from the schema); a typed config
-    is returned as it is, so a part may call this at its entry whatever its caller handed it."""
+    is returned as it is. Called at the edges only (trinity.config's `load`, the flows and the command line):
+    everything below them is handed the typed config or its sections (tests/unit/test_architecture.py)."""
     if isinstance(cfg, TrinityConfig):
         return cfg
     return conform(cfg)

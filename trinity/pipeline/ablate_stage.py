@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from trinity import config as trinity_config
-from trinity.config import Config, read_mapping, typed
+from trinity.config import read_mapping
 from trinity.config_schema import TrinityConfig
 from trinity.pipeline import items as item_sel
 from trinity.pipeline.population import Submit, inline_submit
@@ -37,15 +37,14 @@ log = logging.getLogger("trinity.ablate")
 Evolve = Callable[..., dict]
 
 
-def ablations_dir(cfg: Config) -> Path:
-    return Path(typed(cfg).paths.ablations)
+def ablations_dir(cfg: TrinityConfig) -> Path:
+    return Path(cfg.paths.ablations)
 
 
-def variants(cfg: Config) -> dict[str, tuple[dict[str, Any], TrinityConfig]]:
+def variants(cfg: TrinityConfig) -> dict[str, tuple[dict[str, Any], TrinityConfig]]:
     """name -> (overrides as given, the variant's full config), in `ablations.variants` order. When the
     main run leaves evolve.popsize null (ceil(4 + 3 ln n)), it is pinned to the main run's value so every
     variant has the same episode budget whatever its parameter count."""
-    cfg = typed(cfg)
     out = {}
     configs = trinity_config.ablation_variants(cfg)
     popsize = None
@@ -68,12 +67,11 @@ def main_popsize(cfg: TrinityConfig) -> int:
     return default_popsize(coordinator_from_config(cfg).num_params)
 
 
-def budget(cfg: Config, popsize: int) -> dict[str, int]:
+def budget(cfg: TrinityConfig, popsize: int) -> dict[str, int]:
     """The per-variant budget, identical for every variant (and the main run). Validation counts the items
     there are: `evolve.validation.n_items` is a cap, and a split with fewer items validates on all of them."""
     from trinity.evolve.loop import VALIDATION_MODES
 
-    cfg = typed(cfg)
     n_validation = len(item_sel.validation_items(cfg))
     ev = cfg.evolve
     repeats = ev.repeats
@@ -89,10 +87,9 @@ def budget(cfg: Config, popsize: int) -> dict[str, int]:
             "max_turns": cfg.protocol.max_turns}
 
 
-def run(cfg: Config, *, submit: Submit = inline_submit,
+def run(cfg: TrinityConfig, *, submit: Submit = inline_submit,
         progress: Callable[[dict], None] | None = None, evolve: Evolve | None = None) -> dict:
     """Train every selected variant (resuming), publish each, write metrics/ablations.json."""
-    cfg = typed(cfg)
     dest_root = ablations_dir(cfg)
     metrics_path = Path(cfg.paths.metrics) / "ablations.json"
     chosen = variants(cfg)  # every variant's config is validated before any work starts

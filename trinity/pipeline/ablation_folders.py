@@ -5,16 +5,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from trinity.config import Config, typed
+from trinity.config_schema import TrinityConfig
 from trinity.eval.methods import MethodSkipped
 
 
-def ablations_root(cfg: Config) -> Path:
+def ablations_root(cfg: TrinityConfig) -> Path:
     """paths.ablations: one sub-folder per trained variant."""
-    return Path(typed(cfg).paths.ablations)
+    return Path(cfg.paths.ablations)
 
 
-def ablation_names(cfg: Config) -> list[str]:
+def ablation_names(cfg: TrinityConfig) -> list[str]:
     """The ablation stage's sub-folders (one per variant); a missing root skips the `ablations` group."""
     root = ablations_root(cfg)
     if not root.is_dir():

@@ -25,7 +25,6 @@ from typing import Any
 
 import numpy as np
 
-from trinity.config import Config, typed
 from trinity.config_schema import TrinityConfig
 from trinity.config_schema.protocol import ProtocolConfig
 from trinity.episodes.protocol import first_turn_transcript
@@ -36,7 +35,7 @@ from trinity.seeding import derive_seed
 log = logging.getLogger("trinity.cache_states")
 
 
-def run(cfg: Config, *, on_work: Listener | None = None, reuse_from: Sequence[str | Path] = (),
+def run(cfg: TrinityConfig, *, on_work: Listener | None = None, reuse_from: Sequence[str | Path] = (),
         changes: dict | None = None) -> dict:
     """`on_work(label, done, total)`: the states computed so far (trinity.progress).
 
@@ -45,7 +44,6 @@ def run(cfg: Config, *, on_work: Listener | None = None, reuse_from: Sequence[st
     filled with {"reused": {suite: folder}, "computed": [suite, ...], "shipped": n, "item_groups": n}: on a
     recording, how many items' states were read from the states shipped with it (trinity.pipeline.shipped_states)
     of how many computed per item."""
-    cfg = typed(cfg)
     from trinity.assembly.coordinator import coordinator_from_config
     from trinity.pipeline.state_files import features_at_positions, reuse_state_cache, rows, save_state_cache
 
@@ -136,7 +134,7 @@ def run(cfg: Config, *, on_work: Listener | None = None, reuse_from: Sequence[st
     return {"path": str(out_dir), "count": sum(counts.values()), **manifest}
 
 
-def shipped_states(cfg: Config, coord: Any):
+def shipped_states(cfg: TrinityConfig, coord: Any):
     """The states shipped with the replayed recording for this coordinator (None on a live pool)."""
     from trinity.pipeline.recorded import replay_path
     from trinity.pipeline.shipped_states import ShippedStates
@@ -145,10 +143,9 @@ def shipped_states(cfg: Config, coord: Any):
     return None if path is None else ShippedStates(path, coord)
 
 
-def token_positions(cfg: Config) -> list[int]:
+def token_positions(cfg: TrinityConfig) -> list[int]:
     """The configured token position, then every other one that an enabled ablation of the same backbone
     reads (the last-token ablation): cache_states computes them all in one pass, so no variant recomputes."""
-    cfg = typed(cfg)
     positions = [cfg.coordinator.token_position]
     ablations = cfg.ablations
     if ablations.enabled:
@@ -184,7 +181,7 @@ def state_file(out_dir: Path, name: str, position: int, coord: Any) -> Path:
 RECORDED_STATES = "recorded-transcripts"
 
 
-def by_suite_items(cfg: Config, suites: Sequence[str]) -> list:
+def by_suite_items(cfg: TrinityConfig, suites: Sequence[str]) -> list:
     out = []
     for suite in suites:
         for split in ("train", "validation", "test"):
@@ -192,7 +189,7 @@ def by_suite_items(cfg: Config, suites: Sequence[str]) -> list:
     return out
 
 
-def recorded_item_texts(cfg: Config, items: Sequence) -> dict[str, list[str]] | None:
+def recorded_item_texts(cfg: TrinityConfig, items: Sequence) -> dict[str, list[str]] | None:
     """{uid: [the first turn's transcript, then every later transcript of the item's recorded tree]} under
     pool=recorded (compiled with every role the recording has); None on a live pool."""
     from trinity.pipeline.recorded import RecordedWorld, replay_path
@@ -205,7 +202,7 @@ def recorded_item_texts(cfg: Config, items: Sequence) -> dict[str, list[str]] | 
         return {}
     replies = RecordedReplies.open(path)
     world = RecordedWorld(cfg, replies, tuple(replies.recording.manifest["tree"]["roles"]))
-    protocol = ProtocolConfig.from_config(typed(cfg).protocol)
+    protocol = ProtocolConfig.from_config(cfg.protocol)
     out = {}
     for item, compiled in zip(items, world.compiled(list(items)), strict=True):
         first = first_turn_transcript(protocol, item.prompt)
@@ -213,11 +210,11 @@ def recorded_item_texts(cfg: Config, items: Sequence) -> dict[str, list[str]] | 
     return out
 
 
-def recorded_transcripts(cfg: Config, items: list) -> list[tuple[str, str]]:
+def recorded_transcripts(cfg: TrinityConfig, items: list) -> list[tuple[str, str]]:
     """(key, transcript) of every transcript beyond the first turn in the recording's trees (pool=recorded),
     compiled with every role the recording has; [] on a live pool."""
     per_item = recorded_item_texts(cfg, items) or {}
-    protocol = ProtocolConfig.from_config(typed(cfg).protocol)
+    protocol = ProtocolConfig.from_config(cfg.protocol)
     first = {first_turn_transcript(protocol, it.prompt) for it in items}
     later = dict.fromkeys(t for texts in per_item.values() for t in texts if t not in first)
     return [(_text_key(t), t) for t in later]

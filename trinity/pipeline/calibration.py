@@ -13,7 +13,7 @@ from pathlib import Path
 
 from trinity.assembly.local_pool import local_pool
 from trinity.assembly.pool_client import pool_client
-from trinity.config_schema import Config, typed
+from trinity.config_schema import TrinityConfig
 from trinity.errors import TrinityError
 from trinity.pipeline import items as item_sel
 from trinity.pipeline.rollouts import make_grader
@@ -21,10 +21,9 @@ from trinity.simulated.calibrate import measure, profile_yaml, write_profile
 from trinity.tasks.types import TaskItem
 
 
-def calibration_items(cfg: Config, per_suite: int, *, prepare: str) -> list[TaskItem]:
+def calibration_items(cfg: TrinityConfig, per_suite: int, *, prepare: str) -> list[TaskItem]:
     """`per_suite` seeded validation items of each training suite. Raises TrinityError naming `prepare`
     (the command that prepares them) when the prepared items are missing."""
-    cfg = typed(cfg)
     items: list[TaskItem] = []
     try:
         for suite in cfg.tasks.train:
@@ -44,10 +43,9 @@ def calibration_calls(agents: int, items: int) -> int:
     return agents * items * (1 + agents)
 
 
-def calibrate(cfg: Config, items: list[TaskItem], output: Path) -> Path:
+def calibrate(cfg: TrinityConfig, items: list[TaskItem], output: Path) -> Path:
     """Measure every pool model on `items` (the local servers started for it) and write the profile that
     plays the pool to `output`, named after the file; the written path."""
-    cfg = typed(cfg)
     agents = list(cfg.pool.models)
 
     async def run():
@@ -60,5 +58,5 @@ def calibrate(cfg: Config, items: list[TaskItem], output: Path) -> Path:
 
     with local_pool(cfg):
         measured = asyncio.run(run())
-    profile = profile_yaml(measured, typed(cfg).pool, name=output.stem, source=f"{len(items)} items")
+    profile = profile_yaml(measured, cfg.pool, name=output.stem, source=f"{len(items)} items")
     return write_profile(profile, output)

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from trinity.assembly.coordinator import coordinator_from_config
-from trinity.config import Config, typed
+from trinity.config_schema import TrinityConfig
 from trinity.config_schema.protocol import ProtocolConfig
 from trinity.coordinator.backbone import Backbone
 from trinity.coordinator.coordinator import Coordinator
@@ -26,9 +26,8 @@ from trinity.tasks.prepare import load_items
 log = logging.getLogger("trinity.coordinator.feature_norm")
 
 
-def build_coordinator(cfg: Config, backbone: Backbone | None = None) -> Coordinator:
+def build_coordinator(cfg: TrinityConfig, backbone: Backbone | None = None) -> Coordinator:
     """The coordinator of `cfg` that fits its feature statistics on cfg's training states on first use."""
-    cfg = typed(cfg)
     normalize = cfg.coordinator.features.normalize.value
     fit = training_norm_fitter(cfg, keep_shared=normalize == "rebalance", rank=cfg.coordinator.features.rank) \
         if normalize != "none" else None
@@ -41,13 +40,12 @@ def first_turn_features(coord: Coordinator, items: Sequence[Any], protocol_cfg: 
     return coord.precompute([first_turn_transcript(protocol, it.prompt) for it in items])
 
 
-def training_norm_fitter(cfg: Config, *, keep_shared: bool = False,
+def training_norm_fitter(cfg: TrinityConfig, *, keep_shared: bool = False,
                          rank: int | None = None) -> Callable[[Coordinator], FeatureNorm]:
     """fit_feature_norm on cfg's training states; suites cached for another token position or backbone
     (the last-token ablation) are recomputed with the coordinator itself, as the router would read them."""
     from trinity.pipeline.recorded import recorded_uids
 
-    cfg = typed(cfg)
     paths = cfg.paths
     train = list(cfg.tasks.train)
     protocol_cfg = cfg.protocol

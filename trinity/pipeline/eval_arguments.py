@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, cast
 
 import yaml
 
-from trinity.config import Config, typed
+from trinity.config_schema import TrinityConfig
 from trinity.errors import ConfigError, TrinityError
 
 if TYPE_CHECKING:
@@ -75,7 +75,7 @@ def check_suites(suites: Sequence[str], prepared: Path) -> None:
                               f"add it to tasks.train or tasks.transfer and run `trinity run prepare`")
 
 
-def check_methods(cfg: Config, methods: Sequence[str], pool_models: Sequence[str], *, strict: bool) -> None:
+def check_methods(cfg: TrinityConfig, methods: Sequence[str], pool_models: Sequence[str], *, strict: bool) -> None:
     """Expanded by the method registry itself against this pool and the trained ablations on disk,
     before anything loads: an unknown method or pool model is an error, and so is, when `strict` (the
     user named it), a method that could not run (no trained ablations) where the stage would skip it.
@@ -90,7 +90,7 @@ def check_methods(cfg: Config, methods: Sequence[str], pool_models: Sequence[str
 
     # names only: no router is ever built from this context
     ctx = MethodContext(agents=list(pool_models), strongest=0, coordinator_router=lambda mode: cast("Router", None),
-                        moa=typed(cfg).eval.moa, ablation_names=lambda: ablation_names(cfg),
+                        moa=cfg.eval.moa, ablation_names=lambda: ablation_names(cfg),
                         load_ablation=present)
     for name in methods:
         try:
@@ -135,7 +135,7 @@ def check_output(output: Path, root: Path) -> None:
         raise ConfigError(f"--output {output}: cannot write there ({e.strerror or e})") from None
 
 
-def prepare_request(cfg: Config, *, coordinator: str, suites: Sequence[str], methods: Sequence[str],
+def prepare_request(cfg: TrinityConfig, *, coordinator: str, suites: Sequence[str], methods: Sequence[str],
                     output: str | None, root: Path, frontier: str | None = None) -> EvalRequest:
     """Check every argument, then make the run's folder (the only thing written before the run).
     `methods` are the ones the user named (strict); empty means the config's eval.methods."""
@@ -144,13 +144,13 @@ def prepare_request(cfg: Config, *, coordinator: str, suites: Sequence[str], met
     models = list(cfg.pool.models.keys())
     file = check_coordinator(coordinator, models)
     frontier_folder = check_frontier(frontier, models) if frontier is not None else None
-    check_suites(suites or list(typed(cfg).eval.suites or []), Path(cfg.paths.prepared))
+    check_suites(suites or list(cfg.eval.suites or []), Path(cfg.paths.prepared))
     # methods the user named must run; the config's default list keeps the stage's skip list
     check_methods(cfg, methods or list(cfg.eval.methods), models, strict=bool(methods))
     if output is not None:
         check_output(Path(output), root)
         folder = Path(output)
     else:
-        folder = new_run_folder(typed(cfg).paths.ad_hoc_runs, "eval")
+        folder = new_run_folder(cfg.paths.ad_hoc_runs, "eval")
     return EvalRequest(coordinator=file, output=folder, output_paths=output_paths(cfg, ("evaluate",), folder),
                        frontier=frontier_folder)

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from trinity.assembly.runtime import StageRuntime
-from trinity.config import Config, as_written, read_mapping, typed, with_values
+from trinity.config import as_written, read_mapping, with_values
 from trinity.config_schema import TrinityConfig
 from trinity.coordinator.head import section_roles
 from trinity.coordinator.saved import coordinator_file
@@ -39,18 +39,16 @@ def fingerprint(params, extra=None) -> str:
     return h.hexdigest()[:12]
 
 
-def variant_config(cfg: Config, overrides: dict) -> TrinityConfig:
+def variant_config(cfg: TrinityConfig, overrides: dict) -> TrinityConfig:
     """`cfg` with an ablation variant's overrides (dotted key -> value) applied to its document (a key the
     document leaves to the schema's default is added), typed again."""
     return with_values(cfg, overrides or {})
 
 
-def _same_router_config(a: Config, b: Config) -> bool:
+def _same_router_config(a: TrinityConfig, b: TrinityConfig) -> bool:
     """The coordinator of `b` would route exactly like that of `a` (same backbone, head, prompt)."""
-    def part(c: Config) -> tuple:
-        t = typed(c)
-        return (as_written(t)["coordinator"], t.protocol.coordinator_system,
-                list(t.pool.models))
+    def part(c: TrinityConfig) -> tuple:
+        return as_written(c)["coordinator"], c.protocol.coordinator_system, list(c.pool.models)
     return part(a) == part(b)
 
 
@@ -58,7 +56,7 @@ def _same_router_config(a: Config, b: Config) -> bool:
 VariantCoordinator = Callable[[TrinityConfig], Any]
 
 
-def load_ablation(cfg: Config, ctx: StageRuntime, name: str,
+def load_ablation(cfg: TrinityConfig, ctx: StageRuntime, name: str,
                   variant_coordinator: VariantCoordinator) -> method_registry.Ablation:
     """The coordinator the ablation stage saved in `<paths.ablations>/<name>/`, routed with its variant's
     config (`variant.yaml`: dotted key -> value). A variant that changes the coordinator gets its own
@@ -75,7 +73,6 @@ def load_ablation(cfg: Config, ctx: StageRuntime, name: str,
         if not isinstance(loaded, dict):
             raise method_registry.MethodSkipped(f"{folder / 'variant.yaml'} is not a mapping of config keys to values")
         overrides = loaded
-    cfg = typed(cfg)
     try:
         variant = variant_config(cfg, overrides)
         own_context = not _same_router_config(cfg, variant)
@@ -96,7 +93,7 @@ def load_ablation(cfg: Config, ctx: StageRuntime, name: str,
     return method_registry.Ablation(router=router, protocol=protocol, fingerprint=fingerprint(params, overrides))
 
 
-def method_context(cfg: Config, ctx: StageRuntime, coordinator_path: Path,
+def method_context(cfg: TrinityConfig, ctx: StageRuntime, coordinator_path: Path,
                    variant_coordinator: VariantCoordinator) -> method_registry.MethodContext:
     """What the methods are built from: the trained coordinator (when saved), the pool, the ablations."""
     params = None
@@ -108,14 +105,14 @@ def method_context(cfg: Config, ctx: StageRuntime, coordinator_path: Path,
         no_coordinator=f"none at {coordinator_file(coordinator_path)}",
         coordinator_routing=str(cfg.coordinator.routing),
         coordinator_fingerprint=fingerprint(params) if params is not None else "",
-        moa=typed(cfg).eval.moa,
+        moa=cfg.eval.moa,
         ablation_names=lambda: ablation_names(cfg),
         load_ablation=lambda name: load_ablation(cfg, ctx, name, variant_coordinator),
-        roles=section_roles(typed(cfg).coordinator.roles),
+        roles=section_roles(cfg.coordinator.roles),
     )
 
 
-def choose_methods(cfg: Config, mctx: method_registry.MethodContext, *, strict: bool,
+def choose_methods(cfg: TrinityConfig, mctx: method_registry.MethodContext, *, strict: bool,
                    say: Callable[[str], None]) -> tuple[list, list]:
     """The methods of `eval.methods` that can run, and the skipped ones with their reasons (each told to
     `say`); under `strict` a method that cannot run is an error instead."""

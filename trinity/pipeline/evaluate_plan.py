@@ -15,7 +15,7 @@ from typing import Any, cast
 import polars as pl
 
 from trinity.assembly.runtime import StageRuntime
-from trinity.config import Config, typed
+from trinity.config_schema import TrinityConfig
 from trinity.config_schema.protocol import ProtocolConfig
 from trinity.contracts import Router
 from trinity.errors import ConfigError
@@ -25,25 +25,25 @@ from trinity.pipeline import items as item_sel
 from trinity.pipeline.rollouts import config_key
 
 
-def min_items(cfg: Config) -> int:
+def min_items(cfg: TrinityConfig) -> int:
     """`eval.min_items` (default 20): below this many paired items the report gives no verdict. The schema
     refuses 0 and below when the config is typed, before any pool call."""
-    return typed(cfg).eval.min_items
+    return cfg.eval.min_items
 
 
 EVAL_SETS = ("validation", "test")
 
 
-def set_names(cfg: Config) -> list[str]:
+def set_names(cfg: TrinityConfig) -> list[str]:
     """`eval.sets` (default both): `validation` = the items evolution validated on (they chose the kept
     coordinator, so they flatter it), `test` = the test split of the evaluated suites."""
-    names = [str(n) for n in typed(cfg).eval.sets]   # each one of EVAL_SETS: the schema's choice
+    names = [str(n) for n in cfg.eval.sets]   # each one of EVAL_SETS: the schema's choice
     if not names:
         raise ConfigError(f"config key 'eval.sets' must be a non-empty list of {', '.join(EVAL_SETS)}; got {names}")
     return names
 
 
-def eval_sets(cfg: Config) -> dict[str, dict[str, list]]:
+def eval_sets(cfg: TrinityConfig) -> dict[str, dict[str, list]]:
     """The items of each set `eval.sets` asks for, by suite: evolution's validation items, and a seeded
     sample of `eval.items_per_suite` test items of each evaluated suite."""
     n = cfg.eval.items_per_suite
@@ -78,7 +78,7 @@ class Chunk:
         return self.set_name, self.suite, self.method
 
 
-def plan_chunks(cfg: Config, ctx: StageRuntime, mctx: method_registry.MethodContext, methods: list,
+def plan_chunks(cfg: TrinityConfig, ctx: StageRuntime, mctx: method_registry.MethodContext, methods: list,
                 sets: dict) -> tuple[dict[tuple, pl.DataFrame], list[Chunk]]:
     """Every (set, suite, method): its results when an earlier, interrupted run saved them, else a Chunk
     to run."""

@@ -11,13 +11,13 @@ import numpy as np
 import polars as pl
 
 from trinity.assembly.runtime import StageRuntime
-from trinity.config import Config, typed
+from trinity.config_schema import TrinityConfig
 from trinity.coordinator.saved import coordinator_file
 from trinity.pipeline import items as item_sel
 from trinity.pipeline.evaluate_methods import load_checked_params
 
 
-def recorded_verdict(cfg: Config, ctx: StageRuntime, sets: dict, coordinator_path: Path,
+def recorded_verdict(cfg: TrinityConfig, ctx: StageRuntime, sets: dict, coordinator_path: Path,
                      needed: int) -> tuple[list[str], dict] | None:
     """On a recording (pool=recorded): the opening verdict from exact per-item expected rewards on the test
     items, with the recording's bounds, and its metrics; None on a live pool or without test items."""
@@ -58,7 +58,7 @@ def recorded_verdict(cfg: Config, ctx: StageRuntime, sets: dict, coordinator_pat
     return lines, facts
 
 
-def constant_policy_candidates(cfg: Config, ctx: StageRuntime, coordinator_path: Path, items: list
+def constant_policy_candidates(cfg: TrinityConfig, ctx: StageRuntime, coordinator_path: Path, items: list
                                ) -> tuple[list[str], dict]:
     """The candidates evolve.constant_policy chose among, saved beside the coordinator
     (trinity.pipeline.constant_policy):
@@ -79,7 +79,7 @@ def constant_policy_candidates(cfg: Config, ctx: StageRuntime, coordinator_path:
     return constant_policy_lines(summary, test, len(items)), facts
 
 
-def state_signal(cfg: Config, results: list[dict]) -> dict | None:
+def state_signal(cfg: TrinityConfig, results: list[dict]) -> dict | None:
     """trinity.eval.state_signal.first_turn_signal on every recorded item of `results` (exact_item_values of
     each split) that has a cached first-turn state: each single agent's recorded first answer against the
     coordinator's state. None without single agents or with fewer than 3 items that have a state and grades."""
@@ -128,17 +128,17 @@ def fit_lines(evolve_metrics: Path, test_reward: float, test_items: int) -> list
 SIMULATED_METHODS = ("trinity", "trinity:argmax", "trinity:sample", "random")
 
 
-def simulated_references(cfg: Config, summary: pl.DataFrame, sets: dict) -> tuple[list[str], dict] | None:
+def simulated_references(cfg: TrinityConfig, summary: pl.DataFrame, sets: dict) -> tuple[list[str], dict] | None:
     """On the simulated pool: the report section with the exact reference lines for the test items
     (oracle, random, single models; weighted by the test items per suite) next to the measured rewards of
     `trinity` and `random`, and metrics `test/simulated/*` (the oracle, and each method's share of it)."""
     from trinity.simulated.references import is_simulated, markdown, references
 
-    if not is_simulated(typed(cfg).pool) or not sets.get("test"):
+    if not is_simulated(cfg.pool) or not sets.get("test"):
         return None
     weights = {suite: len(items) for suite, items in sets["test"].items()}
-    refs = references(typed(cfg).pool, list(weights), max_turns=typed(cfg).protocol.max_turns,
-                      roles=typed(cfg).coordinator.roles, weights=weights)
+    refs = references(cfg.pool, list(weights), max_turns=cfg.protocol.max_turns,
+                      roles=cfg.coordinator.roles, weights=weights)
     assert refs is not None  # None only for a real pool or no suites, both ruled out above
     test = summary.filter(pl.col("set") == "test")
     measured: dict[str, dict[str, float]] = {}

@@ -14,7 +14,7 @@ from pathlib import Path
 import polars as pl
 
 from trinity.assembly.runtime import StageRuntime
-from trinity.config import Config, typed
+from trinity.config_schema import TrinityConfig
 from trinity.coordinator.saved import coordinator_file
 from trinity.eval import report as report_mod
 from trinity.eval.learning import evolution_x0_test, learning_section
@@ -25,7 +25,7 @@ from trinity.pipeline.evaluate_tables import eval_metrics
 from trinity.pipeline.recording_tables import verifier_section
 
 
-def write_report(cfg: Config, ctx: StageRuntime, methods: list, skipped: list, sets: dict,
+def write_report(cfg: TrinityConfig, ctx: StageRuntime, methods: list, skipped: list, sets: dict,
                  results: pl.DataFrame, summary: pl.DataFrame, paired: pl.DataFrame, coordinator_path: Path,
                  needed: int, frontier: tuple[dict, pl.DataFrame] | None = None) -> Path:
     """reports/report.md with its charts, and metrics/eval.json; returns the report's path. With a
@@ -66,14 +66,14 @@ def write_report(cfg: Config, ctx: StageRuntime, methods: list, skipped: list, s
     if simulated is not None:
         from trinity.simulated.references import label
 
-        title = f"TRINITY evaluation on the {label(typed(cfg).pool)}"
-        context = [f"**This run used the {label(typed(cfg).pool)}: a benchmark with a known optimum, "
+        title = f"TRINITY evaluation on the {label(cfg.pool)}"
+        context = [f"**This run used the {label(cfg.pool)}: a benchmark with a known optimum, "
                    "not real models.**", "",
                    *context]
         reference_section, reference_metrics = simulated
     cut_by_suite, cut_by_model = truncation(results, "suite"), truncation(results, "model")
     lead = learning_section(paired, evolution_x0(cfg, coordinator_path, needed), test_names=report_mod.TEST_NAMES,
-                            select=str(typed(cfg).evolve.validation.select.value),
+                            select=str(cfg.evolve.validation.select.value),
                             kept=saved_candidate(coordinator_path))
     recorded_metrics: dict = {}
     on_recording = recorded_verdict(cfg, ctx, sets, coordinator_path, needed)
@@ -110,11 +110,11 @@ def write_report(cfg: Config, ctx: StageRuntime, methods: list, skipped: list, s
 OPTIONAL_METHODS = ("trinity:argmax", "single_worker", "role_select", "random", "loop", "moa", "ablations")
 
 
-def not_run(cfg: Config) -> list[str]:
+def not_run(cfg: TrinityConfig) -> list[str]:
     """What this configuration leaves out and how to run it: the ablations, and baselines not listed."""
     lines = []
-    if not typed(cfg).ablations.enabled:
-        variants = ", ".join(f"`{v}`" for v in typed(cfg).ablations.variants or [])
+    if not cfg.ablations.enabled:
+        variants = ", ".join(f"`{v}`" for v in cfg.ablations.variants or [])
         lines.append(f"The paper's ablations ({variants}) were not trained: `ablations.enabled=false` here. "
                      "Train them with `make run OVERRIDES='ablations.enabled=true'`, or see them on the "
                      "routing benchmark: `make run EXPERIMENT=routing_benchmark OVERRIDES='ablations.enabled=true'`.")
@@ -133,7 +133,7 @@ def saved_candidate(coordinator_path: Path) -> str | None:
     return json.loads(meta_path.read_text()).get("candidate") if meta_path.is_file() else None
 
 
-def evolution_x0(cfg: Config, coordinator_path: Path, min_items: int) -> dict | None:
+def evolution_x0(cfg: TrinityConfig, coordinator_path: Path, min_items: int) -> dict | None:
     """The kept mean against x0 on evolution's own validation episodes (trinity.eval.learning), when the
     evaluated coordinator is the one the evolve stage kept (its metadata names the generation)."""
     meta_path = coordinator_file(coordinator_path).with_suffix(".json")

@@ -22,7 +22,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from trinity.assembly.runtime import StageRuntime
-from trinity.config import Config, typed
 from trinity.config_schema import TrinityConfig
 from trinity.eval.tables import paired_tests, summarize
 from trinity.pipeline.evaluate_frontier import load_frontier
@@ -39,7 +38,7 @@ from trinity.progress import Listener
 log = logging.getLogger("trinity.evaluate")
 
 
-def run(cfg: Config, *, coordinator_path: Path | None = None, progress: Callable[[str], None] | None = None,
+def run(cfg: TrinityConfig, *, coordinator_path: Path | None = None, progress: Callable[[str], None] | None = None,
         strict: bool = False, on_work: Listener | None = None, frontier_path: Path | None = None,
         runtime: StageRuntime | None = None, variant_coordinator: VariantCoordinator | None = None) -> dict:
     """`strict` (an ad-hoc `trinity eval`): a requested method that cannot run is an error; the stage
@@ -49,7 +48,6 @@ def run(cfg: Config, *, coordinator_path: Path | None = None, progress: Callable
     `runtime`: what the episodes run on (default: the stage's own, opened here and closed at the end);
     `variant_coordinator(variant_cfg)`: the coordinator of an ablation that routes with a coordinator of its own
     (default: stage_coordinator)."""
-    cfg = typed(cfg)
     say = progress or log.info
     frontier = load_frontier(frontier_path)
     needed = min_items(cfg)

@@ -8,12 +8,12 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from trinity.config import Config
+from trinity.config_schema import TrinityConfig
 from trinity.eval.tables import truncation, write_results
 from trinity.pipeline.workspace import timings_dir
 
 
-def write_tables(cfg: Config, results: pl.DataFrame, summary: pl.DataFrame, paired: pl.DataFrame) -> None:
+def write_tables(cfg: TrinityConfig, results: pl.DataFrame, summary: pl.DataFrame, paired: pl.DataFrame) -> None:
     """results.parquet (its timings beside the stage's), summary.parquet and paired.parquet under `paths.eval`."""
     out = Path(cfg.paths.eval)
     out.mkdir(parents=True, exist_ok=True)

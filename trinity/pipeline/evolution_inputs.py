@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from trinity.config import Config, as_written
+from trinity.config import as_written
 from trinity.config_schema import TrinityConfig
 from trinity.evolve.efficiency import pool_throughputs
 from trinity.evolve.evaluators import Evaluation
@@ -33,7 +33,7 @@ MODEL_IGNORES = ("port", "n_threads", "n_parallel", "max_concurrency", "requests
                  "timeout_s")
 
 
-def config_fingerprint(cfg: Config, n_params: int) -> str:
+def config_fingerprint(cfg: TrinityConfig, n_params: int) -> str:
     """The key of an evolution run: a digest of the sections that decide its results, as the config wrote them."""
     written = as_written(cfg)
     parts: dict[str, Any] = {"n_params": int(n_params), "seed": written.get("seed")}

@@ -23,7 +23,6 @@ from typing import Any
 import numpy as np
 
 from trinity.assembly.runtime import StageRuntime
-from trinity.config import Config, typed
 from trinity.config_schema import TrinityConfig
 from trinity.config_schema.protocol import ProtocolConfig
 from trinity.coordinator.saved import coordinator_file
@@ -39,10 +38,9 @@ from trinity.tasks.types import TaskItem
 
 log = logging.getLogger("trinity.evolve")
 
-def warm_start_source(cfg: Config) -> Path | None:
+def warm_start_source(cfg: TrinityConfig) -> Path | None:
     """The saved coordinator a run starts from (`evolve.warm_start`): None (x0 = 0), `champion` (the
     registry's champion at paths.registry; None while the registry has none) or a coordinator's path."""
-    cfg = typed(cfg)
     choice = cfg.evolve.warm_start
     if choice in (None, "", "none", "null"):
         return None
@@ -70,7 +68,7 @@ def warm_start_sigma0(cfg: TrinityConfig) -> float | None:
     return None if value is None else float(value)
 
 
-def run_dir(cfg: Config) -> Path:
+def run_dir(cfg: TrinityConfig) -> Path:
     """Checkpoints live outside DVC's outs (DVC deletes outs before a stage runs), keyed by what decides
     the run's results (the checkpoint's fingerprint: seed, evolve, protocol, pool, coordinator, tasks,
     less budgets, concurrency and where servers run), so a killed `dvc repro` resumes where it stopped,
@@ -78,7 +76,7 @@ def run_dir(cfg: Config) -> Path:
     return run_dir_from(cfg, warm_start_source(cfg))
 
 
-def run_dir_from(cfg: Config, source: Path | None) -> Path:
+def run_dir_from(cfg: TrinityConfig, source: Path | None) -> Path:
     """run_dir with the warm start already resolved (`source`: warm_start_source's answer)."""
     from trinity.pipeline.evolution_inputs import config_fingerprint
 
@@ -89,15 +87,14 @@ def run_dir_from(cfg: Config, source: Path | None) -> Path:
         from trinity.files import sha256_file
 
         key = hashlib.sha256(f"{key}|{sha256_file(source)}".encode()).hexdigest()[:16]
-    return Path(typed(cfg).paths.cache) / "runs" / key
+    return Path(cfg.paths.cache) / "runs" / key
 
 
-def run(cfg: Config, *, submit: Submit = inline_submit, progress: Callable[[dict], None] | None = None,
+def run(cfg: TrinityConfig, *, submit: Submit = inline_submit, progress: Callable[[dict], None] | None = None,
         on_work: Listener | None = None, runtime: StageRuntime | None = None) -> dict:
     """`progress` gets each generation's report; `on_work(label, done, total)` the episodes done inside a
     generation or a validation (trinity.progress); `runtime`: what the episodes run on (default: the stage's
     own, opened and closed by `evolve`)."""
-    cfg = typed(cfg)
     source = warm_start_source(cfg)
     out = evolve(cfg, out_dir=run_dir_from(cfg, source), submit=submit, progress=progress, on_work=on_work,
                  warm_start=source, runtime=runtime)
@@ -109,7 +106,7 @@ def run(cfg: Config, *, submit: Submit = inline_submit, progress: Callable[[dict
     return out
 
 
-def evolve(cfg: Config, *, out_dir: Path, submit: Submit = inline_submit,
+def evolve(cfg: TrinityConfig, *, out_dir: Path, submit: Submit = inline_submit,
            progress: Callable[[dict], None] | None = None, metrics_dir: Path | None = None,
            reports_dir: Path | None = None, on_work: Listener | None = None, warm_start: Path | None = None,
            runtime: StageRuntime | None = None) -> dict:
@@ -126,7 +123,6 @@ def evolve(cfg: Config, *, out_dir: Path, submit: Submit = inline_submit,
     from trinity.evolve.loop import Start
     from trinity.pipeline.evolution_inputs import run_evolution_from_config
 
-    cfg = typed(cfg)
     train = item_sel.load_split(cfg, list(cfg.tasks.train), "train")
     if not train:
         raise RuntimeError(f"no training items in {cfg.paths.prepared}; run the prepare stage first")
@@ -250,12 +246,12 @@ def exact_train_reward(exact: Any, train: list[TaskItem]) -> Callable[[np.ndarra
     return lambda params, mode: float(exact.value(np.asarray(params), train, mode).reward)
 
 
-def fitness_estimate(cfg: Config) -> str:
+def fitness_estimate(cfg: TrinityConfig) -> str:
     """`evolve.fitness.estimate` as the run uses it: `auto` is `exact` when the pool is a recording (pool.replay:
     every candidate's expectation can be walked, no sampling noise) and `sampled` on a live pool (the paper's)."""
     from trinity.pipeline.recorded import replay_path
 
-    estimate = typed(cfg).evolve.fitness.estimate.value
+    estimate = cfg.evolve.fitness.estimate.value
     if estimate != "auto":
         return estimate
     return "exact" if replay_path(cfg) is not None else "sampled"

@@ -40,7 +40,7 @@ from typing import Any
 import polars as pl
 
 from trinity.assembly.runtime import StageRuntime
-from trinity.config import Config, typed, with_values
+from trinity.config import with_values
 from trinity.config_schema import TrinityConfig
 from trinity.coordinator.saved import coordinator_file
 from trinity.errors import TrinityError
@@ -61,19 +61,19 @@ class FrontierInputError(TrinityError):
 
 # -------------------------------------------------------------------------------------- configuration
 
-def cost_weights(cfg: Config) -> list[float]:
+def cost_weights(cfg: TrinityConfig) -> list[float]:
     """`evolve.cost_weights` (the frontier stage trains one coordinator per weight): distinct numbers
     >= 0 (checked by the schema); [] or absent: no frontier."""
-    return [float(w) for w in typed(cfg).evolve.cost_weights]
+    return [float(w) for w in cfg.evolve.cost_weights]
 
 
-def cost_unit(cfg: Config) -> str:
+def cost_unit(cfg: TrinityConfig) -> str:
     """`evolve.cost_weights_unit`, resolved: `auto` is dollars when every pool model has a price (a free
     model would cost nothing in dollars and take every turn), else thousands of tokens."""
-    unit = typed(cfg).evolve.cost_weights_unit.value
+    unit = cfg.evolve.cost_weights_unit.value
     if unit != "auto":
         return unit
-    models = list(typed(cfg).pool.models.values())
+    models = list(cfg.pool.models.values())
     priced = all((m.price_in_per_mtok or 0) > 0 or (m.price_out_per_mtok or 0) > 0 for m in models)
     return "usd" if models and priced else "ktokens"
 
@@ -82,17 +82,16 @@ def head_name(weight: float) -> str:
     return f"cost_w{weight:g}"
 
 
-def main_head(cfg: Config) -> tuple[str, float]:
-    weight = float(typed(cfg).evolve.fitness.cost_weight)
+def main_head(cfg: TrinityConfig) -> tuple[str, float]:
+    weight = float(cfg.evolve.fitness.cost_weight)
     return head_name(weight), weight
 
 
-def variants(cfg: Config) -> dict[str, tuple[dict[str, Any], TrinityConfig]]:
+def variants(cfg: TrinityConfig) -> dict[str, tuple[dict[str, Any], TrinityConfig]]:
     """name -> (overrides, the weight's full config), in `evolve.cost_weights` order. A weight equal to
     the main run's own is the main run: it is not trained twice."""
     from trinity import config as trinity_config
 
-    cfg = typed(cfg)
     unit, (main_name, _) = cost_unit(cfg), main_head(cfg)
     out = {}
     for w in cost_weights(cfg):
@@ -104,20 +103,19 @@ def variants(cfg: Config) -> dict[str, tuple[dict[str, Any], TrinityConfig]]:
     return out
 
 
-def frontier_dir(cfg: Config) -> Path:
-    return Path(typed(cfg).paths.frontier)
+def frontier_dir(cfg: TrinityConfig) -> Path:
+    return Path(cfg.paths.frontier)
 
 
-def routing_mode(cfg: Config) -> str:
-    return typed(cfg).serve.routing.value
+def routing_mode(cfg: TrinityConfig) -> str:
+    return cfg.serve.routing.value
 
 
 # ------------------------------------------------------------------------------------------------ run
 
-def run(cfg: Config, *, submit: Submit = inline_submit,
+def run(cfg: TrinityConfig, *, submit: Submit = inline_submit,
         progress: Callable[[dict], None] | None = None, on_work=None, evolve: Evolve | None = None) -> dict:
     """Train every weight (resuming), evaluate every head and baseline, write the outputs."""
-    cfg = typed(cfg)
     dest = frontier_dir(cfg)
     metrics_path = Path(cfg.paths.metrics) / "frontier.json"
     picture = Path(cfg.paths.reports) / "frontier.png"
@@ -148,7 +146,7 @@ def run(cfg: Config, *, submit: Submit = inline_submit,
     return {"path": str(dest), "manifest": manifest, "table": table}
 
 
-def train(cfg: Config, chosen: dict, dest: Path, *, submit, progress, evolve: Evolve | None,
+def train(cfg: TrinityConfig, chosen: dict, dest: Path, *, submit, progress, evolve: Evolve | None,
           metrics_path: Path) -> dict[str, dict]:
     """Each weight's evolution at the main run's budget, one after the other; per weight what it took."""
     from trinity.pipeline.variants import train_variants
@@ -185,7 +183,7 @@ def publish_main(coordinator_dir: Path, dest: Path) -> None:
     (dest / "variant.yaml").write_text("{}\n")
 
 
-def evaluate(cfg: Config, dest: Path, heads: dict[str, float], *, on_work=None) -> pl.DataFrame:
+def evaluate(cfg: TrinityConfig, dest: Path, heads: dict[str, float], *, on_work=None) -> pl.DataFrame:
     """Every head and baseline on the evaluate stage's test items, through its chunk machinery and cache."""
     with open_stage_runtime(cfg) as ctx:
         results, misses = evaluate_on(ctx, cfg, dest, heads, on_work=on_work)
@@ -196,7 +194,7 @@ def evaluate(cfg: Config, dest: Path, heads: dict[str, float], *, on_work=None) 
     return results
 
 
-def evaluate_on(ctx: StageRuntime, cfg: Config, dest: Path, heads: dict[str, float], *,
+def evaluate_on(ctx: StageRuntime, cfg: TrinityConfig, dest: Path, heads: dict[str, float], *,
                 on_work=None) -> tuple[pl.DataFrame, int]:
     """`evaluate` on the runtime `ctx`: the results and the replay misses."""
     from trinity.eval import methods as registry
@@ -207,7 +205,7 @@ def evaluate_on(ctx: StageRuntime, cfg: Config, dest: Path, heads: dict[str, flo
     from trinity.pipeline.evaluate_run import run_chunks
 
     mode = routing_mode(cfg)
-    mctx = registry.MethodContext(agents=ctx.agents, strongest=0, moa=typed(cfg).eval.moa)
+    mctx = registry.MethodContext(agents=ctx.agents, strongest=0, moa=cfg.eval.moa)
 
     def head_router(params: Any) -> Callable[[registry.MethodContext], Any]:
         return lambda _c: ctx.router_for(params, mode)
@@ -230,7 +228,7 @@ def evaluate_on(ctx: StageRuntime, cfg: Config, dest: Path, heads: dict[str, flo
     return results, ctx.replay_misses()
 
 
-def test_items(cfg: Config) -> dict[str, list]:
+def test_items(cfg: TrinityConfig) -> dict[str, list]:
     """The evaluate stage's test items (eval.suites, eval.items_per_suite, its seeded sample), whatever
     `eval.sets` says: the frontier is measured on held-out items only."""
     from trinity.pipeline.evaluate_plan import eval_sets
@@ -240,7 +238,7 @@ def test_items(cfg: Config) -> dict[str, list]:
 
 # -------------------------------------------------------------------------------------------- outputs
 
-def write_outputs(cfg: Config, dest: Path, table: pl.DataFrame, results: pl.DataFrame,
+def write_outputs(cfg: TrinityConfig, dest: Path, table: pl.DataFrame, results: pl.DataFrame,
                   heads: dict[str, float], *, unit: str, reference: str, training: dict[str, dict],
                   metrics_path: Path) -> dict:
     from trinity.eval import frontier as fr
@@ -271,10 +269,10 @@ def write_outputs(cfg: Config, dest: Path, table: pl.DataFrame, results: pl.Data
     return manifest
 
 
-def title(cfg: Config, manifest: dict) -> str:
+def title(cfg: TrinityConfig, manifest: dict) -> str:
     from trinity.simulated.references import is_simulated, label
 
-    pool = typed(cfg).pool
+    pool = cfg.pool
     where = f"{label(pool)}: " if is_simulated(pool) else ""
     return (f"{where}cost-quality frontier\non {manifest['items']} test items "
             f"({', '.join(manifest['suites'])}; {manifest['routing']} routing)")

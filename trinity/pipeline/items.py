@@ -5,19 +5,18 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from trinity.config import Config, typed
+from trinity.config_schema import TrinityConfig
 from trinity.config_schema.choices import TrainItems
 from trinity.seeding import rng
 from trinity.tasks.types import TaskItem
 
 
-def load_split(cfg: Config, suites: Sequence[str], split: str) -> list[TaskItem]:
+def load_split(cfg: TrinityConfig, suites: Sequence[str], split: str) -> list[TaskItem]:
     """The prepared items of `suites` in `split`; under pool=recorded only the recording's items (a
     recording holds every call of its own items and no other)."""
     from trinity.pipeline.recorded import recorded_uids
     from trinity.tasks.prepare import load_items
 
-    cfg = typed(cfg)
     keep = recorded_uids(cfg)
     out: list[TaskItem] = []
     for suite in suites:
@@ -66,9 +65,8 @@ def balanced_counts(n: int | None, available: Mapping[str, int]) -> dict[str, in
     return out
 
 
-def eval_suites(cfg: Config) -> list[str]:
+def eval_suites(cfg: TrinityConfig) -> list[str]:
     """The suites evaluation tests on: `eval.suites`, else every training and transfer suite."""
-    cfg = typed(cfg)
     suites = cfg.eval.suites
     return [str(s) for s in suites] if suites else list(cfg.tasks.train) + list(cfg.tasks.transfer)
 
@@ -76,22 +74,20 @@ def eval_suites(cfg: Config) -> list[str]:
 TRAIN_ITEMS_MODES = tuple(m.value for m in TrainItems)
 
 
-def train_items_mode(cfg: Config) -> str:
+def train_items_mode(cfg: TrinityConfig) -> str:
     """`evolve.train_items` (absent: the schema's default); anything else is a ConfigError naming the key."""
-    return typed(cfg).evolve.train_items.value
+    return cfg.evolve.train_items.value
 
 
-def generation_items(cfg: Config, train_items: Sequence[TaskItem], generation: int) -> list[TaskItem]:
+def generation_items(cfg: TrinityConfig, train_items: Sequence[TaskItem], generation: int) -> list[TaskItem]:
     """Every candidate of a generation sees these items (common random numbers). `evolve.train_items`:
     `resample` draws a new balanced sample each generation; `fixed` uses generation 0's sample in every
     generation, so calls an earlier generation made (same item, repeat and turn, hence the same pool
     sample index) are response-cache hits later."""
-    cfg = typed(cfg)
     drawn = 0 if train_items_mode(cfg) == "fixed" else generation
     return balanced_sample(train_items, cfg.evolve.episodes_per_candidate, cfg.seed, "generation", drawn)
 
 
-def validation_items(cfg: Config) -> list[TaskItem]:
-    cfg = typed(cfg)
+def validation_items(cfg: TrinityConfig) -> list[TaskItem]:
     items = load_split(cfg, list(cfg.tasks.train), "validation")
     return balanced_sample(items, cfg.evolve.validation.n_items, cfg.seed, "validation")

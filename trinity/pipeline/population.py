@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from trinity.assembly.runtime import StageRuntime
-from trinity.config import Config, typed
+from trinity.config_schema import TrinityConfig
 from trinity.episodes.trace import Trace
 from trinity.evolve.evaluators import PopulationResult
 from trinity.pipeline import items as item_sel
@@ -58,9 +58,9 @@ class PopulationEvaluator:
     runtime `ctx` over the training items `train` (module doc: which path a call takes). `counted(label, total)`
     is the progress context the episodes are counted in."""
 
-    def __init__(self, cfg: Config, ctx: StageRuntime, train: list[TaskItem], *, exact: Any = None,
+    def __init__(self, cfg: TrinityConfig, ctx: StageRuntime, train: list[TaskItem], *, exact: Any = None,
                  submit: Submit = inline_submit, counted: Callable[[str, int], AbstractContextManager[Any]]) -> None:
-        self.cfg, self.ctx, self.train, self.exact = typed(cfg), ctx, list(train), exact
+        self.cfg, self.ctx, self.train, self.exact = cfg, ctx, list(train), exact
         self.submit, self.counted = submit, counted
         self.repeats = self.cfg.evolve.repeats
         # what each candidate's task runs on: this runtime and these items here, a worker's own on Dask

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from trinity import cpu_model
-from trinity.config import Config, as_written, typed, with_values
+from trinity.config import as_written, with_values
 from trinity.config_schema import TrinityConfig
 from trinity.config_schema.pool import Retry
 from trinity.config_schema.protocol import ProtocolConfig
@@ -54,30 +54,29 @@ class RecordingStopped(TrinityError):
     """The recorder stopped before the last item (budget, max_calls): a rerun continues."""
 
 
-def record_section(cfg: Config) -> RecordConfig:
-    return typed(cfg).record
+def record_section(cfg: TrinityConfig) -> RecordConfig:
+    return cfg.record
 
 
-def recording_dir(cfg: Config) -> Path:
+def recording_dir(cfg: TrinityConfig) -> Path:
     r = record_section(cfg)
     return Path(r.dir) / r.name
 
 
-def tree_settings(cfg: Config) -> TreeSettings:
-    t = typed(cfg)
-    r = t.record
-    return TreeSettings(agents=tuple(t.pool.models), roles=tuple(r.roles), max_turns=t.protocol.max_turns,
-                        samples=r.samples, verifier_groups=verifier_groups(t))
+def tree_settings(cfg: TrinityConfig) -> TreeSettings:
+    r = cfg.record
+    return TreeSettings(agents=tuple(cfg.pool.models), roles=tuple(r.roles), max_turns=cfg.protocol.max_turns,
+                        samples=r.samples, verifier_groups=verifier_groups(cfg))
 
 
-def verifier_groups(cfg: Config) -> int:
+def verifier_groups(cfg: TrinityConfig) -> int:
     """How many distinct Verifier requests one answer gets: agents that send the same Verifier request (one
     server and model, the same setup for the role) are one group."""
     from trinity.pool.providers import resolve_endpoint
 
     probe = [{"role": "system", "content": ""}, {"role": "user", "content": ""}]
     keys: set[tuple[Any, ...]] = set()
-    pool = typed(cfg).pool
+    pool = cfg.pool
     for name, m in pool.models.items():
         try:
             ep = resolve_endpoint(str(name), m, pool)
@@ -89,8 +88,8 @@ def verifier_groups(cfg: Config) -> int:
     return len(keys)
 
 
-def protocol_identity(cfg: Config) -> dict[str, Any]:
-    p = typed(cfg).protocol
+def protocol_identity(cfg: TrinityConfig) -> dict[str, Any]:
+    p = cfg.protocol
     from dataclasses import fields
 
     out = {f.name: _plain(getattr(p, f.name)) for f in fields(p)}
@@ -105,12 +104,12 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def pool_identity(cfg: Config) -> dict[str, Any]:
+def pool_identity(cfg: TrinityConfig) -> dict[str, Any]:
     """Names (head order), model ids, file hashes of local models, and each model's effective sampling."""
     from trinity.pool.providers import resolve_endpoint
 
     models = []
-    pool = typed(cfg).pool
+    pool = cfg.pool
     for name, m in pool.models.items():
         ep = resolve_endpoint(str(name), m, pool)
         asset = m.asset
@@ -124,17 +123,16 @@ def pool_identity(cfg: Config) -> dict[str, Any]:
     return {"models": models}
 
 
-def identity(cfg: Config) -> dict[str, Any]:
+def identity(cfg: TrinityConfig) -> dict[str, Any]:
     s = tree_settings(cfg)
     return {"pool": pool_identity(cfg), "protocol": protocol_identity(cfg),
             "tree": {"agents": list(s.agents), "roles": list(s.roles), "samples": s.samples}}
 
 
-def chosen_items(cfg: Config) -> list[TaskItem]:
+def chosen_items(cfg: TrinityConfig) -> list[TaskItem]:
     """The items to record, interleaved so that every prefix is balanced: round after round, one item of
     each (split, suite) that still wants items, splits in SPLIT_ORDER. Seeded by the root seed; raising a
     count later keeps the earlier choices (a seeded permutation's prefix)."""
-    cfg = typed(cfg)
     r = cfg.record
     train, transfer = list(cfg.tasks.train), list(cfg.tasks.transfer)
     wanted = {"test": (train + transfer, r.items.test), "validation": (train, r.items.validation),
@@ -163,9 +161,9 @@ def prompt_digest(item: TaskItem) -> str:
 class Recorder:
     """Expands items through a pool client and writes parts; the journal makes it resumable."""
 
-    def __init__(self, cfg: Config, root: Path, pool: Any, grader: Callable, *,
+    def __init__(self, cfg: TrinityConfig, root: Path, pool: Any, grader: Callable, *,
                  progress: Callable[[str], None] = print):
-        cfg = self.cfg = typed(cfg)
+        self.cfg = cfg
         self.root = root
         self.pool = pool
         self.grader = grader
@@ -215,21 +213,20 @@ class _TransientFailure(TrinityError):
     pass
 
 
-def new_manifest(cfg: Config, ident: dict[str, Any]) -> dict[str, Any]:
-    t = typed(cfg)
-    c = as_written(t)["coordinator"]   # the backbone as written
-    return {"format": store.FORMAT, "version": store.VERSION, "name": t.record.name,
-            **ident, "max_turns": t.protocol.max_turns,
+def new_manifest(cfg: TrinityConfig, ident: dict[str, Any]) -> dict[str, Any]:
+    c = as_written(cfg)["coordinator"]   # the backbone as written
+    return {"format": store.FORMAT, "version": store.VERSION, "name": cfg.record.name,
+            **ident, "max_turns": cfg.protocol.max_turns,
             "backbone": _plain(c["backbone"]) if "backbone" in c else None,
-            "suites": {"train": list(t.tasks.train), "transfer": list(t.tasks.transfer)},
+            "suites": {"train": list(cfg.tasks.train), "transfer": list(cfg.tasks.transfer)},
             "items": [], "runs": []}
 
 
-def pool_config(cfg: Config) -> dict[str, Any]:
+def pool_config(cfg: TrinityConfig) -> dict[str, Any]:
     """The live pool's section as recorded into the manifest: resolved, without `replay` and
     `from_recording` (what the recording is replayed with, not what it was made with). It holds no secret:
     API keys are read from the environment variables it names."""
-    section = _plain(as_written(typed(cfg))["pool"])
+    section = _plain(as_written(cfg)["pool"])
     for key in ("replay", "from_recording"):
         section.pop(key, None)
     return section
@@ -249,21 +246,21 @@ def _setup_identity(setup: Any) -> Any:
     return setup
 
 
-def live_config(cfg: Config) -> TrinityConfig:
+def live_config(cfg: TrinityConfig) -> TrinityConfig:
     """The config with the live pool: a recording is always made (or extended) from the live models, so
     `pool=recorded` records from the pool it replays."""
-    if typed(cfg).pool.replay is None:
-        return typed(cfg)
+    if cfg.pool.replay is None:
+        return cfg
     return with_values(cfg, {}, drop=("pool.replay",), resolved=True)
 
 
-def with_own_items(cfg: Config, progress: Callable[[str], None] = lambda _m: None) -> TrinityConfig:
+def with_own_items(cfg: TrinityConfig, progress: Callable[[str], None] = lambda _m: None) -> TrinityConfig:
     """The config whose `paths.prepared` holds the items to record: with `record.prepared` set, that folder,
     prepared now from the tasks section (a suite whose source, options and split settings are unchanged is
     kept as it is; an item's split never changes); else the config as it is."""
     own = record_section(cfg).prepared
     if own is None:
-        return typed(cfg)
+        return cfg
     from trinity.pipeline.suites import prepare_from_config
 
     manifest = prepare_from_config(cfg, Path(own), reuse_from=[own])
@@ -272,7 +269,7 @@ def with_own_items(cfg: Config, progress: Callable[[str], None] = lambda _m: Non
     return with_values(cfg, {"paths.prepared": str(own)}, resolved=True)
 
 
-def status(cfg: Config) -> dict[str, Any]:
+def status(cfg: TrinityConfig) -> dict[str, Any]:
     """What the recording holds and what a `trinity record` run would still add: the items the live config
     chooses (under pool=recorded the stages see only the recorded items, the recorder all of them)."""
     root = recording_dir(cfg)
@@ -288,7 +285,7 @@ def status(cfg: Config) -> dict[str, Any]:
     return {"recording": str(root), **summary}
 
 
-def stale_items(cfg: Config) -> list[TaskItem]:
+def stale_items(cfg: TrinityConfig) -> list[TaskItem]:
     """The recorded items whose agents' setups changed since they were recorded (the next `trinity record`
     expands them again, calling only for what the recording lacks)."""
     cfg = live_config(cfg)
@@ -306,7 +303,7 @@ def stale_uids(manifest: Mapping[str, Any], setups: str) -> set[str]:
     return {e["uid"] for e in manifest.get("items", []) if e.get("setups_sha256", kept) != setups}
 
 
-def new_calls_of(cfg: Config, items: Sequence[TaskItem]) -> int:
+def new_calls_of(cfg: TrinityConfig, items: Sequence[TaskItem]) -> int:
     """How many pool calls expanding `items` again needs beyond what the recording holds, counted by a dry run:
     every call the recording answers is replayed, every other one is counted and fails at once (no request
     leaves the machine). A lower bound: the reply a new call would get can lead to further new calls."""
@@ -328,7 +325,7 @@ def new_calls_of(cfg: Config, items: Sequence[TaskItem]) -> int:
 
     async def expand_all() -> None:
         known = RecordedReplies(store.open_recording(root), on_miss="live", keep_live=False)
-        pool = PoolClient.from_config(typed(cfg).pool, replay=known, procedures=PROCEDURES,
+        pool = PoolClient.from_config(cfg.pool, replay=known, procedures=PROCEDURES,
                                       transport=httpx.MockTransport(refuse), retry=Retry(max_retries=0))
         recorder = Recorder(cfg, root, pool, no_grade, progress=lambda _m: None)
         for item in items:
@@ -341,7 +338,7 @@ def new_calls_of(cfg: Config, items: Sequence[TaskItem]) -> int:
     return len(sent)
 
 
-def grown_items(cfg: Config, new: dict[str, int]) -> dict[str, int]:
+def grown_items(cfg: TrinityConfig, new: dict[str, int]) -> dict[str, int]:
     """`record.items` raised so that every (split, suite) gets `new[split]` items beyond the most any suite of
     that split holds in the recording now (the configured counts when larger): what one retraining run
     asks of the recorder. The chosen items are a seeded prefix, so the ones already recorded stay chosen."""
@@ -359,7 +356,7 @@ def grown_items(cfg: Config, new: dict[str, int]) -> dict[str, int]:
     return out
 
 
-def extend(cfg: Config, new: dict[str, int], *, progress: Callable[[str], None] = print,
+def extend(cfg: TrinityConfig, new: dict[str, int], *, progress: Callable[[str], None] = print,
            **kw: Any) -> tuple[TrinityConfig, dict[str, Any]]:
     """Record `new[split]` more items per suite and split into the recording (retrain.new_items), with the
     live pool and the run's budget; returns the config with the raised `record.items` and the recorder's
@@ -375,7 +372,7 @@ def extend(cfg: Config, new: dict[str, int], *, progress: Callable[[str], None] 
     return grown, summary
 
 
-def run(cfg: Config, *, progress: Callable[[str], None] = print, pool_context: Callable[[], Any] | None = None,
+def run(cfg: TrinityConfig, *, progress: Callable[[str], None] = print, pool_context: Callable[[], Any] | None = None,
         client_factory: Callable[[Path, Any], Any] | None = None, grader: Callable | None = None,
         limit_items: int | None = None) -> dict[str, Any]:
     """Record the pending items; returns a summary. `pool_context()` starts the live pool (the local
@@ -449,7 +446,7 @@ async def _record(cfg: TrinityConfig, root: Path, manifest: dict, items: Sequenc
         if client_factory is not None:
             pool = client_factory(journal, known)
         else:
-            pool = PoolClient.from_config(typed(cfg).pool, cache_path=journal, cache_mode="read_write",
+            pool = PoolClient.from_config(cfg.pool, cache_path=journal, cache_mode="read_write",
                                           procedures=PROCEDURES, budget=run_budget(cfg), replay=known)
         recorder = Recorder(cfg, root, pool, grader or make_grader(cfg, judge=pool), progress=progress)
         queue: asyncio.Queue[TaskItem] = asyncio.Queue()

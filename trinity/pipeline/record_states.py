@@ -17,13 +17,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from trinity.config import Config, typed, with_values
+from trinity.config import with_values
+from trinity.config_schema import TrinityConfig
 from trinity.errors import TrinityError
 from trinity.pipeline import record_stage
 from trinity.record import store
 
 
-def run(cfg: Config, *, progress: Callable[[str], None] = print, limit_items: int | None = None) -> dict[str, Any]:
+def run(cfg: TrinityConfig, *, progress: Callable[[str], None] = print,
+        limit_items: int | None = None) -> dict[str, Any]:
     """Write the missing items' states; returns {folder, items, written, present, missing_items, seconds}."""
     from trinity.assembly.coordinator import coordinator_from_config
     from trinity.pipeline.cache_states_stage import by_suite_items, recorded_item_texts, token_positions
@@ -31,7 +33,6 @@ def run(cfg: Config, *, progress: Callable[[str], None] = print, limit_items: in
     from trinity.pipeline.shipped_states import ShippedStates
     from trinity.pipeline.state_files import features_at_positions
 
-    cfg = typed(cfg)
     root = replay_path(cfg)
     if root is None:
         raise TrinityError("`trinity record --states` computes the states a run on a recording reads: use the "
@@ -47,8 +48,8 @@ def run(cfg: Config, *, progress: Callable[[str], None] = print, limit_items: in
         items = by_suite_items(cfg, suites)
     except TrinityError:   # no prepared suite file there
         items = []
-    if typed(cfg).record.prepared is None and len(items) < len(recorded):
-        own = Path(typed(cfg).paths.cache) / "record" / root.name / "prepared"
+    if cfg.record.prepared is None and len(items) < len(recorded):
+        own = Path(cfg.paths.cache) / "record" / root.name / "prepared"
         cfg = record_stage.with_own_items(with_values(cfg, {"record.prepared": str(own)}, resolved=True), progress)
         items = by_suite_items(cfg, suites)
     found = {it.uid for it in items}

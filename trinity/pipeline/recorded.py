@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from trinity.config import Config, typed
+from trinity.config_schema import TrinityConfig
 from trinity.config_schema.evolve import Fitness
 from trinity.contracts import ROLES
 from trinity.evolve.fitness import FitnessParts
@@ -37,8 +37,8 @@ from trinity.record.exact import (
 from trinity.tasks.types import TaskItem
 
 
-def replay_path(cfg: Config) -> Path | None:
-    replay = typed(cfg).pool.replay
+def replay_path(cfg: TrinityConfig) -> Path | None:
+    replay = cfg.pool.replay
     return None if replay is None else Path(replay.recording)
 
 
@@ -47,7 +47,7 @@ def _manifest_uids(path: str, mtime_ns: int) -> frozenset[str]:
     return frozenset(it["uid"] for it in store.read_manifest(Path(path)).get("items", []))
 
 
-def recorded_uids(cfg: Config) -> frozenset[str] | None:
+def recorded_uids(cfg: TrinityConfig) -> frozenset[str] | None:
     """The recording's item uids under pool=recorded, else None (every prepared item)."""
     path = replay_path(cfg)
     if path is None:
@@ -62,10 +62,9 @@ def recorded_uids(cfg: Config) -> frozenset[str] | None:
 class RecordedWorld:
     """A recording with its trees compiled for one protocol, pool and set of roles."""
 
-    def __init__(self, cfg: Config, replies: Any, roles: Sequence[str]):
+    def __init__(self, cfg: TrinityConfig, replies: Any, roles: Sequence[str]):
         from trinity.pool.providers import resolve_endpoint
 
-        cfg = typed(cfg)
         self.protocol = cfg.protocol
         self.agents = tuple(str(m) for m in cfg.pool.models)
         self.roles = tuple(roles)
@@ -79,7 +78,7 @@ class RecordedWorld:
         if int(rec.manifest.get("max_turns", 0)) < self.protocol.max_turns:
             raise store.RecordingError(f"recording {rec.root} goes to {rec.manifest.get('max_turns')} turns; "
                                        f"protocol.max_turns is {self.protocol.max_turns}")
-        pool = typed(cfg).pool
+        pool = cfg.pool
         endpoints = {m: resolve_endpoint(m, pool.models[m], pool) for m in self.agents}
         grades = {(r["item"], r["reply"]): float(r["grade"])
                   for r in rec.nodes.select(["item", "reply", "grade"]).iter_rows(named=True) if r["grade"] is not None}
@@ -212,7 +211,7 @@ def _softmax(z: np.ndarray) -> np.ndarray:
     return e / e.sum(axis=-1, keepdims=True)
 
 
-def world_for(cfg: Config, pool: Any, roles: Sequence[str]) -> RecordedWorld:
+def world_for(cfg: TrinityConfig, pool: Any, roles: Sequence[str]) -> RecordedWorld:
     replies = pool.replay   # a PoolClient's recording (pool=recorded), else None
     if replies is None:
         raise store.RecordingError("this needs pool=recorded (pool.replay): exact fitness and the recording's bounds "
@@ -220,7 +219,7 @@ def world_for(cfg: Config, pool: Any, roles: Sequence[str]) -> RecordedWorld:
     return RecordedWorld(cfg, replies, roles)
 
 
-def recording_facts(cfg: Config) -> dict[str, Any] | None:
+def recording_facts(cfg: TrinityConfig) -> dict[str, Any] | None:
     """What reports name: which recording, when, which model files; None on a live pool."""
     path = replay_path(cfg)
     if path is None:
@@ -233,7 +232,7 @@ def recording_facts(cfg: Config) -> dict[str, Any] | None:
             "roles": m["tree"]["roles"], "max_turns": m.get("max_turns"), "samples": m["tree"]["samples"]}
 
 
-def describe_recording(cfg: Config) -> str | None:
+def describe_recording(cfg: TrinityConfig) -> str | None:
     facts = recording_facts(cfg)
     if facts is None:
         return None
@@ -249,7 +248,7 @@ FIXED_OUT_OF_SAMPLE = "fixed policy (chosen on train+validation)"
 FIXED_HINDSIGHT = "bound: best prompt-independent policy (hindsight)"
 
 
-def exact_item_values(cfg: Config, ctx: Any, params: np.ndarray | None, items: Sequence[TaskItem], *,
+def exact_item_values(cfg: TrinityConfig, ctx: Any, params: np.ndarray | None, items: Sequence[TaskItem], *,
                       choose_on: Sequence[TaskItem] = ()) -> dict[str, Any]:
     """Per-item expected rewards on the recording, no sampling noise: the trained coordinator (routed as
     configured, and by argmax), x0 (a zero head: uniform over agents and the configured roles, which is
@@ -262,7 +261,6 @@ def exact_item_values(cfg: Config, ctx: Any, params: np.ndarray | None, items: S
     from trinity.coordinator.head import section_roles
     from trinity.record import bounds
 
-    cfg = typed(cfg)
     roles = section_roles(cfg.coordinator.roles)
     world = world_for(cfg, ctx.pool, roles)
     evaluator = ExactEvaluator(ctx.coordinator, world, Fitness())
@@ -309,13 +307,12 @@ def exact_item_values(cfg: Config, ctx: Any, params: np.ndarray | None, items: S
             "transfer_suites": [str(s) for s in cfg.tasks.transfer or []], "tokens": tokens}
 
 
-def exact_values(cfg: Config, ctx: Any, params: Sequence[np.ndarray], items: Sequence[TaskItem],
+def exact_values(cfg: TrinityConfig, ctx: Any, params: Sequence[np.ndarray], items: Sequence[TaskItem],
                  mode: str | None = None) -> list[ExactValue]:
     """Each parameter vector's exact expected values on `items` (routed as `mode`, default coordinator.routing),
     on one compilation of their trees."""
     from trinity.coordinator.head import section_roles
 
-    cfg = typed(cfg)
     evaluator = ExactEvaluator(ctx.coordinator, world_for(cfg, ctx.pool, section_roles(cfg.coordinator.roles)),
                                Fitness())
     return [evaluator.value(np.asarray(x, dtype=np.float64), items, mode or str(cfg.coordinator.routing))

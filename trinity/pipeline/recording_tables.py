@@ -6,15 +6,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from trinity.config import Config, typed
+from trinity.config_schema import TrinityConfig
 from trinity.config_schema.pool import AgentSetup
 from trinity.record import store
 from trinity.record.verdicts import redo_table, verifier_table
 
 
-def _setups(cfg: Config) -> dict[str, dict[str, Any]]:
+def _setups(cfg: TrinityConfig) -> dict[str, dict[str, Any]]:
     out = {}
-    for name, model in typed(cfg).pool.models.items():
+    for name, model in cfg.pool.models.items():
         setup = model.setup or AgentSetup()
         out[str(name)] = {"verify": setup.verify, "redo": setup.redo}
     return out
@@ -30,9 +30,9 @@ def _interval(row: dict, key: str) -> str:
     return f"{_pct(row[key])} [{_pct(row[key + '_low'])}, {_pct(row[key + '_high'])}]"
 
 
-def verifier_section(cfg: Config) -> tuple[list[str], dict[str, Any]] | None:
+def verifier_section(cfg: TrinityConfig) -> tuple[list[str], dict[str, Any]] | None:
     """(markdown lines, metrics) for the recording the run replays; None when it replays none."""
-    replay = typed(cfg).pool.replay
+    replay = cfg.pool.replay
     if replay is None:
         return None
     nodes = store.open_recording(str(replay.recording), verify=False).nodes

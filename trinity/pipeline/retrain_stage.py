@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from trinity.config import Config, as_written, typed
+from trinity.config import as_written
 from trinity.config_schema import TrinityConfig
 from trinity.coordinator.saved import CoordinatorMismatchError, coordinator_file, load_saved
 from trinity.models.gate import GateDecision, GateRule, decide
@@ -39,12 +39,12 @@ log = logging.getLogger("trinity.retrain")
 CHALLENGER, CHAMPION = 0, 1   # the candidates' indices in the episode ids
 
 
-def gate_items(cfg: Config) -> list:
+def gate_items(cfg: TrinityConfig) -> list:
     items = item_sel.load_split(cfg, list(cfg.tasks.train), "test")
     if not items:
         raise RuntimeError(f"no test items of {list(cfg.tasks.train)} in {cfg.paths.prepared}; run the prepare stage")
 
-    n = typed(cfg).retrain.items
+    n = cfg.retrain.items
     return item_sel.balanced_sample(items, len(items) if n is None else int(n), int(cfg.seed), "retrain")
 
 
@@ -82,14 +82,14 @@ def paired_rewards(challenger: list, champion: list) -> tuple[list[float], list[
 UNHASHED_SECTIONS = ("paths", "runner", "schedule", "serve", "retrain")
 
 
-def config_sha256(cfg: Config) -> str:
+def config_sha256(cfg: TrinityConfig) -> str:
     """The hash a registered version records of the config that trained it (where and how it ran left out)."""
-    data = as_written(typed(cfg))
+    data = as_written(cfg)
     data = {k: v for k, v in data.items() if k not in UNHASHED_SECTIONS}
     return sha256_text(json.dumps(data, sort_keys=True, default=str))
 
 
-def run(cfg: Config, *, coordinator_path: Path | None = None, source_run: str = "",
+def run(cfg: TrinityConfig, *, coordinator_path: Path | None = None, source_run: str = "",
         progress: Callable[[str], None] | None = None, runtime: Any = None,
         data_changes: dict[str, Any] | None = None) -> dict[str, Any]:
     """Gate the coordinator at `coordinator_path` (default: the evolve stage's, <paths.runs>/coordinator)
@@ -98,7 +98,6 @@ def run(cfg: Config, *, coordinator_path: Path | None = None, source_run: str = 
     end) runs the episodes: `.coordinator` and `.run_candidate`.
     `data_changes`: what the run's prepare and cache_states reused or made anew (their `reuse` reports),
     kept in the version's meta and shown in the report."""
-    cfg = typed(cfg)
     with contextlib.ExitStack() as stack:
         def the_runtime() -> Any:
             if runtime is not None:
@@ -115,7 +114,7 @@ def gate(cfg: TrinityConfig, runtime: Callable[[], Any], *, coordinator_path: Pa
          progress: Callable[[str], None] | None, data_changes: dict[str, Any] | None) -> dict[str, Any]:
     """`run`'s steps; `runtime()` gives what the episodes run on, asked only when there is a champion."""
     say = progress or log.info
-    rule = GateRule.from_config(typed(cfg).retrain)
+    rule = GateRule.from_config(cfg.retrain)
     registry = ModelRegistry(str(cfg.paths.registry))
     path = coordinator_file(Path(coordinator_path) if coordinator_path else Path(cfg.paths.runs) / "coordinator")
     _, saved_meta, _ = load_saved(path)
@@ -132,7 +131,7 @@ def gate(cfg: TrinityConfig, runtime: Callable[[], Any], *, coordinator_path: Pa
         if note:
             notes.append(note)
         items = gate_items(cfg)
-        mode = typed(cfg).coordinator.routing.value
+        mode = cfg.coordinator.routing.value
         say(f"retrain: challenger vs champion {champion.name} on {len(items)} test items ({mode} routing)")
         traces = ctx.run_candidate(mine, items, generation=-1, candidate=CHALLENGER, mode=mode)
         challenger_rewards = [float(t.reward) for t in traces]
@@ -150,7 +149,7 @@ def gate(cfg: TrinityConfig, runtime: Callable[[], Any], *, coordinator_path: Pa
         metrics.update(champion_test_reward=decision.test.mean_b, gate_p_value=decision.test.p_value,
                        gate_items=decision.test.n, gate_test=decision.test.test)
     meta = run_meta(source_run=source_run, pool_models=[str(m) for m in cfg.pool.models],
-                    backbone_id=str(cfg.coordinator.backbone.id), prepared=typed(cfg).paths.prepared,
+                    backbone_id=str(cfg.coordinator.backbone.id), prepared=cfg.paths.prepared,
                     config_sha256=config_sha256(cfg), metrics=metrics, parent=champion.name if champion else None,
                     coordinator_meta=saved_meta, warm_start=saved_meta.get("warm_start"))
     meta["gate"] = {**decision.to_dict(), "rule": rule.rule, "alpha": rule.alpha, "min_items": rule.min_items,
@@ -166,7 +165,7 @@ def gate(cfg: TrinityConfig, runtime: Callable[[], Any], *, coordinator_path: Pa
         registry.keep(version.name, decision.reason)
     now = registry.champion_name()
     say(f"retrain: {'promoted' if decision.promote else 'kept the champion'}: {decision.reason}")
-    if typed(cfg).retrain.dvc_track:
+    if cfg.retrain.dvc_track:
         from trinity.models.tracking import track
 
         tracked = track(registry.root)

@@ -7,14 +7,15 @@ import hashlib
 from typing import Any
 
 from trinity.assembly.grading import Grader, memo_grader
-from trinity.config import Config, to_yaml
+from trinity.config import to_yaml
+from trinity.config_schema import TrinityConfig
 
 
-def config_key(cfg: Config) -> str:
+def config_key(cfg: TrinityConfig) -> str:
     return hashlib.sha256(to_yaml(cfg).encode()).hexdigest()[:16]
 
 
-def make_grader(cfg: Config, judge: Any = None) -> Grader:
+def make_grader(cfg: TrinityConfig, judge: Any = None) -> Grader:
     """The grader of `cfg`'s suites (trinity.assembly.grading.memo_grader), `judge` the pool a judged suite asks."""
     from trinity.pipeline.suites import suite_settings
 

@@ -11,21 +11,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trinity.assembly.runtime import StageRuntime, open_runtime
-from trinity.config import Config, typed
 from trinity.config_schema import TrinityConfig
 from trinity.coordinator.coordinator import Coordinator
 from trinity.pipeline.rollouts import config_key
 from trinity.pipeline.suites import suite_settings
 
 
-def stage_coordinator(cfg: Config) -> Coordinator:
+def stage_coordinator(cfg: TrinityConfig) -> Coordinator:
     """The coordinator of `cfg` with the cache_states stage's first-turn features preloaded into its feature
     cache. They are computed at the configured token position without SVF: a variant that reads another
     position (last-token ablation) or adapts the backbone (SVF) skips them and computes its own."""
     from trinity.pipeline.coordinator_setup import build_coordinator
     from trinity.pipeline.state_files import preload_state_cache
 
-    cfg = typed(cfg)
     coordinator = build_coordinator(cfg)
     if coordinator.svf is not None:
         return coordinator
@@ -37,7 +35,7 @@ def stage_coordinator(cfg: Config) -> Coordinator:
     return coordinator
 
 
-def run_key(cfg: Config, *, with_coordinator: bool = True) -> str:
+def run_key(cfg: TrinityConfig, *, with_coordinator: bool = True) -> str:
     """The name of a runtime's run: its shared limits on Dask, and the worker runtimes built for it."""
     return config_key(cfg) + str(with_coordinator)
 

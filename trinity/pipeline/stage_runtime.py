@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from trinity.assembly.runtime import StageRuntime
-from trinity.config import Config, to_yaml, typed
+from trinity.config import to_yaml
+from trinity.config_schema import TrinityConfig
 from trinity.files import atomic_write_bytes
 from trinity.pipeline.runtime_builder import RuntimeDescription, build_stage_runtime, run_key
 from trinity.tasks.types import TaskItem
@@ -24,10 +25,9 @@ __all__ = ["RuntimeDescription", "TaskRuntime", "open_stage_runtime"]
 
 
 @contextlib.contextmanager
-def open_stage_runtime(cfg: Config, *, with_coordinator: bool = True) -> Iterator[StageRuntime]:
+def open_stage_runtime(cfg: TrinityConfig, *, with_coordinator: bool = True) -> Iterator[StageRuntime]:
     """The stage's runtime for the block (module doc), closed at its end. On a Dask run (the stage's process
     holds a default Dask client) the workers are told how to build theirs (trinity.pipeline.dask_workers)."""
-    cfg = typed(cfg)
     runtime = build_stage_runtime(cfg, run_key(cfg, with_coordinator=with_coordinator),
                                   with_coordinator=with_coordinator)
     try:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trinity.config import Config, mapping_yaml
+from trinity.config import mapping_yaml
 from trinity.config_schema import TrinityConfig
 from trinity.pipeline import evolve_stage
 from trinity.pipeline.population import Submit
@@ -37,7 +37,7 @@ class TrainedVariant:
     wall_s: float
 
 
-def train_variants(cfg: Config, chosen: Chosen, dest: Path, *, stage: str, label: str, timings: str,
+def train_variants(cfg: TrinityConfig, chosen: Chosen, dest: Path, *, stage: str, label: str, timings: str,
                    submit: Submit, progress: Callable[[dict], None] | None,
                    evolve: Callable[..., dict] | None, log: logging.Logger,
                    describe: Describe | None = None) -> Iterator[TrainedVariant]:

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import cast
 
-from trinity.config import Config, typed
+from trinity.config_schema import TrinityConfig
 from trinity.contracts import ROLES, Router
 
 
@@ -49,15 +49,15 @@ class Route:
         return cls({agent: 1.0}, roles, max_turns)
 
 
-def x0_route(cfg: Config, agents: list[str], mode: str = "sample", max_turns: int | None = None) -> Route:
+def x0_route(cfg: TrinityConfig, agents: list[str], mode: str = "sample", max_turns: int | None = None) -> Route:
     k = int(max_turns or cfg.protocol.max_turns)
     if mode == "argmax":   # all logits 0: argmax is the first model and the first role (Worker)
         return Route.fixed(agents[0], [{"worker": 1.0}], k)
-    roles = [str(r) for r in (typed(cfg).coordinator.roles or ROLES)]
+    roles = [str(r) for r in (cfg.coordinator.roles or ROLES)]
     return Route.uniform(agents, roles, k)
 
 
-def method_route(name: str, cfg: Config, agents: list[str], max_turns: int | None) -> tuple[Route, str | None]:
+def method_route(name: str, cfg: TrinityConfig, agents: list[str], max_turns: int | None) -> tuple[Route, str | None]:
     """The route of an expanded eval method name (trinity.eval.methods), and a note when it is only estimated."""
     kind, _, arg = name.partition(":")
     k = int(max_turns or cfg.protocol.max_turns)
@@ -81,7 +81,7 @@ class Job:
     episodes: float
     route: Route
     suite: SuiteInfo
-    cfg: Config           # the config the episodes run under (a variant's for ablations)
+    cfg: TrinityConfig           # the config the episodes run under (a variant's for ablations)
 
 
 @dataclass
@@ -103,13 +103,13 @@ class WorkloadContext:
     notes: set[str] = field(default_factory=set)
 
 
-def validations(cfg: Config) -> int:
+def validations(cfg: TrinityConfig) -> int:
     """Validations of the mean after generations (x0's not counted): every `every` and after the last."""
-    g, every = int(cfg.evolve.generations), typed(cfg).evolve.validation.every
+    g, every = int(cfg.evolve.generations), cfg.evolve.validation.every
     return sum(1 for i in range(g) if i == g - 1 or (every and (i + 1) % int(every) == 0))
 
 
-def evolution_parts(cfg: Config, ctx: WorkloadContext, popsize: int, stage: str = "evolve",
+def evolution_parts(cfg: TrinityConfig, ctx: WorkloadContext, popsize: int, stage: str = "evolve",
                     prefix: str = "") -> list[Part]:
     """One evolution run of `cfg`: popsize candidates x a generation's items (balanced over the training suites,
     as trinity.pipeline.items.generation_items draws them) x repeats per generation; x0 validated before
@@ -120,7 +120,7 @@ def evolution_parts(cfg: Config, ctx: WorkloadContext, popsize: int, stage: str 
     train = list(cfg.tasks.train)
     per_gen = balanced_counts(int(cfg.evolve.episodes_per_candidate), {s: infos[s].counts["train"] for s in train})
     val = balanced_counts(int(cfg.evolve.validation.n_items), {s: infos[s].counts["validation"] for s in train})
-    gens, reps, n_val = int(cfg.evolve.generations), typed(cfg).evolve.repeats, validations(cfg)
+    gens, reps, n_val = int(cfg.evolve.generations), cfg.evolve.repeats, validations(cfg)
     sample, argmax = x0_route(cfg, agents), x0_route(cfg, agents, "argmax")
     times = popsize * gens * reps
     return [
@@ -133,23 +133,23 @@ def evolution_parts(cfg: Config, ctx: WorkloadContext, popsize: int, stage: str 
     ]
 
 
-def variant_run(stage: str, name: str, variant: Config, ctx: WorkloadContext, popsize: int) -> Part:
+def variant_run(stage: str, name: str, variant: TrinityConfig, ctx: WorkloadContext, popsize: int) -> Part:
     """A variant's whole evolution as one part (ablate and frontier train their variants this way)."""
     runs = evolution_parts(variant, ctx, popsize, stage=stage, prefix=f"{name}: ")
     return Part(stage, name, f"{runs[0].detail} + {validations(variant) + 1} validations x 2 modes",
                 [j for p in runs for j in p.jobs])
 
 
-def test_item_counts(cfg: Config, ctx: WorkloadContext) -> dict[str, int]:
+def test_item_counts(cfg: TrinityConfig, ctx: WorkloadContext) -> dict[str, int]:
     """Test items per evaluated suite (trinity.pipeline.items.eval_suites), at most `eval.items_per_suite`."""
     from trinity.pipeline.items import eval_suites
 
-    n = typed(cfg).eval.items_per_suite
+    n = cfg.eval.items_per_suite
     return {s: ctx.suites[s].counts["test"] if n is None else min(int(n), ctx.suites[s].counts["test"])
             for s in eval_suites(cfg)}
 
 
-def eval_item_counts(cfg: Config, ctx: WorkloadContext) -> dict[str, int]:
+def eval_item_counts(cfg: TrinityConfig, ctx: WorkloadContext) -> dict[str, int]:
     """Items per suite an evaluated method runs: the validation items evolution used (when `eval.sets` has
     them) + the test items (when it has those)."""
     from trinity.pipeline.evaluate_plan import set_names
@@ -167,7 +167,7 @@ def eval_item_counts(cfg: Config, ctx: WorkloadContext) -> dict[str, int]:
     return out
 
 
-def expand_methods(cfg: Config, agents: list[str], variants: Mapping[str, Config]):
+def expand_methods(cfg: TrinityConfig, agents: list[str], variants: Mapping[str, TrinityConfig]):
     """eval.methods expanded by the real registry, with a trained coordinator and the enabled ablation
     `variants` assumed to exist. Returns (methods, skipped)."""
     from trinity.eval import methods as registry
@@ -184,18 +184,18 @@ def expand_methods(cfg: Config, agents: list[str], variants: Mapping[str, Config
 
     # names only: no router is ever built from this context
     ctx = registry.MethodContext(agents=agents, strongest=0, coordinator_router=lambda mode: cast(Router, None),
-                                 coordinator_routing=typed(cfg).coordinator.routing.value,
-                                 moa=typed(cfg).eval.moa, ablation_names=names, load_ablation=load)
+                                 coordinator_routing=cfg.coordinator.routing.value,
+                                 moa=cfg.eval.moa, ablation_names=names, load_ablation=load)
     return registry.expand_with_skips([str(n) for n in cfg.eval.methods], ctx)
 
 
 # ---------------------------------------------------------------------------------- the stages' hooks
 
-def evolve_workload(cfg: Config, ctx: WorkloadContext) -> list[Part]:
+def evolve_workload(cfg: TrinityConfig, ctx: WorkloadContext) -> list[Part]:
     return evolution_parts(cfg, ctx, ctx.popsize)
 
 
-def frontier_workload(cfg: Config, ctx: WorkloadContext) -> list[Part]:
+def frontier_workload(cfg: TrinityConfig, ctx: WorkloadContext) -> list[Part]:
     """Every cost weight but the main run's trained at the main run's popsize, then every head (the main one
     too) and the baselines on the test items (the baselines' chunks are the evaluate stage's: counted here,
     free there, not modelled)."""
@@ -206,13 +206,13 @@ def frontier_workload(cfg: Config, ctx: WorkloadContext) -> list[Part]:
         return []
     weights = frontier_stage.variants(cfg)
     parts = [variant_run("frontier", name, variant, ctx, ctx.popsize) for name, (_, variant) in weights.items()]
-    reps = typed(cfg).eval.repeats
+    reps = cfg.eval.repeats
     items = test_item_counts(cfg, ctx)
     route = x0_route(cfg, ctx.agents, frontier_stage.routing_mode(cfg))   # served heads, estimated as x0
     for head in [frontier_stage.main_head(cfg)[0], *weights]:
         parts.append(Part("frontier", f"test {head}", f"{sum(items.values()):,} items x {reps} rep",
                           [Job(k * reps, route, ctx.suites[s], cfg) for s, k in items.items() if k]))
-    mctx = registry.MethodContext(agents=ctx.agents, strongest=0, moa=typed(cfg).eval.moa)
+    mctx = registry.MethodContext(agents=ctx.agents, strongest=0, moa=cfg.eval.moa)
     for m in registry.expand_with_skips(list(frontier_stage.BASELINES), mctx)[0]:
         mroute, note = method_route(m.name, cfg, ctx.agents, m.max_turns)
         parts.append(Part("frontier", f"test {m.name}", f"{sum(items.values()):,} items x {reps} rep",
@@ -220,18 +220,18 @@ def frontier_workload(cfg: Config, ctx: WorkloadContext) -> list[Part]:
     return parts
 
 
-def ablate_workload(cfg: Config, ctx: WorkloadContext) -> list[Part]:
+def ablate_workload(cfg: TrinityConfig, ctx: WorkloadContext) -> list[Part]:
     """Every selected ablation variant's evolution (at its own popsize when it sets one, else the main run's)."""
     from trinity import config as trinity_config
 
     parts = []
     for name, variant in trinity_config.ablation_variants(cfg).items():
-        size = typed(variant).evolve.popsize or ctx.popsize
+        size = variant.evolve.popsize or ctx.popsize
         parts.append(variant_run("ablate", name, variant, ctx, size))
     return parts
 
 
-def evaluate_workload(cfg: Config, ctx: WorkloadContext) -> list[Part]:
+def evaluate_workload(cfg: TrinityConfig, ctx: WorkloadContext) -> list[Part]:
     """Every method of eval.methods as the registry expands it, on the evaluated items x eval.repeats."""
     from trinity import config as trinity_config
 
@@ -239,7 +239,7 @@ def evaluate_workload(cfg: Config, ctx: WorkloadContext) -> list[Part]:
     methods, skipped = expand_methods(cfg, ctx.agents, variants)
     for s in skipped:
         ctx.notes.add(f"evaluate: method {s.method} left out ({s.reason})")
-    items, reps = eval_item_counts(cfg, ctx), typed(cfg).eval.repeats
+    items, reps = eval_item_counts(cfg, ctx), cfg.eval.repeats
     parts = []
     for m in methods:
         kind, _, arg = m.name.partition(":")
@@ -250,6 +250,6 @@ def evaluate_workload(cfg: Config, ctx: WorkloadContext) -> list[Part]:
     return parts
 
 
-Workload = Callable[[Config, WorkloadContext], list[Part]]
+Workload = Callable[[TrinityConfig, WorkloadContext], list[Part]]
 WORKLOADS: dict[str, Workload] = {"evolve": evolve_workload, "frontier": frontier_workload,
                                   "ablate": ablate_workload, "evaluate": evaluate_workload}

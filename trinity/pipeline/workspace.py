@@ -14,7 +14,7 @@ import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from trinity.config import Config, typed, with_values
+from trinity.config import with_values
 from trinity.config_schema import TrinityConfig
 from trinity.errors import ConfigError
 
@@ -47,13 +47,13 @@ def new_run_folder(root: str | os.PathLike, label: str, *, now: dt.datetime | No
     raise ConfigError(f"could not create a new run folder under {root}")
 
 
-def output_paths(cfg: Config, stages: Iterable[str], folder: str | os.PathLike) -> dict[str, str]:
+def output_paths(cfg: TrinityConfig, stages: Iterable[str], folder: str | os.PathLike) -> dict[str, str]:
     """`paths.<key>` -> its place inside `folder`, for every key the given stages write."""
     unknown = [s for s in stages if s not in STAGE_OUTPUTS]
     if unknown:
         raise ConfigError(f"unknown stage(s) {unknown}; known: {list(STAGE_OUTPUTS)}")
     keys = sorted({k for s in stages for k in STAGE_OUTPUTS[s]})
-    paths = typed(cfg).paths
+    paths = cfg.paths
     out = {}
     for key in keys:
         value = getattr(paths, key)
@@ -66,10 +66,10 @@ def output_paths(cfg: Config, stages: Iterable[str], folder: str | os.PathLike) 
     return out
 
 
-def apply_output_paths(cfg: Config, mapping: Mapping[str, str] | None) -> TrinityConfig:
+def apply_output_paths(cfg: TrinityConfig, mapping: Mapping[str, str] | None) -> TrinityConfig:
     """The typed config with `paths.<key>` replaced by `mapping[key]` (a copy; `cfg` is left alone)."""
     if not mapping:
-        return typed(cfg)
+        return cfg
     for key in mapping:
         if key not in STAGE_OUTPUTS_KEYS:
             raise ConfigError(f"output path key {key!r} is not a stage output; known: {sorted(STAGE_OUTPUTS_KEYS)}")
@@ -79,12 +79,12 @@ def apply_output_paths(cfg: Config, mapping: Mapping[str, str] | None) -> Trinit
 STAGE_OUTPUTS_KEYS = frozenset(k for keys in STAGE_OUTPUTS.values() for k in keys)
 
 
-def earlier_outputs(cfg: Config, label: str, key: str, *, exclude: str | os.PathLike | None = None,
+def earlier_outputs(cfg: TrinityConfig, label: str, key: str, *, exclude: str | os.PathLike | None = None,
                     newest: int = 5) -> list[str]:
     """`paths.<key>` of the newest earlier `<label>` run folders under `paths.ad_hoc_runs` (newest first,
     at most `newest`, only those that hold it), then the pipeline's own `paths.<key>`: where a recurring
     run looks for what it need not compute again. `exclude`: this run's own place."""
-    paths = typed(cfg).paths
+    paths = cfg.paths
     root = Path(paths.ad_hoc_runs)
     value = getattr(paths, key)
     if value is None:
@@ -106,9 +106,9 @@ def earlier_outputs(cfg: Config, label: str, key: str, *, exclude: str | os.Path
     return found
 
 
-def timings_dir(cfg: Config, *parts: str) -> Path:
+def timings_dir(cfg: TrinityConfig, *parts: str) -> Path:
     """Where a stage's run facts go (paths.timings: wall times, pool work, cache hits; outside DVC's outputs)."""
-    root = typed(cfg).paths.timings
+    root = cfg.paths.timings
     path = Path(str(root)).joinpath(*parts)
     path.mkdir(parents=True, exist_ok=True)
     return path

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from trinity.config_schema import TrinityConfig, typed
+from trinity.config_schema import TrinityConfig
 from trinity.contracts import ROLES
 from trinity.pipeline.workload import Part, Route
 from trinity.plan.assumptions import Assumptions
@@ -87,8 +87,7 @@ def part_usage(part: Part, a: Assumptions, fraction: float, notes: set[str]) -> 
     for job in part.jobs:
         key = (id(job.cfg), job.suite.name)
         if key not in tokens:
-            job_cfg = typed(job.cfg)
-            tokens[key] = suite_tokens(job_cfg, job.suite, list(job_cfg.pool.models), notes)
+            tokens[key] = suite_tokens(job.cfg, job.suite, list(job.cfg.pool.models), notes)
         total.add(episode_usage(job.route, tokens[key], a, fraction), job.episodes)
     return total
 
