@@ -11,9 +11,9 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 
-def wait_for(predicate, timeout_s: float, what: str, procs=()):
-    """Poll `predicate` every 0.5 s until it returns something truthy (returned); fail early when one of
-    `procs` exits, and after `timeout_s` naming `what`."""
+def wait_for(predicate, timeout_s: float, what: str, procs=(), interval_s: float = 0.5):
+    """Poll `predicate` every `interval_s` until it returns something truthy (returned); fail early when one
+    of `procs` exits, and after `timeout_s` naming `what`. An exception from `predicate` counts as not yet."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         for p in procs:
@@ -25,7 +25,7 @@ def wait_for(predicate, timeout_s: float, what: str, procs=()):
             value = None
         if value:
             return value
-        time.sleep(0.5)
+        time.sleep(interval_s)
     raise AssertionError(f"timed out waiting for {what}")
 
 

@@ -4,13 +4,13 @@ without a restart; a request in flight at the swap finishes on the old version; 
 from __future__ import annotations
 
 import threading
-import time
 
 import numpy as np
 import openai
 import pytest
 from coordinator_support import tiny_backbone
 from pool_stub import StubServer
+from process_support import wait_for
 from serve_support import echo_roles, serve_cfg, tag_of
 
 from trinity.assembly.coordinator import coordinator_from_config
@@ -47,15 +47,6 @@ def ask(server, tag: str):
     return reply.model_extra["trinity"]
 
 
-def wait_for(predicate, timeout_s: float = 10.0):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.02)
-    raise AssertionError("timed out")
-
-
 def test_a_promoted_champion_is_served_without_a_restart_and_in_flight_requests_finish_on_the_old(stub, tmp_path):
     cfg = serve_cfg(stub.base_url, tmp_path / "cache", "serve.registry_poll_s=0.05")
     coord = coordinator_from_config(cfg, backbone=tiny_backbone())
@@ -69,15 +60,16 @@ def test_a_promoted_champion_is_served_without_a_restart_and_in_flight_requests_
         started = threading.Thread(target=lambda: slow.update(ask(server, "REQ-slow")))
         started.start()
         # the slow request (4 calls x 0.4 s) has reached the pool: it is in flight on v1
-        wait_for(lambda: any(r.json and tag_of(r.json) == "REQ-slow" for r in stub.requests))
+        wait_for(lambda: any(r.json and tag_of(r.json) == "REQ-slow" for r in stub.requests), 10,
+                 "the slow request to reach the pool", interval_s=0.02)
         reg.promote(v2.name, "better")
-        wait_for(lambda: ask(server, "REQ-b")["model_version"] == "v2")
+        wait_for(lambda: ask(server, "REQ-b")["model_version"] == "v2", 10, "v2 to be served", interval_s=0.02)
         assert started.is_alive(), "the slow request should still be in flight after the swap"
         started.join(30)
         assert slow["model_version"] == "v1" and slow["end_reason"] in ("turn_limit", "accept")
         assert ask(server, "REQ-c")["model_version"] == "v2"
         reg.rollback()
-        wait_for(lambda: ask(server, "REQ-d")["model_version"] == "v1")
+        wait_for(lambda: ask(server, "REQ-d")["model_version"] == "v1", 10, "v1 to be served again", interval_s=0.02)
 
 
 def test_a_champion_that_cannot_be_served_is_refused_and_the_old_one_stays(stub, tmp_path, caplog):
@@ -93,7 +85,7 @@ def test_a_champion_that_cannot_be_served_is_refused_and_the_old_one_stays(stub,
     app = build_app(cfg, registry=tmp_path / "models", backbone=tiny_backbone())
     runner = app.state.runner
     reg.promote(wrong.name, "by mistake")
-    wait_for(lambda: reg.champion_name() == "v2")
+    wait_for(lambda: reg.champion_name() == "v2", 10, "v2 to be the champion", interval_s=0.02)
     assert runner.check() is False and runner.version == "v1"
     with ServerThread(app) as server:
         assert ask(server, "REQ-a")["model_version"] == "v1"

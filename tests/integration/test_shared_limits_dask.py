@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 from pool_stub import StubServer, completion, stub_pool_mapping
+from process_support import wait_for
 
 from trinity import config
 from trinity.pipeline.stage_runtime import RuntimeDescription, TaskRuntime, open_stage_runtime
@@ -91,11 +92,8 @@ def dask_cluster(tmp_path_factory):
         # idle-timeout / death-timeout: a safety net should this test be killed before its teardown
         start("scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard", "--idle-timeout", "300",
               "--scheduler-file", str(scheduler_file))
-        deadline = time.monotonic() + 60
-        while not scheduler_file.exists() or not scheduler_file.read_text().strip():
-            assert procs[0].poll() is None, (tmp_path / "proc0.log").read_text()
-            assert time.monotonic() < deadline, "the scheduler did not start"
-            time.sleep(0.1)
+        wait_for(lambda: scheduler_file.read_text().strip(), 60,
+                 f"the scheduler's file (log: {tmp_path / 'proc0.log'})", procs[:1], interval_s=0.1)
         for _ in range(2):
             start("worker", "--scheduler-file", str(scheduler_file), "--host", "127.0.0.1", "--nworkers", "1",
                   "--nthreads", "2", "--no-dashboard", "--death-timeout", "60")

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from process_support import wait_for
 
 from trinity.pool.cache import CachedReply, ResponseCache, cache_key
 from trinity.pool.errors import CacheError
@@ -140,11 +141,12 @@ def test_cache_file_left_by_a_killed_writer_is_intact(tmp_path):
     victim = spawn_writer(path, "victim", -1, 8000)
     bystander = spawn_writer(path, "bystander", 100, 8000)
     assert victim.stdout.readline().strip() == "started"
-    watcher, deadline = ResponseCache(path), time.monotonic() + 20
-    while time.monotonic() < deadline and len(watcher) < 40:
-        time.sleep(0.02)
-    watcher.close()
-    os.kill(victim.pid, signal.SIGKILL)
+    watcher = ResponseCache(path)
+    try:
+        wait_for(lambda: len(watcher) >= 40, 20, "40 entries in the cache", interval_s=0.02)
+    finally:
+        watcher.close()
+        os.kill(victim.pid, signal.SIGKILL)   # the victim writes until killed
     finish(victim, 10)
     assert finish(bystander) == 0
     assert victim.returncode == -signal.SIGKILL

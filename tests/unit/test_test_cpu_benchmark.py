@@ -6,10 +6,10 @@ import contextlib
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 from benchmark_support import load_benchmark
+from process_support import wait_for
 
 bench = load_benchmark("test_cpu")
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
@@ -38,14 +38,16 @@ def test_descendants_finds_a_grandchild_with_its_cpu_and_command_line():
     child = subprocess.Popen([sys.executable, "-c", "import subprocess, sys; subprocess.run([sys.executable, '-c', "
                               "'import time\\nt = time.process_time()\\nwhile time.process_time() - t < 0.3: pass\\n"
                               "time.sleep(30)'])"])
+    grandchildren: dict = {}
+
+    def grandchild_has_spun():
+        nonlocal grandchildren
+        found = bench.descendants(os.getpid())
+        grandchildren = {pid: v for pid, v in found.items() if pid != child.pid and "time.sleep(30)" in v[1]}
+        return grandchildren and max(cpu for cpu, _ in grandchildren.values()) >= 0.2 and found
+
     try:
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            found = bench.descendants(os.getpid())
-            grandchildren = {pid: v for pid, v in found.items() if pid != child.pid and "time.sleep(30)" in v[1]}
-            if grandchildren and max(cpu for cpu, _ in grandchildren.values()) >= 0.2:
-                break
-            time.sleep(0.1)
+        found = wait_for(grandchild_has_spun, 20, "the grandchild to spin 0.2 CPU-s", interval_s=0.1)
         assert child.pid in found
         assert grandchildren, found
         assert max(cpu for cpu, _ in grandchildren.values()) >= 0.2   # it spun 0.3 CPU-s before sleeping
