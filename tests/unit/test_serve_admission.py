@@ -13,6 +13,7 @@ import time
 
 import httpx
 import pytest
+from process_support import wait_for
 from prometheus_client.parser import text_string_to_metric_families
 
 from trinity.serve.admission import Admission, NotAdmitted
@@ -148,22 +149,28 @@ class HeldRunner:
     def __init__(self):
         self.started: list[str] = []
         self.released: set[str] = set()
+        self.held: dict[str, list[tuple[asyncio.AbstractEventLoop, asyncio.Event]]] = {}
         self.lock = threading.Lock()
 
     def release(self, *tags: str) -> None:
         with self.lock:
             self.released.update(tags)
+            for tag in tags:
+                for loop, event in self.held.pop(tag, []):
+                    loop.call_soon_threadsafe(event.set)   # the episode waits on the server's loop
 
     async def run(self, chat, request_id, on_event=None):
         from trinity.serve.request_episode import EpisodeResult
 
         tag = chat.prompt.split()[-1]
-        self.started.append(tag)
-        while True:
-            with self.lock:
-                if tag in self.released:
-                    break
-            await asyncio.sleep(0.002)
+        released = asyncio.Event()
+        with self.lock:
+            self.started.append(tag)
+            if tag in self.released:
+                released.set()
+            else:
+                self.held.setdefault(tag, []).append((asyncio.get_running_loop(), released))
+        await released.wait()
         if on_event is not None:
             on_event({"event": "turn", "turn": {"index": 0}})
         trace = {"request_id": request_id, "end_reason": "accept", "turns_used": 1, "turns": [],
@@ -214,13 +221,6 @@ def send_raw(port: int, tag: str) -> socket.socket:
     return sock
 
 
-def _poll(predicate, what: str, timeout_s: float = 10.0):
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.01)
-
-
 def _in_thread(fn, *args, **kw) -> dict:
     box: dict = {}
     thread = threading.Thread(target=lambda: box.__setitem__("r", fn(*args, **kw)), daemon=True)
@@ -238,11 +238,11 @@ def _metrics(server) -> dict:
 def test_queued_requests_wait_their_turn_and_show_in_health_metrics_and_the_trace(held):
     server, app, runner = held
     first = _in_thread(_post, server, "REQ-1")
-    _poll(lambda: runner.started == ["REQ-1"], "the first episode")
+    wait_for(lambda: runner.started == ["REQ-1"], 10, "the first episode", interval_s=0.01)
     second, third = _in_thread(_post, server, "REQ-2"), None
-    _poll(lambda: app.state.admission.waiting == 1, "the second request to queue")
+    wait_for(lambda: app.state.admission.waiting == 1, 10, "the second request to queue", interval_s=0.01)
     third = _in_thread(_post, server, "REQ-3", stream=True)
-    _poll(lambda: app.state.admission.waiting == 2, "the third request to queue")
+    wait_for(lambda: app.state.admission.waiting == 2, 10, "the third request to queue", interval_s=0.01)
     health = httpx.get(f"http://127.0.0.1:{server.port}/health").json()
     assert health == {"status": "ok", "in_flight": 1, "max_concurrency": 1, "queued": 2, "max_queue": 2}
     m = _metrics(server)
@@ -269,11 +269,11 @@ def test_queued_requests_wait_their_turn_and_show_in_health_metrics_and_the_trac
 def test_a_client_that_disconnects_while_queued_is_never_run(held):
     server, app, runner = held
     first = _in_thread(_post, server, "REQ-run")
-    _poll(lambda: runner.started == ["REQ-run"], "the running episode")
+    wait_for(lambda: runner.started == ["REQ-run"], 10, "the running episode", interval_s=0.01)
     leaver = send_raw(server.port, "REQ-gone")
-    _poll(lambda: app.state.admission.waiting == 1, "the request to queue")
+    wait_for(lambda: app.state.admission.waiting == 1, 10, "the request to queue", interval_s=0.01)
     leaver.close()                                                  # the client goes away while it waits
-    _poll(lambda: app.state.admission.waiting == 0, "the queue to drop it")
+    wait_for(lambda: app.state.admission.waiting == 0, 10, "the queue to drop it", interval_s=0.01)
     runner.release("REQ-run")
     first["thread"].join(10)
     assert first["r"].status_code == 200 and app.state.admission.in_flight == 0
@@ -289,7 +289,7 @@ def test_stopping_the_server_answers_the_queue_503_at_once_and_finishes_a_runnin
         lines = r.iter_lines()
         assert next(lines).startswith("data: ")                    # the stream has begun
         queued = _in_thread(_post, server, "REQ-queued")
-        _poll(lambda: app.state.admission.waiting == 1, "the request to queue")
+        wait_for(lambda: app.state.admission.waiting == 1, 10, "the request to queue", interval_s=0.01)
         stopping = threading.Thread(target=server.stop, daemon=True)
         stopping.start()
         queued["thread"].join(5)
