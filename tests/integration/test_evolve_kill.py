@@ -8,13 +8,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 import pytest
 from evolve_fixture import run, toy_cfg
+from process_support import wait_for
 
 from trinity.evolve.checkpoint import load_checkpoint
 from trinity.pipeline.evolution_inputs import config_fingerprint
@@ -35,11 +35,12 @@ def _start(out_dir: Path, markers: Path) -> subprocess.Popen:
 
 
 def _kill_when(proc: subprocess.Popen, marker: Path, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not marker.exists():
-        assert proc.poll() is None, f"run ended before {marker.name}: {proc.stderr.read().decode()[-2000:]}"
-        assert time.monotonic() < deadline, f"no {marker.name} after {timeout}s"
-        time.sleep(0.005)
+    try:   # polled often: the candidate's evaluation, the window to kill in, lasts 0.05 s
+        wait_for(marker.exists, timeout, marker.name, (proc,), interval_s=0.005)
+    except AssertionError:
+        if proc.poll() is not None:
+            raise AssertionError(f"run ended before {marker.name}: {proc.stderr.read().decode()[-2000:]}") from None
+        raise
     assert proc.poll() is None
     os.kill(proc.pid, signal.SIGKILL)  # the marker is written before a candidate's evaluation: mid-generation
     proc.wait()
