@@ -10,13 +10,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import numpy as np
 import pytest
 from pool_stub import free_ports
+from process_support import wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -69,27 +69,22 @@ def test_sigterm_to_trinity_serve_stops_the_pool_servers_it_started(tmp_path, mo
                              "--port", str(ports[0]), *overrides], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline:
-            assert proc.poll() is None, proc.stdout.read()
-            try:
-                if httpx.get(f"http://127.0.0.1:{ports[0]}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(1)
-        else:
-            pytest.fail("trinity serve did not become healthy in 300 s")
+        try:
+            wait_for(lambda: httpx.get(f"http://127.0.0.1:{ports[0]}/health", timeout=2).status_code == 200, 300,
+                     "trinity serve to become healthy", (proc,), interval_s=1)
+        except AssertionError:
+            if proc.poll() is not None:
+                raise AssertionError(proc.stdout.read()) from None
+            raise
         pids = [json.loads(p.read_text())["pid"] for p in (tmp_path / "pool").glob("*.json")]
         assert proc.poll() is None
         assert len(pids) == len(cfg.pool.models) and all(_alive(pid) for pid in pids)
 
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)
-        gone = time.monotonic() + 30   # a server given SIGTERM by the pool may take a moment to exit
-        while any(_alive(pid) for pid in pids) and time.monotonic() < gone:
-            time.sleep(0.1)
-        assert not [pid for pid in pids if _alive(pid)], "pool servers left running after SIGTERM"
+        # a server given SIGTERM by the pool may take a moment to exit
+        wait_for(lambda: not any(_alive(pid) for pid in pids), 30, "the pool servers to exit after SIGTERM",
+                 interval_s=0.1)
         assert not list((tmp_path / "pool").glob("*.json")), "the pool's state files were not removed"
     finally:
         if proc.poll() is None:
