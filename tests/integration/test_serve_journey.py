@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import io
 import subprocess
-import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -35,6 +34,7 @@ from journey_support import (
 )
 from omegaconf import OmegaConf
 from pool_stub import StubServer, completion
+from process_support import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -108,14 +108,11 @@ def test_make_serve_serves_the_default_over_its_live_pool_and_answers_the_readme
                                       env=user_environment(TRINITY_CONF_DIR=str(project / "conf")),
                                       start_new_session=True)
         try:
-            deadline = time.monotonic() + 240
-            while True:
-                assert served.poll() is None, f"`{command}` stopped ({served.returncode}):\n{log.read_text()[-5000:]}"
-                with contextlib.suppress(httpx.HTTPError, ValueError, KeyError):
-                    if httpx.get(f"http://127.0.0.1:{SERVE_PORT}/health", timeout=2).json()["status"] == "ok":
-                        break
-                assert time.monotonic() < deadline, f"not serving after 240 s:\n{log.read_text()[-5000:]}"
-                time.sleep(0.5)
+            try:
+                wait_for(lambda: httpx.get(f"http://127.0.0.1:{SERVE_PORT}/health", timeout=2).json()["status"] == "ok",
+                         240, f"`{command}` to serve", (served,))
+            except AssertionError as e:
+                raise AssertionError(f"{e}:\n{log.read_text()[-5000:]}") from None
             text = log.read_text()
             assert "experiment=local_agents" in text                           # the default, as make serve runs it
             assert f"serving over its live pool, the models it was recorded from ({', '.join(agents)})" in text
