@@ -23,7 +23,6 @@ import io
 import json
 import re
 import subprocess
-import time
 from pathlib import Path
 
 import httpx
@@ -40,7 +39,7 @@ from journey_support import (
     user_environment,
 )
 from pool_stub import StubServer, completion
-from process_support import migrated_prefect_home
+from process_support import migrated_prefect_home, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -134,12 +133,8 @@ def test_the_own_pool_guide_runs_as_printed(tmp_path, tiny_backbone_overrides):
 
 def _wait_healthy(terminal: subprocess.Popen, log: Path, timeout_s: float) -> None:
     """Until the served endpoint answers /health, failing with the terminal's output as soon as the commands stop."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        if terminal.poll() is not None:
-            raise AssertionError(f"the page's commands stopped ({terminal.returncode}):\n{log.read_text()[-6000:]}")
-        with contextlib.suppress(httpx.HTTPError, ValueError, KeyError):
-            if httpx.get(f"http://127.0.0.1:{SERVE_PORT}/health", timeout=2).json()["status"] == "ok":
-                return
-        assert time.monotonic() < deadline, f"not serving after {timeout_s} s:\n{log.read_text()[-6000:]}"
-        time.sleep(0.5)
+    try:
+        wait_for(lambda: httpx.get(f"http://127.0.0.1:{SERVE_PORT}/health", timeout=2).json()["status"] == "ok",
+                 timeout_s, "the page's commands to serve", (terminal,))
+    except AssertionError as e:
+        raise AssertionError(f"{e}:\n{log.read_text()[-6000:]}") from None
