@@ -10,12 +10,12 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 from pool_stub import free_ports
+from process_support import wait_for
 from recording_support import write_prepared
 
 pytestmark = pytest.mark.slow
@@ -89,13 +89,12 @@ def test_killed_recording_resumes_and_replays_without_a_call(tmp_path):
            "PYTHONPATH": os.pathsep.join(p for p in (tests, os.environ.get("PYTHONPATH")) if p)}
     try:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-        deadline = time.monotonic() + 300
         # kill -9 once a call of the first item is journaled and before both items are written
-        while time.monotonic() < deadline and proc.poll() is None:
-            if _journal_calls(root) >= 1 and _items(root) < 2:
-                break
-            time.sleep(0.05)
-        assert proc.poll() is None, f"the recorder finished before it could be killed:\n{proc.stdout.read()}"
+        try:
+            wait_for(lambda: _journal_calls(root) >= 1 and _items(root) < 2, 300, "a journaled call", (proc,),
+                     interval_s=0.05)
+        finally:   # this failure, with the recorder's output, replaces wait_for's "process exited"
+            assert proc.poll() is None, f"the recorder finished before it could be killed:\n{proc.stdout.read()}"
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
         kept = _journal_calls(root)
