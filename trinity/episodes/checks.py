@@ -10,13 +10,12 @@ unchanged.
   runs in the code sandbox against the examples the statement itself gives (doctest lines, `f(x) == y` and
   its kin, Input/Output blocks: trinity.episodes.statement_examples); under `resolve_tests`, where the
   statement gives none, against assertions the agent writes from the statement instead (one call per task:
-  the request does not depend on the answer, so every answer of an item shares it). Only there: measured on
-  the 1,099 distinct HumanEval answers of the local-agents recording, Qwen2.5-Coder-1.5B's own asserts copy
-  the statement's examples and then add cases with wrong expected values, so with them the check accepted 44%
-  of right answers (and 1% of wrong), with the statement's examples alone 99% (and 9%). REJECT names the
-  first failing case. A value compares
-  equal to the expected one as Python's `==` says, or as a list to a tuple of the same items, or as a
-  number within a relative 1e-6.
+  the request does not depend on the answer, so every answer of an item shares it). Only there:
+  Qwen2.5-Coder-1.5B's own asserts copy the statement's examples and then add cases with wrong expected values,
+  so adding them to the examples rejects many right answers (benchmarks/verifier_checks.py,
+  docs/benchmarks/verifier_checks/results.json). REJECT names the first failing case. A value compares equal
+  to the expected one as Python's `==` says, or as a list to a tuple of the same items, or as a number within
+  a relative 1e-6.
 - Otherwise the agent solves the task anew with its own Worker setup (the very request of its first turn,
   so a response cache or a recording already holds it) and compares final answers: the letter of a
   multiple-choice task, else the final answer as the math grader reads it. REJECT names both answers.
@@ -88,6 +87,13 @@ def statement_examples(task: str) -> list[Case]:
     """The examples the statement gives (doctest lines, `f(x) == y` and its kin, Input/Output blocks:
     trinity.episodes.statement_examples)."""
     return examples(task_code(task) or "", task_function(task))
+
+
+def test_writer_messages(task: str, function: str) -> list[dict[str, str]]:
+    """The request for tests of `task`'s `function`: the statement, and the reply begun with its first assert."""
+    return [{"role": "system", "content": TEST_WRITER_SYSTEM},
+            {"role": "user", "content": TEST_WRITER_PROMPT.format(task=task)},
+            {"role": "assistant", "content": TEST_WRITER_START.format(function=function)}]
 
 
 def written_tests(reply: str, function: str) -> list[Case]:
@@ -214,10 +220,7 @@ async def _check_code(call: CheckCall, *, tests: bool) -> tuple[str, list[CallRe
     calls: list[CallResult] = []
     if tests and not cases:   # the model's own tests only where the statement gives no example (module doc)
         function = task_function(ctx.task) or ""
-        begun = TEST_WRITER_START.format(function=function)
-        reply = await call.ask(call.model, [{"role": "system", "content": TEST_WRITER_SYSTEM},
-                                            {"role": "user", "content": TEST_WRITER_PROMPT.format(task=ctx.task)},
-                                            {"role": "assistant", "content": begun}],
+        reply = await call.ask(call.model, test_writer_messages(ctx.task, function),
                                role=None, max_tokens=TESTS_MAX_TOKENS, temperature=ctx.fresh_temperature,
                                sample_index=ctx.fresh_sample)
         calls.append(reply)
