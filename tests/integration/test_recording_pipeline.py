@@ -13,7 +13,7 @@ import pytest
 from omegaconf import OmegaConf
 from recording_support import make_recording
 
-from trinity.config import to_yaml
+from trinity.config import to_yaml, typed
 from trinity.pipeline.stage_runtime import open_stage_runtime
 
 pytestmark = pytest.mark.integration   # real processes and services: make test, not test-fast
@@ -46,7 +46,7 @@ def recorded_cfg(tmp_path_factory, tiny_backbone_overrides):
 def test_states_cover_every_transcript_of_the_recording(recorded_cfg):
     from trinity.pipeline import cache_states_stage
 
-    out = cache_states_stage.run(recorded_cfg)
+    out = cache_states_stage.run(typed(recorded_cfg))
     assert out["counts"].get(cache_states_stage.RECORDED_STATES, 0) > 0
     # only what the run uses: the 7 recorded items of the 10 prepared ones (the first turns)
     assert out["counts"]["gsm8k"] == 7
@@ -65,6 +65,7 @@ def test_states_at_the_ablations_positions_serve_the_last_token_variant_without_
     cfg = recorded_cfg.copy()
     cfg.paths.states, cfg.paths.cache = str(tmp_path / "states"), str(tmp_path / "cache")
     cfg.ablations.enabled, cfg.ablations.variants = True, ["last_token", "no_roles"]
+    cfg = typed(cfg)
     assert cache_states_stage.token_positions(cfg) == [-2, -1]
     out = cache_states_stage.run(cfg)
     assert out["other_token_positions"] == [-1]
@@ -96,11 +97,11 @@ def test_max_train_items_trains_on_a_seeded_subset_of_the_training_split(recorde
     cfg.evolve.max_train_items = cap
     cfg.evolve.generations = 1
     used = []
-    cache_states_stage.run(cfg)
+    cache_states_stage.run(typed(cfg))
     for run in ("a", "b"):
         cfg.paths.runs = f"{recorded_cfg.paths.runs}-cap{cap}{run}"
         cfg.paths.cache = f"{recorded_cfg.paths.cache}-cap{cap}{run}"
-        fit = evolve_stage.run(cfg)["kept_mean_fit"]
+        fit = evolve_stage.run(typed(cfg))["kept_mean_fit"]
         assert fit["train_items"] == min(cap, 3) and fit["validation_items"] == 2
         used.append(fit["train"])
     assert used[0] == used[1]   # the same subset (and the same run) for the same seed
@@ -114,6 +115,7 @@ def test_evolve_on_the_recording_makes_no_pool_call(recorded_cfg, estimate):
     cfg.evolve.fitness.estimate = estimate
     cfg.paths.runs = f"{cfg.paths.runs}-{estimate}"
     cfg.paths.cache = f"{cfg.paths.cache}-{estimate}"
+    cfg = typed(cfg)
     cache_states_stage.run(cfg)
     out = evolve_stage.run(cfg)
     totals = out["pool_totals"]["overall"]
@@ -157,6 +159,7 @@ def test_evaluation_opens_with_the_verdict_on_the_recording(recorded_cfg):
     cfg = recorded_cfg.copy()
     cfg.evolve.fitness.estimate = "exact"
     cfg.eval.min_items = 2
+    cfg = typed(cfg)
     cache_states_stage.run(cfg)
     evolve_stage.run(cfg)
     out = evaluate_stage.run(cfg)
