@@ -25,12 +25,11 @@ accepts and says so: it has no evidence against the answer.
 
 from __future__ import annotations
 
-import ast
 import asyncio
 import re
 from collections.abc import Awaitable, Callable
 
-from trinity.episodes.statement_examples import Case, examples
+from trinity.episodes.statement_examples import Case, examples, parses
 from trinity.pool.types import CallResult
 from trinity.pool.verify_layer import CheckCall
 from trinity.sandbox import SandboxLimits, run_python
@@ -109,17 +108,9 @@ def _asserts(reply: str, function: str) -> list[Case]:
     cases = []
     for line in text.splitlines():
         line = line.strip()
-        if line.startswith("assert ") and f"{function}(" in line and _parses(line, "exec"):
+        if line.startswith("assert ") and f"{function}(" in line and parses(line, "exec"):
             cases.append(Case(line))
     return cases
-
-
-def _parses(source: str, mode: str) -> bool:
-    try:
-        ast.parse(source, mode=mode)
-        return True
-    except (SyntaxError, ValueError):
-        return False
 
 
 # ------------------------------------------------------------------------------------------ running code

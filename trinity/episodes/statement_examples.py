@@ -90,7 +90,7 @@ def _doctest_cases(code: str) -> list[Case]:
                 break
             expected.append(nxt)
             j += 1
-        if source and expected and _parses(source, "eval"):
+        if source and expected and parses(source, "eval"):
             cases.append(Case(source, " ".join(expected)))
         elif source and not expected:
             case = _split_call_line(source, None)   # `>>> f(x) == y`, its value on the same line
@@ -230,7 +230,8 @@ def _is_literal(node: ast.AST) -> bool:
     return True
 
 
-def _parses(source: str, mode: str) -> bool:
+def parses(source: str, mode: str) -> bool:
+    """Whether `source` is Python in `mode` ("eval": one expression, "exec": statements)."""
     try:
         ast.parse(source, mode=mode)
         return True
