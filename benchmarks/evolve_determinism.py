@@ -44,19 +44,9 @@ from numpy._core._multiarray_umath import __cpu_dispatch__, __cpu_features__
 stages, overrides = sys.argv[1].split(","), json.loads(sys.argv[2])
 cfg = config.load(None, overrides)
 t0 = time.perf_counter()
+from trinity.pipeline.plain_stages import run_stage
 for stage in stages:
-    if stage == "prepare":
-        from trinity.pipeline.suites import prepare_from_config
-        prepare_from_config(cfg, cfg.paths.prepared)
-    elif stage == "cache_states":
-        from trinity.pipeline import cache_states_stage
-        cache_states_stage.run(cfg)
-    elif stage == "evolve":
-        from trinity.pipeline import evolve_stage
-        evolve_stage.run(cfg)
-    elif stage == "ablate":
-        from trinity.pipeline import ablate_stage
-        ablate_stage.run(cfg)
+    run_stage(cfg, stage)
 print(json.dumps({"seconds": round(time.perf_counter() - t0, 1),
                   "numpy_targets": [k for k in __cpu_dispatch__ if __cpu_features__.get(k)]}))
 """

@@ -11,32 +11,12 @@ import sys
 
 def main(stage: str) -> int:
     from trinity import config
+    from trinity.pipeline.plain_stages import run_stage
 
-    cfg = config.load("params.yaml", [])
-    if stage == "prepare":
-        from trinity.pipeline.suites import prepare_from_config
-
-        prepare_from_config(cfg, cfg.paths.prepared)
-    elif stage == "cache_states":
-        from trinity.pipeline import cache_states_stage
-
-        cache_states_stage.run(cfg)
-    elif stage == "evolve":
-        from trinity.pipeline import evolve_stage
-
-        evolve_stage.run(cfg)
-    elif stage == "frontier":
-        from trinity.pipeline import frontier_stage
-
-        frontier_stage.run(cfg)
-    elif stage == "evaluate":
-        from pathlib import Path
-
-        from trinity.pipeline import evaluate_stage
-
-        evaluate_stage.run(cfg, frontier_path=Path(cfg.paths.frontier))
-    else:
-        raise SystemExit(f"unknown stage {stage!r}")
+    try:
+        run_stage(config.load("params.yaml", []), stage)
+    except ValueError as e:
+        raise SystemExit(str(e)) from None
     return 0
 
 
