@@ -50,3 +50,24 @@ def test_the_redo_table_sets_redos_after_a_reject_beside_first_answers():
     assert table["b"]["n_redos"] == 2 and table["b"]["redo_accuracy"] == pytest.approx(0.5)
     assert table["a"]["sees_rejected_answer"] and table["a"]["redo_accuracy"] == 0.0
     assert table["a"]["first_answer_accuracy"] == 0.0 and table["a"]["n_items"] == 2
+
+
+def test_the_embedded_default_offers_a_fresh_redo_and_its_recording_holds_it():
+    """The default pool has an agent that redoes fresh after a REJECT, and the committed recording holds those
+    redos: requests of their own (not the agent's first-turn request, which an `anew` redo would repeat), one per
+    distinct Verifier reason, so there are more of them than items."""
+    from trinity import config
+    from trinity.record.store import open_recording
+
+    cfg = config.load(None, [])
+    fresh = [name for name, m in cfg.pool.models.items() if m.setup is not None and m.setup.redo == "fresh"]
+    assert fresh, "the embedded default's pool offers no fresh redo"
+    assert cfg.pool.replay is not None
+    nodes = open_recording(str(cfg.pool.replay.recording), verify=False).nodes
+    table = {r["agent"]: r for r in redo_table(nodes, {n: "fresh" for n in fresh}).iter_rows(named=True)}
+    for name in fresh:
+        first = set(nodes.filter((pl.col("model") == name) & (pl.col("turn") == 0) & (pl.col("role") == "worker"))
+                    ["request_hash"])
+        redos = nodes.filter((pl.col("model") == name) & (pl.col("turn") > 0) & (pl.col("role") == "worker"))
+        assert table[name]["n_redos"] > table[name]["n_items"] > 0, table[name]
+        assert not first & set(redos["request_hash"]), "a fresh redo sent the request of the agent's first turn"
