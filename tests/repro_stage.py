@@ -11,12 +11,11 @@ import sys
 
 def main(stage: str) -> int:
     from trinity import config
-    from trinity.pipeline.plain_stages import run_stage
+    from trinity.pipeline.plain_stages import STAGES, run_stage
 
-    try:
-        run_stage(config.load("params.yaml", []), stage)
-    except ValueError as e:
-        raise SystemExit(str(e)) from None
+    if stage not in STAGES:   # refused by name; an error inside a stage keeps its traceback
+        raise SystemExit(f"unknown stage {stage!r}: the stages are {', '.join(STAGES)}")
+    run_stage(config.load("params.yaml", []), stage)
     return 0
 
 
