@@ -98,7 +98,21 @@ def prefect_server(home, env: dict | None = None, cwd=None, log=None, timeout_s:
                  [proc])
         yield api
     finally:
+        drain_prefect_clients()
         stop(proc)
+
+
+def drain_prefect_clients(timeout_s: float = 30) -> None:
+    """Send what this process's Prefect clients still hold (the batched logs and events of flows run in it) while
+    their server is up. Left queued, they are retried against the stopped server at interpreter exit, which
+    holds a standalone pytest run open for about a minute after its last test."""
+    if "prefect" not in sys.modules:
+        return
+    from prefect.events.worker import EventsWorker
+    from prefect.logging.handlers import APILogWorker
+
+    for service in (APILogWorker, EventsWorker):
+        service.drain_all(timeout=timeout_s, at_exit=False)
 
 
 class DeployedFlows:

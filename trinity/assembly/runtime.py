@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -24,11 +24,13 @@ from trinity.assembly.loop_thread import LoopThread
 from trinity.assembly.pool_client import pool_client, run_budget
 from trinity.config_schema import TrinityConfig
 from trinity.contracts import Router
-from trinity.coordinator.coordinator import Coordinator
 from trinity.episodes.runner import EpisodeSpec, run_episodes
 from trinity.episodes.trace import Trace
 from trinity.tasks.base import SuiteSettings
 from trinity.tasks.types import TaskItem
+
+if TYPE_CHECKING:   # the coordinator's module loads torch and transformers: only a stage that routes needs them
+    from trinity.coordinator.coordinator import Coordinator
 
 
 class StageRuntime:

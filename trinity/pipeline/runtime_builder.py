@@ -9,12 +9,15 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from trinity.assembly.runtime import StageRuntime, open_runtime
 from trinity.config_schema import TrinityConfig
-from trinity.coordinator.coordinator import Coordinator
 from trinity.pipeline.rollouts import config_key
 from trinity.pipeline.suites import suite_settings
+
+if TYPE_CHECKING:   # loads torch and transformers: imported where a coordinator is built
+    from trinity.coordinator.coordinator import Coordinator
 
 
 def stage_coordinator(cfg: TrinityConfig) -> Coordinator:
