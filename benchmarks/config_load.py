@@ -1,8 +1,10 @@
 """What reading a config costs: the typed schema object built by walking the schema's type hints
 (`trinity.config_schema.conform`, what every entry point runs) against OmegaConf's structured merge (the
 schema merged with the config, then built as objects: how it was built before), measured alternately on the
-same composed configs in one run; and a whole `compose` + `validate` per experiment in a fresh process,
-as every DVC stage, CLI command and test subprocess pays it.
+same composed configs in one run; the validation of the ablation variants (each typed from one resolved copy
+of the config, `trinity.config.resolved_variants`, against a copy of the whole OmegaConf tree per variant,
+`ablation_variants`, as validation did before), alternating in one run; and a whole `compose` + `validate` per
+experiment in a fresh process, as every DVC stage, CLI command and test subprocess pays it.
 
     python benchmarks/config_load.py [--rounds 3] [--experiments local_small,local_agents,routing_benchmark,paper]
 """
@@ -10,6 +12,7 @@ as every DVC stage, CLI command and test subprocess pays it.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import statistics
 import subprocess
 import sys
@@ -60,6 +63,26 @@ def main() -> None:
     print(f"  schema walk (conform)      {w * 1000:8.1f} ms")
     print(f"  OmegaConf structured merge {m * 1000:8.1f} ms")
     print(f"  ratio                      {m / w:8.1f}x")
+    resolved: list[float] = []
+    copied: list[float] = []
+    documents = {e: config.compose([f"experiment={e}", "ablations.enabled=true"], validate_cfg=False)
+                 for e in experiments}
+    for _ in range(args.rounds):
+        for e, document in documents.items():
+            t = time.perf_counter()
+            fast = {n: conform(v) for n, v in config.resolved_variants(document).items() if v is not None}
+            resolved.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            slow = {n: conform(v) for n, v in config.ablation_variants(document).items()}
+            copied.append(time.perf_counter() - t)
+            if any(dataclasses.replace(fast[n], composed=None) != dataclasses.replace(slow[n], composed=None)
+                   for n in fast):
+                raise SystemExit(f"experiment={e}: the resolved variants and the copied ones disagree")
+    r, c = statistics.median(resolved), statistics.median(copied)
+    print(f"the ablation variants of one config, typed (what validation checks), median of {len(resolved)}:")
+    print(f"  from one resolved copy     {r * 1000:8.1f} ms")
+    print(f"  a tree copy per variant    {c * 1000:8.1f} ms")
+    print(f"  ratio                      {c / r:8.1f}x")
     print("compose + validate in a fresh Python process (imports included), seconds:")
     for e in experiments:
         times = []

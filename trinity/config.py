@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, cast, overload
@@ -284,6 +285,17 @@ def ablation_variants(cfg: TrinityConfig | DictConfig) -> dict[str, Any]:
     configs when `cfg` is typed."""
     if isinstance(cfg, TrinityConfig):
         return {name: conform(variant) for name, variant in ablation_variants(_document(cfg)).items()}
+    out: dict[str, DictConfig] = {}
+    for name, overrides in _variant_overrides(cfg).items():
+        variant = apply_overrides(cfg, overrides, where=f"ablations.definitions.{name}")
+        del variant["ablations"]
+        out[name] = variant
+    return out
+
+
+def _variant_overrides(cfg: DictConfig) -> dict[str, DictConfig | None]:
+    """The selected ablation variants' names (in `ablations.variants` order) and dotted overrides; {} when
+    ablations are off. ConfigError for an unknown, repeated or malformed variant."""
     ab = _get(cfg, "ablations")
     if ab is None or not ab.get("enabled", False):
         return {}
@@ -292,7 +304,7 @@ def ablation_variants(cfg: TrinityConfig | DictConfig) -> dict[str, Any]:
         raise ConfigError("config key 'ablations.definitions' must map variant names to dotted overrides")
     names = ab.get("variants")
     names = list(definitions) if names is None else [str(n) for n in names]
-    out: dict[str, DictConfig] = {}
+    out: dict[str, DictConfig | None] = {}
     for name in names:
         if name not in definitions:
             raise ConfigError(f"config key 'ablations.variants': unknown variant {name!r}; "
@@ -302,14 +314,75 @@ def ablation_variants(cfg: TrinityConfig | DictConfig) -> dict[str, Any]:
         overrides = definitions[name]
         if overrides is not None and not isinstance(overrides, DictConfig):
             raise ConfigError(f"config key 'ablations.definitions.{name}' must map dotted keys to values")
-        variant = apply_overrides(cfg, overrides, where=f"ablations.definitions.{name}")
+        out[name] = overrides
+    return out
+
+
+_INTERPOLATION = re.compile(r"\$\{([^}]*)\}")
+
+
+def _interpolated_keys(node: Any, found: set[str]) -> bool:
+    """Add to `found` every key the interpolations in the unresolved plain mapping `node` read; False when one
+    cannot be read that way (a resolver such as ${oc.env:...}, or a key relative to its node)."""
+    if isinstance(node, dict):
+        return all(_interpolated_keys(v, found) for v in node.values())
+    if isinstance(node, list):
+        return all(_interpolated_keys(v, found) for v in node)
+    if isinstance(node, str) and "${" in node:
+        for key in _INTERPOLATION.findall(node):
+            if not key or ":" in key or key.startswith(".") or "$" in key:
+                return False
+            found.add(key)
+    return True
+
+
+def _touches(key: str, read: set[str]) -> bool:
+    """Whether overriding `key` changes an interpolation that reads one of `read` (the key, a key under it or
+    the section holding it)."""
+    return any(r == key or r.startswith(key + ".") or key.startswith(r + ".") for r in read)
+
+
+def resolved_variants(cfg: DictConfig) -> dict[str, dict[str, Any] | None]:
+    """The selected variants as plain, resolved mappings made by setting the overrides in one resolved copy of
+    the composed config: what `ablation_variants` gives, resolved, without re-copying and re-resolving the whole
+    OmegaConf tree per variant (most of a config's load time). None for a variant this cannot stand for: one
+    whose overrides are read by an interpolation elsewhere (resolved before the override would be applied), or
+    hold interpolations themselves; `ablation_variants` makes that one. Errors as `apply_overrides` words them."""
+    chosen = _variant_overrides(cfg)
+    if not chosen:
+        return {}
+    read: set[str] = set()
+    readable = _interpolated_keys(OmegaConf.to_container(cfg, resolve=False), read)
+    base = cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True))   # a DictConfig gives a dict
+    readable = readable and "${" not in repr(base)   # an escaped, literal ${...}: typed through OmegaConf again
+    out: dict[str, dict[str, Any] | None] = {}
+    for name, overrides in chosen.items():
+        where = f"ablations.definitions.{name}"
+        plain = OmegaConf.to_container(overrides, resolve=False) if overrides is not None else {}
+        assert isinstance(plain, dict)
+        if not readable or any(_touches(str(k), read) or "${" in repr(v) for k, v in plain.items()):
+            out[name] = None
+            continue
+        variant: dict[str, Any] = copy.deepcopy(base)
+        for key, value in plain.items():
+            key = str(key)
+            parent, _, leaf = key.rpartition(".")
+            node: Any = variant
+            for part in parent.split(".") if parent else ():
+                node = node.get(part) if isinstance(node, dict) else None
+            if not isinstance(node, dict) or leaf not in node:
+                raise ConfigError(f"config key '{where}.{key}': no key '{key}' in the composed config to override")
+            node[leaf] = copy.deepcopy(value)
         del variant["ablations"]
         out[name] = variant
     return out
 
 
 def _validate_ablations(cfg: DictConfig, known: list[str] | None = None) -> None:
-    for name, variant in ablation_variants(cfg).items():
+    fast = resolved_variants(cfg)
+    slow = ablation_variants(cfg) if any(v is None for v in fast.values()) else {}
+    for name in fast:
+        variant = fast[name] if fast[name] is not None else slow[name]
         try:
             check_registry_names(conform(variant), known)   # a variant has no ablations of its own
         except ConfigError as e:

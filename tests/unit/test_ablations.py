@@ -62,3 +62,40 @@ def test_the_budget_counts_the_validation_items_there_are(tmp_path):
     assert capped["validation_episodes"] == 3 * 2 * 3
     fewer = ablate_stage.budget(config.typed(config.compose(base + ["evolve.validation.n_items=2"])), popsize=5)
     assert fewer["validation_items"] == 2 and fewer["validation_episodes"] == 3 * 2 * 2
+
+
+def _typed_without_document(variant):
+    import dataclasses
+
+    from trinity.config_schema import conform
+
+    return dataclasses.replace(conform(variant), composed=None)
+
+
+@pytest.mark.parametrize("experiment", ["local_agents", "paper", "routing_benchmark", "local_live"])
+def test_the_resolved_variants_are_the_ablation_variants(experiment):
+    """Validation types each variant from one resolved copy of the config (resolved_variants); what it checks must
+    be the variant `ablation_variants` makes by copying the OmegaConf tree, field for field."""
+    cfg = config.compose([f"experiment={experiment}", "ablations.enabled=true"], validate_cfg=False)
+    fast, slow = config.resolved_variants(cfg), config.ablation_variants(cfg)
+    assert list(fast) == list(slow) and fast
+    for name in fast:
+        assert fast[name] is not None, name
+        assert _typed_without_document(fast[name]) == _typed_without_document(slow[name]), name
+
+
+def test_a_variant_whose_override_an_interpolation_reads_is_made_the_slow_way():
+    """pool.state_dir reads ${paths.cache}: a variant that overrides paths.cache changes it, which a copy resolved
+    before the override cannot show, so that variant is left to ablation_variants (and still validated)."""
+    cfg = _with_definition(config.compose(["experiment=local_live", "ablations.enabled=true"], validate_cfg=False),
+                           "moved", {"paths.cache": "/elsewhere", "evolve.sigma0": 0.05})
+    assert "${paths.cache}" in OmegaConf.to_yaml(cfg.pool)
+    assert config.resolved_variants(cfg) == {"moved": None}
+    (variant,) = config.ablation_variants(cfg).values()
+    assert _typed_without_document(variant).pool.state_dir.startswith("/elsewhere")
+    config.validate(cfg)
+    with pytest.raises(ConfigError, match=r"ablation variant 'moved'.*evolve\.sigma0"):
+        config.validate(_with_definition(cfg, "moved", {"paths.cache": "/elsewhere", "evolve.sigma0": -1.0}))
+    # the same bad value where no interpolation reads it: refused by the resolved copy, in the same words
+    with pytest.raises(ConfigError, match=r"ablation variant 'plain'.*evolve\.sigma0"):
+        config.validate(_with_definition(cfg, "plain", {"evolve.sigma0": -1.0}))
