@@ -82,3 +82,22 @@ def test_an_unknown_suite_points_at_the_entry_point_group(monkeypatch):
         config.compose(["experiment=local_live", "tasks.train=[nowhere]"])
     with pytest.raises(ConfigError, match=ENTRY_POINT_GROUP):
         suite_class("nowhere")
+
+
+def _dist_info(folder, project: str, suite: str) -> None:
+    """A package's installed metadata in `folder` (what pip writes), adding `suite` to the group."""
+    info = folder / f"{project}-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {project}\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(f"[{ENTRY_POINT_GROUP}]\n{suite} = {project}:Suite\n")
+
+
+def test_the_listed_plugins_follow_what_is_installed_on_sys_path(tmp_path, monkeypatch):
+    """The registry lists the group once per state of sys.path's folders: a folder put on sys.path, and a
+    package installed into one of them later (its folder changes), show up at the next config check."""
+    assert "one_suite" not in suite_names()
+    _dist_info(tmp_path, "plugin_one", "one_suite")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert "one_suite" in suite_names() and "two_suite" not in suite_names()
+    _dist_info(tmp_path, "plugin_two", "two_suite")
+    assert {"one_suite", "two_suite"} <= set(suite_names())

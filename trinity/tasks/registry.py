@@ -11,6 +11,8 @@ broken plugin fails only the runs that name it, with a PluginError that names th
 from __future__ import annotations
 
 import inspect
+import os
+import sys
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
@@ -55,10 +57,34 @@ def _where(ep: EntryPoint) -> str:
     return f"entry point '{ep.name} = {ep.value}' (group {ENTRY_POINT_GROUP}, package {package})"
 
 
+# The group's entry points as last listed, by what decides them: listing reads every installed package's
+# metadata (about 25 ms here, in every config validation), and installing or removing a package changes the
+# folder on sys.path that holds it.
+_LISTED: dict[tuple[object, ...], tuple[EntryPoint, ...]] = {}
+
+
+def _folder_stamp(path: str) -> tuple[str, int, int]:
+    """A folder's change time and link count (a package's new dist-info folder adds a link even within the
+    clock tick of the last change)."""
+    try:
+        st = os.stat(path or ".")
+    except OSError:
+        return path, -1, -1
+    return path, st.st_mtime_ns, st.st_nlink
+
+
+def _group_entry_points() -> tuple[EntryPoint, ...]:
+    key = (entry_points, tuple(_folder_stamp(p) for p in sys.path))
+    if key not in _LISTED:
+        _LISTED.clear()
+        _LISTED[key] = tuple(entry_points(group=ENTRY_POINT_GROUP))
+    return _LISTED[key]
+
+
 def plugin_entry_points() -> dict[str, EntryPoint]:
     """Suite name -> entry point, for every installed package that adds suites; nothing is imported."""
     found: dict[str, EntryPoint] = {}
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
+    for ep in _group_entry_points():
         if ep.name in SUITES:
             raise PluginError(f"{_where(ep)} names the built-in suite '{ep.name}'; give the plugin's suite "
                               "another name")
