@@ -183,8 +183,10 @@ def evaluation(problem: ToyProblem, *, evaluate_population: Any = None, evaluate
 
 def run(out_dir: Path, cfg: TrinityConfig, *, sleep: float = 0.0, marker_dir: Path | None = None,
         evaluate_population: Any = None, evaluate_mean: Any = None, train_reward: Any = None,
-        x0: np.ndarray | None = None, sigma0: float | None = None, **kw: Any):
-    """The toy problem's evolution through run_evolution_from_config; `x0`, `sigma0`: a warm start."""
+        x0: np.ndarray | None = None, sigma0: float | None = None, pictures: bool = False, **kw: Any):
+    """The toy problem's evolution through run_evolution_from_config; `x0`, `sigma0`: a warm start. `pictures`:
+    draw the run's PNGs (off: a toy run's tables are what the tests read, and drawing is most of a short run's
+    final write; the tests of the PNGs turn it on)."""
     from trinity.evolve.loop import Start
     from trinity.pipeline.evolution_inputs import run_evolution_from_config
 
@@ -192,7 +194,7 @@ def run(out_dir: Path, cfg: TrinityConfig, *, sleep: float = 0.0, marker_dir: Pa
     calls = evaluation(problem, evaluate_population=evaluate_population, evaluate_mean=evaluate_mean,
                        train_reward=train_reward)
     return run_evolution_from_config(cfg, n_params=problem.n_params, evaluation=calls, out_dir=out_dir,
-                                     start=None if x0 is None else Start(x0, sigma0), **kw)
+                                     start=None if x0 is None else Start(x0, sigma0), pictures=pictures, **kw)
 
 
 def main(argv: list[str] | None = None) -> int:

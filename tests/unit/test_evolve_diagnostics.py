@@ -248,7 +248,7 @@ def test_routing_matrix_on_hand_built_probabilities():
 
 def test_routing_table_has_x0_and_every_generation(tmp_path):
     cfg = toy_cfg(generations=3, every=2, tmp=tmp_path)
-    result = run(tmp_path / "run", cfg)
+    result = run(tmp_path / "run", cfg, pictures=True)
     routing = _read(tmp_path / "run", "routing")
     assert routing.schema == ROUTING_SCHEMA
     assert routing["generation"].unique().sort().to_list() == [-1, 0, 1, 2]  # every generation, not only validated ones

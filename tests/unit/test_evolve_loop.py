@@ -25,7 +25,8 @@ def _tables(out):
 def test_outputs_tables_metrics_plot_and_progress(tmp_path, caplog):
     reports = []
     with caplog.at_level(logging.INFO, logger="trinity.evolve"):
-        result = run(tmp_path / "run", toy_cfg(generations=4, every=2, tmp=tmp_path), progress=reports.append)
+        result = run(tmp_path / "run", toy_cfg(generations=4, every=2, tmp=tmp_path), progress=reports.append,
+                     pictures=True)
     assert result.stop_reason == "completed" and result.generations_completed == 4
     episodes, generations = _tables(tmp_path / "run")
     assert episodes.schema == EPISODES_SCHEMA and generations.schema == GENERATIONS_SCHEMA
@@ -218,3 +219,17 @@ def test_l2_weight_keeps_the_mean_near_x0_unless_reward_pays_for_moving(tmp_path
     settings = EvolveSettings(section(cfg.evolve, EvolveConfig, "evolve"), routing="sample", max_turns=3)
     assert settings.evolve.fitness.l2_weight == 50.0
     assert settings.told(0.5, np.array([0.1, -0.3])) == pytest.approx(0.5 - 50.0 * 0.05)
+
+
+def test_a_run_without_pictures_writes_every_table_and_metric_but_no_png(tmp_path):
+    """RunPaths.pictures off (a caller that reads only the tables): the same results, no PNG."""
+    drawn = run(tmp_path / "with", toy_cfg(generations=2, every=1, tmp=tmp_path / "a"), pictures=True)
+    bare = run(tmp_path / "without", toy_cfg(generations=2, every=1, tmp=tmp_path / "b"), pictures=False)
+    assert sorted(p.name for p in (tmp_path / "a" / "reports").iterdir()) == ["evolution.png", "routing.png"]
+    assert not list((tmp_path / "b").rglob("*.png"))
+    assert np.array_equal(drawn.params, bare.params) and drawn.best_generation == bare.best_generation
+    for name in ("generations", "routing", "episodes"):
+        assert pl.read_parquet(tmp_path / "with" / f"{name}.parquet").height == \
+            pl.read_parquet(tmp_path / "without" / f"{name}.parquet").height > 0
+    metrics = [json.loads((tmp_path / side / "metrics" / "evolve.json").read_text()) for side in "ab"]
+    assert metrics[0]["best_validation_reward"] == metrics[1]["best_validation_reward"]

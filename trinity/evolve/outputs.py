@@ -40,9 +40,13 @@ from trinity.evolve.tables import (
 
 @dataclass(frozen=True)
 class RunPaths:
+    """Where a run keeps its state and writes its outputs. `pictures`: draw the run's PNGs (evolution.png and
+    routing.png in reports_dir) when it stops; the stages always do (they are DVC outputs), a caller that only
+    reads the tables may leave them out (matplotlib's text layout is most of a short run's final write)."""
     out_dir: Path
     metrics_dir: Path
     reports_dir: Path
+    pictures: bool = True
 
     @property
     def checkpoint(self) -> Path:
@@ -180,9 +184,10 @@ def metrics_summary(run: RunState, episodes: pl.DataFrame, generations: pl.DataF
 def write_outputs(paths: RunPaths, run: RunState, episodes: pl.DataFrame, *, final: bool,
                   references: dict[str, float] | None = None) -> dict[str, Any]:
     """`episodes`: the committed steps' episodes (concat_episodes of the parts). `final`: the run stopped;
-    only then is the episodes table written (every generation it would re-write all rows so far) and are
-    the plots drawn. `references`: named expected rewards on the validation items (e.g. the simulated
-    pool's oracle and random routing), written to the metrics and drawn as lines on the evolution plot.
+    only then is the episodes table written (every generation it would re-write all rows so far) and are the
+    plots drawn (where `paths.pictures`). `references`: named expected rewards on the validation items (e.g.
+    the simulated pool's oracle and random routing), written to the metrics and drawn as lines on the evolution
+    plot.
     Returns the metrics written (paths.metrics)."""
     generations = generations_frame(run.generation_rows)
     routing = routing_frame(run.routing_rows)
@@ -199,7 +204,7 @@ def write_outputs(paths: RunPaths, run: RunState, episodes: pl.DataFrame, *, fin
     results, timings = split_metrics(summary)
     atomic_write_bytes(paths.metrics, (json.dumps(results, indent=2) + "\n").encode())
     atomic_write_bytes(paths.timings, (json.dumps(timings, indent=2) + "\n").encode())
-    if final:
+    if final and paths.pictures:
         from trinity.evolve.plots import plot_evolution, plot_routing
 
         plot_evolution(generations, paths.plot, title=f"{run.strategy}: fitness and validation",

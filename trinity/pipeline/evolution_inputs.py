@@ -58,12 +58,13 @@ def evolution_settings(cfg: TrinityConfig) -> EvolveSettings:
 
 def run_evolution_from_config(cfg: TrinityConfig, *, n_params: int, evaluation: Evaluation, out_dir: Path,
                               metrics_dir: Path | None = None, reports_dir: Path | None = None,
-                              **options: Any) -> EvolutionResult:
+                              pictures: bool = True, **options: Any) -> EvolutionResult:
     """trinity.evolve.loop.run_evolution with its settings, seed, run key and folders read from `cfg` (the run in
-    `out_dir`, its metrics and reports in `paths.metrics` and `paths.reports` unless given); the other keywords
-    (start, reference_lines, progress, fresh) go through as they are."""
+    `out_dir`, its metrics and reports in `paths.metrics` and `paths.reports` unless given; `pictures`: its PNGs
+    drawn, RunPaths); the other keywords (start, reference_lines, progress, fresh) go through as they are."""
     paths = cfg.paths
-    folders = RunPaths(Path(out_dir), Path(metrics_dir or paths.metrics), Path(reports_dir or paths.reports))
+    folders = RunPaths(Path(out_dir), Path(metrics_dir or paths.metrics), Path(reports_dir or paths.reports),
+                       pictures=pictures)
     return run_evolution(evolution_settings(cfg), seed=cfg.seed,
                          config_key=config_fingerprint(cfg, n_params), n_params=n_params, evaluation=evaluation,
                          paths=folders, **options)
