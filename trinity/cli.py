@@ -50,10 +50,14 @@ def _cmd_setup(args) -> int:
             assets.verify(asset, cache)
         print(f"{key}: {path} ({asset.licence})")
     if backbone.source == "asset" and not args.no_convert:
-        from trinity.coordinator.backbone import asset_folder
+        from trinity.coordinator.backbone_files import converted_dir
 
         started = time.perf_counter()
-        folder = asset_folder(str(backbone.id), cache)   # made once: later runs and tests load it directly
+        folder = converted_dir(cache, str(backbone.id))
+        if not (folder / "config.json").is_file():   # converted already: no torch or transformers to load
+            from trinity.coordinator.backbone import asset_folder
+
+            folder = asset_folder(str(backbone.id), cache)   # made once: later runs and tests load it directly
         print(f"backbone {backbone.id}: {folder} (Hugging Face folder; {time.perf_counter() - started:.1f} s)")
     return 0
 
