@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 
 import pytest
 from scripted_pool import RandomRouter, ScriptedPool, ScriptedRouter, stable_hash
@@ -72,12 +71,11 @@ def test_many_episodes_run_concurrently_in_spec_order():
     specs = [EpisodeSpec.create(0, item, ScriptedRouter([(i % 3, "worker")] * 4), candidate=c)
              for c in range(6) for i, item in enumerate(ITEMS)]
     finished = []
-    start = time.perf_counter()
     traces = run(specs, pool, max_concurrency=64, progress=lambda done, total, t: finished.append((done, total)))
-    elapsed = time.perf_counter() - start
-    sequential = sum(t.latency_s for trace in traces for t in trace.turns)
     assert pool.count == 48 * 4
-    assert elapsed < sequential / 8, (elapsed, sequential)
+    # concurrent: the 48 episodes' calls overlapped (counted in the pool, not timed: a loaded machine slows a
+    # timed check, never this count)
+    assert pool.max_in_flight >= 32, pool.max_in_flight
     assert [t.episode.key() for t in traces] == [s.episode_id.key() for s in specs]
     assert [t.seed for t in traces] == [s.seed for s in specs]
     assert finished == [(i, 48) for i in range(1, 49)]
