@@ -50,11 +50,11 @@ def _cmd_setup(args) -> int:
             assets.verify(asset, cache)
         print(f"{key}: {path} ({asset.licence})")
     if backbone.source == "asset" and not args.no_convert:
-        from trinity.coordinator.backbone_files import converted_dir
+        from trinity.coordinator.backbone_files import converted_dir, is_converted
 
         started = time.perf_counter()
         folder = converted_dir(cache, str(backbone.id))
-        if not (folder / "config.json").is_file():   # converted already: no torch or transformers to load
+        if not is_converted(folder):   # converted already: no torch or transformers to load
             from trinity.coordinator.backbone import asset_folder
 
             folder = asset_folder(str(backbone.id), cache)   # made once: later runs and tests load it directly

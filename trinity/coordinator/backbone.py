@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from trinity.config_schema.coordinator import Backbone as BackboneSchema
-from trinity.coordinator.backbone_files import converted_dir
+from trinity.coordinator.backbone_files import converted_dir, is_converted
 from trinity.errors import TrinityError
 
 SOURCES = ("asset", "hub", "gguf")
@@ -182,7 +182,7 @@ def converted_folder(gguf: Path, target: Path) -> Path:
     Written to a temporary sibling and renamed into place, so an interrupted conversion never leaves
     a folder that looks finished; a concurrent converter that loses the race just discards its copy.
     """
-    if (target / "config.json").is_file():
+    if is_converted(target):
         return target
     from transformers import AutoModelForCausalLM, AutoTokenizer
 

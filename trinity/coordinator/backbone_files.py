@@ -32,6 +32,11 @@ def converted_dir(model_cache: str | os.PathLike[str] | None, name: str) -> Path
     return model_cache_dir(model_cache) / "hf" / name
 
 
+def is_converted(folder: Path) -> bool:
+    """Whether a conversion into `folder` finished (its config.json is renamed into place last)."""
+    return (folder / "config.json").is_file()
+
+
 def architecture(backbone: Backbone, model_cache: str | os.PathLike[str] | None = None) -> dict[str, Any] | None:
     """The typed `coordinator.backbone`'s config.json (its text part for a multimodal model) when this machine has
     it: an asset's converted folder, a local folder, the hub cache; else KNOWN_ARCHITECTURES; else None."""
