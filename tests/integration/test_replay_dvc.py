@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 from pool_stub import StubServer, error, free_ports, stub_pool_mapping
+from stage_server import StageServer
 
 from trinity import config
 
@@ -26,6 +27,7 @@ pytestmark = pytest.mark.slow
 
 DRIVER = Path(__file__).resolve().parents[1] / "repro_stage.py"
 BIN = Path(sys.executable).parent
+STAGES = ["prepare", "cache_states", "evolve", "frontier", "evaluate"]
 
 
 def _dvc_yaml() -> str:
@@ -107,13 +109,20 @@ def test_a_fresh_clone_replays_the_pipeline_from_the_pulled_response_cache(tmp_p
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "DVC_NO_ANALYTICS": "1",
            "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
     env.pop("TRINITY_RESPONSE_CACHE", None)
+    with StageServer(env) as server:   # the stages DVC starts run in forks of one warm process
+        _replay(tmp_path, repo, clone, remote, port, env, server.env)
+        # all five stages twice, then evolve alone: each in the warm process, none importing torch anew
+        assert [argv[0] for argv in server.runs()] == [*STAGES, *STAGES, "evolve"], server.runs()
+
+
+def _replay(tmp_path, repo, clone, remote, port, env, staged):
     dvc = str(BIN / "dvc")
     _run(["git", "init", "-q"], repo, env)
     _run([dvc, "init", "-q"], repo, env)
     _run([dvc, "remote", "add", "-d", "store", str(remote)], repo, env)
 
     with StubServer(_answer, port=port) as server:
-        _run([dvc, "repro"], repo, env)
+        _run([dvc, "repro"], repo, staged)
         assert server.count > 0
     _run([sys.executable, "-m", "trinity.pool.cache", "export", ".trinity/responses.sqlite",
           "responses/responses.sqlite"], repo, env)
@@ -132,7 +141,7 @@ def test_a_fresh_clone_replays_the_pipeline_from_the_pulled_response_cache(tmp_p
     _run([dvc, "pull"], clone, env)
     _run([sys.executable, "-m", "trinity.pool.cache", "import", "responses/responses.sqlite",
           ".trinity/responses.sqlite"], clone, env)
-    replay = {**env, "TRINITY_RESPONSE_CACHE": "replay_only"}
+    replay = {**staged, "TRINITY_RESPONSE_CACHE": "replay_only"}
     with StubServer(lambda body: error(403, "this pool refuses every call"), port=port) as refusing:
         _run([dvc, "repro", "--force"], clone, replay)
         assert refusing.count == 0
