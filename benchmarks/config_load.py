@@ -3,8 +3,11 @@
 schema merged with the config, then built as objects: how it was built before), measured alternately on the
 same composed configs in one run; the validation of the ablation variants (each typed from one resolved copy
 of the config, `trinity.config.resolved_variants`, against a copy of the whole OmegaConf tree per variant,
-`ablation_variants`, as validation did before), alternating in one run; and a whole `compose` + `validate` per
-experiment in a fresh process, as every DVC stage, CLI command and test subprocess pays it.
+`ablation_variants`, as validation did before), alternating in one run; a composition with values not composed
+before in the process (what a test or a flow with new overrides pays): Hydra composing the group choices once and
+its override step setting the values (`trinity.config.compose`) against Hydra composing everything anew (how
+compose worked before), alternating; and a whole `compose` + `validate` per experiment in a fresh process, as
+every DVC stage, CLI command and test subprocess pays it.
 
     python benchmarks/config_load.py [--rounds 3] [--experiments local_small,local_agents,routing_benchmark,paper]
 """
@@ -83,6 +86,24 @@ def main() -> None:
     print(f"  from one resolved copy     {r * 1000:8.1f} ms")
     print(f"  a tree copy per variant    {c * 1000:8.1f} ms")
     print(f"  ratio                      {c / r:8.1f}x")
+    split: list[float] = []
+    whole: list[float] = []
+    for i in range(args.rounds):
+        for e in experiments:
+            values = [f"experiment={e}", f"seed={100 + i}", f"evolve.sigma0=0.0{i + 1}", "protocol.max_turns=2"]
+            t = time.perf_counter()
+            ours = config.compose(values, validate_cfg=False)
+            split.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            theirs = _hydra_whole(values)
+            whole.append(time.perf_counter() - t)
+            if OmegaConf.to_yaml(ours) != OmegaConf.to_yaml(theirs):
+                raise SystemExit(f"{values}: the split composition and Hydra's whole one disagree")
+    s_, w_ = statistics.median(split), statistics.median(whole)
+    print(f"a composition with new values on composed group choices, median of {len(split)}:")
+    print(f"  groups once + Hydra's override step {s_ * 1000:8.1f} ms")
+    print(f"  Hydra's whole composition           {w_ * 1000:8.1f} ms")
+    print(f"  ratio                               {w_ / s_:8.1f}x")
     print("compose + validate in a fresh Python process (imports included), seconds:")
     for e in experiments:
         times = []
@@ -92,6 +113,21 @@ def main() -> None:
             times.append(float(out.stdout.strip().splitlines()[-1]))
         print(f"  experiment={e:<20} median {statistics.median(times):.2f}  "
               f"(min {min(times):.2f}, max {max(times):.2f})")
+
+
+def _hydra_whole(overrides: list[str]):
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from trinity import config
+
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(config.conf_dir()), version_base="1.3"):
+            return config.pool_from_recording(hydra_compose(config_name="config", overrides=overrides))
+    finally:
+        GlobalHydra.instance().clear()
 
 
 if __name__ == "__main__":
