@@ -95,7 +95,7 @@ def main() -> None:
             ours = config.compose(values, validate_cfg=False)
             split.append(time.perf_counter() - t)
             t = time.perf_counter()
-            theirs = _hydra_whole(values)
+            theirs = config.pool_from_recording(config.hydra_composition(values))
             whole.append(time.perf_counter() - t)
             if OmegaConf.to_yaml(ours) != OmegaConf.to_yaml(theirs):
                 raise SystemExit(f"{values}: the split composition and Hydra's whole one disagree")
@@ -113,21 +113,6 @@ def main() -> None:
             times.append(float(out.stdout.strip().splitlines()[-1]))
         print(f"  experiment={e:<20} median {statistics.median(times):.2f}  "
               f"(min {min(times):.2f}, max {max(times):.2f})")
-
-
-def _hydra_whole(overrides: list[str]):
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-
-    from trinity import config
-
-    GlobalHydra.instance().clear()
-    try:
-        with initialize_config_dir(config_dir=str(config.conf_dir()), version_base="1.3"):
-            return config.pool_from_recording(hydra_compose(config_name="config", overrides=overrides))
-    finally:
-        GlobalHydra.instance().clear()
 
 
 if __name__ == "__main__":

@@ -101,20 +101,26 @@ def _composed(folder: Path, groups: tuple[str, ...]) -> DictConfig:
     process for each state of the folder's files."""
     key = (str(folder), groups, _conf_stamp(folder))
     if key not in _COMPOSED:
-        from hydra import compose as hydra_compose
-        from hydra import initialize_config_dir
-        from hydra.core.global_hydra import GlobalHydra
-
-        GlobalHydra.instance().clear()
-        try:
-            with initialize_config_dir(config_dir=str(folder), version_base="1.3"):
-                cfg = hydra_compose(config_name="config", overrides=list(groups))
-        finally:
-            GlobalHydra.instance().clear()
+        cfg = hydra_composition(groups, folder)
         if len(_COMPOSED) >= _COMPOSED_MAX:
             _COMPOSED.pop(next(iter(_COMPOSED)))
         _COMPOSED[key] = cfg
     return copy.deepcopy(_COMPOSED[key])
+
+
+def hydra_composition(overrides: Iterable[str], folder: Path | None = None) -> DictConfig:
+    """Hydra's own composition of `folder`/config.yaml (default: conf_dir()) with all of `overrides` at once, uncached;
+    Hydra's exceptions pass through. compose() gives the same document (tests/unit/test_config_compose.py)."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(folder or conf_dir()), version_base="1.3"):
+            return hydra_compose(config_name="config", overrides=list(overrides))
+    finally:
+        GlobalHydra.instance().clear()
 
 
 def pool_from_recording(cfg: DictConfig) -> DictConfig:

@@ -5,9 +5,6 @@ override; errors stay errors; and a value never leaks into the next composition 
 from __future__ import annotations
 
 import pytest
-from hydra import compose as hydra_compose
-from hydra import initialize_config_dir
-from hydra.core.global_hydra import GlobalHydra
 from omegaconf import OmegaConf
 
 from trinity import config
@@ -16,12 +13,7 @@ from trinity.errors import ConfigError
 
 def _hydra(overrides: list[str]):
     """Hydra's composition of all the overrides at once: what compose() gave before it split them."""
-    GlobalHydra.instance().clear()
-    try:
-        with initialize_config_dir(config_dir=str(config.conf_dir()), version_base="1.3"):
-            return config.pool_from_recording(hydra_compose(config_name="config", overrides=overrides))
-    finally:
-        GlobalHydra.instance().clear()
+    return config.pool_from_recording(config.hydra_composition(overrides))
 
 
 CASES = [
