@@ -26,9 +26,11 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import yaml
 
+from trinity import port_owner
 from trinity.config_schema import TrinityConfig
 from trinity.errors import ConfigError, TrinityError
 
@@ -124,33 +126,24 @@ def pipeline_server(env: dict[str, str], *, keep: bool = False, port: int = 4200
     if env.get("PREFECT_API_URL"):
         yield env["PREFECT_API_URL"]
         return
-    import httpx
-
     home = Path(env.get("PREFECT_HOME") or Path.home() / ".prefect")
     home.mkdir(parents=True, exist_ok=True)
-    port = _free_port(port)
-    api = f"http://127.0.0.1:{port}/api"
     timeout = float(startup_timeout_s or env.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS") or 120)
-    prefect = Path(sys.executable).parent / "prefect"
     log = open(home / "server.log", "ab")  # noqa: SIM115 (the server's output, closed when it stops)
-    proc = subprocess.Popen([str(prefect) if prefect.exists() else "prefect", "server", "start", "--host", "127.0.0.1",
-                             "--port", str(port)], env={**env, "PREFECT_UI_API_URL": api}, stdout=log,
-                            stderr=subprocess.STDOUT, start_new_session=True)
+    proc: subprocess.Popen | None = None
     try:
-        deadline = time.monotonic() + timeout
-        while True:
-            if proc.poll() is not None:
-                raise TrinityError(f"the Prefect server exited (code {proc.returncode}) before it was healthy; "
-                                   f"see {home / 'server.log'}")
-            try:
-                if httpx.get(f"{api}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise TrinityError(f"the Prefect server on port {port} was not healthy within {timeout:g} s; see "
-                                   f"{home / 'server.log'}")
-            time.sleep(0.5)
+        for attempt in range(_PORT_ATTEMPTS):
+            port = _free_port(port if attempt == 0 else 0)
+            api = f"http://127.0.0.1:{port}/api"
+            proc = _start_server(env, port, api, log)
+            if _healthy(proc, api, port, timeout, home):
+                break
+            _stop(proc)
+            proc = None
+            progress(f"port {port} was taken by another Prefect server while this run's started; trying another")
+        else:
+            raise TrinityError(f"no loopback port held for this run's Prefect server after {_PORT_ATTEMPTS} tries "
+                               f"(other servers took each one first); see {home / 'server.log'}")
         progress(f"Prefect server for this run: UI http://127.0.0.1:{port} (pid {proc.pid})")
         yield api
     except BaseException:
@@ -158,10 +151,53 @@ def pipeline_server(env: dict[str, str], *, keep: bool = False, port: int = 4200
         raise
     finally:
         log.close()
-        if keep:
-            progress(f"the Prefect server stays up: UI http://127.0.0.1:{port}; stop it with `kill {proc.pid}`")
-        else:
-            _stop(proc)
+        if proc is not None:
+            if keep:
+                progress(f"the Prefect server stays up: UI http://127.0.0.1:{port}; stop it with `kill {proc.pid}`")
+            else:
+                _stop(proc)
+
+
+_PORT_ATTEMPTS = 3
+
+
+def _start_server(env: dict[str, str], port: int, api: str, log: Any) -> subprocess.Popen:
+    prefect = Path(sys.executable).parent / "prefect"
+    return subprocess.Popen([str(prefect) if prefect.exists() else "prefect", "server", "start", "--host", "127.0.0.1",
+                             "--port", str(port)], env={**env, "PREFECT_UI_API_URL": api}, stdout=log,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def _healthy(proc: subprocess.Popen, api: str, port: int, timeout: float, home: Path) -> bool:
+    """Until the server answers /health: True when it is this server, False when another process's server
+    answers on the port (it was taken between finding it free and this server binding it)."""
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while True:
+        if proc.poll() is not None:
+            if _answers(api):
+                return False   # ours is gone and another server answers: ours could not bind the port
+            raise TrinityError(f"the Prefect server exited (code {proc.returncode}) before it was healthy; "
+                               f"see {home / 'server.log'}")
+        try:
+            if httpx.get(f"{api}/health", timeout=2).status_code == 200:
+                return port_owner.listens(proc.pid, port) is not False
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline:
+            raise TrinityError(f"the Prefect server on port {port} was not healthy within {timeout:g} s; see "
+                               f"{home / 'server.log'}")
+        time.sleep(0.5)
+
+
+def _answers(api: str) -> bool:
+    import httpx
+
+    try:
+        return httpx.get(f"{api}/health", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
 
 
 def _stop(proc: subprocess.Popen) -> None:

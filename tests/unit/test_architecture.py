@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # Bottom to top. A part is a sub-package of trinity (or a top-level module); it may import its own
 # modules and any part on a lower floor, never one on its own floor or above.
 FLOORS: list[tuple[str, tuple[str, ...]]] = [
-    ("core", ("trinity", "errors", "files", "seeding", "progress", "contracts", "stats", "sandbox")),
+    ("core", ("trinity", "errors", "files", "seeding", "progress", "contracts", "stats", "sandbox", "port_owner")),
     ("config schema", ("config_schema",)),
     ("assets", ("setup",)),
     ("parts", ("tasks", "pool", "coordinator", "models")),
