@@ -42,13 +42,37 @@ def cpu_name() -> str:
     return cpu_model() or platform.processor() or platform.machine()
 
 
-def has_amx() -> bool | None:
-    """Whether the CPU has AMX tiles (None: no /proc/cpuinfo): the backbone runs several times faster with them."""
+def cpu_flags() -> set[str] | None:
+    """The CPU's feature flags from /proc/cpuinfo (None without it)."""
     try:
         text = Path("/proc/cpuinfo").read_text()
     except OSError:
         return None
-    return " amx_tile" in text
+    return set(next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), []))
+
+
+def has_amx() -> bool | None:
+    """Whether the CPU has AMX tiles (None: no /proc/cpuinfo): the backbone runs several times faster with them."""
+    flags = cpu_flags()
+    return None if flags is None else "amx_tile" in flags
+
+
+def vector_units(flags: set[str] | None) -> str | None:
+    """The widest vector arithmetic the CPU offers the backbone, in words: one model name covers CPUs with and
+    without AVX-512 (an AMD EPYC of either kind), and the float32 GEMM rate differs by about 4x between them."""
+    if flags is None:
+        return None
+    if "amx_tile" in flags:
+        return "AMX"
+    if "avx512f" in flags:
+        return "AVX-512 and bfloat16" if "avx512_bf16" in flags else "AVX-512"
+    if "avx2" in flags:
+        return "AVX2 only"
+    return "no AVX2"
+
+
+def units(row: dict) -> str:
+    return f" ({row['vector_units']})" if row.get("vector_units") else ""
 
 
 def load(path: Path = RESULTS) -> dict:
@@ -106,7 +130,8 @@ def main() -> int:
         command, argv = COMMANDS[args.run]
         wall, code, text, folder = time_in_fresh_clone(argv, args.keep)
         row = {"command": command, "date": dt.date.today().isoformat(), "wall_s": round(wall, 1), "exit": code,
-               "cpu": cpu_name(), "amx": has_amx(), "cores": os.cpu_count(), "where": "a fresh clone, set-up included",
+               "cpu": cpu_name(), "amx": has_amx(), "vector_units": vector_units(cpu_flags()),
+               "cores": os.cpu_count(), "where": "a fresh clone, set-up included",
                "summary": summary_line(text), "note": args.note}
         row = pytest_own_time(row)
         data.setdefault("runs", []).append(row)
@@ -119,7 +144,8 @@ def main() -> int:
     for command, _ in COMMANDS.values():
         row = latest(data, command)
         print(f"{command}: " + ("not recorded" if row is None else
-                                f"{row['wall_s']:.0f} s on {row['cpu']} ({row['cores']} cores), {row['date']}"))
+                                f"{row['wall_s']:.0f} s on {row['cpu']}{units(row)} ({row['cores']} cores), "
+                                f"{row['date']}"))
     return 0
 
 

@@ -185,13 +185,33 @@ def results(src: Sources) -> str:
 
 def _latest_times(src: Sources) -> list[dict[str, Any]]:
     """The latest successful run of each command on each CPU it was timed on (runs are appended in the order they
-    ran): a user reads the time on a CPU like theirs, with AMX or without."""
-    latest: dict[tuple[str, str], dict[str, Any]] = {}
+    ran): a user reads the time on a CPU like theirs, with AMX or AVX-512 or neither (one model name, an AMD EPYC,
+    covers CPUs with and without AVX-512)."""
+    latest: dict[tuple[str, str, str], dict[str, Any]] = {}
     for r in src.json(TIMES).get("runs", []):
         if r.get("exit") == 0:
-            latest.pop((r["command"], r["cpu"]), None)   # re-inserted: the CPU timed last comes last
-            latest[(r["command"], r["cpu"])] = r
-    return [r for c in ("make run", "make test") for (command, _), r in latest.items() if command == c]
+            key = (r["command"], r["cpu"], r.get("vector_units") or "")
+            latest.pop(key, None)   # re-inserted: the CPU timed last comes last
+            latest[key] = r
+    # a CPU timed before its vector units were recorded: its later rows that record them stand for it
+    known = {(command, cpu) for command, cpu, units in latest if units}
+    return [r for c in ("make run", "make test") for (command, cpu, units), r in latest.items()
+            if command == c and (units or (command, cpu) not in known)]
+
+
+def _cpu_words(r: dict[str, Any]) -> str:
+    """`Intel Xeon with AMX`, `AMD EPYC with AVX2 only (no AVX-512, no AMX)`, ...: what the row's CPU computes with."""
+    units = r.get("vector_units")
+    if "AMX" in r["cpu"]:
+        return r["cpu"]
+    if units == "AMX":
+        return f"{r['cpu']} with AMX"
+    no_amx = {True: " with AMX", False: " without AMX"}.get(r.get("amx"), "")
+    if units == "AVX2 only":
+        return f"{r['cpu']} with AVX2 only (no AVX-512, no AMX)"
+    if units:
+        return f"{r['cpu']} with {units}{', no AMX' if r.get('amx') is False else ''}"
+    return f"{r['cpu']}{no_amx}"
 
 
 def times(src: Sources) -> str:
@@ -203,8 +223,7 @@ def times(src: Sources) -> str:
         parts = []
         for r in (r for r in rows if r["command"] == command):
             summary = f", {r['summary']}" if r.get("summary") else ""
-            amx = {True: " with AMX", False: " without AMX"}.get(r.get("amx"), "") if "AMX" not in r["cpu"] else ""
-            parts.append(f"**{duration(r['wall_s'])}** on a {r['cores']}-core {r['cpu']}{amx}, no GPU ({r['where']}"
+            parts.append(f"**{duration(r['wall_s'])}** on a {r['cores']}-core {_cpu_words(r)}, no GPU ({r['where']}"
                          f"{summary}; {r['date']})")
         lines.append(f"- `{command}`: " + "; ".join(parts))
     return "\n".join(lines) + "\n"
@@ -216,7 +235,7 @@ def command_times(src: Sources) -> str:
              "|---|---|---:|---:|---|---|---|---|"]
     for r in runs:
         lines.append(f"| {r['date']} | `{r['command']}` | {duration(r['wall_s'])} | {r['exit']} "
-                     f"| {r.get('summary') or ''} | {r['cores']}-core {r['cpu']} | {r['where']} "
+                     f"| {r.get('summary') or ''} | {r['cores']}-core {_cpu_words(r)} | {r['where']} "
                      f"| {r.get('note') or ''} |")
     return "\n".join(lines) + "\n"
 
