@@ -1,13 +1,21 @@
-"""The ablate stage's exact fitness as it was (before: the item trees walked state by state in Python,
-`trinity.record.exact.expectations_walk`) and as it is (after: the same walk vectorised over every state and
-edge, trinity.record.flat_trees), measured alternately in one run:
+"""The ablate stage's time, two changes each measured as it was (before) and as it is (after), alternately in
+one run (`--compare`):
+
+- `exact` (the default): exact fitness with the item trees walked state by state in Python
+  (`trinity.record.exact.expectations_walk`) against the same walk vectorised over every state and edge
+  (trinity.record.flat_trees);
+- `timeouts`: a program's timeout graded again at every grading (before) against remembered once the same
+  program timed out twice in the process (after: `trinity.tasks.graders.code.TIMEOUT_STRIKES`); the sampled
+  variants replay a recorded answer whose program runs until the sandbox's time limit. Only the stage figures
+  (per-call figures are exact fitness's); the sandbox runs and their timeouts are counted.
 
 - per call: one generation's expectations (29 candidates over every recorded training item) and a validation's
   (one candidate over the validation items), before against after, same inputs, same bytes checked;
 - the stage: `ablate_stage.run` over the chosen variants in fresh run folders (nothing resumed), each path in
   turn, its wall and CPU time, and the md5 of every output file: both paths must write the same bytes.
 
-    python benchmarks/ablate_speed.py [--rounds 2] [--calls 20] [--variants a,b] [--no-stage] [--out FILE]
+    python benchmarks/ablate_speed.py [--compare exact|timeouts] [--rounds 2] [--calls 20] [--variants a,b]
+                                      [--no-stage] [--out FILE]
 
 Run it in a checkout after `make run` (needs data/prepared, data/states and the recording; writes only under a
 temporary folder). Prints the figures and one JSON line; `--out` also writes them as JSON
@@ -32,6 +40,29 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 
 import trinity  # noqa: E402,F401 - first: importing trinity pins the math libraries, as in a stage
+
+SANDBOX = {"runs": 0, "timeouts": 0}
+
+
+def select_grading(before: bool, count: bool = True) -> None:
+    """Timeouts graded again every time (before) or remembered after TIMEOUT_STRIKES (after); a fresh grade
+    cache either way, as a new stage process has, and the sandbox's runs counted from zero."""
+    from trinity.tasks.graders import code
+
+    code.PROGRAM_GRADES.clear()
+    code.PROGRAM_GRADES.strikes = 10**9 if before else code.TIMEOUT_STRIKES
+    if count:
+        SANDBOX.update(runs=0, timeouts=0)
+    if not hasattr(code, "_bench_run_python"):
+        code._bench_run_python = code.run_python   # type: ignore[attr-defined]
+
+        def counted(program, **kw):
+            result = code._bench_run_python(program, **kw)   # type: ignore[attr-defined]
+            SANDBOX["runs"] += 1
+            SANDBOX["timeouts"] += int(result.timed_out)
+            return result
+
+        code.run_python = counted
 
 
 def select(before: bool) -> None:
@@ -81,11 +112,11 @@ def per_call(cfg, calls: int, rounds: int) -> dict:
 
 
 def stage_run(cfg, before: bool, variants: list[str] | None,
-              features: Path | None) -> tuple[float, float, dict[str, str]]:
+              features: Path | None, compare: str = "exact") -> tuple[float, float, dict[str, str]]:
     from trinity.config import with_values
     from trinity.pipeline import ablate_stage
 
-    select(before)
+    (select if compare == "exact" else select_grading)(before)
     folder = Path(tempfile.mkdtemp(prefix="ablate-speed-"))
     try:
         if features is not None and features.is_dir():   # the feature cache as the run left it, not shared
@@ -105,6 +136,8 @@ def stage_run(cfg, before: bool, variants: list[str] | None,
         return wall, cpu, hashes
     finally:
         select(False)
+        if compare == "timeouts":
+            select_grading(False, count=False)   # as it is, for what runs next; the counts stay for the caller
         shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -123,6 +156,7 @@ def same_as_outputs(cfg, hashes: dict[str, str]) -> bool | None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--params", default="params.yaml")
+    ap.add_argument("--compare", choices=("exact", "timeouts"), default="exact", help="which change to measure")
     ap.add_argument("--rounds", type=int, default=2, help="alternating rounds of each path")
     ap.add_argument("--calls", type=int, default=20, help="calls per timing of the per-call figures")
     ap.add_argument("--variants", default="", help="comma-separated ablation variants (default: the config's)")
@@ -134,8 +168,10 @@ def main() -> None:
     from trinity import config, cpu_model
 
     cfg = config.load(args.params)
-    result: dict = {"benchmark": "ablate_speed", "cpu": cpu_model(), "date": time.strftime("%Y-%m-%d"),
-                    "per_call": per_call(cfg, args.calls, args.rounds)}
+    result: dict = {"benchmark": "ablate_speed", "compare": args.compare, "cpu": cpu_model(),
+                    "date": time.strftime("%Y-%m-%d")}
+    if args.compare == "exact":
+        result["per_call"] = per_call(cfg, args.calls, args.rounds)
     if not args.no_stage:
         variants = [v for v in args.variants.split(",") if v] or None
         features = Path(cfg.paths.cache) / "features"
@@ -143,12 +179,16 @@ def main() -> None:
         hashes: dict[str, dict[str, str]] = {}
         for _ in range(args.rounds):
             for label in ("before", "after"):
-                wall, cpu, files = stage_run(cfg, label == "before", variants, features)
-                runs[label].append({"wall_s": round(wall, 1), "cpu_s": round(cpu, 1)})
+                wall, cpu, files = stage_run(cfg, label == "before", variants, features, args.compare)
+                runs[label].append({"wall_s": round(wall, 1), "cpu_s": round(cpu, 1),
+                                    **({f"sandbox_{k}": v for k, v in SANDBOX.items()}
+                                       if args.compare == "timeouts" else {})})
                 if hashes.setdefault(label, files) != files:
                     raise SystemExit(f"{label}: two runs of the same path wrote different bytes")
+                sandbox = (f", {SANDBOX['runs']} sandbox runs ({SANDBOX['timeouts']} timeouts)"
+                           if args.compare == "timeouts" else "")
                 print(f"stage ({', '.join(variants or cfg.ablations.variants)}), {label}: {wall:.1f} s wall, "
-                      f"{cpu:.1f} s CPU")
+                      f"{cpu:.1f} s CPU of this process{sandbox}", flush=True)
         identical = hashes["before"] == hashes["after"]
         best = {k: min(r["cpu_s"] for r in v) for k, v in runs.items()}
         wall = {k: min(r["wall_s"] for r in v) for k, v in runs.items()}
@@ -157,7 +197,8 @@ def main() -> None:
                            "wall_ratio_best": round(wall["before"] / wall["after"], 2),
                            "identical_outputs": identical, "files": len(hashes["before"]),
                            "md5": hashes["after"]}
-        result["stage"]["same_as_pipeline_outputs"] = same_as_outputs(cfg, hashes["after"])
+        result["stage"]["same_as_pipeline_outputs"] = (same_as_outputs(cfg, hashes["after"]) if not variants
+                                                       else None)   # a subset of variants: not the stage's
         print(f"stage: before/after CPU {result['stage']['cpu_ratio_best']}x, "
               f"wall {result['stage']['wall_ratio_best']}x "
               f"(best of {args.rounds}); {len(hashes['before'])} output files, "

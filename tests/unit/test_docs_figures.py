@@ -42,10 +42,10 @@ def _state_row(label: str, key: str) -> Callable[[], Any]:
     return read
 
 
-def _ablate_speed(*keys: str, pick: Callable[[list], Any] = min) -> Callable[[], Any]:
-    """A figure of docs/benchmarks/ablate_speed/results.json: the value at `keys`, a list reduced by `pick`."""
+def _ablate_speed(*keys: str, pick: Callable[[list], Any] = min, file: str = "results.json") -> Callable[[], Any]:
+    """A figure of docs/benchmarks/ablate_speed/<file>: the value at `keys`, a list reduced by `pick`."""
     def read() -> Any:
-        value = _json("docs/benchmarks/ablate_speed/results.json")
+        value = _json(f"docs/benchmarks/ablate_speed/{file}")
         for key in keys:
             value = value[key]
         return pick(value) if isinstance(value, list) else value
@@ -80,6 +80,15 @@ CLAIMS: list[tuple[str, str, Callable[[], Any]]] = [
      _ablate_speed("stage", "runs", "after", pick=lambda runs: min(r["cpu_s"] for r in runs))),
     ("docs/benchmarks/ablate_speed/README.md", r"best of 2 \| [^|]+\| [^|]+\| (\d\.\d\d)x",
      _ablate_speed("stage", "cpu_ratio_best")),
+    *[("docs/benchmarks/ablate_speed/README.md", pattern,
+       _ablate_speed("stage", "runs", label, pick=lambda runs, k=key: runs[0][k], file="timeouts.json"))
+      for label, column in (("before", ""), ("after", r"[^|]+\| "))
+      for key, pattern in (("wall_s", rf"\| wall \| {column}(\d+\.\d) s"),
+                           ("sandbox_runs", rf"\| sandbox runs \(of them timeouts\) \| {column}(\d+) "),
+                           ("sandbox_timeouts", rf"\| sandbox runs \(of them timeouts\) \| {column}\d+ \((\d+)\)"),
+                           ("cpu_s", rf"sandboxed programs not included\) \| {column}(\d+\.\d) s"))],
+    ("docs/benchmarks/ablate_speed/README.md", r"Wall ratio (\d\.\d\d)x",
+     _ablate_speed("stage", "wall_ratio_best", file="timeouts.json")),
 ]
 
 
@@ -90,6 +99,8 @@ def _as_quoted(quoted: str, actual: Any) -> Any:
     if "e" in quoted:
         digits = len(quoted.split("e")[0].split(".")[1])
         return f"{float(actual):.{digits}e}".replace("e-0", "e-")
+    if "." not in quoted:
+        return str(round(float(actual)))
     return f"{float(actual):.{len(quoted.split('.')[1])}f}"
 
 

@@ -60,13 +60,45 @@ def test_a_new_suite_object_shares_the_cache(runs):
     assert runs["calls"] == 1
 
 
-def test_timeouts_are_not_remembered(runs):
+def test_a_timeout_is_graded_again_until_it_came_twice(runs):
+    """A timeout may be load: graded again; the same program timing out a second time is remembered (a runaway
+    program would otherwise cost the time limit at every grading)."""
     suite = get_suite("humaneval")
     runs["outcome"] = dict(returncode=None, timed_out=True, completed=False)
-    for _ in range(2):
+    for _ in range(4):
         grade = asyncio.run(suite.grade_detail(_item(), _reply()))
         assert grade.score == 0.0 and grade.error == "timeout"
+        assert not grade.repeatable        # the episode's memo above keeps treating it as a timeout
+    assert runs["calls"] == code_grader.TIMEOUT_STRIKES == 2
+    # another program, or the same on another item, has its own count
+    asyncio.run(suite.grade_detail(_item(), _reply("return b + a")))
+    asyncio.run(suite.grade_detail(_item("HumanEval/add-2"), _reply()))
+    assert runs["calls"] == 4
+
+
+def test_a_timeout_then_a_pass_is_the_pass(runs):
+    suite = get_suite("humaneval")
+    runs["outcome"] = dict(returncode=None, timed_out=True, completed=False)
+    assert asyncio.run(suite.grade(_item(), _reply())) == 0.0
+    runs["outcome"] = dict(returncode=0, timed_out=False, completed=True)   # the load went away
+    assert asyncio.run(suite.grade(_item(), _reply())) == 1.0
+    assert asyncio.run(suite.grade(_item(), _reply())) == 1.0
     assert runs["calls"] == 2
+
+
+def test_refused_values_are_remembered_after_the_strikes_only(runs):
+    cache = GradeCache(maxsize=4, strikes=3)
+    seen = []
+
+    async def scenario():
+        for _ in range(5):
+            seen.append(await cache.get("k", lambda: len(seen), keep=lambda v: False))
+
+    asyncio.run(scenario())
+    assert seen == [0, 1, 2, 2, 2]       # computed three times, then the third value is remembered
+    cache.clear()
+    asyncio.run(scenario())
+    assert seen[5:] == [5, 6, 7, 7, 7]   # clear forgets the counts too
 
 
 def test_failures_are_remembered_with_their_reason(runs):

@@ -16,6 +16,8 @@ from trinity.sandbox import SandboxLimits, SandboxResult, run_python
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+\-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
 
 GRADE_CACHE_SIZE = 4096
+# Gradings of one program that ended in a timeout before the timeout is remembered (GradeCache).
+TIMEOUT_STRIKES = 2
 
 
 def extract_code(reply: str) -> str:
@@ -64,12 +66,18 @@ class GradeCache:
     """Bounded LRU of finished grades, shared by every thread and event loop of the process.
 
     A key being computed is computed once: later callers wait on the same run (a thread-safe future,
-    so callers on other loops or threads can wait too). Only values `keep` accepts are remembered; an
-    exception is passed to everyone waiting and never remembered.
+    so callers on other loops or threads can wait too). Values `keep` accepts are remembered; one it refuses
+    (a timeout: it may be load) is computed again, until the same key has given a refused value `strikes`
+    times: then the last is remembered (a program that timed out twice in this process, at two different
+    moments, is taken to time out; a runaway program answered once in a recording would otherwise cost the
+    whole time limit at every grading, in every episode that replays it). An exception is passed to everyone
+    waiting and never remembered.
     """
 
-    def __init__(self, maxsize: int = GRADE_CACHE_SIZE) -> None:
+    def __init__(self, maxsize: int = GRADE_CACHE_SIZE, strikes: int = TIMEOUT_STRIKES) -> None:
         self.maxsize = maxsize
+        self.strikes = strikes
+        self._refused: OrderedDict[Hashable, int] = OrderedDict()   # key -> refused values so far
         self._done: OrderedDict[Hashable, Any] = OrderedDict()
         self._running: dict[Hashable, Future[Any]] = {}
         self._lock = threading.Lock()
@@ -81,6 +89,7 @@ class GradeCache:
     def clear(self) -> None:
         with self._lock:
             self._done.clear()
+            self._refused.clear()
 
     async def get(self, key: Hashable, compute: Callable[[], Any], keep: Callable[[Any], bool]) -> Any:
         """The remembered value for `key`, else `compute()` run in a worker thread."""
@@ -110,7 +119,14 @@ class GradeCache:
             return
         with self._lock:
             self._running.pop(key, None)
-            if keep(value):
+            remember = keep(value)
+            if not remember:
+                self._refused[key] = refused = self._refused.pop(key, 0) + 1
+                while len(self._refused) > self.maxsize:
+                    self._refused.popitem(last=False)
+                remember = refused >= self.strikes
+            if remember:
+                self._refused.pop(key, None)
                 self._done[key] = value
                 self._done.move_to_end(key)
                 while len(self._done) > self.maxsize:
