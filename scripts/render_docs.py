@@ -33,6 +33,7 @@ EVAL, EVOLVE, ABLATIONS, PARAMS = "metrics/eval.json", "metrics/evolve.json", "m
 TIMES = "docs/benchmarks/command_times/results.json"
 FEATURE_PATHS = "docs/benchmarks/feature_paths/results.json"
 FEATURE_PATHS_BUSY = "docs/benchmarks/feature_paths/busy.json"
+FEATURE_PATHS_AVX2 = "docs/benchmarks/feature_paths/avx2.json"
 
 
 class Sources:
@@ -319,6 +320,7 @@ REGIONS: dict[str, Callable[[Sources], str]] = {
     "results": results, "times": times, "command-times": command_times, "default-run": default_run,
     "verifiers": verifiers,
     "feature-paths": feature_paths, "feature-paths-busy": lambda src: feature_paths(src, FEATURE_PATHS_BUSY),
+    "feature-paths-avx2": lambda src: feature_paths(src, FEATURE_PATHS_AVX2),
 }
 
 
