@@ -35,6 +35,15 @@ print(time.perf_counter() - t)
 """
 
 
+def report(title: str, fast: tuple[str, list[float]], slow: tuple[str, list[float]], detail: str = "") -> None:
+    """Medians of two ways timed alternately, in ms, and the slow one's ratio to the fast one."""
+    f, s = statistics.median(fast[1]), statistics.median(slow[1])
+    print(f"{title}, median of {len(fast[1])}{detail}:")
+    print(f"  {fast[0]:36} {f * 1000:8.1f} ms")
+    print(f"  {slow[0]:36} {s * 1000:8.1f} ms")
+    print(f"  {'ratio':36} {s / f:8.1f}x")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=3)
@@ -60,12 +69,9 @@ def main() -> None:
             merge.append(time.perf_counter() - t)
             if typed != reference:
                 raise SystemExit(f"experiment={e}: the schema walk and the structured merge disagree")
-    w, m = statistics.median(walk), statistics.median(merge)
-    print(f"typed config of one composed config, median of {len(walk)} ({len(experiments)} experiments x "
-          f"{args.rounds} rounds, alternating):")
-    print(f"  schema walk (conform)      {w * 1000:8.1f} ms")
-    print(f"  OmegaConf structured merge {m * 1000:8.1f} ms")
-    print(f"  ratio                      {m / w:8.1f}x")
+    report("typed config of one composed config", ("schema walk (conform)", walk),
+           ("OmegaConf structured merge", merge),
+           f" ({len(experiments)} experiments x {args.rounds} rounds, alternating)")
     resolved: list[float] = []
     copied: list[float] = []
     documents = {e: config.compose([f"experiment={e}", "ablations.enabled=true"], validate_cfg=False)
@@ -81,11 +87,8 @@ def main() -> None:
             if any(dataclasses.replace(fast[n], composed=None) != dataclasses.replace(slow[n], composed=None)
                    for n in fast):
                 raise SystemExit(f"experiment={e}: the resolved variants and the copied ones disagree")
-    r, c = statistics.median(resolved), statistics.median(copied)
-    print(f"the ablation variants of one config, typed (what validation checks), median of {len(resolved)}:")
-    print(f"  from one resolved copy     {r * 1000:8.1f} ms")
-    print(f"  a tree copy per variant    {c * 1000:8.1f} ms")
-    print(f"  ratio                      {c / r:8.1f}x")
+    report("the ablation variants of one config, typed (what validation checks)",
+           ("from one resolved copy", resolved), ("a tree copy per variant", copied))
     split: list[float] = []
     whole: list[float] = []
     for i in range(args.rounds):
@@ -99,11 +102,8 @@ def main() -> None:
             whole.append(time.perf_counter() - t)
             if OmegaConf.to_yaml(ours) != OmegaConf.to_yaml(theirs):
                 raise SystemExit(f"{values}: the split composition and Hydra's whole one disagree")
-    s_, w_ = statistics.median(split), statistics.median(whole)
-    print(f"a composition with new values on composed group choices, median of {len(split)}:")
-    print(f"  groups once + Hydra's override step {s_ * 1000:8.1f} ms")
-    print(f"  Hydra's whole composition           {w_ * 1000:8.1f} ms")
-    print(f"  ratio                               {w_ / s_:8.1f}x")
+    report("a composition with new values on composed group choices",
+           ("groups once + Hydra's override step", split), ("Hydra's whole composition", whole))
     print("compose + validate in a fresh Python process (imports included), seconds:")
     for e in experiments:
         times = []

@@ -171,20 +171,16 @@ def _start_server(env: dict[str, str], port: int, api: str, log: Any) -> subproc
 def _healthy(proc: subprocess.Popen, api: str, port: int, timeout: float, home: Path) -> bool:
     """Until the server answers /health: True when it is this server, False when another process's server
     answers on the port (it was taken between finding it free and this server binding it)."""
-    import httpx
-
     deadline = time.monotonic() + timeout
     while True:
+        answered = _answers(api)
         if proc.poll() is not None:
-            if _answers(api):
+            if answered:
                 return False   # ours is gone and another server answers: ours could not bind the port
             raise TrinityError(f"the Prefect server exited (code {proc.returncode}) before it was healthy; "
                                f"see {home / 'server.log'}")
-        try:
-            if httpx.get(f"{api}/health", timeout=2).status_code == 200:
-                return port_owner.listens(proc.pid, port) is not False
-        except httpx.HTTPError:
-            pass
+        if answered:
+            return port_owner.listens(proc.pid, port) is not False
         if time.monotonic() > deadline:
             raise TrinityError(f"the Prefect server on port {port} was not healthy within {timeout:g} s; see "
                                f"{home / 'server.log'}")
