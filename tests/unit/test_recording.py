@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 import pytest
-from recording_support import MODELS, make_recording, recording_cfg, redo_world
+from recording_support import MODELS, make_recording, recording_cfg, redo_world, write_prepared
 
 from trinity.config import with_values
 from trinity.config_schema.protocol import ProtocolConfig
@@ -432,3 +432,29 @@ def test_plan_counts_the_distinct_requests_of_a_dag():
     assert len(requests) == shared["worker"] + shared["verifier"] == 20
     tree = tree_size(settings, accept=0.0)
     assert tree["worker"] + tree["verifier"] > 20
+
+
+@pytest.mark.parametrize("order", ["balanced", "test_first"])
+def test_the_record_order_sets_which_items_come_first_and_chooses_the_same_items(tmp_path, order):
+    """`record.order`: balanced interleaves the splits round by round; test_first records every test item before
+    any validation or training item. Either order chooses the same items (a stopped run of one and a resumed run
+    of the other record one set)."""
+    from trinity.pipeline.record_stage import chosen_items
+
+    write_prepared(tmp_path / "prepared", {"train": 4, "validation": 3, "test": 3})
+    cfg = with_values(recording_cfg(tmp_path, "http://127.0.0.1:9/v1", items={"train": 3, "validation": 2, "test": 2}),
+                      {"record.order": order})
+    splits = [it.split for it in chosen_items(cfg)]
+    if order == "test_first":
+        assert splits == ["test"] * 2 + ["validation"] * 2 + ["train"] * 3
+    else:
+        assert splits == ["test", "validation", "train", "test", "validation", "train", "train"]
+    other = with_values(cfg, {"record.order": "balanced" if order == "test_first" else "test_first"})
+    assert sorted(it.uid for it in chosen_items(cfg)) == sorted(it.uid for it in chosen_items(other))
+
+
+def test_an_unknown_record_order_is_refused_naming_the_key(tmp_path):
+    from trinity.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="record.order"):
+        with_values(recording_cfg(tmp_path, "http://127.0.0.1:9/v1"), {"record.order": "newest"})

@@ -87,3 +87,8 @@ class PromoteRule(StrEnum):
     paired_test = "paired_test"
     always = "always"
     never = "never"
+
+
+class RecordOrder(StrEnum):
+    balanced = "balanced"       # round after round, one item of every (split, suite): every prefix is balanced
+    test_first = "test_first"   # the test split's items first (its suites in turn), then validation, then train

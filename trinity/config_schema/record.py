@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from trinity.config_schema.choices import RecordOrder
 from trinity.config_schema.fields import number
 from trinity.contracts import ROLES
 from trinity.errors import ConfigError
@@ -24,6 +25,8 @@ class RecordConfig:
     roles: list[str] = field(default_factory=lambda: list(ROLES))   # the roles the tree branches on
     samples: int = number(1, gt=0)          # replies recorded per call (sample index 0..samples-1)
     items: RecordItems = field(default_factory=RecordItems)
+    # the order the items are recorded in (a recording grows in it, so a stopped run leaves a prefix of it)
+    order: RecordOrder = RecordOrder.balanced
     concurrent_items: int = number(3, gt=0)  # items expanded at once (their calls share the pool's limits)
     max_calls: int | None = number(None, gt=0)   # stop (resumably) after this many new calls; null: no cap
     # where the recorder's items come from: null, the pipeline's prepared folder (paths.prepared, as the

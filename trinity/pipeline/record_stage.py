@@ -31,6 +31,7 @@ from typing import Any
 from trinity import cpu_model
 from trinity.config import as_written, with_values
 from trinity.config_schema import TrinityConfig
+from trinity.config_schema.choices import RecordOrder
 from trinity.config_schema.pool import Retry
 from trinity.config_schema.protocol import ProtocolConfig
 from trinity.config_schema.record import RecordConfig
@@ -130,25 +131,28 @@ def identity(cfg: TrinityConfig) -> dict[str, Any]:
 
 
 def chosen_items(cfg: TrinityConfig) -> list[TaskItem]:
-    """The items to record, interleaved so that every prefix is balanced: round after round, one item of
-    each (split, suite) that still wants items, splits in SPLIT_ORDER. Seeded by the root seed; raising a
-    count later keeps the earlier choices (a seeded permutation's prefix)."""
+    """The items to record, in `record.order`: `balanced` interleaves them so that every prefix is balanced
+    (round after round, one item of each (split, suite) that still wants items, splits in SPLIT_ORDER);
+    `test_first` does so over the test split's suites until they have all their items, then over validation's,
+    then train's. Seeded by the root seed; raising a count later keeps the earlier choices (a seeded
+    permutation's prefix), and either order chooses the same items."""
     r = cfg.record
     train, transfer = list(cfg.tasks.train), list(cfg.tasks.transfer)
     wanted = {"test": (train + transfer, r.items.test), "validation": (train, r.items.validation),
               "train": (train, r.items.train)}
-    queues: list[list[TaskItem]] = []
+    queues: dict[str, list[list[TaskItem]]] = {}
     for split in SPLIT_ORDER:
         suites, n = wanted[split]
-        for suite in suites:
-            if n:
-                items = load_split(cfg, [suite], split)
-                queues.append(sample(items, n, cfg.seed, "record", split, suite))
+        queues[split] = [sample(load_split(cfg, [suite], split), n, cfg.seed, "record", split, suite)
+                         for suite in suites if n]
+    groups = ([queues[split] for split in SPLIT_ORDER] if r.order == RecordOrder.test_first
+              else [[q for split in SPLIT_ORDER for q in queues[split]]])
     out: list[TaskItem] = []
-    while any(queues):
-        for q in queues:
-            if q:
-                out.append(q.pop(0))
+    for group in groups:
+        while any(group):
+            for q in group:
+                if q:
+                    out.append(q.pop(0))
     return out
 
 
