@@ -223,7 +223,13 @@ def _cmd_record(args) -> int:
 
     live = record_stage.live_config(cfg)   # pool=recorded records from the pool it replays
     config.check_api_keys(live)            # the live pool's keys: recording calls it
-    out = record_stage.run(cfg, progress=print, limit_items=args.limit, pool_context=lambda: local_pool(live))
+    try:
+        out = record_stage.run(cfg, progress=print, limit_items=args.limit, pool_context=lambda: local_pool(live))
+    except KeyboardInterrupt:
+        print(f"record: interrupted; every finished item is written to {record_stage.recording_dir(cfg)} and every "
+              "finished call is kept in its journal: `trinity record` with the same overrides resumes from there",
+              file=sys.stderr)
+        return 130
     print(json.dumps(out, indent=1))
     return 1 if out.get("failed") else 0
 

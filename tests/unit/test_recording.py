@@ -458,3 +458,17 @@ def test_an_unknown_record_order_is_refused_naming_the_key(tmp_path):
 
     with pytest.raises(ConfigError, match="record.order"):
         with_values(recording_cfg(tmp_path, "http://127.0.0.1:9/v1"), {"record.order": "newest"})
+
+
+def test_ctrl_c_during_trinity_record_says_what_is_kept_and_exits_130(monkeypatch, capsys):
+    from trinity.cli import main
+    from trinity.pipeline import record_stage
+
+    def interrupted(*_a, **_k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(record_stage, "run", interrupted)
+    assert main(["record", "experiment=local_agents"]) == 130
+    err = capsys.readouterr().err
+    assert "record: interrupted" in err and "data/recordings/local-agents" in err and "resumes" in err
+    assert "Traceback" not in err
