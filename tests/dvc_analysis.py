@@ -7,6 +7,7 @@ and scripts/dvc_deps.py (which rewrites the deps)."""
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path, PurePosixPath
 
@@ -39,6 +40,15 @@ def direct_imports(root: Path, name: str, packages: tuple[str, ...] = PACKAGES) 
     """Project modules that module `name` can import (anywhere in its body), parents included."""
     path = module_file(root, name)
     assert path is not None, name
+    stat = path.stat()
+    return set(_direct_imports(root, name, packages, path, stat.st_mtime_ns, stat.st_size))
+
+
+@functools.lru_cache(maxsize=4096)
+def _direct_imports(root: Path, name: str, packages: tuple[str, ...], path: Path, mtime_ns: int,
+                    size: int) -> frozenset[str]:
+    """direct_imports of one version of the file (its modification time and size in the key): every stage's
+    tests walk the same modules, and parsing them again each time was most of these tests' time."""
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     is_package = path.name == "__init__.py"
     found: set[str] = set()
@@ -65,7 +75,7 @@ def direct_imports(root: Path, name: str, packages: tuple[str, ...] = PACKAGES) 
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _DOTTED.match(node.value):
             add(node.value)  # import_module("trinity.x"), [sys.executable, "-m", "trinity.x"]
     found.discard(name)
-    return found
+    return frozenset(found)
 
 
 def reachable_modules(root: Path, entry: str, packages: tuple[str, ...] = PACKAGES) -> set[str]:

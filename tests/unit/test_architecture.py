@@ -6,6 +6,7 @@ or sideways fails here, and so does a new part that has no floor."""
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path
 
@@ -40,6 +41,12 @@ def module_name(path: Path) -> str:
 MODULES = {module_name(p): p for p in (ROOT / "trinity").rglob("*.py")}
 
 
+@functools.cache
+def parsed(text: str) -> ast.Module:
+    """One parse per source text: the checks below each walk every module (callers only read the tree)."""
+    return ast.parse(text)
+
+
 def part_of(module: str) -> str:
     names = module.split(".")
     return names[1] if len(names) > 1 else "trinity"
@@ -60,7 +67,7 @@ def imports_of(module: str) -> set[str]:
     path = MODULES[module]
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+    for node in ast.walk(parsed(path.read_text())):
         if isinstance(node, ast.Import):
             found |= {_resolve(a.name) for a in node.names}
         elif isinstance(node, ast.ImportFrom):
@@ -157,7 +164,7 @@ def test_the_import_reader_sees_lazy_imports_and_packages():
 
 def test_the_library_never_imports_the_flows():
     for module, path in MODULES.items():
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(parsed(path.read_text())):
             names = ([a.name for a in node.names] if isinstance(node, ast.Import)
                      else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
             assert not any(n == "flows" or n.startswith("flows.") for n in names), module
@@ -212,7 +219,7 @@ def _is_fallback(node: ast.AST) -> bool:
 
 def own_defaults(text: str) -> list[str]:
     hits = []
-    for node in ast.walk(ast.parse(text)):
+    for node in ast.walk(parsed(text)):
         if (_is_select(node) and any(k.arg == "default" for k in node.keywords)
                 or _is_config_get(node) and len(node.args) == 2):
             hits.append(ast.unparse(node))
@@ -246,7 +253,7 @@ def whole_config_reads(text: str) -> list[str]:
 
     groups = {f.name for f in dataclasses.fields(TrinityConfig)}
     hits = []
-    for node in ast.walk(ast.parse(text)):
+    for node in ast.walk(parsed(text)):
         if (isinstance(node, ast.Attribute) and node.attr in groups and isinstance(node.value, ast.Name)
                 and _CONFIG_NAMES.match(node.value.id)):
             hits.append(ast.unparse(node))
@@ -290,7 +297,7 @@ TYPED_READERS = ("pipeline", "assembly", "serve")
 
 def config_reader_calls(text: str) -> list[str]:
     """Calls of the schema's whole-config readers (`group(...)`, `setting(...)`) and of `OmegaConf.select`."""
-    return [ast.unparse(node) for node in ast.walk(ast.parse(text))
+    return [ast.unparse(node) for node in ast.walk(parsed(text))
             if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
                 and node.func.id in _WHOLE_CONFIG_READERS)
             or _is_select(node)]
@@ -329,7 +336,7 @@ _DOCUMENT_NAMES = re.compile(r"\b(DictConfig|ListConfig|OmegaConf|omegaconf)\b")
 def document_uses(text: str) -> list[str]:
     """Lines that name OmegaConf or its nodes, and reads of a typed config's `composed` document."""
     hits = [line.strip() for line in text.splitlines() if _DOCUMENT_NAMES.search(line)]
-    hits += [ast.unparse(node) for node in ast.walk(ast.parse(text))
+    hits += [ast.unparse(node) for node in ast.walk(parsed(text))
              if isinstance(node, ast.Attribute) and node.attr == "composed"]
     return hits
 
@@ -356,7 +363,7 @@ _CONFIG_MODULES = ("trinity.config", "trinity.config_schema")
 
 def typing_uses(text: str) -> list[str]:
     """Imports of the config floor's typing functions, and calls of them through the imported module."""
-    tree = ast.parse(text)
+    tree = parsed(text)
     aliases = {a.asname or a.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
                and node.module == "trinity" for a in node.names if a.name in ("config", "config_schema")}
     aliases |= {a.asname or a.name for node in ast.walk(tree) if isinstance(node, ast.Import)

@@ -21,7 +21,7 @@ import json
 import logging
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -31,6 +31,9 @@ from trinity.episodes.protocol import first_turn_transcript
 from trinity.pipeline import items as item_sel
 from trinity.progress import Listener, Progress
 from trinity.seeding import derive_seed
+
+if TYPE_CHECKING:
+    from trinity.coordinator.coordinator import Coordinator
 
 log = logging.getLogger("trinity.cache_states")
 
@@ -134,7 +137,7 @@ def run(cfg: TrinityConfig, *, on_work: Listener | None = None, reuse_from: Sequ
     return {"path": str(out_dir), "count": sum(counts.values()), **manifest}
 
 
-def shipped_states(cfg: TrinityConfig, coord: Any):
+def shipped_states(cfg: TrinityConfig, coord: Coordinator):
     """The states shipped with the replayed recording for this coordinator (None on a live pool)."""
     from trinity.pipeline.recorded import replay_path
     from trinity.pipeline.shipped_states import ShippedStates
@@ -158,7 +161,7 @@ def token_positions(cfg: TrinityConfig) -> list[int]:
     return list(dict.fromkeys(positions))
 
 
-def position_views(cfg: TrinityConfig, coord: Any) -> dict[int, Any]:
+def position_views(cfg: TrinityConfig, coord: Coordinator) -> dict[int, Any]:
     """{token position: a coordinator that reads it} sharing `coord`'s backbone: its content-cache keys and
     state identity name the files of that position."""
     from trinity.assembly.coordinator import coordinator_from_config
@@ -171,7 +174,7 @@ def position_views(cfg: TrinityConfig, coord: Any) -> dict[int, Any]:
     return views
 
 
-def state_file(out_dir: Path, name: str, position: int, coord: Any) -> Path:
+def state_file(out_dir: Path, name: str, position: int, coord: Coordinator) -> Path:
     """The file of `name`'s states at `position` (trinity.pipeline.state_files.state_path names it)."""
     from trinity.pipeline.state_files import state_path
 

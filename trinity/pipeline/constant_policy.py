@@ -36,12 +36,18 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from trinity.contracts import ROLES
 from trinity.tasks.types import TaskItem
+
+if TYPE_CHECKING:
+    from trinity.config_schema import TrinityConfig
+    from trinity.coordinator.coordinator import Coordinator
+    from trinity.coordinator.layout import ParamLayout
+    from trinity.pipeline.recorded import ExactEvaluator
 
 log = logging.getLogger("trinity.evolve")
 
@@ -71,7 +77,7 @@ def policy_bias(policy: Sequence[tuple[int, str]], n_agents: int, strength: floa
     return bias
 
 
-def candidates(layout: Any, evolved: np.ndarray, policy: Sequence[tuple[int, str]],
+def candidates(layout: ParamLayout, evolved: np.ndarray, policy: Sequence[tuple[int, str]],
                strengths: Sequence[float]) -> list[Candidate]:
     """The candidates, simplest first (module docstring)."""
     n_agents = layout.n_agents
@@ -99,8 +105,8 @@ def best_constant_policy(compiled: Sequence[Any], n_agents: int, roles: Sequence
     return max(fixed, key=fixed.__getitem__)
 
 
-def choose_coordinator(cfg: Any, exact: Any, coord: Any, evolved: np.ndarray, train: list[TaskItem],
-                       val: list[TaskItem], coordinator_dir: Path) -> dict[str, Any]:
+def choose_coordinator(cfg: TrinityConfig, exact: ExactEvaluator, coord: Coordinator, evolved: np.ndarray,
+                       train: list[TaskItem], val: list[TaskItem], coordinator_dir: Path) -> dict[str, Any]:
     """Choose among the candidates on `val`, save the chosen one as the coordinator in `coordinator_dir` (keeping
     the metadata evolution saved it with, plus `constant_policy` and `candidate`), every candidate under `candidates/`,
     and `candidates.json`. `exact`: an ExactEvaluator on the recording (trinity.pipeline.recorded). Returns the

@@ -18,7 +18,7 @@ import logging
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -35,6 +35,11 @@ from trinity.pipeline.stage_runtime import open_stage_runtime
 from trinity.pipeline.workspace import timings_dir
 from trinity.progress import Listener, Progress
 from trinity.tasks.types import TaskItem
+
+if TYPE_CHECKING:
+    from trinity.coordinator.coordinator import Coordinator
+    from trinity.evolve.loop import EvolutionResult
+    from trinity.pipeline.recorded import ExactEvaluator
 
 log = logging.getLogger("trinity.evolve")
 
@@ -190,8 +195,8 @@ def evolve(cfg: TrinityConfig, *, out_dir: Path, submit: Submit = inline_submit,
             "warm_start": None if warm is None else warm.report()}
 
 
-def never_below_constant(cfg: TrinityConfig, ctx: StageRuntime, exact: Any, result: Any, train: list[TaskItem],
-                         val: list[TaskItem], coordinator_dir: Path) -> dict[str, Any]:
+def never_below_constant(cfg: TrinityConfig, ctx: StageRuntime, exact: ExactEvaluator | None, result: EvolutionResult,
+                         train: list[TaskItem], val: list[TaskItem], coordinator_dir: Path) -> dict[str, Any]:
     """`evolve.constant_policy` after the run (trinity.pipeline.constant_policy): on a recording, the saved
     coordinator becomes the best on validation of the constant policy, the evolved head with that policy as a
     per-turn prior, and the evolved head. Returns what it did; `applied: false` with the reason where it cannot
@@ -217,8 +222,8 @@ def never_below_constant(cfg: TrinityConfig, ctx: StageRuntime, exact: Any, resu
     return choose_coordinator(cfg, exact, coord, np.asarray(result.params), train, val, coordinator_dir)
 
 
-def kept_mean_fit(exact: Any, result: Any, train: list[TaskItem], val: list[TaskItem], routing: str,
-                  kept: dict[str, Any] | None = None) -> dict[str, Any] | None:
+def kept_mean_fit(exact: ExactEvaluator | None, result: EvolutionResult, train: list[TaskItem], val: list[TaskItem],
+                  routing: str, kept: dict[str, Any] | None = None) -> dict[str, Any] | None:
     """On a recording with exact fitness: the saved coordinator's exact expected reward on every training item next
     to its validation reward, so over-fitting shows (a training reward far above validation: the head learned
     the training items, not a rule); the evaluate stage adds the test reward. Where evolve.constant_policy
@@ -229,7 +234,7 @@ def kept_mean_fit(exact: Any, result: Any, train: list[TaskItem], val: list[Task
     evolved = {"train": round(float(exact.value(np.asarray(result.params), train, routing).reward), 6),
                "validation": None if result.best_validation_reward is None
                else round(float(result.best_validation_reward), 6)}
-    fit = {**evolved, "train_items": len(train), "validation_items": len(val), "routing": routing,
+    fit: dict[str, Any] = {**evolved, "train_items": len(train), "validation_items": len(val), "routing": routing,
            "generation": result.best_generation, "kept": "evolved"}
     if kept and kept.get("applied"):
         row = next(r for r in kept["candidates"] if r["name"] == kept["kept"])
@@ -237,7 +242,8 @@ def kept_mean_fit(exact: Any, result: Any, train: list[TaskItem], val: list[Task
     return fit
 
 
-def exact_train_reward(exact: Any, train: list[TaskItem]) -> Callable[[np.ndarray, str], float] | None:
+def exact_train_reward(exact: ExactEvaluator | None,
+                       train: list[TaskItem]) -> Callable[[np.ndarray, str], float] | None:
     """The loop's `train_reward` on a recording: the mean's exact expected reward on every training item (one
     walk of their trees, no pool call), at each validation; None without exact fitness (on a live pool it would
     cost a run of episodes per validation)."""
@@ -257,7 +263,7 @@ def fitness_estimate(cfg: TrinityConfig) -> str:
     return "exact" if replay_path(cfg) is not None else "sampled"
 
 
-def exact_evaluator(cfg: TrinityConfig, ctx: StageRuntime) -> Any:
+def exact_evaluator(cfg: TrinityConfig, ctx: StageRuntime) -> ExactEvaluator | None:
     """The ExactEvaluator when the run's fitness estimate is exact (fitness_estimate), else None."""
     if fitness_estimate(cfg) != "exact":
         return None
@@ -268,7 +274,8 @@ def exact_evaluator(cfg: TrinityConfig, ctx: StageRuntime) -> Any:
     return ExactEvaluator(coord, world_for(cfg, ctx.pool, coord.roles), cfg.evolve.fitness)
 
 
-def routing_describer(coord: Any, items: list[TaskItem], protocol: ProtocolConfig) -> Callable[[int, np.ndarray], dict]:
+def routing_describer(coord: Coordinator, items: list[TaskItem],
+                      protocol: ProtocolConfig) -> Callable[[int, np.ndarray], dict]:
     """The loop's `describe_mean`: the mean's routing matrix P(model | suite) on `items` (the validation
     items), from first-turn features and the head's agent probabilities; no pool call.
 

@@ -11,19 +11,24 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from trinity.evolve.evaluators import ExactReward, ModeResult
 from trinity.tasks.types import TaskItem
 
+if TYPE_CHECKING:
+    from trinity.assembly.runtime import StageRuntime
+    from trinity.config_schema.protocol import ProtocolConfig
+    from trinity.pipeline.recorded import ExactEvaluator
+
 
 class SampledEvaluator:
     """Validation episodes of `items` for every mode, one batch on `ctx`'s rollout loop; `counted(label,
     total)` is the progress context the episodes are counted in."""
 
-    def __init__(self, ctx: Any, items: Sequence[TaskItem], protocol: Any,
+    def __init__(self, ctx: StageRuntime, items: Sequence[TaskItem], protocol: ProtocolConfig,
                  counted: Callable[[str, int], AbstractContextManager[Any]]) -> None:
         self.ctx, self.items, self.protocol, self.counted = ctx, list(items), protocol, counted
 
@@ -38,7 +43,7 @@ class SampledEvaluator:
 class ExactEvaluation:
     """Each mode's exact expected reward on `items` through `exact` (trinity.pipeline.recorded.ExactEvaluator)."""
 
-    def __init__(self, exact: Any, items: Sequence[TaskItem]) -> None:
+    def __init__(self, exact: ExactEvaluator, items: Sequence[TaskItem]) -> None:
         self.exact, self.items = exact, list(items)
 
     def validate(self, generation: int, params: np.ndarray, modes: Sequence[str]) -> dict[str, ModeResult]:

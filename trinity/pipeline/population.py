@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -26,6 +26,9 @@ from trinity.evolve.evaluators import PopulationResult
 from trinity.pipeline import items as item_sel
 from trinity.pipeline.stage_runtime import RuntimeDescription, TaskRuntime
 from trinity.tasks.types import TaskItem
+
+if TYPE_CHECKING:
+    from trinity.pipeline.recorded import ExactEvaluator
 
 # submit(fn, *args) -> an object with .result(); the default runs inline.
 Submit = Callable[..., Any]
@@ -58,8 +61,9 @@ class PopulationEvaluator:
     runtime `ctx` over the training items `train` (module doc: which path a call takes). `counted(label, total)`
     is the progress context the episodes are counted in."""
 
-    def __init__(self, cfg: TrinityConfig, ctx: StageRuntime, train: list[TaskItem], *, exact: Any = None,
-                 submit: Submit = inline_submit, counted: Callable[[str, int], AbstractContextManager[Any]]) -> None:
+    def __init__(self, cfg: TrinityConfig, ctx: StageRuntime, train: list[TaskItem], *,
+                 exact: ExactEvaluator | None = None, submit: Submit = inline_submit,
+                 counted: Callable[[str, int], AbstractContextManager[Any]]) -> None:
         self.cfg, self.ctx, self.train, self.exact = cfg, ctx, list(train), exact
         self.submit, self.counted = submit, counted
         self.repeats = self.cfg.evolve.repeats

@@ -15,7 +15,7 @@ import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -35,6 +35,9 @@ from trinity.record.exact import (
     recorded_lookup,
 )
 from trinity.tasks.types import TaskItem
+
+if TYPE_CHECKING:
+    from trinity.coordinator.coordinator import Coordinator
 
 
 def replay_path(cfg: TrinityConfig) -> Path | None:
@@ -121,7 +124,7 @@ class ExactValue:
 class ExactEvaluator:
     """Expected fitness of candidate parameter vectors on compiled item trees."""
 
-    def __init__(self, coordinator: Any, world: RecordedWorld, weights: Fitness):
+    def __init__(self, coordinator: Coordinator, world: RecordedWorld, weights: Fitness):
         if coordinator.svf is not None:
             raise store.RecordingError("evolve.fitness.estimate=exact needs coordinator.svf.enabled=false (with SVF "
                                        "every candidate reads its own features)")
@@ -263,10 +266,12 @@ def exact_item_values(cfg: TrinityConfig, ctx: Any, params: np.ndarray | None, i
 
     roles = section_roles(cfg.coordinator.roles)
     world = world_for(cfg, ctx.pool, roles)
-    evaluator = ExactEvaluator(ctx.coordinator, world, Fitness())
+    coord = ctx.coordinator
+    assert coord is not None  # a stage's runtime has its coordinator
+    evaluator = ExactEvaluator(coord, world, Fitness())
     compiled = world.compiled(items)
     routing = str(cfg.coordinator.routing)
-    zero = np.zeros(ctx.coordinator.num_params)
+    zero = np.zeros(coord.num_params)
     values: dict[str, np.ndarray] = {}
     tokens: dict[str, float] = {}
     if params is not None:
@@ -313,6 +318,7 @@ def exact_values(cfg: TrinityConfig, ctx: Any, params: Sequence[np.ndarray], ite
     on one compilation of their trees."""
     from trinity.coordinator.head import section_roles
 
+    assert ctx.coordinator is not None  # a stage's runtime has its coordinator
     evaluator = ExactEvaluator(ctx.coordinator, world_for(cfg, ctx.pool, section_roles(cfg.coordinator.roles)),
                                Fitness())
     return [evaluator.value(np.asarray(x, dtype=np.float64), items, mode or str(cfg.coordinator.routing))

@@ -22,7 +22,7 @@ import json
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -33,6 +33,9 @@ from trinity.models.gate import GateDecision, GateRule, decide
 from trinity.models.meta import differences, run_meta
 from trinity.models.store import ModelRegistry, Version, sha256_text
 from trinity.pipeline import items as item_sel
+
+if TYPE_CHECKING:
+    from trinity.coordinator.coordinator import Coordinator
 
 log = logging.getLogger("trinity.retrain")
 
@@ -48,7 +51,7 @@ def gate_items(cfg: TrinityConfig) -> list:
     return item_sel.balanced_sample(items, len(items) if n is None else int(n), int(cfg.seed), "retrain")
 
 
-def champion_params(coord: Any, champion: Version) -> tuple[np.ndarray | None, str | None]:
+def champion_params(coord: Coordinator, champion: Version) -> tuple[np.ndarray | None, str | None]:
     """The champion's parameters for this run's coordinator, and a note when they had to be mapped
     (a changed pool) or could not be used at all (another backbone or layout: params None)."""
     try:

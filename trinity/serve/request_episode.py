@@ -26,7 +26,7 @@ import dataclasses
 import time
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from trinity.config_schema.protocol import ProtocolConfig
 from trinity.coordinator.coordinator import Route
@@ -38,6 +38,11 @@ from trinity.routers.masked import MaskedRouter, choose_masked
 from trinity.seeding import derive_seed
 from trinity.serve.schema import ChatRequest
 from trinity.tasks.types import TaskItem
+
+if TYPE_CHECKING:
+    from trinity.coordinator.router import CoordinatorRouter
+    from trinity.serve.metrics import Metrics
+    from trinity.serve.settings import RolePolicy
 
 OnEvent = Callable[[dict[str, Any]], Awaitable[None] | None]
 # the fields of Turn.to_dict that a served trace shows per turn, and those of a live turn event
@@ -51,7 +56,7 @@ class RequestCalls:
     """The pool calls of one request (Episode.play's `call`): the role policy checked once more at the call,
     and the request's cost cap."""
 
-    def __init__(self, pool: ChatPool, policy: Any, *, max_cost_usd: float | None):
+    def __init__(self, pool: ChatPool, policy: RolePolicy, *, max_cost_usd: float | None):
         self.call = pool_call(pool)
         self.policy = policy
         self.max_cost_usd = max_cost_usd
@@ -105,7 +110,7 @@ def turn_event(turn: Turn) -> dict[str, Any]:
     return _fields(turn, EVENT_FIELDS)
 
 
-def trace_dict(trace: Trace, *, request_id: str, routing: str, policy: Any, wall_s: float,
+def trace_dict(trace: Trace, *, request_id: str, routing: str, policy: RolePolicy, wall_s: float,
                overridden: Collection[int] = (), answer_turn: int | None = None,
                answer_source: str | None = None) -> dict[str, Any]:
     turns = [{**_fields(t, TURN_FIELDS), "answer_first_override": t.index in overridden} for t in trace.turns]
@@ -125,12 +130,12 @@ class Runner(Protocol):
     """What the app serves requests with: an EpisodeRunner, or one that dispatches to several
     (trinity.serve.registry_runner.RegistryRunner, trinity.serve.frontier_heads.FrontierRunner)."""
 
-    metrics: Any
+    metrics: Metrics | None
 
     @property
     def agents(self) -> list[str]: ...
 
-    async def route(self, request: ChatRequest) -> Any: ...
+    async def route(self, request: ChatRequest) -> Route: ...
 
     async def run(self, request: ChatRequest, request_id: str, on_event: OnEvent | None = None) -> EpisodeResult: ...
 
@@ -138,8 +143,8 @@ class Runner(Protocol):
 class EpisodeRunner:
     """Everything requests share: pool client, protocol settings, the trained head and feature service."""
 
-    def __init__(self, pool: ChatPool, agents: list[str], protocol: Any, base_router: Any, *, root_seed: int,
-                 metrics: Any = None, answer_first: bool = False):
+    def __init__(self, pool: ChatPool, agents: list[str], protocol: ProtocolConfig, base_router: CoordinatorRouter, *,
+                 root_seed: int, metrics: Metrics | None = None, answer_first: bool = False):
         self.pool = pool
         self.agents = list(agents)
         self.protocol = dataclasses.replace(ProtocolConfig.from_config(protocol), record_replies=False)

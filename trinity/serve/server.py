@@ -29,6 +29,10 @@ from trinity.serve.settings import ServeSettings
 if TYPE_CHECKING:
     # imported where the app is built: they load torch and the backbone's libraries (seconds), and `serve`
     # refuses a wrong coordinator or a taken port before that
+    import socket
+
+    from fastapi import FastAPI
+
     from trinity.serve.request_episode import EpisodeRunner, Runner
 
 
@@ -178,12 +182,12 @@ class DrainingServer(uvicorn.Server):
     """uvicorn for an app of create_app: its shutdown tells the app first (module doc) and lasts at most the
     app's serve.drain_timeout_s."""
 
-    def __init__(self, app: Any, **config: Any):
+    def __init__(self, app: FastAPI, **config: Any):
         drain_s = app.state.settings.config.drain_timeout_s
         super().__init__(uvicorn.Config(app, timeout_graceful_shutdown=drain_s, **config))
         self.admission = app.state.admission
 
-    async def shutdown(self, sockets: Any = None) -> None:
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         self.admission.close()   # before uvicorn's first await: nothing is admitted after this
         await super().shutdown(sockets)
 
@@ -191,7 +195,7 @@ class DrainingServer(uvicorn.Server):
 class ServerThread:
     """uvicorn on loopback in a daemon thread; port 0 picks a free port. Stopping it drains as `serve` does."""
 
-    def __init__(self, app: Any, *, host: str = "127.0.0.1", port: int = 0, log_level: str = "warning"):
+    def __init__(self, app: FastAPI, *, host: str = "127.0.0.1", port: int = 0, log_level: str = "warning"):
         self.server = DrainingServer(app, host=host, port=port, log_level=log_level, access_log=False,
                                      limit_concurrency=None)
         self.host = host
