@@ -28,7 +28,10 @@ POOL = ["wrong", "right", "other"]
 
 
 def _steering(coord, items, protocol, model: str) -> np.ndarray:
-    """Parameters whose head picks `model` for every item: its row along the items' mean first-turn feature."""
+    """Parameters whose head picks `model` as the Worker for every item: the model's row and the Worker's along the
+    items' mean first-turn feature (the role too: with tied role logits, sampled routing would pick a Thinker or
+    a Verifier on two items of three, and the one turn would give no answer)."""
+    from trinity.contracts import ROLES
     from trinity.pipeline.coordinator_setup import first_turn_features
 
     features = first_turn_features(coord, items, protocol)
@@ -36,6 +39,7 @@ def _steering(coord, items, protocol, model: str) -> np.ndarray:
     params = np.zeros(coord.num_params)
     head = params[coord.layout.svf_size:].reshape(coord.layout.head_shape)
     head[list(coord.pool_models).index(model)] = direction / np.linalg.norm(direction)
+    head[len(coord.pool_models) + ROLES.index("worker")] = direction / np.linalg.norm(direction)
     return params
 
 
