@@ -110,16 +110,16 @@ async def _client_gone(receive: Callable) -> None:
 
 def create_app(settings: ServeSettings, runner: Runner, *, metrics: Metrics | None = None,
                on_shutdown: Callable[[], Any] | None = None) -> FastAPI:
+    """The app serving `runner` under `settings`: its routes are the methods of one _Api, its errors the JSON
+    bodies of _add_error_handlers; `on_shutdown` (a function or coroutine function) runs when it stops."""
     admission = Admission(settings.config.max_concurrency, settings.config.max_queue, settings.config.queue_timeout_s,
                           settings.config.retry_after_s)
     metrics = metrics or Metrics()
-    metrics.in_flight = lambda: admission.in_flight
-    metrics.queued = lambda: admission.waiting
+    metrics.watch_slots(admission)
     runner.metrics = metrics
-    token = settings.token()
 
     @asynccontextmanager
-    async def lifespan(_app: FastAPI):
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         yield
         if on_shutdown is not None:
             result = on_shutdown()
@@ -133,119 +133,139 @@ def create_app(settings: ServeSettings, runner: Runner, *, metrics: Metrics | No
     app.state.runner = runner
     app.state.metrics = metrics
     app.add_middleware(MetricsMiddleware, metrics=metrics)
+    _add_error_handlers(app)
+    api = _Api(settings, runner, admission, metrics)
+    app.add_api_route("/health", api.health, methods=["GET"])
+    app.add_api_route("/v1/models", api.models, methods=["GET"])
+    app.add_api_route("/v1/models/{model_id}", api.model, methods=["GET"])
+    app.add_api_route("/metrics", api.prometheus, methods=["GET"])
+    app.add_api_route("/v1/route", api.route, methods=["POST"])
+    app.add_api_route("/v1/chat/completions", api.chat_completions, methods=["POST"])
+    return app
 
-    @app.exception_handler(RequestError)
-    async def _request_error(_request: Request, e: RequestError) -> JSONResponse:
+
+def _add_error_handlers(app: FastAPI) -> None:
+    """Every error as the OpenAI-style JSON body of a RequestError: the API's own, Starlette's (an unknown path or
+    method) and anything unexpected (a 500, logged with its traceback)."""
+
+    async def request_error(_request: Request, e: Exception) -> JSONResponse:
+        assert isinstance(e, RequestError)
         return _error_response(e)
 
-    @app.exception_handler(StarletteHTTPException)
-    async def _http_error(_request: Request, e: StarletteHTTPException) -> JSONResponse:
+    async def http_error(_request: Request, e: Exception) -> JSONResponse:
+        assert isinstance(e, StarletteHTTPException)
         code = {404: "not_found", 405: "method_not_allowed"}.get(e.status_code)
         return _error_response(RequestError(e.status_code, str(e.detail), code=code,
                                             headers=dict(e.headers or {})))
 
-    @app.exception_handler(Exception)
-    async def _unexpected(_request: Request, e: Exception) -> JSONResponse:
+    async def unexpected(_request: Request, e: Exception) -> JSONResponse:
         log.exception("unexpected error")
         return _error_response(RequestError(500, f"internal error: {type(e).__name__}", type="server_error",
                                             code="internal_error"))
 
-    @app.get("/health")
-    async def health() -> JSONResponse:
-        state = {"status": "draining" if admission.closed else "ok", "in_flight": admission.in_flight,
-                 "max_concurrency": admission.limit, "queued": admission.waiting, "max_queue": admission.max_queue}
-        return JSONResponse(state, status_code=503 if admission.closed else 200)
+    app.add_exception_handler(RequestError, request_error)
+    app.add_exception_handler(StarletteHTTPException, http_error)
+    app.add_exception_handler(Exception, unexpected)
 
-    async def admit(request: Request) -> float:
-        try:
-            waited = await admission.enter(gone=lambda: _client_gone(request.receive))
-        except NotAdmitted as e:
-            metrics.queue_wait(e.outcome, e.waited_s)
-            raise
-        metrics.queue_wait(ADMITTED, waited)
-        return waited
 
-    def models_entry() -> dict:
-        return {"id": settings.config.model_name, "object": "model", "created": 0, "owned_by": "trinity",
-                "trinity": {"pool": runner.agents, "routing": settings.config.routing,
-                            "roles": settings.policy.to_dict(), "max_turns": settings.max_turns}}
+class _Api:
+    """The handlers of one app (module doc) and what they share: settings, runner, admission, metrics, token."""
 
-    @app.get("/v1/models")
-    async def models(request: Request) -> dict:
-        check_bearer(request.headers, token)
-        return {"object": "list", "data": [models_entry()]}
+    def __init__(self, settings: ServeSettings, runner: Runner, admission: Admission, metrics: Metrics):
+        self.settings, self.runner, self.admission, self.metrics = settings, runner, admission, metrics
+        self.token = settings.token()
 
-    @app.get("/v1/models/{model_id}")
-    async def model(model_id: str, request: Request) -> dict:
-        check_bearer(request.headers, token)
-        if model_id != settings.config.model_name:
+    async def health(self) -> JSONResponse:
+        a = self.admission
+        state = {"status": "draining" if a.closed else "ok", "in_flight": a.in_flight, "max_concurrency": a.limit,
+                 "queued": a.waiting, "max_queue": a.max_queue}
+        return JSONResponse(state, status_code=503 if a.closed else 200)
+
+    async def models(self, request: Request) -> dict:
+        check_bearer(request.headers, self.token)
+        return {"object": "list", "data": [self._models_entry()]}
+
+    async def model(self, model_id: str, request: Request) -> dict:
+        check_bearer(request.headers, self.token)
+        if model_id != self.settings.config.model_name:
             raise RequestError(404, f"the model '{model_id}' does not exist", param="model", code="model_not_found")
-        return models_entry()
+        return self._models_entry()
 
-    @app.get("/metrics")
-    async def prometheus(request: Request) -> Response:
-        check_bearer(request.headers, token)
-        body, content_type = metrics.render(request.headers.get("accept"))
+    async def prometheus(self, request: Request) -> Response:
+        check_bearer(request.headers, self.token)
+        body, content_type = self.metrics.render(request.headers.get("accept"))
         return Response(body, media_type=content_type)
 
-    async def chat_request(request: Request) -> schema.ChatRequest:
-        """The checked chat completions body of `request` (bearer token, size limit, JSON, fields)."""
-        check_bearer(request.headers, token)
-        raw = await read_body(request.headers, request.stream(), settings.config.max_request_bytes)
-        try:
-            body = json.loads(raw)
-        except ValueError as e:   # JSONDecodeError, or UnicodeDecodeError (no .msg) for a body that is not UTF-8
-            detail = e.msg if isinstance(e, json.JSONDecodeError) else str(e)
-            raise RequestError(400, f"the request body is not valid JSON: {detail}", code="invalid_json") from None
-        return schema.parse_chat_request(body, settings)
-
-    @app.post("/v1/route")
-    async def route(request: Request) -> JSONResponse:
+    async def route(self, request: Request) -> JSONResponse:
         """The agent and role the coordinator picks for the first turn of these messages, with the head's
         probabilities; no pool call. Takes the chat completions body (`stream` is ignored)."""
-        chat = await chat_request(request)
-        await admit(request)
+        chat = await self._chat_request(request)
+        await self._admit(request)
         try:
-            decided = await runner.route(chat)
+            decided = await self.runner.route(chat)
         finally:
-            admission.leave()
-        return JSONResponse({"object": "trinity.route", "model": settings.config.model_name, "turn": 0,
-                             "pool": runner.agents, **decided.to_dict()})
+            self.admission.leave()
+        return JSONResponse({"object": "trinity.route", "model": self.settings.config.model_name, "turn": 0,
+                             "pool": self.runner.agents, **decided.to_dict()})
 
-    @app.post("/v1/chat/completions")
-    async def chat_completions(request: Request):
-        chat = await chat_request(request)
-        waited = await admit(request)
+    async def chat_completions(self, request: Request) -> Response:
+        chat = await self._chat_request(request)
+        waited = await self._admit(request)
         request_id = f"chatcmpl-{uuid.uuid4().hex}"
-        if settings.config.log_prompts:
+        if self.settings.config.log_prompts:
             log.info("%s prompt: %s", request_id, chat.prompt)
         if chat.stream:
-            return SlotStreamingResponse(_stream(chat, request_id, waited), admission.leave,
+            return SlotStreamingResponse(self._stream(chat, request_id, waited), self.admission.leave,
                                          media_type="text/event-stream",
                                          headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
         try:
-            result = await runner.run(chat, request_id)
+            result = await self.runner.run(chat, request_id)
         finally:
-            admission.leave()
+            self.admission.leave()
         result.trace["queued_s"] = round(waited, 4)
         _log(result)
         failure = _failure(result)
         if failure is not None:
             return _error_response(failure)
-        completion = schema.completion(request_id, settings.config.model_name, result.answer or "", result.trace)
+        completion = schema.completion(request_id, self.settings.config.model_name, result.answer or "", result.trace)
         return JSONResponse(completion)
 
-    async def _stream(chat: schema.ChatRequest, request_id: str, waited: float) -> AsyncIterator[str]:
+    async def _admit(self, request: Request) -> float:
+        try:
+            waited = await self.admission.enter(gone=lambda: _client_gone(request.receive))
+        except NotAdmitted as e:
+            self.metrics.queue_wait(e.outcome, e.waited_s)
+            raise
+        self.metrics.queue_wait(ADMITTED, waited)
+        return waited
+
+    def _models_entry(self) -> dict:
+        return {"id": self.settings.config.model_name, "object": "model", "created": 0, "owned_by": "trinity",
+                "trinity": {"pool": self.runner.agents, "routing": self.settings.config.routing,
+                            "roles": self.settings.policy.to_dict(), "max_turns": self.settings.max_turns}}
+
+    async def _chat_request(self, request: Request) -> schema.ChatRequest:
+        """The checked chat completions body of `request` (bearer token, size limit, JSON, fields)."""
+        check_bearer(request.headers, self.token)
+        raw = await read_body(request.headers, request.stream(), self.settings.config.max_request_bytes)
+        try:
+            body = json.loads(raw)
+        except ValueError as e:   # JSONDecodeError, or UnicodeDecodeError (no .msg) for a body that is not UTF-8
+            detail = e.msg if isinstance(e, json.JSONDecodeError) else str(e)
+            raise RequestError(400, f"the request body is not valid JSON: {detail}", code="invalid_json") from None
+        return schema.parse_chat_request(body, self.settings)
+
+    async def _stream(self, chat: schema.ChatRequest, request_id: str, waited: float) -> AsyncIterator[str]:
         created = int(time.time())
         queue: asyncio.Queue = asyncio.Queue()
-        task = asyncio.create_task(runner.run(chat, request_id, on_event=queue.put_nowait))
+        task = asyncio.create_task(self.runner.run(chat, request_id, on_event=queue.put_nowait))
         task.add_done_callback(lambda _t: queue.put_nowait(_DONE))
-        name = settings.config.model_name
+        name = self.settings.config.model_name
         try:
             yield _sse(schema.chunk(request_id, name, created, delta={"role": "assistant", "content": ""}))
             while True:
                 try:
-                    event = await asyncio.wait_for(queue.get(), timeout=settings.config.keepalive_s)
+                    event = await asyncio.wait_for(queue.get(), timeout=self.settings.config.keepalive_s)
                 except TimeoutError:
                     yield ": keep-alive\n\n"
                     continue
@@ -269,8 +289,6 @@ def create_app(settings: ServeSettings, runner: Runner, *, metrics: Metrics | No
             if not task.done():  # the client went away: stop spending pool calls on it
                 task.cancel()
                 log.info("%s cancelled: the client disconnected", request_id)
-
-    return app
 
 
 def _log(result: EpisodeResult) -> None:

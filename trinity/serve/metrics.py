@@ -12,7 +12,7 @@ sample per counter and histogram series (when the series started) and writes buc
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import choose_encoder
@@ -20,6 +20,16 @@ from prometheus_client.exposition import choose_encoder
 DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 TURN_BUCKETS = (1, 2, 3, 4, 5, 6, 8, 10)
 QUEUE_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+
+
+class Slots(Protocol):
+    """What the gauges read: episodes running and requests waiting (trinity.serve.admission.Admission)."""
+
+    @property
+    def in_flight(self) -> int: ...
+
+    @property
+    def waiting(self) -> int: ...
 
 
 class Metrics:
@@ -36,7 +46,7 @@ class Metrics:
         self.request_seconds = Histogram("trinity_serve_request_duration_seconds",
                                          "HTTP request handling time (streams: until the last byte)", ("path",),
                                          buckets=DURATION_BUCKETS, registry=r)
-        # read at scrape time, so create_app may point `in_flight` and `queued` at its admission afterwards
+        # read at scrape time, so the app may point them at its admission afterwards (watch_slots)
         Gauge("trinity_serve_in_flight_episodes", "episodes running now", registry=r).set_function(
             lambda: self.in_flight())
         Gauge("trinity_serve_queued_requests", "requests waiting for an episode slot now", registry=r).set_function(
@@ -55,6 +65,11 @@ class Metrics:
                                    ("kind", "model"), registry=r)
         self.pool_cost = Counter("trinity_serve_pool_cost_usd_total", "pool cost in USD by model", ("model",),
                                  registry=r)
+
+    def watch_slots(self, slots: Slots) -> None:
+        """Read the two gauges from `slots` (the app's admission) at scrape time."""
+        self.in_flight = lambda: slots.in_flight
+        self.queued = lambda: slots.waiting
 
     # -- domain events ----------------------------------------------------------------------------
     def request(self, path: str, status: int, seconds: float) -> None:
