@@ -163,33 +163,8 @@ def run_evolution(
 
     `start` (default x0 = 0: uniform routing) is a warm start; it is part of the checkpoint's fingerprint: a run
     is resumed only from the same start."""
-    s = settings
-    x0 = None
-    if start is not None:
-        if start.sigma0 is not None:
-            s = dataclasses.replace(s, evolve=dataclasses.replace(s.evolve, sigma0=float(start.sigma0)))
-        x0 = np.asarray(start.x0, dtype=np.float64).ravel()
-        if x0.size != n_params:
-            raise TrinityError(f"x0 has {x0.size} numbers, the coordinator {n_params}")
-    paths.out_dir.mkdir(parents=True, exist_ok=True)
-    fingerprint = start_fingerprint(config_key, x0, float(s.evolve.sigma0) if x0 is not None else None)
-    algorithm = make_strategy(s.evolve.strategy, n_params, popsize=s.evolve.popsize, options=s.options)
-    if fresh or not s.evolve.resume:
-        paths.clear()
-    resumed = paths.checkpoint.exists()
-    payload = load_checkpoint(paths.checkpoint, fingerprint) if resumed else None
-    if payload is not None:
-        payload = upgrade(payload, paths)
-    if payload is not None and payload.get("version") != CHECKPOINT_VERSION:
-        log.warning("evolve: %s was written by an older evolution loop (version %s, no x0 baseline or learning "
-                    "diagnostics); starting this run over", paths.checkpoint, payload.get("version"))
-        paths.clear()
-        payload, resumed = None, False
-    if payload is not None:
-        run = RunState.from_payload(payload)
-        log.info("evolve: resuming %s at generation %d/%d", paths.checkpoint, run.next_generation, s.evolve.generations)
-    else:
-        run = _new_run(algorithm, s, fingerprint, derive_seed(seed, "evolve", s.evolve.strategy), x0)
+    s, algorithm, run, resumed = _open_run(settings, seed=seed, config_key=config_key, n_params=n_params,
+                                           paths=paths, start=start, fresh=fresh)
     # Parts past the checkpoint are from a step it did not commit: that step runs again and rewrites them.
     removed = prune_parts(paths.parts, run.episode_parts)
     if removed:
@@ -229,6 +204,46 @@ def run_evolution(
         if progress is not None:
             progress(report)
     metrics = write_outputs(paths, run, episodes, final=True, references=reference_lines)
+    return _result(run, algorithm, s, paths, metrics, resumed)
+
+
+def _open_run(settings: EvolveSettings, *, seed: int, config_key: str, n_params: int, paths: RunPaths,
+              start: Start | None, fresh: bool) -> tuple[EvolveSettings, Algorithm, RunState, bool]:
+    """The run's settings (a warm start's sigma0 in them), its algorithm, its state (the checkpoint's, when it
+    has one of this run's fingerprint and version, else a new run) and whether it resumed."""
+    s = settings
+    x0 = None
+    if start is not None:
+        if start.sigma0 is not None:
+            s = dataclasses.replace(s, evolve=dataclasses.replace(s.evolve, sigma0=float(start.sigma0)))
+        x0 = np.asarray(start.x0, dtype=np.float64).ravel()
+        if x0.size != n_params:
+            raise TrinityError(f"x0 has {x0.size} numbers, the coordinator {n_params}")
+    paths.out_dir.mkdir(parents=True, exist_ok=True)
+    fingerprint = start_fingerprint(config_key, x0, float(s.evolve.sigma0) if x0 is not None else None)
+    algorithm = make_strategy(s.evolve.strategy, n_params, popsize=s.evolve.popsize, options=s.options)
+    if fresh or not s.evolve.resume:
+        paths.clear()
+    resumed = paths.checkpoint.exists()
+    payload = load_checkpoint(paths.checkpoint, fingerprint) if resumed else None
+    if payload is not None:
+        payload = upgrade(payload, paths)
+    if payload is not None and payload.get("version") != CHECKPOINT_VERSION:
+        log.warning("evolve: %s was written by an older evolution loop (version %s, no x0 baseline or learning "
+                    "diagnostics); starting this run over", paths.checkpoint, payload.get("version"))
+        paths.clear()
+        payload, resumed = None, False
+    if payload is not None:
+        run = RunState.from_payload(payload)
+        log.info("evolve: resuming %s at generation %d/%d", paths.checkpoint, run.next_generation, s.evolve.generations)
+    else:
+        run = _new_run(algorithm, s, fingerprint, derive_seed(seed, "evolve", s.evolve.strategy), x0)
+    return s, algorithm, run, resumed
+
+
+def _result(run: RunState, algorithm: Algorithm, s: EvolveSettings, paths: RunPaths,
+            metrics: dict, resumed: bool) -> EvolutionResult:
+    """The finished run's result: its best mean, how it stopped, and how it compares with x0."""
     versus = x0_comparison(run)
     if versus["beats_x0"] is False and any(r.validation_reward is not None for r in run.generation_rows):
         log.warning("evolve: no validation of the mean beat x0 (the initial mean; uniform routing when x0 = 0), "
