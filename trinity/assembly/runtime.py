@@ -30,7 +30,9 @@ from trinity.tasks.base import SuiteSettings
 from trinity.tasks.types import TaskItem
 
 if TYPE_CHECKING:   # the coordinator's module loads torch and transformers: only a stage that routes needs them
+    from trinity.config_schema.protocol import ProtocolConfig
     from trinity.coordinator.coordinator import Coordinator
+    from trinity.pool.shared_limits import DaskLimits
 
 
 class StageRuntime:
@@ -40,7 +42,8 @@ class StageRuntime:
     `totals()`, `hand_over_totals()` and `aclose()`."""
 
     def __init__(self, cfg: TrinityConfig, *, loop: LoopThread, pool: Any, grader: Grader,
-                 coordinator: Coordinator | None = None, shared_limits: Any = None, run_key: str = "") -> None:
+                 coordinator: Coordinator | None = None, shared_limits: DaskLimits | None = None,
+                 run_key: str = "") -> None:
         """`shared_limits`: the run's limits on Dask (trinity.pool.shared_limits.DaskLimits), else None; `run_key`
         their name (the same on the driver and every worker)."""
         self.cfg = cfg
@@ -94,7 +97,7 @@ class StageRuntime:
     def max_concurrency(self) -> int:
         return int(self.cfg.evolve.max_concurrent_episodes)
 
-    def run_specs(self, specs: Sequence[EpisodeSpec], *, protocol_cfg: Any = None,
+    def run_specs(self, specs: Sequence[EpisodeSpec], *, protocol_cfg: ProtocolConfig | None = None,
                   progress: Callable[[int, int, Trace], None] | None = None) -> list[Trace]:
         protocol_cfg = protocol_cfg if protocol_cfg is not None else self.cfg.protocol
 
@@ -113,7 +116,7 @@ class StageRuntime:
         pool's slots stay busy; `on_chunk_done(i, traces)` runs as each group finishes (to save it)."""
         limit = self.max_concurrency
 
-        async def one(i: int, specs: Sequence[EpisodeSpec], protocol_cfg: Any) -> list[Trace]:
+        async def one(i: int, specs: Sequence[EpisodeSpec], protocol_cfg: ProtocolConfig | None) -> list[Trace]:
             traces = await run_episodes(list(specs), self.pool, self.agents,
                                         protocol_cfg if protocol_cfg is not None else self.cfg.protocol,
                                         self.grader, max_concurrency=limit, progress=self._episode_done)
@@ -149,7 +152,7 @@ class StageRuntime:
                                            mode=mode or self.cfg.coordinator.routing)
 
     def run_router(self, router: Router, items: Sequence[TaskItem], *, generation: int, candidate: int,
-                   repeats: int = 1, protocol_cfg: Any = None,
+                   repeats: int = 1, protocol_cfg: ProtocolConfig | None = None,
                    progress: Callable[[int, int, Trace], None] | None = None) -> list[Trace]:
         specs = self.specs_for(router, items, generation=generation, candidate=candidate, repeats=repeats)
         return self.run_specs(specs, protocol_cfg=protocol_cfg, progress=progress)

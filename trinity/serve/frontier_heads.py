@@ -23,12 +23,16 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from trinity.errors import ConfigError
 from trinity.eval.frontier import choose, read_manifest
 from trinity.serve.request_episode import EpisodeResult, EpisodeRunner, OnEvent
 from trinity.serve.schema import ChatRequest
+
+if TYPE_CHECKING:
+    from trinity.coordinator.coordinator import Route
+    from trinity.serve.metrics import Metrics
 
 
 @dataclass(frozen=True)
@@ -93,23 +97,23 @@ class FrontierRunner:
             raise ValueError(f"no runner for frontier heads {missing}")
         self.frontier = frontier
         self.runners = runners
-        self._metrics: Any = None
+        self._metrics: Metrics | None = None
 
     @property
     def agents(self) -> list[str]:
         return next(iter(self.runners.values())).agents
 
     @property
-    def metrics(self) -> Any:
+    def metrics(self) -> Metrics | None:
         return self._metrics
 
     @metrics.setter
-    def metrics(self, value: Any) -> None:   # the app hands its metrics to the runner
+    def metrics(self, value: Metrics | None) -> None:   # the app hands its metrics to the runner
         self._metrics = value
         for runner in self.runners.values():
             runner.metrics = value
 
-    async def route(self, request: ChatRequest) -> Any:
+    async def route(self, request: ChatRequest) -> Route:
         """The first turn's pick of the head this request's budget or quality would get."""
         head, _, _ = self.frontier.choose(max_cost_usd=request.max_cost_usd, quality=request.quality)
         return await self.runners[head.name].route(request)

@@ -15,11 +15,15 @@ import logging
 import os
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from trinity.models.store import ModelRegistry, ModelRegistryError, Version
 from trinity.serve.request_episode import EpisodeResult, EpisodeRunner, OnEvent
 from trinity.serve.schema import ChatRequest
+
+if TYPE_CHECKING:
+    from trinity.coordinator.coordinator import Route
+    from trinity.serve.metrics import Metrics
 
 log = logging.getLogger("trinity.serve")
 
@@ -32,7 +36,7 @@ class RegistryRunner:
         self.registry = registry
         self.poll_s = float(poll_s)
         self._make = make_runner
-        self._metrics: Any = None
+        self._metrics: Metrics | None = None
         self._stamp = self._file_stamp()
         champion = registry.champion()
         if champion is None:
@@ -51,11 +55,11 @@ class RegistryRunner:
         return self._current[1].agents
 
     @property
-    def metrics(self) -> Any:
+    def metrics(self) -> Metrics | None:
         return self._metrics
 
     @metrics.setter
-    def metrics(self, value: Any) -> None:   # the app hands its metrics to the runner
+    def metrics(self, value: Metrics | None) -> None:   # the app hands its metrics to the runner
         self._metrics = value
         self._current[1].metrics = value
 
@@ -102,7 +106,7 @@ class RegistryRunner:
         while not self._stop.wait(self.poll_s):
             self.check()
 
-    async def route(self, request: ChatRequest) -> Any:
+    async def route(self, request: ChatRequest) -> Route:
         """The first turn's pick of the current champion."""
         return await self._current[1].route(request)
 
