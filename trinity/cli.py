@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from trinity.errors import TrinityError
@@ -308,10 +309,20 @@ def build_parser() -> argparse.ArgumentParser:
                     choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="logging level (default WARNING)")
     sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def command(name: str, summary: str, example: str):
+    def command(name: str, summary: str, example: str) -> argparse.ArgumentParser:
         return sub.add_parser(name, help=summary, description=summary, epilog=f"example: {example}",
                               formatter_class=argparse.RawDescriptionHelpFormatter)
 
+    for add in COMMANDS:
+        add(command)
+    return ap
+
+
+# Each command's parser: its arguments and the function that runs it (`func`), in the order `trinity --help` lists them.
+CommandAdder = Callable[[str, str, str], argparse.ArgumentParser]
+
+
+def _add_run(command: CommandAdder) -> None:
     p = command("run", "run the pipeline (or the named stages, and what they depend on) through `dvc repro`, "
                 "with this environment's Python; writes params.yaml from the overrides when it changed",
                 "trinity run evolve evolve.generations=8")
@@ -325,6 +336,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="stage names (prepare, cache_states, evolve, frontier, ablate, evaluate) and " + OVERRIDES_HELP)
     p.set_defaults(func=_cmd_run)
 
+
+def _add_setup(command: CommandAdder) -> None:
     p = command("setup", "assemble and verify the local model files", "trinity setup --verify")
     p.add_argument("--verify", action="store_true", help="re-hash assembled files (slow: ~1.7 GB)")
     p.add_argument("--extra", nargs="*", default=[], help="more asset keys (e.g. gemma-3-270m)")
@@ -333,12 +346,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("overrides", nargs="*", help=OVERRIDES_HELP)
     p.set_defaults(func=_cmd_setup)
 
+
+def _add_config(command: CommandAdder) -> None:
     p = command("config", "print the composed configuration", "trinity config experiment=paper")
     p.add_argument("--reference", action="store_true",
                    help="print the reference of every option of every config group (docs/CONFIG.md)")
     p.add_argument("overrides", nargs="*", help=OVERRIDES_HELP)
     p.set_defaults(func=_cmd_config)
 
+
+def _add_plan(command: CommandAdder) -> None:
     p = command("plan", "estimate a configuration's pool calls, tokens, cost and wall time",
                 "trinity plan --json evolve.generations=10")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
@@ -356,6 +373,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("overrides", nargs="*", help=OVERRIDES_HELP)
     p.set_defaults(func=_cmd_plan)
 
+
+def _add_pool(command: CommandAdder) -> None:
     p = command("pool", "manage the local pool's servers; calibrate a simulated profile from a pool",
                 "trinity pool status")
     p.add_argument("action", choices=["up", "down", "status", "calibrate"])
@@ -366,6 +385,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("overrides", nargs="*", help=OVERRIDES_HELP)
     p.set_defaults(func=_cmd_pool)
 
+
+def _add_eval(command: CommandAdder) -> None:
     p = command("eval", "evaluate a trained coordinator and the baselines (outside the pipeline)",
                 "trinity eval --coordinator data/evolve/coordinator --suite mmlu")
     p.add_argument("--coordinator", required=True, help="a trained coordinator folder or .safetensors file")
@@ -380,6 +401,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("overrides", nargs="*", help=OVERRIDES_HELP)
     p.set_defaults(func=_cmd_eval)
 
+
+def _add_serve(command: CommandAdder) -> None:
     p = command("serve", "serve the trained coordinator (or a cost-quality frontier of them) as an "
                 "OpenAI-compatible endpoint", "trinity serve --coordinator data/evolve/coordinator --port 8000")
     which = p.add_mutually_exclusive_group(required=True)
@@ -393,6 +416,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("overrides", nargs="*", help=OVERRIDES_HELP)
     p.set_defaults(func=_cmd_serve)
 
+
+def _add_record(command: CommandAdder) -> None:
     p = command("record", "record every pool call the protocol can make on the chosen items (resumable: a rerun "
                 "continues; a finished recording makes no call)", "trinity record --status record.items.train=20")
     p.add_argument("--limit", type=int, default=None, help="record at most the first N chosen items (in the "
@@ -406,6 +431,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("overrides", nargs="*", help=OVERRIDES_HELP)
     p.set_defaults(func=_cmd_record)
 
+
+def _add_models(command: CommandAdder) -> None:
     p = command("models", "the model registry: list the versions, show one, promote one to champion, or roll the "
                 "champion back to the one before it", "trinity models promote v3 --reason 'better on the new data'")
     p.add_argument("action", choices=["list", "show", "promote", "rollback"])
@@ -416,7 +443,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="promote / rollback: do not `dvc add` the registry afterwards (default: retrain.dvc_track)")
     p.add_argument("overrides", nargs="*", help=OVERRIDES_HELP)
     p.set_defaults(func=_cmd_models)
-    return ap
+
+
+COMMANDS: list[Callable[[CommandAdder], None]] = [_add_run, _add_setup, _add_config, _add_plan, _add_pool, _add_eval,
+                                                  _add_serve, _add_record, _add_models]
 
 
 def _terminate_as_exit() -> None:
