@@ -48,7 +48,7 @@ def run(cfg: TrinityConfig, *, on_work: Listener | None = None, reuse_from: Sequ
     recording, how many items' states were read from the states shipped with it (trinity.pipeline.shipped_states)
     of how many computed per item."""
     from trinity.assembly.coordinator import coordinator_from_config
-    from trinity.pipeline.state_files import features_at_positions, reuse_state_cache, rows, save_state_cache
+    from trinity.pipeline.state_files import reuse_state_cache, rows, save_state_cache
 
     protocol = ProtocolConfig.from_config(cfg.protocol)
     coord = coordinator_from_config(cfg)
@@ -85,24 +85,8 @@ def run(cfg: TrinityConfig, *, on_work: Listener | None = None, reuse_from: Sequ
     else:
         groups = [(None, [t for _, t in firsts[suite]]) for suite in suites if suite not in report["reused"]]
         later_texts = []
-    shipped = shipped_states(cfg, coord)
-    features: dict[int, dict[str, np.ndarray]] = {p: {} for p in views}
-    with Progress("cache_states: states", sum(len(texts) for _, texts in groups), listeners=[on_work],
-                  unit="transcripts") as bar:
-        for uid, texts in groups:
-            found = shipped.get(uid, texts, list(views)) if shipped is not None and uid is not None else None
-            if found is None:
-                found = features_at_positions(coord, texts, list(views), progress=bar.advance)
-            else:
-                report["shipped"] += 1
-                bar.advance(len(texts))
-            for position, by_text in found.items():
-                for text, vec in by_text.items():
-                    features[position].setdefault(text, vec)   # a transcript of two items: the first's
+    features = _features(cfg, coord, list(views), groups, report, on_work)
     report["item_groups"] = len(groups) if per_item is not None else 0
-    if shipped is not None and groups:
-        log.info("cache_states: %d of %d recorded items read from the states shipped with the recording (%s), "
-                 "%d computed", report["shipped"], len(groups), shipped.folder, len(groups) - report["shipped"])
     for suite in suites:
         if suite in report["reused"]:
             continue
@@ -123,6 +107,39 @@ def run(cfg: TrinityConfig, *, on_work: Listener | None = None, reuse_from: Sequ
     if len(views) > 1:
         log.info("cache_states: also at token position(s) %s, which ablations read (files <name>@<position>)",
                  ", ".join(str(p) for p in views if p != coord.token_position))
+    manifest = _write_manifest(cfg, coord, out_dir, suites, counts, [p for p in views if p != coord.token_position])
+    return {"path": str(out_dir), "count": sum(counts.values()), **manifest}
+
+
+def _features(cfg: TrinityConfig, coord: Coordinator, positions: list[int], groups: list[tuple[str | None, list[str]]],
+              report: dict, on_work: Listener | None) -> dict[int, dict[str, np.ndarray]]:
+    """{position: {transcript: feature}} of every group's transcripts: read from the states shipped with the
+    recording where they hold the group (`report["shipped"]` counts those), else computed together."""
+    from trinity.pipeline.state_files import features_at_positions
+
+    shipped = shipped_states(cfg, coord)
+    features: dict[int, dict[str, np.ndarray]] = {p: {} for p in positions}
+    with Progress("cache_states: states", sum(len(texts) for _, texts in groups), listeners=[on_work],
+                  unit="transcripts") as bar:
+        for uid, texts in groups:
+            found = shipped.get(uid, texts, positions) if shipped is not None and uid is not None else None
+            if found is None:
+                found = features_at_positions(coord, texts, positions, progress=bar.advance)
+            else:
+                report["shipped"] += 1
+                bar.advance(len(texts))
+            for position, by_text in found.items():
+                for text, vec in by_text.items():
+                    features[position].setdefault(text, vec)   # a transcript of two items: the first's
+    if shipped is not None and groups:
+        log.info("cache_states: %d of %d recorded items read from the states shipped with the recording (%s), "
+                 "%d computed", report["shipped"], len(groups), shipped.folder, len(groups) - report["shipped"])
+    return features
+
+
+def _write_manifest(cfg: TrinityConfig, coord: Coordinator, out_dir: Path, suites: list[str], counts: dict[str, int],
+                    other_positions: list[int]) -> dict:
+    """The feature statistics (metrics/states.json) and the states folder's manifest.json; returns the manifest."""
     stats = write_feature_stats(out_dir, suites, Path(cfg.paths.metrics) / "states.json",
                                 seed=derive_seed(int(cfg.seed), "feature_stats"))
     log.info("cache_states: prompt-dependent share of the feature %s (mean norm %s, rms deviation %s), "
@@ -131,10 +148,10 @@ def run(cfg: TrinityConfig, *, on_work: Listener | None = None, reuse_from: Sequ
                  "cosine_cross_suite")))
     manifest = {"backbone": cfg.coordinator.backbone.id, "token_position": cfg.coordinator.token_position,
                 "hidden_size": coord.hidden_size, "counts": counts, "feature_stats": stats}
-    if len(views) > 1:
-        manifest["other_token_positions"] = [p for p in views if p != coord.token_position]
+    if other_positions:
+        manifest["other_token_positions"] = other_positions
     (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=2))
-    return {"path": str(out_dir), "count": sum(counts.values()), **manifest}
+    return manifest
 
 
 def shipped_states(cfg: TrinityConfig, coord: Coordinator):
