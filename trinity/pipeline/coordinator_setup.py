@@ -22,6 +22,7 @@ from trinity.coordinator.feature_norm import KEY, STATE_IDENTITY, FeatureNorm, F
 from trinity.episodes.protocol import first_turn_transcript
 from trinity.pipeline.state_files import read_state_cache, state_path
 from trinity.tasks.prepare import load_items
+from trinity.tasks.types import TaskItem
 
 log = logging.getLogger("trinity.coordinator.feature_norm")
 
@@ -34,7 +35,7 @@ def build_coordinator(cfg: TrinityConfig, backbone: Backbone | None = None) -> C
     return coordinator_from_config(cfg, backbone, fit_norm=fit)
 
 
-def first_turn_features(coord: Coordinator, items: Sequence[Any], protocol_cfg: Any) -> np.ndarray:
+def first_turn_features(coord: Coordinator, items: Sequence[TaskItem], protocol_cfg: ProtocolConfig) -> np.ndarray:
     """First-turn features of task items, exactly as the router reads them at turn 0 (no SVF)."""
     protocol = ProtocolConfig.from_config(protocol_cfg)
     return coord.precompute([first_turn_transcript(protocol, it.prompt) for it in items])

@@ -38,6 +38,7 @@ from trinity.tasks.types import TaskItem
 
 if TYPE_CHECKING:
     from trinity.coordinator.coordinator import Coordinator
+    from trinity.record.replay import RecordedReplies
 
 
 def replay_path(cfg: TrinityConfig) -> Path | None:
@@ -65,7 +66,7 @@ def recorded_uids(cfg: TrinityConfig) -> frozenset[str] | None:
 class RecordedWorld:
     """A recording with its trees compiled for one protocol, pool and set of roles."""
 
-    def __init__(self, cfg: TrinityConfig, replies: Any, roles: Sequence[str]):
+    def __init__(self, cfg: TrinityConfig, replies: RecordedReplies, roles: Sequence[str]):
         from trinity.pool.providers import resolve_endpoint
 
         self.protocol = cfg.protocol

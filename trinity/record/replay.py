@@ -17,12 +17,15 @@ import logging
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from trinity.record import store
 from trinity.record.tree import Reply, request_hash
+
+if TYPE_CHECKING:
+    from trinity.pool.types import CallResult
 
 log = logging.getLogger("trinity.record")
 
@@ -82,7 +85,7 @@ class RecordedReplies:
                                 "latency_s": reply.latency_s, "cost_usd": reply.cost_usd, "grade": None,
                                 "verdict": None, "suggested_role": None})
 
-    def add_live(self, model: str, h: str, sample: int, result: Any) -> None:
+    def add_live(self, model: str, h: str, sample: int, result: CallResult) -> None:
         """`add` for a successful live call (a trinity.pool.client CallResult of `model`)."""
         self.add(model, h, sample, Reply(
             text=result.text, ok=True, error=None, finish_reason=result.finish_reason,

@@ -13,13 +13,16 @@ With `answer_first` and no visible answer yet, roles are barred before drawing: 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 from trinity.contracts import ROLES, Choice, Router
 from trinity.contracts import ROUTING_MODES as MODES
 from trinity.coordinator.head import argmax_tie, draw
+
+if TYPE_CHECKING:
+    from trinity.coordinator.router import CoordinatorRouter
 
 
 class AllowedAgents(Protocol):
@@ -66,7 +69,7 @@ class MaskedRouter(Router):
     """The router for one request (policy and forced role are per request).
     `base` is the trained CoordinatorRouter: its head, feature service and SVF offsets are used as they are."""
 
-    def __init__(self, base: Any, *, mode: str, policy: AllowedAgents,
+    def __init__(self, base: CoordinatorRouter, *, mode: str, policy: AllowedAgents,
                  forced_role: Callable[[], str | None] = lambda: None,
                  answer_first: bool = False, answered: Callable[[], bool] = lambda: True,
                  last_turn: int | None = None):

@@ -12,10 +12,13 @@ sample per counter and histogram series (when the series started) and writes buc
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import choose_encoder
+
+if TYPE_CHECKING:
+    from trinity.pool.types import CallResult
 
 DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 TURN_BUCKETS = (1, 2, 3, 4, 5, 6, 8, 10)
@@ -79,7 +82,7 @@ class Metrics:
     def queue_wait(self, outcome: str, seconds: float) -> None:
         self.queue_wait_seconds.labels(outcome=outcome).observe(seconds)
 
-    def pool_call(self, role: str, result: Any) -> None:
+    def pool_call(self, role: str, result: CallResult) -> None:
         model = result.model
         self.pool_calls.labels(model=model, ok=str(bool(result.ok)).lower(), role=role).inc()
         self.pool_tokens.labels(kind="prompt", model=model).inc(result.prompt_tokens)

@@ -193,7 +193,7 @@ class EpisodeRunner:
         async def told(turn: Turn) -> None:
             event = turn_event(turn)
             events.append(event)
-            if self.metrics is not None:
+            if self.metrics is not None and turn.call is not None:
                 self.metrics.pool_call(turn.role, turn.call)
             if on_event is not None:
                 maybe = on_event({"event": "turn", "turn": event})
