@@ -148,24 +148,21 @@ def _add_error_handlers(app: FastAPI) -> None:
     """Every error as the OpenAI-style JSON body of a RequestError: the API's own, Starlette's (an unknown path or
     method) and anything unexpected (a 500, logged with its traceback)."""
 
-    async def request_error(_request: Request, e: Exception) -> JSONResponse:
-        assert isinstance(e, RequestError)
+    @app.exception_handler(RequestError)
+    async def request_error(_request: Request, e: RequestError) -> JSONResponse:
         return _error_response(e)
 
-    async def http_error(_request: Request, e: Exception) -> JSONResponse:
-        assert isinstance(e, StarletteHTTPException)
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_request: Request, e: StarletteHTTPException) -> JSONResponse:
         code = {404: "not_found", 405: "method_not_allowed"}.get(e.status_code)
         return _error_response(RequestError(e.status_code, str(e.detail), code=code,
                                             headers=dict(e.headers or {})))
 
+    @app.exception_handler(Exception)
     async def unexpected(_request: Request, e: Exception) -> JSONResponse:
         log.exception("unexpected error")
         return _error_response(RequestError(500, f"internal error: {type(e).__name__}", type="server_error",
                                             code="internal_error"))
-
-    app.add_exception_handler(RequestError, request_error)
-    app.add_exception_handler(StarletteHTTPException, http_error)
-    app.add_exception_handler(Exception, unexpected)
 
 
 class _Api:
