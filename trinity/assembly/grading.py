@@ -5,12 +5,13 @@ from __future__ import annotations
 import hashlib
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from trinity.tasks.types import TaskItem
 
 if TYPE_CHECKING:
     from trinity.tasks.base import SuiteSettings, TaskSuite
+    from trinity.tasks.graders.judge import Judge
 
 Grader = Callable[[TaskItem, str], Awaitable[float]]
 
@@ -20,7 +21,7 @@ Grader = Callable[[TaskItem, str], Awaitable[float]]
 GRADE_MEMO_SIZE = 65536
 
 
-def memo_grader(settings: SuiteSettings, judge: Any = None) -> Grader:
+def memo_grader(settings: SuiteSettings, judge: Judge | None = None) -> Grader:
     """The reward of an answer, from the item's suite grader (suites configured by `settings`; `judge` the
     pool a judged suite asks). Scores are remembered per (item, answer digest) in a bounded LRU: a grader is a
     function of the item and the answer. An exception is never remembered (the protocol records it on the

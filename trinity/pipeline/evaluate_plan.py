@@ -70,7 +70,7 @@ class Chunk:
     method: str
     path: Path                     # its saved results (under <paths.cache>/eval/<config key>/)
     specs: list                    # the episodes to run
-    protocol: Any                  # the protocol config it runs under
+    protocol: ProtocolConfig       # the protocol config it runs under
     episode: Any = None            # a method's own episode function (Mixture-of-Agents), else None
 
     @property

@@ -37,6 +37,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from trinity.assembly.runtime import StageRuntime
@@ -207,7 +208,7 @@ def evaluate_on(ctx: StageRuntime, cfg: TrinityConfig, dest: Path, heads: dict[s
     mode = routing_mode(cfg)
     mctx = registry.MethodContext(agents=ctx.agents, strongest=0, moa=cfg.eval.moa)
 
-    def head_router(params: Any) -> Callable[[registry.MethodContext], Any]:
+    def head_router(params: np.ndarray) -> Callable[[registry.MethodContext], Any]:
         return lambda _c: ctx.router_for(params, mode)
 
     methods = []

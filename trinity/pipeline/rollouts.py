@@ -4,18 +4,21 @@ whole config, a config's key, and the stop on replay misses."""
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from typing import TYPE_CHECKING
 
 from trinity.assembly.grading import Grader, memo_grader
 from trinity.config import to_yaml
 from trinity.config_schema import TrinityConfig
+
+if TYPE_CHECKING:
+    from trinity.tasks.graders.judge import Judge
 
 
 def config_key(cfg: TrinityConfig) -> str:
     return hashlib.sha256(to_yaml(cfg).encode()).hexdigest()[:16]
 
 
-def make_grader(cfg: TrinityConfig, judge: Any = None) -> Grader:
+def make_grader(cfg: TrinityConfig, judge: Judge | None = None) -> Grader:
     """The grader of `cfg`'s suites (trinity.assembly.grading.memo_grader), `judge` the pool a judged suite asks."""
     from trinity.pipeline.suites import suite_settings
 
