@@ -26,6 +26,7 @@ from trinity.config_schema import TrinityConfig
 from trinity.contracts import Router
 from trinity.episodes.runner import EpisodeSpec, run_episodes
 from trinity.episodes.trace import Trace
+from trinity.errors import TrinityError
 from trinity.tasks.base import SuiteSettings
 from trinity.tasks.types import TaskItem
 
@@ -146,9 +147,15 @@ class StageRuntime:
             for r in range(repeats)
         ]
 
+    def routing_coordinator(self) -> Coordinator:
+        """The coordinator episodes are routed with; a TrinityError for a runtime built without one (a stage
+        that routes nothing: `open_stage_runtime(cfg, with_coordinator=False)`)."""
+        if self.coordinator is None:
+            raise TrinityError("this stage's runtime was built without a coordinator, and this step routes episodes")
+        return self.coordinator
+
     def router_for(self, params: np.ndarray, mode: str | None = None) -> Router:
-        assert self.coordinator is not None, "this runtime was built without a coordinator"
-        return self.coordinator.router_for(np.asarray(params, dtype=np.float64),
+        return self.routing_coordinator().router_for(np.asarray(params, dtype=np.float64),
                                            mode=mode or self.cfg.coordinator.routing)
 
     def run_router(self, router: Router, items: Sequence[TaskItem], *, generation: int, candidate: int,
@@ -170,13 +177,13 @@ class StageRuntime:
         episode and an independent random stream per candidate (they are copies of one policy, so shared
         streams would repeat the same episodes). Returns traces per candidate and, per episode key, the
         routing decisions (feature, agent, role) in turn order."""
-        assert self.coordinator is not None, "this runtime was built without a coordinator"
+        coordinator = self.routing_coordinator()
         mode = "sample"  # the policy gradient is for the sampled actions, whatever coordinator.routing says
         specs, routers = [], []
         for c, params in enumerate(candidates):
             for item in items:
                 for r in range(repeats):
-                    router = self.coordinator.router_for(np.asarray(params, dtype=np.float64), mode=mode, record=True)
+                    router = coordinator.router_for(np.asarray(params, dtype=np.float64), mode=mode, record=True)
                     specs.append(EpisodeSpec.create(int(self.cfg.seed), item, router, generation=generation,
                                                     candidate=c, repeat=r, shared_across_candidates=False))
                     routers.append(router)

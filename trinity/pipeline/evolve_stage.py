@@ -135,8 +135,7 @@ def evolve(cfg: TrinityConfig, *, out_dir: Path, submit: Submit = inline_submit,
         train = item_sel.balanced_sample(train, cfg.evolve.max_train_items, cfg.seed, "max_train_items")
     val = item_sel.validation_items(cfg)
     ctx = runtime
-    coord = ctx.coordinator
-    assert coord is not None  # a stage's runtime has its coordinator
+    coord = ctx.routing_coordinator()
     log.info("coordinator: %d parameters; pool: %s; %d train items, %d validation items",
              coord.num_params, ", ".join(ctx.agents), len(train), len(val))
 
@@ -209,8 +208,7 @@ def never_below_constant(cfg: TrinityConfig, ctx: StageRuntime, exact: ExactEval
         return {"applied": False, "reason": "evolve.constant_policy.enabled=false"}
     if result.best_validation_reward is None or not coordinator_file(coordinator_dir).is_file():
         return {"applied": False, "reason": "the run stopped before any validation"}
-    coord = ctx.coordinator
-    assert coord is not None  # a stage's runtime has its coordinator
+    coord = ctx.routing_coordinator()
     if exact is None:
         if replay_path(cfg) is None or not ctx.replayed:
             return {"applied": False, "reason": "a live pool: the choice needs a recording's exact values"}
@@ -235,7 +233,7 @@ def kept_mean_fit(exact: ExactEvaluator | None, result: EvolutionResult, train: 
                "validation": None if result.best_validation_reward is None
                else round(float(result.best_validation_reward), 6)}
     fit: dict[str, Any] = {**evolved, "train_items": len(train), "validation_items": len(val), "routing": routing,
-           "generation": result.best_generation, "kept": "evolved"}
+                           "generation": result.best_generation, "kept": "evolved"}
     if kept and kept.get("applied"):
         row = next(r for r in kept["candidates"] if r["name"] == kept["kept"])
         fit.update({"train": row["train"], "validation": row["validation"], "kept": kept["kept"], "evolved": evolved})
@@ -269,8 +267,7 @@ def exact_evaluator(cfg: TrinityConfig, ctx: StageRuntime) -> ExactEvaluator | N
         return None
     from trinity.pipeline.recorded import ExactEvaluator, world_for
 
-    coord = ctx.coordinator
-    assert coord is not None  # a stage's runtime has its coordinator
+    coord = ctx.routing_coordinator()
     return ExactEvaluator(coord, world_for(cfg, ctx.pool, coord.roles), cfg.evolve.fitness)
 
 

@@ -267,8 +267,7 @@ def exact_item_values(cfg: TrinityConfig, ctx: Any, params: np.ndarray | None, i
 
     roles = section_roles(cfg.coordinator.roles)
     world = world_for(cfg, ctx.pool, roles)
-    coord = ctx.coordinator
-    assert coord is not None  # a stage's runtime has its coordinator
+    coord = ctx.routing_coordinator()
     evaluator = ExactEvaluator(coord, world, Fitness())
     compiled = world.compiled(items)
     routing = str(cfg.coordinator.routing)
@@ -319,8 +318,7 @@ def exact_values(cfg: TrinityConfig, ctx: Any, params: Sequence[np.ndarray], ite
     on one compilation of their trees."""
     from trinity.coordinator.head import section_roles
 
-    assert ctx.coordinator is not None  # a stage's runtime has its coordinator
-    evaluator = ExactEvaluator(ctx.coordinator, world_for(cfg, ctx.pool, section_roles(cfg.coordinator.roles)),
-                               Fitness())
+    world = world_for(cfg, ctx.pool, section_roles(cfg.coordinator.roles))
+    evaluator = ExactEvaluator(ctx.routing_coordinator(), world, Fitness())
     return [evaluator.value(np.asarray(x, dtype=np.float64), items, mode or str(cfg.coordinator.routing))
             for x in params]

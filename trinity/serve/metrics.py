@@ -39,10 +39,10 @@ class Metrics:
     """The serving metrics. Label names are declared in alphabetical order, the order the hand-written
     text had, so a series reads the same as before."""
 
-    def __init__(self, in_flight: Callable[[], int] = lambda: 0, queued: Callable[[], int] = lambda: 0):
+    def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
-        self.in_flight = in_flight
-        self.queued = queued
+        self.in_flight: Callable[[], int] = lambda: 0   # the app's admission, once it calls watch_slots
+        self.queued: Callable[[], int] = lambda: 0
         r = self.registry
         self.requests = Counter("trinity_serve_requests_total", "HTTP requests by path and status code",
                                 ("path", "status"), registry=r)
