@@ -44,12 +44,19 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 
+# pip byte-compiles what it installs on one core; compileall does the same on every core, and the stages' imports
+# read the same compiled files either way (docs/benchmarks/setup_compile: the time each way takes on this machine).
+# A file that does not compile is skipped either way; its module compiles when imported, as it would.
+COMPILE := $(BIN)/python -m compileall -q -j 0 $$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') >/dev/null || true
+
 $(STAMP_DEPS): pyproject.toml | $(BIN)/python
-	$(PIP) install -q -e '.[dev]'
+	$(PIP) install -q --no-compile -e '.[dev]'
+	@$(COMPILE)
 	@touch $@
 
 $(STAMP_ASSETS): requirements/offline-assets.txt | $(BIN)/python
-	$(PIP) install -q --no-deps --ignore-requires-python -r requirements/offline-assets.txt
+	$(PIP) install -q --no-compile --no-deps --ignore-requires-python -r requirements/offline-assets.txt
+	@$(COMPILE)
 	@touch $@
 
 setup: $(STAMP_DEPS) $(STAMP_ASSETS) ## create .venv, install dependencies and offline assets, assemble models (idempotent)

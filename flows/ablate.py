@@ -1,6 +1,6 @@
-"""Stage `ablate`: the paper's ablations (other optimisers, other heads) trained one variant after the
-other at the main run's budget; each candidate's rollouts are a task on the flow's task runner, and a
-progress artifact follows the variants and their generations."""
+"""Stage `ablate`: the paper's ablations (other optimisers, other heads) trained at the main run's budget, side by
+side in `runner.variant_workers` processes on a replayed pool, else one after the other with each candidate's
+rollouts a task on the flow's task runner; a progress artifact follows the variants and their generations."""
 
 from __future__ import annotations
 
@@ -26,10 +26,13 @@ def ablate_flow(params: str | None = "params.yaml", overrides: list[str] | None 
     progress_id = cast(UUID, create_progress_artifact(progress=0.0, key="ablate-progress",
                                                      description="ablation variants x generations done (%)"))
 
+    finished: dict[str, int] = {}   # generations done per variant (the variants may train side by side)
+
     def on_progress(info: dict) -> None:
         logger.info("%s", info.get("line") or info)
         if info.get("event", "generation") == "generation" and info.get("generation") is not None:
-            done = (int(info["variant_index"]) - 1) * generations + int(info["generation"]) + 1
+            finished[str(info["variant"])] = int(info["generation"]) + 1
+            done = sum(finished.values())
             update_progress_artifact(progress_id, progress=100.0 * done / (int(info["variants"]) * generations))
 
     # The same rollout task as the evolve flow: one Prefect task run per candidate.

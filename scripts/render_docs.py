@@ -143,6 +143,26 @@ def verdict_sentence(rows: list[dict[str, Any]], basis: str, items: int | None) 
             "loss).")
 
 
+REACH = (("hindsight", "knowing every reply in advance"),
+         ("best_per-suite_policy_(hindsight)", "the best per-suite policy, chosen on these test items (the most a "
+                                               "coordinator that tells only the suites apart can reach)"),
+         ("best_prompt-independent_policy_(hindsight)", "the best prompt-independent policy, chosen likewise"))
+
+
+def reach_sentence(ev: Mapping[str, Any]) -> str | None:
+    """Whether a win over the best single agent can show on the test items at all (the report's bounds, paired
+    against it): None when the run wrote no such keys."""
+    parts = []
+    for key, words in REACH:
+        d, p = ev.get(f"test/reach/{key}/difference"), ev.get(f"test/reach/{key}/p_value")
+        if d is not None and p is not None:
+            parts.append(f"{words} {d:+.3f} (p = {p_text(p)})")
+    if not parts:
+        return None
+    return ("Can a win over the best single agent show on these items at all? The recording's bounds, paired "
+            "against it on the same items: " + "; ".join(parts) + ".")
+
+
 def results(src: Sources) -> str:
     ev = src.json(EVAL)
     params = src.yaml(PARAMS)
@@ -155,6 +175,9 @@ def results(src: Sources) -> str:
     suites = ", ".join([*(tasks.get("train") or []), *(f"{s} (zero-shot)" for s in tasks.get("transfer") or [])])
     replay = ((params.get("pool") or {}).get("replay") or {}).get("recording")
     lines = [verdict_sentence(rows, basis, items), ""]
+    reach = reach_sentence(ev)
+    if reach:
+        lines += [reach, ""]
     has_exact = any(r["exact"] is not None for r in rows)
     head = ["method"]
     if has_exact:

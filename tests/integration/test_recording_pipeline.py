@@ -194,3 +194,36 @@ def test_evaluation_opens_with_the_verdict_on_the_recording(recorded_cfg):
     assert hindsight >= fixed_hindsight >= fixed   # chosen on the test items it cannot do worse there
     assert all(hindsight >= metrics[k] for k in metrics if k.startswith("test/recording/"))
     assert {"test/recording/candidate/constant", "test/recording/candidate/evolved"} <= set(metrics)
+
+
+def test_variants_trained_side_by_side_write_the_bytes_they_write_one_after_the_other(recorded_cfg, tmp_path):
+    """On a replayed pool the ablate stage trains its variants in spawned processes (runner.variant_workers):
+    every published file and metrics/ablations.json are the same bytes as one after the other, the progress
+    lines of both variants come back to the stage, and the variants are yielded in the order given."""
+    import hashlib
+
+    from trinity.pipeline import ablate_stage, cache_states_stage
+
+    def run(workers: int) -> tuple[dict[str, str], list[str]]:
+        cfg = recorded_cfg.copy()
+        cfg.ablations.enabled, cfg.ablations.variants = True, ["no_roles", "random_search"]
+        cfg.runner.variant_workers = workers
+        for key in ("runs", "cache", "ablations", "metrics", "timings"):
+            cfg.paths[key] = str(tmp_path / f"w{workers}" / key)
+        cfg.paths.states = str(tmp_path / "states")
+        cfg = typed(cfg)
+        cache_states_stage.run(cfg)
+        lines: list[str] = []
+        out = ablate_stage.run(cfg, progress=lambda info: lines.append(info["line"]))
+        assert list(out["metrics"]["variants"]) == ["no_roles", "random_search"]
+        root = Path(cfg.paths.ablations)
+        files = {str(p.relative_to(root)): hashlib.md5(p.read_bytes()).hexdigest()
+                 for p in sorted(root.rglob("*")) if p.is_file() and p.suffix != ".png"}
+        files["ablations.json"] = hashlib.md5((Path(cfg.paths.metrics) / "ablations.json").read_bytes()).hexdigest()
+        return files, lines
+
+    alone, _ = run(1)
+    side_by_side, lines = run(2)
+    assert side_by_side == alone
+    assert {line.split(":")[0] for line in lines} == {"ablation 1/2 no_roles", "ablation 2/2 random_search"}
+    assert any("gen 3/3" in line for line in lines if line.startswith("ablation 2/2"))

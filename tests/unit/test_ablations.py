@@ -99,3 +99,21 @@ def test_a_variant_whose_override_an_interpolation_reads_is_made_the_slow_way():
     # the same bad value where no interpolation reads it: refused by the resolved copy, in the same words
     with pytest.raises(ConfigError, match=r"ablation variant 'plain'.*evolve\.sigma0"):
         config.validate(_with_definition(cfg, "plain", {"evolve.sigma0": -1.0}))
+
+
+@pytest.mark.parametrize("setting,replayed,cpus,variants,expected", [
+    (None, True, 2, 6, 2),      # a replayed pool: one process per CPU
+    (None, True, 8, 3, 3),      # never more than the variants
+    (None, False, 8, 6, 1),     # a live pool: its servers are shared, one variant at a time
+    (4, False, 2, 6, 4),        # the setting wins
+    (3, True, 2, 1, 1),
+])
+def test_variant_workers(monkeypatch, setting, replayed, cpus, variants, expected):
+    from trinity.config import with_values
+    from trinity.pipeline import variants as variants_module
+
+    cfg = config.load(None, ["experiment=local_live"] if not replayed else [])
+    assert (cfg.pool.replay is not None) == replayed
+    cfg = with_values(cfg, {"runner.variant_workers": setting})
+    monkeypatch.setattr(variants_module, "usable_cpus", lambda: cpus)
+    assert variants_module.variant_workers(cfg, variants) == expected

@@ -139,3 +139,19 @@ def test_the_verifier_table_names_each_agents_check_and_moves_with_the_metrics(t
         render_docs.Sources(replace={"metrics/eval.json": copy}))
     copy.write_text(json.dumps({k: v for k, v in metrics.items() if k != "verifiers"}))
     assert render_docs.verifiers(render_docs.Sources(replace={"metrics/eval.json": copy})).startswith("No run's")
+
+
+def test_the_results_say_whether_a_win_can_show_on_the_items_from_the_reach_metrics(tmp_path):
+    ev = _eval(0.001, 0.3, 0.4, -0.1)
+    path = tmp_path / "eval.json"
+    path.write_text(json.dumps(ev))
+    assert "Can a win" not in render_docs.results(render_docs.Sources(replace={"metrics/eval.json": path}))
+    ev |= {"test/reach/hindsight/difference": 0.3, "test/reach/hindsight/p_value": 0.0001,
+           "test/reach/best_per-suite_policy_(hindsight)/difference": 0.0933,
+           "test/reach/best_per-suite_policy_(hindsight)/p_value": 0.0654}
+    path.write_text(json.dumps(ev))
+    line = render_docs.results(render_docs.Sources(replace={"metrics/eval.json": path})).splitlines()[2]
+    assert line.startswith("Can a win over the best single agent show on these items at all?")
+    assert "knowing every reply in advance +0.300 (p = 0.0001)" in line
+    assert "tells only the suites apart can reach) +0.093 (p = 0.065)" in line
+    assert "prompt-independent" not in line        # no key, no clause

@@ -76,3 +76,33 @@ def test_the_metrics_hold_what_readme_quotes_interval_paired_test_and_n():
     assert facts["test/recording_paired/singlea/n"] == 30
     assert "test/recording_paired/bound_hindsight/p_value" not in facts          # a bound is not compared
     assert all(facts[k] <= 1.0 for k in facts if k.startswith("test/recording/"))
+
+
+def _bounds(n: int, best: int, per_suite: int, hindsight: int) -> dict[str, np.ndarray]:
+    """0/1 rewards on `n` items where each bound is right on the best single agent's items and on more beyond
+    them (so every difference is a discordant win)."""
+    def right(k: int) -> np.ndarray:
+        return np.array([1.0] * k + [0.0] * (n - k))
+    return {"single:a": right(best), "single:b": np.zeros(n), "bound: hindsight": right(hindsight),
+            "bound: best per-suite policy (hindsight)": right(per_suite), "trinity": right(best)}
+
+
+def test_reach_says_when_only_per_item_signal_can_show_a_win_and_writes_its_metrics():
+    from trinity.eval.recorded import reach_lines
+
+    # per-suite bound: 4 more right than `a` (McNemar 4-0: p = 0.125); hindsight: 20 more (a win)
+    values = _bounds(60, 20, 24, 40)
+    text = " ".join(reach_lines(values, min_items=20, samples=200))
+    assert "paired against `a` (0.333)" in text
+    assert "best per-suite policy (hindsight) 0.400 (+0.067, mcnemar p = 0.125, no significant difference)" in text
+    assert "cannot show a win on these items; it needs states that tell the items apart" in text
+    m = metrics({"values": values}, samples=200)
+    assert m["test/reach/best_per-suite_policy_(hindsight)/p_value"] == 0.125
+    assert m["test/reach/hindsight/difference"] == round(20 / 60, 6)
+    assert m["test/reach/hindsight/n"] == 60
+    # with a per-suite bound that wins (12-0: p < 0.001) the sentence is not said
+    values = _bounds(60, 20, 32, 40)
+    assert "cannot show a win" not in " ".join(reach_lines(values, min_items=20, samples=200))
+    # hindsight itself not a win: nothing can
+    values = _bounds(60, 20, 21, 22)
+    assert "no coordinator can show a win on these items" in " ".join(reach_lines(values, min_items=20, samples=200))

@@ -472,3 +472,33 @@ def test_ctrl_c_during_trinity_record_says_what_is_kept_and_exits_130(monkeypatc
     err = capsys.readouterr().err
     assert "record: interrupted" in err and "data/recordings/local-agents" in err and "resumes" in err
     assert "Traceback" not in err
+
+
+def test_the_per_suite_bound_lies_between_the_pooled_policy_and_hindsight(tmp_path):
+    from trinity.pipeline.record_stage import chosen_items
+    from trinity.pool.providers import resolve_endpoint
+    from trinity.record import bounds
+
+    cfg, root, _ = make_recording(tmp_path, roles=ROLES)
+    rec = store.open_recording(root)
+    protocol = ProtocolConfig.from_config(cfg.protocol)
+    items = chosen_items(cfg)
+    endpoints = {m: resolve_endpoint(m, cfg.pool.models[m], cfg.pool) for m in MODELS}
+    grades = {(r["item"], r["reply"]): r["grade"] for r in rec.nodes.iter_rows(named=True) if r["grade"] is not None}
+    compiled = compile_items(items, protocol, MODELS, ROLES,
+                             recorded_lookup(RecordedReplies(rec), endpoints, protocol, grades)).items
+    groups = [f"g{i % 2}" for i in range(len(compiled))]
+    values, chosen = bounds.fixed_per_group(compiled, groups, 3, ROLES, protocol.max_turns)
+    pooled = bounds.fixed_policies(compiled, 3, ROLES, protocol.max_turns)
+    hind = np.array([bounds.hindsight(c) for c in compiled])
+    assert set(chosen) == {"g0", "g1"}
+    assert values.mean() >= max(pooled.values()) - 1e-12
+    assert (values <= hind + 1e-12).all()
+    for g in chosen:   # each group's policy is the best there: no other policy beats it on the group
+        idx = [i for i, x in enumerate(groups) if x == g]
+        there = bounds.fixed_policies([compiled[i] for i in idx], 3, ROLES, protocol.max_turns)
+        assert values[idx].mean() == pytest.approx(max(there.values()))
+    one, _ = bounds.fixed_per_group(compiled, ["all"] * len(compiled), 3, ROLES, protocol.max_turns)
+    assert one.mean() == pytest.approx(max(pooled.values()))
+    with pytest.raises(ValueError, match="one group per item"):
+        bounds.fixed_per_group(compiled, groups[:-1], 3, ROLES, protocol.max_turns)

@@ -43,6 +43,9 @@ class Runner:
     max_workers: int = number(8, gt=0)
     dask_address: str | None = None      # e.g. tcp://scheduler:8786; null: a local cluster
     dask_workers: int = number(2, gt=0)
+    # processes that train the ablate stage's variants side by side (null: one per CPU on a replayed pool, one
+    # on a live pool, whose servers the variants would share)
+    variant_workers: int | None = number(None, gt=0)
 
 
 @dataclass(frozen=True)

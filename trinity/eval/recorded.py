@@ -16,10 +16,14 @@ import numpy as np
 
 from trinity.stats import interval, paired_test, verdict
 
-BOUNDS = ("bound: hindsight", "bound: best prompt-independent policy (hindsight)")
+HINDSIGHT = "bound: hindsight"
+PER_SUITE = "bound: best per-suite policy (hindsight)"
+BOUNDS = (HINDSIGHT, PER_SUITE, "bound: best prompt-independent policy (hindsight)")
 FIXED = "fixed policy (chosen on train+validation)"
 BOUND_MEANING = {
-    "bound: hindsight": "every turn chosen knowing every reply in advance: no coordinator can do better",
+    HINDSIGHT: "every turn chosen knowing every reply in advance: no coordinator can do better",
+    PER_SUITE: "one (model, role) per turn for every item of a suite, each suite's chosen on its own test items: "
+               "the most a coordinator that only tells the suites apart can reach",
     "bound: best prompt-independent policy (hindsight)": "one (model, role) per turn for every item, chosen on "
                                                          "these test items themselves: optimistic",
     FIXED: "one (model, role) per turn for every item, chosen on the training and validation items: a baseline",
@@ -92,6 +96,7 @@ def verdict_lines(result: Mapping[str, Any], *, recording: str, min_items: int, 
                    f"single model): `trinity` {' and '.join(goal)}.")
         out.append("")
     out += every_agent_lines(result, rows, min_items=min_items, samples=samples, seed=seed)
+    out += reach_lines(values, min_items=min_items, samples=samples, seed=seed)
     out += structure_lines(values, result.get("fixed_policy"))
     out += ["Expected rewards per item on the recording (exact: every path weighted by its probability under "
             "the method's routing), pooled over the test items:", "",
@@ -194,6 +199,50 @@ def cost_lines(cost: Mapping[str, float]) -> list[str]:
     return ["", line]
 
 
+def reach(values: Mapping[str, np.ndarray], *, min_items: int, samples: int = 2000, seed: int = 0
+          ) -> tuple[str, list[dict[str, Any]]] | None:
+    """Each bound of the recording paired against the best single agent on the same items: whether a win over
+    it can show on these items at all. Returns (the best single agent's name, one row per bound) or None."""
+    singles = {k: float(np.mean(v)) for k, v in values.items() if k.startswith("single:")}
+    if not singles:
+        return None
+    best = max(singles, key=singles.__getitem__)
+    theirs = np.asarray(values[best], dtype=float)
+    rows = []
+    for bound in BOUNDS:
+        if bound not in values:
+            continue
+        t = paired_test(np.asarray(values[bound], dtype=float), theirs, samples=samples, seed=seed)
+        rows.append({"bound": bound, "n": t.n, "mine": t.mean_a, "theirs": t.mean_b, "test": t.test,
+                     "p_value": t.p_value, "verdict": verdict(t, min_items=min_items)})
+    return best, rows
+
+
+def reach_lines(values: Mapping[str, np.ndarray], *, min_items: int, samples: int = 2000, seed: int = 0
+                ) -> list[str]:
+    """Whether these test items can show a win over the best single agent at all, and for which kind of
+    coordinator: the bounds against it, paired on the items."""
+    found = reach(values, min_items=min_items, samples=samples, seed=seed)
+    if found is None or not found[1]:
+        return []
+    best, rows = found
+    name = best.removeprefix("single:")
+    said = "; ".join(f"{r['bound'].removeprefix('bound: ')} {r['mine']:.3f} ({r['mine'] - r['theirs']:+.3f}, "
+                     f"{r['test']} p = {_p(r['p_value'])}, {r['verdict']})" for r in rows)
+    lines = [f"Can a win over the best single agent show on these {rows[0]['n']} items at all? Each bound of the "
+             f"recording paired against `{name}` ({rows[0]['theirs']:.3f}) on the same items: {said}."]
+    by = {r["bound"]: r for r in rows}
+    if by.get(HINDSIGHT, {}).get("verdict") not in (None, "win"):
+        lines.append("Not even knowing every reply in advance wins significantly here: no coordinator can show a "
+                     "win on these items.")
+    elif by.get(PER_SUITE, {}).get("verdict") not in (None, "win"):
+        lines.append("The best per-suite policy, chosen on these test items themselves, does not win "
+                     "significantly: a coordinator whose states tell only the suites apart cannot show a win on "
+                     "these items; it needs states that tell the items apart, or more test items "
+                     "(benchmarks/power.py says how many).")
+    return lines + [""]
+
+
 def structure_lines(values: Mapping[str, np.ndarray], policy: str | None) -> list[str]:
     """What the pool's structure leaves to routing, in numbers from the bounds."""
     singles = {k: float(np.mean(v)) for k, v in values.items() if k.startswith("single:")}
@@ -246,7 +295,8 @@ def metrics(result: Mapping[str, Any], *, samples: int = 2000, seed: int = 0) ->
     test items (the only keys under that prefix: rewards, each at most the hindsight bound), `test/recording_items`
     their number, `test/recording_interval/<method>/low|high` its 95 % interval over the items, and
     `test/recording_paired/<method>/difference|p_value|n` the report's paired test of `trinity` against it (what
-    README's results table quotes: scripts/render_docs.py)."""
+    README's results table quotes: scripts/render_docs.py), and `test/reach/<bound>/difference|p_value|n` each
+    bound's paired test against the best single agent (whether a win can show on these items at all)."""
     values = result["values"]
     out = {f"test/recording/{metric_name(name)}": round(float(np.mean(v)), 4) for name, v in values.items()}
     if not values:
@@ -260,6 +310,13 @@ def metrics(result: Mapping[str, Any], *, samples: int = 2000, seed: int = 0) ->
     for row in comparisons(values, min_items=1, samples=samples, seed=seed):
         key = f"test/recording_paired/{metric_name(row['other'])}"
         if row["p_value"] == row["p_value"]:
+            out[f"{key}/difference"] = round(row["mine"] - row["theirs"], 6)
+            out[f"{key}/p_value"] = round(row["p_value"], 6)
+            out[f"{key}/n"] = row["n"]
+    found = reach(values, min_items=1, samples=samples, seed=seed)
+    for row in found[1] if found else []:
+        if row["p_value"] == row["p_value"]:
+            key = f"test/reach/{metric_name(row['bound'].removeprefix('bound: '))}"
             out[f"{key}/difference"] = round(row["mine"] - row["theirs"], 6)
             out[f"{key}/p_value"] = round(row["p_value"], 6)
             out[f"{key}/n"] = row["n"]

@@ -30,7 +30,7 @@ from trinity.config import read_mapping
 from trinity.config_schema import TrinityConfig
 from trinity.pipeline import items as item_sel
 from trinity.pipeline.population import Submit, inline_submit
-from trinity.pipeline.variants import train_variants
+from trinity.pipeline.variants import train_variants, variant_workers
 
 log = logging.getLogger("trinity.ablate")
 
@@ -111,7 +111,8 @@ def run(cfg: TrinityConfig, *, submit: Submit = inline_submit,
                 "episodes)")
 
     for done in train_variants(cfg, chosen, dest_root, stage="ablate", label="ablation", timings="ablations",
-                               submit=submit, progress=progress, evolve=evolve, log=log, describe=describe):
+                               submit=submit, progress=progress, evolve=evolve, log=log, describe=describe,
+                               workers=variant_workers(cfg, len(chosen))):
         name, overrides, variant, plan = done.name, done.overrides, done.config, plans[done.name]
         result = done.out["result"]
         # the variant's wall time and whether it resumed from a checkpoint are run facts: beside its tables'

@@ -250,6 +250,7 @@ def describe_recording(cfg: TrinityConfig) -> str | None:
 
 FIXED_OUT_OF_SAMPLE = "fixed policy (chosen on train+validation)"
 FIXED_HINDSIGHT = "bound: best prompt-independent policy (hindsight)"
+PER_SUITE_HINDSIGHT = "bound: best per-suite policy (hindsight)"
 
 
 def exact_item_values(cfg: TrinityConfig, ctx: Any, params: np.ndarray | None, items: Sequence[TaskItem], *,
@@ -257,8 +258,9 @@ def exact_item_values(cfg: TrinityConfig, ctx: Any, params: np.ndarray | None, i
     """Per-item expected rewards on the recording, no sampling noise: the trained coordinator (routed as
     configured, and by argmax), x0 (a zero head: uniform over agents and the configured roles, which is
     also the `random` method), every single model as the only Worker, and the recording's bounds
-    (trinity.record.bounds): hindsight (every turn chosen knowing every reply), and the best prompt-independent
-    policy chosen on these same items (hindsight too, labelled so). With `choose_on` (the training and
+    (trinity.record.bounds): hindsight (every turn chosen knowing every reply), the best prompt-independent
+    policy chosen on these same items and, with several suites, each suite's own (hindsight too, labelled
+    so). With `choose_on` (the training and
     validation items) also the prompt-independent policy chosen THERE and scored on `items`: an honest
     baseline, out of sample, that a coordinator must beat. Returns {"items", "suites", "values": {name:
     per-item array}, "fixed_policy" (the out-of-sample one, else None), "fixed_policy_hindsight"}."""
@@ -302,6 +304,10 @@ def exact_item_values(cfg: TrinityConfig, ctx: Any, params: np.ndarray | None, i
     hindsight_policy = best_fixed(compiled)
     if hindsight_policy is not None:
         values[FIXED_HINDSIGHT] = np.array([bounds.follow(c, hindsight_policy) for c in compiled])
+        suites = [it.suite for it in items]
+        if len(set(suites)) > 1:
+            values[PER_SUITE_HINDSIGHT], _ = bounds.fixed_per_group(compiled, suites, len(world.agents), roles,
+                                                                    world.protocol.max_turns)
     chosen = best_fixed(world.compiled(list(choose_on))) if choose_on else None
     if chosen is not None:
         values[FIXED_OUT_OF_SAMPLE] = np.array([bounds.follow(c, chosen) for c in compiled])

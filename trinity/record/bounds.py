@@ -7,6 +7,10 @@
 - `fixed`: the best prompt-independent policy, one (agent, role) per turn index, the same for every
   item. Chosen on the items it is reported on it is hindsight (an optimistic reference); the report also
   chooses it on the training and validation items and scores it on the test items (trinity.pipeline.recorded).
+- `fixed per group`: the best prompt-independent policy of each group of items (each suite its own), chosen on
+  those items in hindsight: the most a coordinator that only tells the groups apart can reach there. The states
+  tell the suites apart, so when even this bound does not beat a single model, a coordinator needs per-item
+  signal (or more items) to show a win.
 (A "best choice per transcript" bound was dropped: every transcript of a recording comes with its turn, so
 it equalled hindsight on every item and said nothing more.)
 """
@@ -52,6 +56,22 @@ def fixed_policies(items: Sequence[CompiledItem], agents: int, roles: Sequence[s
     for policy in itertools.product(per_turn, repeat=max_turns):
         out[policy] = float(np.mean([follow(it, policy) for it in items])) if items else float("nan")
     return out
+
+
+def fixed_per_group(items: Sequence[CompiledItem], groups: Sequence[str], agents: int, roles: Sequence[str],
+                    max_turns: int) -> tuple[np.ndarray, dict[str, tuple[tuple[int, str], ...]]]:
+    """Per item, the reward of its group's best prompt-independent policy (chosen on that group's own items), and
+    each group's policy. `groups[i]` names the group of `items[i]` (e.g. its suite)."""
+    if len(groups) != len(items):
+        raise ValueError(f"one group per item: {len(groups)} groups for {len(items)} items")
+    values = np.full(len(items), np.nan)
+    chosen: dict[str, tuple[tuple[int, str], ...]] = {}
+    for group in dict.fromkeys(groups):
+        idx = [i for i, g in enumerate(groups) if g == group]
+        fixed = fixed_policies([items[i] for i in idx], agents, roles, max_turns)
+        chosen[group] = max(fixed, key=fixed.__getitem__)
+        values[idx] = [follow(items[i], chosen[group]) for i in idx]
+    return values, chosen
 
 
 def follow(item: CompiledItem, policy: Sequence[tuple[int, str]]) -> float:
