@@ -9,12 +9,15 @@ one run (`--compare`):
   variants replay a recorded answer whose program runs until the sandbox's time limit. Only the stage figures
   (per-call figures are exact fitness's); the sandbox runs and their timeouts are counted.
 
+- `workers`: the variants one after the other (`runner.variant_workers=1`, before) against side by side in the
+  config's own number of processes (after); the CPU figures then add the processes' own (and the sandbox's).
+
 - per call: one generation's expectations (29 candidates over every recorded training item) and a validation's
   (one candidate over the validation items), before against after, same inputs, same bytes checked;
 - the stage: `ablate_stage.run` over the chosen variants in fresh run folders (nothing resumed), each path in
   turn, its wall and CPU time, and the md5 of every output file: both paths must write the same bytes.
 
-    python benchmarks/ablate_speed.py [--compare exact|timeouts] [--rounds 2] [--calls 20] [--variants a,b]
+    python benchmarks/ablate_speed.py [--compare exact|timeouts|workers] [--rounds 2] [--calls 20] [--variants a,b]
                                       [--no-stage] [--out FILE]
 
 Run it in a checkout after `make run` (needs data/prepared, data/states and the recording; writes only under a
@@ -63,6 +66,13 @@ def select_grading(before: bool, count: bool = True) -> None:
             return result
 
         code.run_python = counted
+
+
+def _children_cpu() -> float:
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def select(before: bool) -> None:
@@ -116,7 +126,7 @@ def stage_run(cfg, before: bool, variants: list[str] | None,
     from trinity.config import with_values
     from trinity.pipeline import ablate_stage
 
-    (select if compare == "exact" else select_grading)(before)
+    (select_grading if compare == "timeouts" else select)(before and compare == "exact")
     folder = Path(tempfile.mkdtemp(prefix="ablate-speed-"))
     try:
         if features is not None and features.is_dir():   # the feature cache as the run left it, not shared
@@ -125,10 +135,14 @@ def stage_run(cfg, before: bool, variants: list[str] | None,
                   "paths.metrics": str(folder / "metrics"), "paths.timings": str(folder / "timings")}
         if variants:
             values["ablations.variants"] = variants
+        if compare == "workers":   # one variant after the other (before) against the config's own processes
+            values["runner.variant_workers"] = 1 if before else cfg.runner.variant_workers
         run_cfg = with_values(cfg, values)
-        t0, c0 = time.perf_counter(), time.process_time()
+        t0, c0, k0 = time.perf_counter(), time.process_time(), _children_cpu()
         ablate_stage.run(run_cfg)
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        if compare == "workers":   # the variants' processes (and the sandbox's) count too
+            cpu += _children_cpu() - k0
         hashes = {str(p.relative_to(folder)): hashlib.md5(p.read_bytes()).hexdigest()
                   for p in sorted((folder / "ablations").rglob("*")) if p.is_file()}
         metrics = folder / "metrics" / "ablations.json"
@@ -156,7 +170,8 @@ def same_as_outputs(cfg, hashes: dict[str, str]) -> bool | None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--params", default="params.yaml")
-    ap.add_argument("--compare", choices=("exact", "timeouts"), default="exact", help="which change to measure")
+    ap.add_argument("--compare", choices=("exact", "timeouts", "workers"), default="exact",
+                    help="which change to measure")
     ap.add_argument("--rounds", type=int, default=2, help="alternating rounds of each path")
     ap.add_argument("--calls", type=int, default=20, help="calls per timing of the per-call figures")
     ap.add_argument("--variants", default="", help="comma-separated ablation variants (default: the config's)")

@@ -62,6 +62,11 @@ def p_text(p: float) -> str:
     return f"{p:.2g}" if p < 0.001 else f"{p:.3f}"
 
 
+def p_clause(p: float) -> str:
+    """`p = 0.065`, or `p < 1e-06` for a p-value the metrics file rounded to 0 (it keeps 6 decimals)."""
+    return "p < 1e-06" if p == 0 else f"p = {p_text(p)}"
+
+
 def duration(seconds: float) -> str:
     minutes, secs = divmod(round(seconds), 60)
     return f"{minutes} min {secs} s" if minutes else f"{secs} s"
@@ -156,7 +161,7 @@ def reach_sentence(ev: Mapping[str, Any]) -> str | None:
     for key, words in REACH:
         d, p = ev.get(f"test/reach/{key}/difference"), ev.get(f"test/reach/{key}/p_value")
         if d is not None and p is not None:
-            parts.append(f"{words} {d:+.3f} (p = {p_text(p)})")
+            parts.append(f"{words} {d:+.3f} ({p_clause(p)})")
     if not parts:
         return None
     return ("Can a win over the best single agent show on these items at all? The recording's bounds, paired "
@@ -174,10 +179,8 @@ def results(src: Sources) -> str:
     tasks = params.get("tasks") or {}
     suites = ", ".join([*(tasks.get("train") or []), *(f"{s} (zero-shot)" for s in tasks.get("transfer") or [])])
     replay = ((params.get("pool") or {}).get("replay") or {}).get("recording")
-    lines = [verdict_sentence(rows, basis, items), ""]
     reach = reach_sentence(ev)
-    if reach:
-        lines += [reach, ""]
+    lines = [verdict_sentence(rows, basis, items) + (f" {reach}" if reach else ""), ""]
     has_exact = any(r["exact"] is not None for r in rows)
     head = ["method"]
     if has_exact:

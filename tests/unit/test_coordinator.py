@@ -361,3 +361,25 @@ def test_recording_router_keeps_each_decision_with_its_feature(tiny_cfg):
     assert [(d.agent, ROLES[d.role]) for d in router.decisions] == picks
     assert all(d.role_mask == (True, True, True) for d in router.decisions)
     assert close(router.decisions[1].feature, coord.engine.reference_feature(texts[1]))
+
+
+def test_token_ids_of_a_transcript_seen_lately_are_not_rendered_again_and_stay_the_callers(monkeypatch):
+    from trinity.coordinator.features import engine as engine_module
+
+    eng = engine()
+    calls: list[str] = []
+    render = eng.renderer.token_ids
+    monkeypatch.setattr(eng.renderer, "token_ids", lambda text: calls.append(text) or render(text))
+    monkeypatch.setattr(engine_module, "TOKEN_MEMO_SIZE", 2)
+    a, b, c = transcripts(3)
+    first = eng.tokens(a)
+    assert first.tolist() == render(a) and calls == [a]
+    first[:] = 0                                   # the caller's copy: changing it changes nothing kept
+    assert eng.tokens(a).tolist() == render(a) and calls == [a]
+    eng.tokens(b)
+    eng.tokens(a)                                  # a is the latest now, so c pushes b out
+    eng.tokens(c)
+    assert calls == [a, b, c]
+    eng.tokens(a)
+    eng.tokens(b)
+    assert calls == [a, b, c, b]

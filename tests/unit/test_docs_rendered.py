@@ -150,8 +150,11 @@ def test_the_results_say_whether_a_win_can_show_on_the_items_from_the_reach_metr
            "test/reach/best_per-suite_policy_(hindsight)/difference": 0.0933,
            "test/reach/best_per-suite_policy_(hindsight)/p_value": 0.0654}
     path.write_text(json.dumps(ev))
-    line = render_docs.results(render_docs.Sources(replace={"metrics/eval.json": path})).splitlines()[2]
-    assert line.startswith("Can a win over the best single agent show on these items at all?")
+    line = render_docs.results(render_docs.Sources(replace={"metrics/eval.json": path})).splitlines()[0]
+    assert " Can a win over the best single agent show on these items at all? " in line
     assert "knowing every reply in advance +0.300 (p = 0.0001)" in line
     assert "tells only the suites apart can reach) +0.093 (p = 0.065)" in line
     assert "prompt-independent" not in line        # no key, no clause
+    ev["test/reach/hindsight/p_value"] = 0.0         # rounded to 0 in the metrics file
+    path.write_text(json.dumps(ev))
+    assert "advance +0.300 (p < 1e-06)" in render_docs.results(render_docs.Sources(replace={"metrics/eval.json": path}))

@@ -64,6 +64,17 @@ def variant_workers(cfg: TrinityConfig, n_variants: int) -> int:
     return max(1, min(int(setting), n_variants))
 
 
+def samples_episodes(variant: TrinityConfig) -> bool:
+    """Whether a variant trains on sampled episodes (an on-policy strategy, a sampled fitness, or SVF, whose
+    features exact fitness cannot walk): on a recording these take minutes where the others take seconds."""
+    from trinity.evolve.strategy_registry import STRATEGIES
+    from trinity.pipeline.evolve_stage import fitness_estimate
+
+    strategy = STRATEGIES.get(str(getattr(variant.evolve.strategy, "value", variant.evolve.strategy)))
+    return (getattr(strategy, "kind", None) == "on_policy" or fitness_estimate(variant) != "exact"
+            or bool(variant.coordinator.svf.enabled))
+
+
 def train_variants(cfg: TrinityConfig, chosen: Chosen, dest: Path, *, stage: str, label: str, timings: str,
                    submit: Submit, progress: Callable[[dict], None] | None,
                    evolve: Callable[..., dict] | None, log: logging.Logger,
@@ -155,9 +166,12 @@ def _side_by_side(chosen: Chosen, workers: int, announce: Callable[[str], None],
     with ProcessPoolExecutor(workers, mp_context=spawn, initializer=_start_worker,
                              initargs=(lines, threads)) as pool:
         futures: dict[str, Future] = {}
-        for name, (_, variant) in chosen.items():
+        for name in chosen:
             announce(name)
-            futures[name] = pool.submit(_train_in_worker, name, variant)
+        # the longest first, so no process is left with one long variant while the others are done
+        for name in sorted(chosen, key=lambda n: not samples_episodes(chosen[n][1])):
+            futures[name] = pool.submit(_train_in_worker, name, chosen[name][1])
+        futures = {name: futures[name] for name in chosen}
         finished: set[str] = set()
         try:
             for name, future in futures.items():      # in the order given

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, cast
@@ -39,6 +40,8 @@ from trinity.coordinator.svf import SVFAdapter
 from trinity.errors import TrinityError
 
 log = logging.getLogger(__name__)
+
+TOKEN_MEMO_SIZE = 2048   # transcripts whose token ids are kept (about 14 KB each at 1,700 tokens)
 
 
 class FeatureError(TrinityError):
@@ -85,6 +88,8 @@ class FeatureEngine:
         self.prefix_store = PrefixStore(prefix_tokens) if reuse else None
         self.pad_id = _pad_id(backbone.tokenizer)
         self._lock = threading.Lock()
+        self._token_lock = threading.Lock()
+        self._token_memo: OrderedDict[str, np.ndarray] = OrderedDict()   # transcript -> token ids, latest last
         self._other_positions: tuple[int, ...] = ()   # set for one features_at call
         self.stats = {"requests": 0, "computed_tokens": 0, "reused_tokens": 0, "forward_passes": 0, "svf_rows": 0}
         self._partial_svf = self.svf is not None and self.svf.reuses_activations
@@ -99,7 +104,20 @@ class FeatureEngine:
         return int(self.backbone.hidden_size)
 
     def tokens(self, transcript: str) -> np.ndarray:
-        ids = np.asarray(self.renderer.token_ids(transcript), dtype=np.int64)
+        """The prompt's token ids (a copy: the caller may keep or change it). A transcript seen lately is not
+        rendered and tokenized again: sampled episodes ask for the same few transcripts of an item over and over,
+        and the chat template and tokenizer cost more than the cached state they look up."""
+        with self._token_lock:
+            known = self._token_memo.get(transcript)
+            if known is not None:
+                self._token_memo.move_to_end(transcript)
+        if known is None:
+            known = np.asarray(self.renderer.token_ids(transcript), dtype=np.int64)
+            with self._token_lock:
+                self._token_memo[transcript] = known
+                while len(self._token_memo) > TOKEN_MEMO_SIZE:
+                    self._token_memo.popitem(last=False)
+        ids = known.copy()
         for position in (self.token_position, *self._other_positions):
             if _index(len(ids), position) is None:
                 raise FeatureError(f"the coordinator prompt has {len(ids)} tokens, too few for "
