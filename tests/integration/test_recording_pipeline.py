@@ -227,3 +227,21 @@ def test_variants_trained_side_by_side_write_the_bytes_they_write_one_after_the_
     assert side_by_side == alone
     assert {line.split(":")[0] for line in lines} == {"ablation 1/2 no_roles", "ablation 2/2 random_search"}
     assert any("gen 3/3" in line for line in lines if line.startswith("ablation 2/2"))
+
+
+def test_a_variant_failing_in_its_process_stops_the_stage_with_its_error(recorded_cfg, tmp_path):
+    """Prepared items without a training split: the stage's own checks pass (they read the validation items),
+    each variant's process fails, and the stage raises that process's error."""
+    from trinity.pipeline import ablate_stage
+
+    cfg = recorded_cfg.copy()
+    cfg.ablations.enabled, cfg.ablations.variants = True, ["no_roles", "random_search"]
+    cfg.runner.variant_workers = 2
+    prepared = tmp_path / "prepared"
+    prepared.mkdir()
+    for table in Path(recorded_cfg.paths.prepared).glob("*.parquet"):
+        pl.read_parquet(table).filter(pl.col("split") != "train").write_parquet(prepared / table.name)
+    for key in ("runs", "cache", "ablations", "metrics", "timings", "prepared"):
+        cfg.paths[key] = str(tmp_path / key)
+    with pytest.raises(RuntimeError, match="no training items"):
+        ablate_stage.run(typed(cfg))
