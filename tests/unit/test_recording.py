@@ -223,20 +223,26 @@ def test_argmax_ties_are_shared_equally():
     assert one_hot_ties(p).tolist() == [[0.5, 0.5, 0.0], [0.0, 0.0, 1.0]]
 
 
-def test_bounds_order_and_bound_every_head(tmp_path):
-    from trinity.record import bounds
+def _compiled_recording(tmp_path):
+    """A recording of every role, compiled: (its compiled trees, the protocol)."""
+    from trinity.pipeline.record_stage import chosen_items
+    from trinity.pool.providers import resolve_endpoint
 
     cfg, root, _ = make_recording(tmp_path, roles=ROLES)
     rec = store.open_recording(root)
     protocol = ProtocolConfig.from_config(cfg.protocol)
-    from trinity.pipeline.record_stage import chosen_items
-    from trinity.pool.providers import resolve_endpoint
-
     items = chosen_items(cfg)
     endpoints = {m: resolve_endpoint(m, cfg.pool.models[m], cfg.pool) for m in MODELS}
     grades = {(r["item"], r["reply"]): r["grade"] for r in rec.nodes.iter_rows(named=True) if r["grade"] is not None}
     compiled = compile_items(items, protocol, MODELS, ROLES,
                              recorded_lookup(RecordedReplies(rec), endpoints, protocol, grades))
+    return compiled, protocol
+
+
+def test_bounds_order_and_bound_every_head(tmp_path):
+    from trinity.record import bounds
+
+    compiled, protocol = _compiled_recording(tmp_path)
     hind = np.array([bounds.hindsight(c) for c in compiled.items])
     fixed = bounds.fixed_policies(compiled.items, 3, ROLES, protocol.max_turns)
     assert hind.mean() >= max(fixed.values()) - 1e-12
@@ -475,18 +481,10 @@ def test_ctrl_c_during_trinity_record_says_what_is_kept_and_exits_130(monkeypatc
 
 
 def test_the_per_suite_bound_lies_between_the_pooled_policy_and_hindsight(tmp_path):
-    from trinity.pipeline.record_stage import chosen_items
-    from trinity.pool.providers import resolve_endpoint
     from trinity.record import bounds
 
-    cfg, root, _ = make_recording(tmp_path, roles=ROLES)
-    rec = store.open_recording(root)
-    protocol = ProtocolConfig.from_config(cfg.protocol)
-    items = chosen_items(cfg)
-    endpoints = {m: resolve_endpoint(m, cfg.pool.models[m], cfg.pool) for m in MODELS}
-    grades = {(r["item"], r["reply"]): r["grade"] for r in rec.nodes.iter_rows(named=True) if r["grade"] is not None}
-    compiled = compile_items(items, protocol, MODELS, ROLES,
-                             recorded_lookup(RecordedReplies(rec), endpoints, protocol, grades)).items
+    trees, protocol = _compiled_recording(tmp_path)
+    compiled = trees.items
     groups = [f"g{i % 2}" for i in range(len(compiled))]
     values, chosen = bounds.fixed_per_group(compiled, groups, 3, ROLES, protocol.max_turns)
     pooled = bounds.fixed_policies(compiled, 3, ROLES, protocol.max_turns)
