@@ -13,7 +13,10 @@ logged one before or took that long:
     evaluate: coordinator features 120/480 transcripts (25%), 14.2/s, ETA 25 s
     evaluate: coordinator features 480/480 transcripts (100%) in 34 s, 14.1/s
 
-so work shorter than `log_every_s` stays silent (an evolution's generation). A listener is
+so work shorter than `log_every_s` stays silent (an evolution's generation). The rate and the ETA are those of the
+last `window_s` seconds (the whole run's while nothing moved in them), so work whose pace changes (the evaluate
+stage's single-agent turns by the thousand, then the coordinator's at a few a second) gets an ETA of the pace it
+has now, not of its first minute. A listener is
 `f(label, done, total)`; it is told at most every `min_interval_s` seconds and at the end. `clock` (seconds,
 monotonic) is for tests.
 """
@@ -24,6 +27,7 @@ import logging
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable
 from typing import TextIO
 
@@ -34,7 +38,8 @@ log = logging.getLogger("trinity.progress")
 class Progress:
     def __init__(self, label: str, total: int, *, listeners: Iterable[Listener | None] = (),
                  stream: TextIO | None = None, bar: bool | None = None, log_every_s: float = 5.0,
-                 min_interval_s: float = 1.0, unit: str = "", clock: Callable[[], float] = time.monotonic) -> None:
+                 min_interval_s: float = 1.0, unit: str = "", window_s: float = 60.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.label = label
         self.total = max(int(total), 0)
         self.unit = unit
@@ -45,6 +50,8 @@ class Progress:
         self._log_every_s = log_every_s
         self._clock = clock
         self._started = clock()
+        self._window_s = float(window_s)
+        self._samples: deque[tuple[float, int]] = deque([(self._started, 0)])   # (time, done), 0.5 s apart at most
         self._last_told = float("-inf")
         self._last_logged = self._started   # the first line after log_every_s: short work stays silent
         self._logged = False
@@ -82,6 +89,7 @@ class Progress:
             if self._bar is not None:
                 self._bar.update(step)
             now = self._clock()
+            self._sample(now)
             finished = self.total and self.done >= self.total
             tell = finished or now - self._last_told >= self._min_interval_s
             if tell:
@@ -102,8 +110,32 @@ class Progress:
         rate = f"{_rate(self.done / elapsed)}/s" if elapsed > 0 and self.done else "-/s"
         if self.total and self.done >= self.total:
             return f"{self.label} {self.done}/{self.total}{unit}{share} in {duration(elapsed)}, {rate}"
-        eta = duration(elapsed * (self.total - self.done) / self.done) if self.total and self.done else "?"
+        per_s = self._recent_rate(self._started + elapsed) if self.done else 0.0
+        rate = f"{_rate(per_s)}/s" if per_s > 0 else "-/s"
+        eta = duration((self.total - self.done) / per_s) if self.total and per_s > 0 else "?"
         return f"{self.label} {self.done}/{self.total}{unit}{share}, {rate}, ETA {eta}"
+
+    def _sample(self, now: float) -> None:
+        """Remember (now, done) for the recent rate: at most one sample per half second, none older than needed."""
+        if len(self._samples) == 1 or now - self._samples[-1][0] >= 0.5:
+            self._samples.append((now, self.done))
+        else:
+            self._samples[-1] = (self._samples[-1][0], self.done)
+        while len(self._samples) > 2 and self._samples[1][0] <= now - self._window_s:
+            self._samples.popleft()
+
+    def _recent_rate(self, now: float) -> float:
+        """Per second over the last window_s seconds; over the whole run when nothing moved in them."""
+        samples = list(self._samples)   # a copy: line() may be called from another thread
+        base_t, base_done = samples[0]
+        for t, d in samples:
+            if t > now - self._window_s:
+                break
+            base_t, base_done = t, d
+        if now > base_t and self.done > base_done:
+            return (self.done - base_done) / (now - base_t)
+        elapsed = now - self._started
+        return self.done / elapsed if elapsed > 0 else 0.0
 
     def _tell(self, done: int, total: int) -> None:
         for listener in self._listeners:

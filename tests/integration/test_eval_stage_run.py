@@ -45,10 +45,12 @@ def test_every_method_ablations_skips_report_and_resume(stage, tmp_path):  # noq
     out = stand_ins.run(cfg, on_work=lambda label, done, total: work.append((label, done, total)))
     summary = out["summary"]
     ran = set(summary["method"])
-    # progress: the episodes done, told as they finish, ending at the total (MoA chunks included)
+    # progress: the turns (each episode its method's max_turns: one for a single agent's), told as they are
+    # decided, ending at the total (MoA chunks included)
     episodes = pl.read_parquet(f"{cfg.paths.eval}/results.parquet").height
-    assert work[0][0] == "evaluate: episodes" and work[0][1] >= 1
-    assert work[-1][1] == work[-1][2] == episodes and all(a[1] <= b[1] for a, b in zip(work, work[1:], strict=False))
+    assert work[0][0] == "evaluate: turns" and work[0][1] >= 1
+    assert work[-1][1] == work[-1][2] and episodes < work[-1][2] <= episodes * cfg.protocol.max_turns
+    assert all(a[1] <= b[1] for a, b in zip(work, work[1:], strict=False))
     good, first = AGENTS[GOOD], AGENTS[0]
     assert ran == {"trinity", "trinity:argmax", *(f"single:{a}" for a in AGENTS), *(f"roles:{a}" for a in AGENTS),
                    "random", f"loop:{first}", f"moa:{first}", "ablation:last_token", "ablation:random_search"}

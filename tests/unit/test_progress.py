@@ -107,6 +107,24 @@ def test_eta_of_work_that_slows_down_and_of_nothing_done_yet():
     assert p.line() == "states 10/100 (10%), 0.0014/s, ETA 18 h 04 min"
 
 
+def test_the_eta_follows_the_pace_of_the_last_minute_when_the_work_slows_down():
+    """Cheap work by the thousand, then slow work (the evaluate stage's single-agent turns, then the
+    coordinator's): the ETA is the slow pace's, not the first seconds' average; the end line the whole run's."""
+    clock = FakeClock()
+    p = Progress("evaluate: turns", 2000, stream=io.StringIO(), clock=clock)
+    for _ in range(100):
+        clock.now += 0.1
+        p.advance(10)     # 1,000 turns in 10 s
+    for _ in range(120):
+        clock.now += 1.0
+        p.advance(1)      # then one a second
+    # the whole run's pace would say 1120 in 130 s, 8.6/s, ETA 1 min 42 s
+    assert p.line() == "evaluate: turns 1120/2000 (56%), 1.0/s, ETA 14 min 40 s"
+    clock.now += 1.0
+    p.advance(880)
+    assert p.line() == "evaluate: turns 2000/2000 (100%) in 2 min 11 s, 15.3/s"
+
+
 @pytest.mark.parametrize("seconds, text", [(0.4, "0 s"), (59.6, "1 min 00 s"), (605, "10 min 05 s"),
                                            (3725, "1 h 02 min")])
 def test_durations_read_as_a_person_says_them(seconds, text):

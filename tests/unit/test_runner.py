@@ -117,6 +117,33 @@ def test_one_broken_episode_does_not_stop_the_others():
     assert traces[4].error is None and traces[4].graded
 
 
+def test_turns_are_told_as_decided_and_each_episode_counts_max_turns_in_all():
+    """on_turns: one per router decision while the episode plays; an episode ended early by a Verifier's
+    ACCEPT (after 2 decisions) and one whose router fails (0 decisions) count the rest when they end."""
+    pool = ScriptedPool(CFG, {"worker": "the answer is 2", "verifier": "ACCEPT"}, delay_s=0.001)
+    told: list[tuple[int, int]] = []   # (n told, decisions made so far over all episodes)
+    decided = 0
+
+    class Counted(ScriptedRouter):
+        async def choose(self, transcript, turn, rng):
+            nonlocal decided
+            decided += 1
+            return await super().choose(transcript, turn, rng)
+
+    accepting = [(0, "worker"), (1, "verifier")] + [(0, "worker")] * 2
+    specs = [EpisodeSpec.create(0, ITEMS[1], Counted(accepting)),
+             EpisodeSpec.create(0, ITEMS[3], Counted([(0, "worker")] * 4)),
+             EpisodeSpec.create(0, ITEMS[5], BrokenRouter())]
+    traces = asyncio.run(run_episodes(specs, pool, AGENTS, CFG, grade, max_concurrency=1,
+                                      on_turns=lambda n: told.append((n, decided))))
+    assert [t.end_reason for t in traces] == ["accept", "turn_limit", "pool_failure"]
+    assert sum(n for n, _ in told) == len(specs) * CFG.max_turns
+    # the accepted episode: its two decisions one by one, then the two turns it did not play at its end
+    assert told[:3] == [(1, 1), (1, 2), (2, 2)]
+    # the broken router decided nothing: its four turns come at its end
+    assert told[-1] == (4, 6)
+
+
 def test_rerun_reproduces_identical_traces():
     def fresh_specs(root):
         routers = [RandomRouter(len(AGENTS)) for _ in range(4)]

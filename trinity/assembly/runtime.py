@@ -56,6 +56,7 @@ class StageRuntime:
         self.shared_limits = shared_limits
         self.run_key = run_key
         self._episode_listeners: list[Callable[[], None]] = []
+        self._turn_listeners: list[Callable[[int], None]] = []
 
     def close(self) -> None:
         """Cancel rollouts still in flight (an interrupted stage), close the pool client, stop the loop."""
@@ -90,9 +91,30 @@ class StageRuntime:
         finally:
             self._episode_listeners.remove(on_episode)
 
+    @contextlib.contextmanager
+    def counting_turns(self, on_turns: Callable[[int], None]) -> Iterator[None]:
+        """Call `on_turns(n)` as the episodes this runtime runs decide their turns, and at each episode's end
+        with the turns it did not play (trinity.episodes.runner.run_episodes), while the block runs: progress
+        that moves with every coordinator forward pass, not only when whole episodes end."""
+        self._turn_listeners.append(on_turns)
+        try:
+            yield
+        finally:
+            self._turn_listeners.remove(on_turns)
+
     def _episode_done(self, done: int, total: int, trace: Trace) -> None:
         for listener in list(self._episode_listeners):
             listener()
+
+    def _turn_counter(self) -> Callable[[int], None] | None:
+        """What run_episodes tells of turns: None (its routers left unwrapped) while no one counts them."""
+        if not self._turn_listeners:
+            return None
+
+        def told(n: int) -> None:
+            for listener in list(self._turn_listeners):
+                listener(n)
+        return told
 
     @property
     def max_concurrency(self) -> int:
@@ -108,7 +130,7 @@ class StageRuntime:
                 progress(done, total, trace)
 
         coro = run_episodes(list(specs), self.pool, self.agents, protocol_cfg, self.grader,
-                            max_concurrency=self.max_concurrency, progress=finished)
+                            max_concurrency=self.max_concurrency, progress=finished, on_turns=self._turn_counter())
         return self.loop.run(self._handing_over(coro))
 
     def run_chunks(self, chunks: Sequence[tuple[Sequence[EpisodeSpec], Any]],
@@ -120,7 +142,8 @@ class StageRuntime:
         async def one(i: int, specs: Sequence[EpisodeSpec], protocol_cfg: ProtocolConfig | None) -> list[Trace]:
             traces = await run_episodes(list(specs), self.pool, self.agents,
                                         protocol_cfg if protocol_cfg is not None else self.cfg.protocol,
-                                        self.grader, max_concurrency=limit, progress=self._episode_done)
+                                        self.grader, max_concurrency=limit, progress=self._episode_done,
+                                        on_turns=self._turn_counter())
             if on_chunk_done is not None:
                 on_chunk_done(i, traces)
             return traces

@@ -20,8 +20,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from trinity.config_schema.protocol import ProtocolConfig
-from trinity.contracts import Router
+from trinity.contracts import Choice, Router
 from trinity.episodes.protocol import ChatPool, Grader, run_episode
 from trinity.episodes.trace import EpisodeId, Trace
 from trinity.seeding import derive_seed
@@ -84,9 +86,12 @@ async def run_episodes(
     *,
     max_concurrency: int,
     progress: Progress | None = None,
+    on_turns: Callable[[int], None] | None = None,
 ) -> list[Trace]:
     """Run every spec (the typed `protocol`), at most `max_concurrency` episodes at a time; traces come back in
-    spec order."""
+    spec order. `on_turns(n)` hears of the turns as they are decided (the router's choice, a coordinator
+    forward pass for a trinity router), and when an episode ends of the turns it did not play, so each episode
+    counts `protocol.max_turns` in all: a count of work whose total is known before the first turn."""
     if max_concurrency < 1:
         raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")
     slots = asyncio.Semaphore(max_concurrency)
@@ -96,14 +101,51 @@ async def run_episodes(
     async def one(spec: EpisodeSpec) -> Trace:
         nonlocal done
         async with slots:
+            router, counted = spec.router, _TurnCount(on_turns, protocol.max_turns)
+            if on_turns is not None:
+                router = _Counting(spec.router, counted)
             try:
-                trace = await run_episode(spec.item, spec.router, pool, agents, protocol, spec.episode_id,
+                trace = await run_episode(spec.item, router, pool, agents, protocol, spec.episode_id,
                                           spec.seed, grader)
             except Exception as e:  # one broken episode must not end the generation
                 trace = error_trace(spec, e)
+            finally:
+                counted.rest()
         done += 1
         if progress is not None:
             progress(done, total, trace)
         return trace
 
     return list(await asyncio.gather(*(one(spec) for spec in specs)))
+
+
+class _TurnCount:
+    """The turns of one episode told to `on_turns`: one per decision, the rest of `max_turns` at its end."""
+
+    def __init__(self, on_turns: Callable[[int], None] | None, max_turns: int) -> None:
+        self.on_turns, self.left = on_turns, int(max_turns)
+
+    def one(self) -> None:
+        if self.on_turns is not None and self.left > 0:
+            self.left -= 1
+            self.on_turns(1)
+
+    def rest(self) -> None:
+        if self.on_turns is not None and self.left > 0:
+            left, self.left = self.left, 0
+            self.on_turns(left)
+
+
+class _Counting:
+    """A router that counts its decisions (`run_episodes`' on_turns); everything else is the router's."""
+
+    def __init__(self, router: Router, counted: _TurnCount) -> None:
+        self._router, self._counted = router, counted
+
+    async def choose(self, transcript: str, turn: int, rng: np.random.Generator) -> Choice:
+        decision = await self._router.choose(transcript, turn, rng)
+        self._counted.one()
+        return decision
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._router, name)

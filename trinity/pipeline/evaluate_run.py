@@ -19,8 +19,13 @@ from trinity.progress import Listener, Progress
 
 def run_chunks(ctx: StageRuntime, finished: dict[tuple, pl.DataFrame], pending: list[Chunk], *,
                say: Callable[[str], None], on_work: Listener | None) -> pl.DataFrame:
-    """Run every pending chunk at once, saving each as it finishes; the results of all chunks."""
+    """Run every pending chunk at once, saving each as it finishes; the results of all chunks. Progress counts
+    turns, each episode `max_turns` of them (a routed episode's as its router decides them, one that ends
+    early counts the rest then; a method with its own episode function counts its chunk's when it is saved):
+    the trinity methods' episodes all wait on the coordinator's forward passes and end together, so a count
+    of finished episodes would stand still for minutes while the turns move."""
     total = sum(len(c.specs) for c in pending)
+    turns = {c.key: len(c.specs) * int(c.protocol.max_turns) for c in pending}
     say(f"evaluate: {len(finished)} chunks already done, {len(pending)} to run ({total} episodes)")
     price = ctx.pool.list_price
     by_key = dict(finished)
@@ -34,11 +39,13 @@ def run_chunks(ctx: StageRuntime, finished: dict[tuple, pl.DataFrame], pending: 
         chunk.path.with_suffix(".tmp").replace(chunk.path)
         by_key[chunk.key] = frame
         done += len(chunk.specs)
-        bar.at_least(done)   # episodes of methods with their own episode function are counted here
+        if chunk.episode is not None:   # a routed chunk's turns were counted as they were decided
+            bar.advance(turns[chunk.key])
         say(f"eval {done}/{total} episodes: {chunk.set_name}/{chunk.suite} {chunk.method} "
             f"mean reward {cast(float, frame['reward'].mean()):.3f}")
 
-    with Progress("evaluate: episodes", total, listeners=[on_work]) as bar, ctx.counting_episodes(bar.advance):
+    with Progress("evaluate: turns", sum(turns.values()), listeners=[on_work]) as bar, \
+            ctx.counting_turns(bar.advance):
         run_all(ctx, pending, save)
     frames = [by_key[k] for k in sorted(by_key)]
     return pl.concat(frames) if frames else results_frame([])
