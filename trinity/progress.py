@@ -107,8 +107,8 @@ class Progress:
         elapsed = max((self._clock() if now is None else now) - self._started, 0.0)
         unit = f" {self.unit}" if self.unit else ""
         share = f" ({self.done / self.total:.0%})" if self.total else ""
-        rate = f"{_rate(self.done / elapsed)}/s" if elapsed > 0 and self.done else "-/s"
         if self.total and self.done >= self.total:
+            rate = f"{_rate(self.done / elapsed)}/s" if elapsed > 0 else "-/s"
             return f"{self.label} {self.done}/{self.total}{unit}{share} in {duration(elapsed)}, {rate}"
         per_s = self._recent_rate(self._started + elapsed) if self.done else 0.0
         rate = f"{_rate(per_s)}/s" if per_s > 0 else "-/s"

@@ -101,16 +101,15 @@ async def run_episodes(
     async def one(spec: EpisodeSpec) -> Trace:
         nonlocal done
         async with slots:
-            router, counted = spec.router, _TurnCount(on_turns, protocol.max_turns)
-            if on_turns is not None:
-                router = _Counting(spec.router, counted)
+            counted = None if on_turns is None else _CountingRouter(spec.router, on_turns, protocol.max_turns)
             try:
-                trace = await run_episode(spec.item, router, pool, agents, protocol, spec.episode_id,
-                                          spec.seed, grader)
+                trace = await run_episode(spec.item, counted or spec.router, pool, agents, protocol,
+                                          spec.episode_id, spec.seed, grader)
             except Exception as e:  # one broken episode must not end the generation
                 trace = error_trace(spec, e)
             finally:
-                counted.rest()
+                if counted is not None:
+                    counted.end()
         done += 1
         if progress is not None:
             progress(done, total, trace)
@@ -119,33 +118,21 @@ async def run_episodes(
     return list(await asyncio.gather(*(one(spec) for spec in specs)))
 
 
-class _TurnCount:
-    """The turns of one episode told to `on_turns`: one per decision, the rest of `max_turns` at its end."""
+class _CountingRouter:
+    """The episode's router, telling `on_turns` of each decision it makes and, at `end()`, of the rest of
+    `max_turns` (run_episodes' on_turns)."""
 
-    def __init__(self, on_turns: Callable[[int], None] | None, max_turns: int) -> None:
-        self.on_turns, self.left = on_turns, int(max_turns)
-
-    def one(self) -> None:
-        if self.on_turns is not None and self.left > 0:
-            self.left -= 1
-            self.on_turns(1)
-
-    def rest(self) -> None:
-        if self.on_turns is not None and self.left > 0:
-            left, self.left = self.left, 0
-            self.on_turns(left)
-
-
-class _Counting:
-    """A router that counts its decisions (`run_episodes`' on_turns); everything else is the router's."""
-
-    def __init__(self, router: Router, counted: _TurnCount) -> None:
-        self._router, self._counted = router, counted
+    def __init__(self, router: Router, on_turns: Callable[[int], None], max_turns: int) -> None:
+        self._router, self._on_turns, self._left = router, on_turns, int(max_turns)
 
     async def choose(self, transcript: str, turn: int, rng: np.random.Generator) -> Choice:
         decision = await self._router.choose(transcript, turn, rng)
-        self._counted.one()
+        if self._left > 0:
+            self._left -= 1
+            self._on_turns(1)
         return decision
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._router, name)
+    def end(self) -> None:
+        left, self._left = self._left, 0
+        if left > 0:
+            self._on_turns(left)
