@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
+from multiprocessing.queues import Queue
 from pathlib import Path
 from typing import Any
 
@@ -124,10 +125,10 @@ def train_variants(cfg: TrinityConfig, chosen: Chosen, dest: Path, *, stage: str
 
 # ------------------------------------------------------------------ side by side, in spawned processes
 
-_PROGRESS: Any = None   # in a worker process: the queue its progress lines go back on
+_PROGRESS: Queue | None = None   # in a worker process: the queue its progress lines go back on
 
 
-def _start_worker(lines: Any, threads: int) -> None:
+def _start_worker(lines: Queue, threads: int) -> None:
     global _PROGRESS
     _PROGRESS = lines
     try:   # Linux: this worker ends with the stage's process, even one killed without a word
@@ -146,13 +147,16 @@ def _start_worker(lines: Any, threads: int) -> None:
 def _train_in_worker(name: str, variant: TrinityConfig) -> tuple[dict, float]:
     """One variant's evolution in a worker process: (evolve's result, its wall seconds). Its progress goes back
     on the queue, then a last ("done", name) so the parent has every line before it publishes the variant."""
+    lines = _PROGRESS
+    if lines is None:
+        raise RuntimeError("_train_in_worker runs in a process _start_worker started")
     started = time.perf_counter()
     run_out = evolve_stage.run_dir(variant)
     try:
-        out = evolve_stage.evolve(variant, out_dir=run_out, progress=lambda info: _PROGRESS.put(("line", name, info)),
+        out = evolve_stage.evolve(variant, out_dir=run_out, progress=lambda info: lines.put(("line", name, info)),
                                   metrics_dir=run_out, reports_dir=run_out)
     finally:
-        _PROGRESS.put(("done", name, None))
+        lines.put(("done", name, None))
     return out, time.perf_counter() - started
 
 
