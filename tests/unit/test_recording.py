@@ -500,3 +500,48 @@ def test_the_per_suite_bound_lies_between_the_pooled_policy_and_hindsight(tmp_pa
     assert one.mean() == pytest.approx(max(pooled.values()))
     with pytest.raises(ValueError, match="one group per item"):
         bounds.fixed_per_group(compiled, groups[:-1], 3, ROLES, protocol.max_turns)
+
+
+def test_a_long_item_is_reported_while_in_flight_not_only_when_its_tree_is_written(tmp_path):
+    """An item of the local pool takes minutes: every `record.heartbeat_s` the recorder says how many new calls
+    it has made and which items are in flight with their own calls, before the item's own line."""
+    import threading
+
+    from pool_stub import StubServer
+    from recording_support import grade, reply_for
+
+    from trinity.pipeline import record_stage
+
+    write_prepared(tmp_path / "prepared", {"train": 1, "validation": 0, "test": 0})
+    lines: list[str] = []
+    beat = threading.Event()
+
+    def progress(line: str) -> None:
+        lines.append(line)
+        if "in flight:" in line and not line.startswith("record: 0 new calls"):
+            beat.set()
+
+    def slow_until_a_heartbeat(body: dict):
+        if body["messages"][0]["content"].startswith("You are the Verifier"):
+            assert beat.wait(30), "no heartbeat line while the item was in flight"
+        return reply_for(body)
+
+    with StubServer(slow_until_a_heartbeat) as server:
+        cfg = with_values(recording_cfg(tmp_path, server.base_url, roles=("worker", "verifier"),
+                                        items={"train": 1, "validation": 0, "test": 0}),
+                          {"record.heartbeat_s": 0.05})
+        summary = record_stage.run(cfg, progress=progress, grader=grade,
+                                   client_factory=lambda journal, known: PoolClient.from_config(
+                                       cfg.pool, cache_path=journal, replay=known))
+    assert summary["recorded"] == 1
+    uid = store.item_entries(json.loads((record_stage.recording_dir(cfg) / store.MANIFEST).read_text())).keys()
+    (uid,) = list(uid)
+    beats = [i for i, line in enumerate(lines) if "in flight:" in line and not line.startswith("record: 0 new")]
+    done = next(i for i, line in enumerate(lines) if line.startswith("record: 1/1 "))
+    assert beats and beats[0] < done, lines
+    first = lines[beats[0]]
+    # the run's new calls so far, and the item's own (one item: the same): Workers that answered while every
+    # Verifier waited, so fewer than the item's tree holds in the end
+    calls = int(first.split("record: ", 1)[1].split(" new calls", 1)[0])
+    own = int(first.split(f"in flight: {uid} (", 1)[1].split(" new calls", 1)[0])
+    assert 1 <= own == calls < summary["new_calls"] and "/h); " in first, (first, summary)

@@ -29,6 +29,8 @@ class RecordConfig:
     order: RecordOrder = RecordOrder.balanced
     concurrent_items: int = number(3, gt=0)  # items expanded at once (their calls share the pool's limits)
     max_calls: int | None = number(None, gt=0)   # stop (resumably) after this many new calls; null: no cap
+    # seconds between the lines that say how far the items in flight are (an item takes minutes on a local pool)
+    heartbeat_s: float = number(60.0, gt=0)
     # where the recorder's items come from: null, the pipeline's prepared folder (paths.prepared, as the
     # prepare stage left it); a folder, the recorder's own, which it prepares from the experiment's tasks
     # section on every run (seconds), so the items chosen never depend on what the pipeline last prepared

@@ -457,12 +457,14 @@ async def _record(cfg: TrinityConfig, root: Path, manifest: dict, items: Sequenc
         for it in pending:
             queue.put_nowait(it)
         lock = asyncio.Lock()
+        in_flight: dict[str, float] = {}   # uid -> when its expansion began
 
         async def worker() -> None:
             nonlocal recorded
             while not queue.empty() and recorder.stopped is None:
                 item = queue.get_nowait()
                 t_item = time.monotonic()
+                in_flight[item.uid] = t_item
                 try:
                     tree = await recorder.record_item(item)
                 except _TransientFailure as e:
@@ -472,6 +474,8 @@ async def _record(cfg: TrinityConfig, root: Path, manifest: dict, items: Sequenc
                 except RecordingStopped as e:
                     recorder.stopped = str(e)
                     return
+                finally:
+                    in_flight.pop(item.uid, None)
                 frame = store.tree_frame(tree)
                 async with lock:
                     entry = store.write_part(root, store.part_name(order[item.uid], item.uid), frame)
@@ -501,10 +505,20 @@ async def _record(cfg: TrinityConfig, root: Path, manifest: dict, items: Sequenc
                              f"{tree.calls} calls ({entry['new_calls']} new) in {entry['wall_s']:.0f}s; "
                              f"{recorded} this run in {_hms(elapsed)}, ETA {_hms(eta)} for {left} more")
 
+        async def heartbeat() -> None:
+            while True:
+                await asyncio.sleep(float(cfg.record.heartbeat_s))
+                if in_flight:
+                    progress(heartbeat_line(recorder, in_flight, time.monotonic() - t0))
+
+        beat = asyncio.create_task(heartbeat())
         try:
             workers = [asyncio.create_task(worker()) for _ in range(cfg.record.concurrent_items)]
             await asyncio.gather(*workers)
         finally:
+            beat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await beat
             run_entry.update(wall_s=round(time.monotonic() - t0, 1), items=recorded, new_calls=recorder.new_calls)
             if recorded:
                 store.write_manifest(root, manifest)
@@ -515,6 +529,17 @@ async def _record(cfg: TrinityConfig, root: Path, manifest: dict, items: Sequenc
         progress(f"record: stopped: {stopped}; rerun `trinity record` to continue")
     return {"root": str(root), "recorded": recorded, "failed": failed, "pending": len(pending) - recorded,
             "items": len(items), "stopped": stopped, "new_calls": recorder.new_calls}
+
+
+def heartbeat_line(recorder: Recorder, in_flight: dict[str, float], elapsed: float) -> str:
+    """How far the items in flight are: new calls so far in this run and per hour, and each item's own new calls
+    and minutes (an item's line comes only when its whole tree is recorded)."""
+    now = time.monotonic()
+    items = ", ".join(f"{uid} ({recorder.new_by_item.get(uid, 0)} new calls, {_hms(now - since)})"
+                      for uid, since in in_flight.items())
+    rate = recorder.new_calls / elapsed * 3600 if elapsed > 0 else 0.0
+    return (f"record: {recorder.new_calls} new calls in {_hms(elapsed)} ({rate:.0f}/h); "
+            f"in flight: {items}")
 
 
 def shown_command(command: str) -> str:
