@@ -2,7 +2,9 @@
 `<!-- figures:NAME -->` and `<!-- /figures:NAME -->` is the output of `REGIONS[NAME]` on the committed metrics
 (metrics/eval.json, metrics/evolve.json, metrics/ablations.json, params.yaml) and benchmark result files
 (docs/benchmarks/*/results.json). Nothing in a region is typed: the verdict's words come from the p-values and
-signs, the time figures from a benchmark's output file that names its CPU.
+signs, the time figures from a benchmark's output file that names its CPU. The benchmark pages' own regions are
+rendered by scripts/figures/<page>.py (one module per page of docs/benchmarks/, each with its `REGIONS`), found
+here by name.
 
     .venv/bin/python scripts/render_docs.py           # or: make docs (rewrite the regions in place)
     .venv/bin/python scripts/render_docs.py --check   # exit 1, naming each region older than its files
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import glob
+import importlib.util
 import json
 import re
 import sys
@@ -25,7 +28,8 @@ from typing import Any
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = ("README.md", "docs/*.md", "docs/benchmarks/README.md", "docs/benchmarks/feature_paths/README.md")
+PAGES = ("README.md", "docs/*.md", "docs/benchmarks/README.md", "docs/benchmarks/*/README.md")
+PAGE_RENDERERS = Path(__file__).resolve().parent / "figures"
 REGION = re.compile(r"(?P<open><!-- figures:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(?P<close><!-- /figures:(?P=name) -->)",
                     re.S)
 ALPHA = 0.05                       # trinity.stats.ALPHA, the report's significance level
@@ -342,12 +346,39 @@ def _share(x: float | None) -> str:
     return "not measured" if x is None else f"{100 * x:.0f}%"
 
 
-REGIONS: dict[str, Callable[[Sources], str]] = {
-    "results": results, "times": times, "command-times": command_times, "default-run": default_run,
-    "verifiers": verifiers,
-    "feature-paths": feature_paths, "feature-paths-busy": lambda src: feature_paths(src, FEATURE_PATHS_BUSY),
-    "feature-paths-avx2": lambda src: feature_paths(src, FEATURE_PATHS_AVX2),
-}
+def page_regions(folder: Path = PAGE_RENDERERS) -> dict[str, Callable[[Sources], str]]:
+    """The regions of the benchmark pages: every scripts/figures/<page>.py's `REGIONS`, loaded by path (this script
+    runs as a file, not from a package). Two modules naming one region is an error, not a silent override."""
+    found: dict[str, Callable[[Sources], str]] = {}
+    for path in sorted(folder.glob("*.py")):
+        if path.name.startswith("_"):
+            continue
+        spec = importlib.util.spec_from_file_location(f"trinity_docs_figures_{path.stem}", path)
+        assert spec is not None and spec.loader is not None, path
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        for name, fn in module.REGIONS.items():
+            if name in found:
+                raise ValueError(f"figures:{name} is rendered by two modules of {folder} ({path.name} and another)")
+            found[name] = fn
+    return found
+
+
+def _all_regions() -> dict[str, Callable[[Sources], str]]:
+    regions: dict[str, Callable[[Sources], str]] = {
+        "results": results, "times": times, "command-times": command_times, "default-run": default_run,
+        "verifiers": verifiers,
+        "feature-paths": feature_paths, "feature-paths-busy": lambda src: feature_paths(src, FEATURE_PATHS_BUSY),
+        "feature-paths-avx2": lambda src: feature_paths(src, FEATURE_PATHS_AVX2),
+    }
+    for name, fn in page_regions().items():
+        if name in regions:
+            raise ValueError(f"figures:{name} is rendered here and by scripts/figures/")
+        regions[name] = fn
+    return regions
+
+
+REGIONS: dict[str, Callable[[Sources], str]] = _all_regions()
 
 
 # --- pages --------------------------------------------------------------------------------------------------

@@ -158,3 +158,25 @@ def test_the_results_say_whether_a_win_can_show_on_the_items_from_the_reach_metr
     ev["test/reach/hindsight/p_value"] = 0.0         # rounded to 0 in the metrics file
     path.write_text(json.dumps(ev))
     assert "advance +0.300 (p < 1e-06)" in render_docs.results(render_docs.Sources(replace={"metrics/eval.json": path}))
+
+
+def test_benchmark_pages_render_their_own_regions_and_one_name_has_one_renderer(tmp_path):
+    (tmp_path / "one.py").write_text('REGIONS = {"shared": lambda src: "one\\n"}\n')
+    assert render_docs.page_regions(tmp_path)["shared"](None) == "one\n"
+    (tmp_path / "two.py").write_text('REGIONS = {"shared": lambda src: "two\\n"}\n')
+    with pytest.raises(ValueError, match="figures:shared is rendered by two modules"):
+        render_docs.page_regions(tmp_path)
+    # every benchmark page is a page the check reads
+    assert ROOT / "docs/benchmarks/ablate_speed/README.md" in render_docs.pages()
+
+
+def test_a_benchmark_page_moves_with_its_result_file(tmp_path):
+    rel = "docs/benchmarks/ablate_speed/workers.json"
+    res = json.loads((ROOT / rel).read_text())
+    res["stage"]["wall_ratio_best"], res["stage"]["identical_outputs"] = 9.87, False
+    changed = tmp_path / "workers.json"
+    changed.write_text(json.dumps(res))
+    text = render_docs.REGIONS["ablate-speed-workers"](render_docs.Sources(replace={rel: changed}))
+    assert "Wall ratio 9.87x" in text and "did **not** write the same files" in text
+    assert "docs/benchmarks/ablate_speed/README.md: figures:ablate-speed-workers" in render_docs.stale(
+        render_docs.Sources(replace={rel: changed}))
