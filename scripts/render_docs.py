@@ -59,6 +59,19 @@ class Sources:
         path = self.path(rel)
         return yaml.safe_load(path.read_text()) if path.is_file() else {}
 
+    @staticmethod
+    def table_rows(text: str) -> list[dict[str, str]]:
+        """The first markdown table of `text` (a benchmark's .md or .txt output), one dict per row keyed by its
+        header's cells; [] when it has none."""
+        lines = text.splitlines()
+        start = next((i for i, line in enumerate(lines) if line.startswith("|")), len(lines))
+        table = []
+        for line in lines[start:]:
+            if not line.startswith("|"):
+                break
+            table.append([c.strip() for c in line.strip().strip("|").split("|")])
+        return [dict(zip(table[0], row, strict=True)) for row in table[2:]]
+
 
 # --- formatting -------------------------------------------------------------------------------------------
 

@@ -20,18 +20,6 @@ def _word(n: int) -> str:
     return WORDS[n] if 0 <= n < len(WORDS) else {20: "twenty", 30: "thirty", 40: "forty"}.get(n, str(n))
 
 
-def _md_table(text: str) -> list[dict[str, str]]:
-    """The first markdown table of `text`, one dict per row keyed by its header's cells."""
-    lines = text.splitlines()
-    start = next((i for i, line in enumerate(lines) if line.startswith("|")), len(lines))
-    table = []
-    for line in lines[start:]:
-        if not line.startswith("|"):
-            break
-        table.append([c.strip() for c in line.strip().strip("|").split("|")])
-    return [dict(zip(table[0], row, strict=True)) for row in table[2:]]
-
-
 def _curve(src: Any, folder: str) -> dict[str, Any]:
     """curve.txt: its test items, the recording's size, the best single agent (name, test reward) and its rows."""
     path = src.path(f"{folder}/curve.txt")
@@ -40,7 +28,7 @@ def _curve(src: Any, folder: str) -> dict[str, Any]:
     text = path.read_text()
     best = re.search(r"best single agent on test: single:(\S+) ([\d.]+)", text)
     return {"test_items": int(text.split()[0]), "recording": int(re.search(r"\((\d+) items;", text)[1]),
-            "best": best[1] if best else None, "best_reward": best[2] if best else None, "rows": _md_table(text)}
+            "best": best[1] if best else None, "best_reward": best[2] if best else None, "rows": src.table_rows(text)}
 
 
 def _counts(cell: str) -> tuple[int, int, int]:
@@ -125,7 +113,7 @@ def qwen_reading(src: Any) -> str:
     if not paired.is_file() or not res or not c or not sig:
         return "Not measured yet (`benchmarks/pair_ablations.py`, see the commands above).\n"
     text = paired.read_text()
-    rows = _md_table(text)
+    rows = src.table_rows(text)
     diffs = [float(r["A - B"]) for r in rows]
     gens = [r["best_generation"] for r in res["rows"]]
     sizes = [int(n) for r in c["rows"] if (n := r["training items"]).isdigit()]

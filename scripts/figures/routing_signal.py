@@ -31,22 +31,10 @@ def _p(p: float) -> str:
     return "1" if p == 1 else f"{p:.2g}" if p < 0.001 else f"{p:.3f}"
 
 
-def _md_table(text: str) -> list[dict[str, str]]:
-    """The first markdown table of `text`, one dict per row keyed by its header's cells."""
-    lines = text.splitlines()
-    start = next((i for i, line in enumerate(lines) if line.startswith("|")), len(lines))
-    table = []
-    for line in lines[start:]:
-        if not line.startswith("|"):
-            break
-        table.append([c.strip() for c in line.strip().strip("|").split("|")])
-    return [dict(zip(table[0], row, strict=True)) for row in table[2:]]
-
-
 def _md(src: Any, name: str) -> tuple[str, list[dict[str, str]]]:
     path = src.path(f"{TRAINED}/{name}")
     text = path.read_text() if path.is_file() else ""
-    return text, _md_table(text)
+    return text, src.table_rows(text)
 
 
 # --- the probe (one table and its reading per backbone) ----------------------------------------------------------
