@@ -196,11 +196,13 @@ def test_evaluation_opens_with_the_verdict_on_the_recording(recorded_cfg):
     assert {"test/recording/candidate/constant", "test/recording/candidate/evolved"} <= set(metrics)
 
 
-def test_variants_trained_side_by_side_write_the_bytes_they_write_one_after_the_other(recorded_cfg, tmp_path):
+def test_variants_trained_side_by_side_write_the_bytes_they_write_one_after_the_other(recorded_cfg, tmp_path, caplog):
     """On a replayed pool the ablate stage trains its variants in spawned processes (runner.variant_workers):
     every published file and metrics/ablations.json are the same bytes as one after the other, the progress
-    lines of both variants come back to the stage, and the variants are yielded in the order given."""
+    lines and the log records of both variants come back to the stage (each record on the logger that wrote it,
+    named by its variant), and the variants are yielded in the order given."""
     import hashlib
+    import logging
 
     from trinity.pipeline import ablate_stage, cache_states_stage
 
@@ -223,8 +225,13 @@ def test_variants_trained_side_by_side_write_the_bytes_they_write_one_after_the_
         return files, lines
 
     alone, _ = run(1)
-    side_by_side, lines = run(2)
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="trinity.evolve"):
+        side_by_side, lines = run(2)
     assert side_by_side == alone
+    messages = [r.getMessage() for r in caplog.records if r.name == "trinity.evolve"]
+    for name in ("no_roles", "random_search"):
+        assert any(m.startswith(f"{name}: coordinator: ") for m in messages), messages
     assert {line.split(":")[0] for line in lines} == {"ablation 1/2 no_roles", "ablation 2/2 random_search"}
     assert any("gen 3/3" in line for line in lines if line.startswith("ablation 2/2"))
 

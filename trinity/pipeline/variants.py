@@ -7,8 +7,9 @@ are published to `<dest>/<name>`, its run facts to `paths.timings/<timings>/<nam
 
 With `workers` > 1 the variants train side by side in that many spawned processes (`runner.variant_workers`;
 variant_workers says when): a variant's evolution depends only on its config and its own run folder, so each
-writes the bytes it writes alone. Their progress lines come back to this process, which publishes the variants
-and yields them in the order given, as one after the other would."""
+writes the bytes it writes alone. Their progress lines and log records come back to this process, which logs
+each record on the logger that wrote it (so it goes where it would have gone from this process: the Prefect run
+log, the terminal), publishes the variants and yields them in the order given, as one after the other would."""
 
 from __future__ import annotations
 
@@ -126,6 +127,22 @@ def train_variants(cfg: TrinityConfig, chosen: Chosen, dest: Path, *, stage: str
 # ------------------------------------------------------------------ side by side, in spawned processes
 
 _PROGRESS: Queue | None = None   # in a worker process: the queue its progress lines go back on
+_VARIANT = ""                    # in a worker process: the variant it trains now
+
+
+class _RecordsToStage(logging.Handler):
+    """In a worker process: each log record, formatted, goes back on the queue as ("log", variant, (logger name,
+    level, text)); the stage's process logs it there, where records of a variant trained in it would go."""
+
+    def __init__(self, lines: Queue):
+        super().__init__(logging.INFO)
+        self.lines = lines
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self.lines.put(("log", _VARIANT, (record.name, record.levelno, self.format(record))))
+        except Exception:   # a record that cannot be sent must not fail the variant
+            self.handleError(record)
 
 
 def _start_worker(lines: Queue, threads: int) -> None:
@@ -138,7 +155,7 @@ def _start_worker(lines: Queue, threads: int) -> None:
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)   # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s | %(levelname)-7s | %(name)s - %(message)s")
+    logging.basicConfig(level=logging.INFO, format="%(message)s", handlers=[_RecordsToStage(lines)], force=True)
     import torch
 
     torch.set_num_threads(threads)
@@ -147,9 +164,11 @@ def _start_worker(lines: Queue, threads: int) -> None:
 def _train_in_worker(name: str, variant: TrinityConfig) -> tuple[dict, float]:
     """One variant's evolution in a worker process: (evolve's result, its wall seconds). Its progress goes back
     on the queue, then a last ("done", name) so the parent has every line before it publishes the variant."""
+    global _VARIANT
     lines = _PROGRESS
     if lines is None:
         raise RuntimeError("_train_in_worker runs in a process _start_worker started")
+    _VARIANT = name
     started = time.perf_counter()
     run_out = evolve_stage.run_dir(variant)
     try:
@@ -188,6 +207,9 @@ def _side_by_side(chosen: Chosen, workers: int, announce: Callable[[str], None],
                         continue
                     if kind == "line":
                         on_progress(who, info)
+                    elif kind == "log":
+                        logger, level, text = info
+                        logging.getLogger(logger).log(level, "%s: %s", who, text)
                     else:
                         finished.add(who)
                 out, wall_s = future.result()
