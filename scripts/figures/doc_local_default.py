@@ -1,6 +1,7 @@
 """docs/LOCAL_DEFAULT.md: the live local pool's measurements in docs/benchmarks/local_pool/ (throughput.txt of
 `benchmarks/local_pool_throughput.py`, the reply_lengths_*.jsonl of `benchmarks/reply_lengths.py`) and the
-measured `make run` in docs/benchmarks/local_small_make_run/ (evolve.json, generations.csv)."""
+measured `make run` in docs/benchmarks/local_small_make_run/ (evolve.json, generations.csv); the physical ceiling of
+the live budget from both pool files."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ RUN = "docs/benchmarks/local_small_make_run"
 STRONGEST = "qwen-coder-1.5b"
 SUITES = {"mmlu": "MMLU", "gsm8k": "GSM8K", "humaneval": "HumanEval"}
 WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 8: "eight"}
+LIVE_BUDGET_S = 20 * 60   # the live budget's target (conf/experiment/local_live.yaml: about 20 minutes)
 SHARES = {1 / 3: "a third", 1 / 2: "a half", 2 / 3: "two thirds"}
 
 
@@ -132,5 +134,25 @@ def generations(src: Any) -> str:
             "validation's new items).\n")
 
 
+def ceiling(src: Any) -> str:
+    """What one Worker answer of the strongest model costs its server: its median brief reply (the mean of the
+    per-suite medians) at the loaded decode rate, and how many such answers the live budget's minutes hold."""
+    found = _lines(src, f"{POOL}/throughput.txt")
+    brief = _lines(src, f"{POOL}/reply_lengths_brief_prompt.jsonl")
+    medians = [r["p50"] for r in brief if r.get("role") == "worker" and r.get("model") == STRONGEST]
+    if not found or not medians:
+        return ("Not measured yet (`python benchmarks/local_pool_throughput.py` and "
+                f"`python benchmarks/reply_lengths.py`, their output in {POOL}/).\n")
+    res = found[0]
+    decode = res["layouts"][res["best"]]["models"][STRONGEST]["decode"]["tok_per_s"]
+    reply = sum(medians) / len(medians)
+    seconds = reply / decode
+    return (f"**The physical ceiling.** One Worker answer of the {_short(STRONGEST)}, at its median brief reply "
+            f"(about {_half_up(reply)} tokens, the mean over the suites above), takes about {_half_up(seconds)} s of "
+            f"its server to decode at the loaded rate ({decode:.1f} tok/s), before its prompt is read. So in "
+            f"{LIVE_BUDGET_S // 60} minutes, training and evaluation together, the {_short(STRONGEST)} fits at most "
+            f"about {math.floor(LIVE_BUDGET_S / seconds)} answers, and fewer once their prompts are read.\n")
+
+
 REGIONS = {"local-default-throughput": throughput, "local-default-reply-lengths": reply_lengths,
-           "local-default-generations": generations}
+           "local-default-generations": generations, "local-default-ceiling": ceiling}
