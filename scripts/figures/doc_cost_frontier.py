@@ -1,14 +1,16 @@
 """docs/COST_FRONTIER.md: the figures `benchmarks/cost_frontier.py` printed, one JSON line per call, kept in
 docs/benchmarks/cost_frontier/ (gen30.json and gen10.json on the routing benchmark at 30 and 10 generations,
-local_small.json on the live local pool)."""
+local_small.json on the live local pool), and the routing benchmark's validation items from its config."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 FOLDER = "docs/benchmarks/cost_frontier"
 GOAL = ("The goal (a frontier head within 0.02 of the cost-blind head's reward at no more than half its cost per "
         "query)")
+ROUTING_BENCHMARK = "conf/experiment/routing_benchmark.yaml"
 NUMBER_WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six", 7: "seven"}
 
 
@@ -43,6 +45,47 @@ def _beaten_by(res: dict[str, Any], name: str) -> list[str]:
     me = res["heads"][name]
     return [n for n, h in res["heads"].items()
             if h["reward"] > me["reward"] and h["cost_per_query"] < me["cost_per_query"]]
+
+
+def _episodes(src: Any, res: dict[str, Any]) -> str:
+    """The training episodes of one run, as the budget adds them up: the population's, then x0 and the
+    validations of the mean in both routing modes on the experiment's validation items."""
+    b = res["budget"]
+    total, population = b["training_episodes_per_run"], b["popsize"] * b["episodes_per_candidate"] * b["generations"]
+    items = ((src.yaml(ROUTING_BENCHMARK).get("evolve") or {}).get("validation") or {}).get("n_items")
+    text = f"population {b['popsize']} x {b['episodes_per_candidate']} episodes x {b['generations']} generations"
+    rounds, rest = divmod(total - population, 2 * items) if items else (0, 1)
+    if rounds > 1 and not rest:
+        text += f", plus x0 and {rounds - 1} validations of the mean in both modes on {items} items"
+    return f"{text} = {total:,} episodes per run"
+
+
+def measured(src: Any) -> str:
+    """What the routing benchmark's sweeps ran on, and the 30-generation sweep's budget."""
+    res = _run(src, "gen30")
+    if not res:
+        return _missing("gen30", "--weights 20 30 40 50 70 100 --generations 30")
+    profile = re.search(r"profile '([^']+)'", res["pool"])
+    pool = f"`{profile[1]}` profile with its prices" if profile else res["pool"]
+    unit = {"usd": "dollars", "ktokens": "thousands of tokens"}.get(res["cost_unit"], res["cost_unit"])
+    weights = " ".join(f"{w:g}" for w in res["weights"])
+    return (f"**Measured** (this 2-core machine, shared with other work; routing benchmark, {pool}, seed "
+            f"{res['seed']}, {unit}; every run at the same budget; the {res['test_items']} test items, "
+            f"{res['routing']} routing). The script prints one JSON line; the lines and the pictures are in "
+            f"`{FOLDER}/`.\n\n"
+            f"*{res['budget']['generations']} generations* (`benchmarks/cost_frontier.py --weights {weights} "
+            f"--generations {res['budget']['generations']}`; {_episodes(src, res)}):\n")
+
+
+def local_small_budget(src: Any) -> str:
+    """The live local pool's budget per head."""
+    res = _run(src, "local_small")
+    if not res:
+        return _missing("local_small", "--experiment local_small --weights 0.1 0.3 1000 5000")
+    b = res["budget"]
+    return (f"Its budget: population {b['popsize']} x {b['episodes_per_candidate']} fixed items x "
+            f"{b['generations']} generations per head, {res['test_items']} test items, {res['routing']} routing, "
+            "the pool's notional list prices.\n")
 
 
 def gen30(src: Any) -> str:
@@ -210,6 +253,7 @@ def training(src: Any) -> str:
     return text + "\n"
 
 
-REGIONS = {"cost-frontier-gen30": gen30, "cost-frontier-gen30-goal": gen30_goal, "cost-frontier-gen10": gen10,
+REGIONS = {"cost-frontier-measured": measured, "cost-frontier-local-small-budget": local_small_budget,
+           "cost-frontier-gen30": gen30, "cost-frontier-gen30-goal": gen30_goal, "cost-frontier-gen10": gen10,
            "cost-frontier-baselines": baselines, "cost-frontier-local-small": local_small,
            "cost-frontier-training": training}

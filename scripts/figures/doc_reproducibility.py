@@ -1,6 +1,7 @@
 """docs/REPRODUCIBILITY.md: what another CPU's code paths change, from the files of
 `benchmarks/state_determinism.py` (docs/benchmarks/state_determinism/results.jsonl) and
-`benchmarks/evolve_determinism.py` (docs/benchmarks/evolve_determinism/evolve_qemu.jsonl, evolve_ablate.jsonl)."""
+`benchmarks/evolve_determinism.py` (docs/benchmarks/evolve_determinism/evolve_qemu.jsonl, evolve_ablate.jsonl), and
+what another dtype changes, from `benchmarks/feature_paths.py` (docs/benchmarks/feature_paths/results.json)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 STATES = "docs/benchmarks/state_determinism/results.jsonl"
 EVOLVE = "docs/benchmarks/evolve_determinism/evolve_qemu.jsonl"
 ABLATE = "docs/benchmarks/evolve_determinism/evolve_ablate.jsonl"
+FEATURE_PATHS = "docs/benchmarks/feature_paths/results.json"
 NUMPY_FREE = "numpy free"          # the label of the setting trinity ran before numpy was pinned
 AVX2_ONLY = "as an AVX2-only CPU"  # the reference setting: every library on an AVX2-only CPU's paths
 
@@ -50,4 +52,35 @@ def evolve_bytes(src: Any) -> str:
             f"{avx2['best_validation_reward']} on an AVX2-only one{moved}.\n")
 
 
-REGIONS = {"reproducibility-state-paths": state_paths, "reproducibility-evolve-bytes": evolve_bytes}
+def _way(ways: list[dict[str, Any]], dtype: str, pinned: bool, threads: int) -> dict[str, Any] | None:
+    return next((w for w in ways if w["dtype"] == dtype and w["pinned"] is pinned and w["threads"] == threads
+                 and "spinning" not in w["way"]), None)
+
+
+def bfloat16(src: Any) -> str:
+    """bfloat16 against float32 on a CPU with native bfloat16: the cache_states batches' speed, and how far its
+    states are from the float32 ones (and the saved heads' routes with them)."""
+    res = src.json(FEATURE_PATHS)
+    ways = res.get("ways") or []
+    f32 = _way(ways, "float32", True, 2)
+    half = [w for w in ways if w["dtype"] == "bfloat16"]
+    if f32 is None or not half:
+        return f"Not measured yet (`python benchmarks/feature_paths.py --out {FEATURE_PATHS}`).\n"
+    speed = _way(ways, "bfloat16", True, f32["threads"]) or half[0]
+    error = max(w["rel_error"] for w in half)
+    kept = sorted(w["routes_kept"] for w in half if w.get("routes_kept") is not None)
+    busy = "nothing else running" if not res.get("busy") else f"{res['busy']} other processes spinning"
+    routes = ""
+    if kept and kept[0] < 1:
+        share = f"{100 * kept[0]:.0f}%" if kept[0] == kept[-1] else f"{100 * kept[0]:.0f}% to {100 * kept[-1]:.0f}%"
+        routes = f", enough for the saved heads to change some routes ({share} kept)"
+    return (f"Measured on a {res['cores']}-core {res['cpu']} with {', '.join(res['flags'])} ({busy}, "
+            f"[benchmarks/feature_paths](benchmarks/feature_paths/README.md)): the cache_states batches ran at "
+            f"{speed['states_s']:.2f} states/s in bfloat16 against {f32['states_s']:.2f} in float32 "
+            f"({speed['states_s'] / f32['states_s']:.2f}x, {f32['threads']} threads, pinned), and the bfloat16 states "
+            f"differ from the float32 ones by up to {100 * error:.1f}% of their magnitude{routes}: another dtype is "
+            "another feature.\n")
+
+
+REGIONS = {"reproducibility-state-paths": state_paths, "reproducibility-evolve-bytes": evolve_bytes,
+           "reproducibility-bfloat16": bfloat16}

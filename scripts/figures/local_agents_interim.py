@@ -285,5 +285,92 @@ def threads(src: Any) -> str:
     return "\n".join(lines) + "\n"
 
 
-REGIONS = {"local-agents-interim-seeds-113": seeds_113, "local-agents-interim-at-96": at_96,
+def _recording(src: Any, folder: str) -> dict[str, Any]:
+    """The recording a run replayed, from its report and evolve.json: its items, the test items per suite (the
+    zero-shot suite apart), and the training and validation items of the kept mean."""
+    text = src.path(f"{folder}/report.md").read_text()
+    fit = src.json(f"{folder}/evolve.json")["kept_mean_fit"]
+    zero = re.search(r"^Zero-shot transfer \((\w+): never trained on\), (\d+) test items", text, re.M)
+    return {"items": int(re.search(r"replayed from the recording `[^`]+` \((\d+) items;", text)[1]),
+            "test": int(re.search(r"On (\d+) paired test items", text)[1]),
+            "suites": {m[0]: int(m[1]) for m in re.findall(r"^- (\w+), n = (\d+):", text, re.M)},
+            "zero_shot": (zero[1], int(zero[2])) if zero else None,
+            "train": fit["train_items"], "validation": fit["validation_items"]}
+
+
+def _test_split(rec: dict[str, Any]) -> str:
+    """`10 per suite, gpqa_diamond the zero-shot one`, or `gsm8k, humaneval and mmlu 5 each, and the zero-shot
+    gpqa_diamond 4`."""
+    counts = set(rec["suites"].values())
+    zero = rec["zero_shot"]
+    if zero and counts == {zero[1]}:
+        return f"{zero[1]} per suite, {zero[0]} the zero-shot one"
+    if len(counts) == 1:
+        text = f"{_and(sorted(rec['suites']))} {counts.pop()} each"
+    else:
+        text = ", ".join(f"{name} {n}" for name, n in sorted(rec["suites"].items()))
+    return text + (f", and the zero-shot {zero[0]} {zero[1]}" if zero else "")
+
+
+def at_96_items(src: Any) -> str:
+    """The recording the run with shipped states replayed, split by split."""
+    folder = f"{FOLDER}/at_96_items"
+    if not src.path(f"{folder}/report.md").is_file() or not src.json(f"{folder}/evolve.json"):
+        return _missing("at_96_items/")
+    rec = _recording(src, folder)
+    return (f"The recording: {rec['items']} items (test {rec['test']}: {_test_split(rec)}; validation "
+            f"{rec['validation']}; train {rec['train']}). Files: `at_96_items/` (the report as written and its "
+            "metrics).\n")
+
+
+def first_run_items(src: Any) -> str:
+    """The recording the first run replayed, and what its ablations.json says of the validation budget."""
+    if not src.path(f"{FOLDER}/report.md").is_file() or not src.json(f"{FOLDER}/evolve.json"):
+        return _missing("report.md")
+    rec = _recording(src, FOLDER)
+    text = (f"The recording had **{rec['items']} items**: test {rec['test']} ({_test_split(rec)}), train "
+            f"{rec['train']}, validation {rec['validation']}.")
+    budget = src.json(f"{FOLDER}/ablations.json").get("budget") or {}
+    if budget.get("validation_items", rec["validation"]) != rec["validation"]:
+        text += (f" Its `ablations.json` says `validation_items: {budget['validation_items']}` and "
+                 f"{budget['validation_episodes']:,} validation episodes: the configured cap, not the "
+                 f"{rec['validation']} items there were (the budget counts the items there are).")
+    return text + "\n"
+
+
+def threads_lessons(src: Any) -> str:
+    """What the thread counts say: two threads alone, one beside another CPU-bound process."""
+    ratios = []
+    for file, _ in THREADS:
+        path = src.path(f"{FOLDER}/{file}")
+        if not path.is_file():
+            return _missing(file)
+        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        ratios.append((next(r["wall_ratio_to_first"] for r in rows if "wall_ratio_to_first" in r),
+                       {r["threads"]: r for r in rows if "threads" in r}))
+    (alone, alone_rows), (loaded, loaded_rows) = ratios
+    one_alone, one_loaded = alone_rows["1"]["wall_s"], loaded_rows["1"]["wall_s"]
+    same = abs(one_loaded / one_alone - 1) < 0.05
+    return (f"- **Alone, two torch threads are right** ({alone['1'] / alone['2']:.2f}x one thread). **Beside another "
+            f"CPU-bound process, pin one** ({loaded['2'] / loaded['1']:.2f}x faster than two there"
+            + (", and as fast as one thread alone" if same else "") + "): two threads then spin against the other "
+            "process's threads (the same reason `make test` pins one thread per worker). `OMP_NUM_THREADS=1 make "
+            "run ...` is the way to run the pipeline beside a recorder; this run did not, which is why its "
+            "cache_states was slow.\n")
+
+
+def seeds_113_command(src: Any) -> str:
+    """The 3-seed run's setting: its test items, its runs and their wall time."""
+    res = src.json(f"{FOLDER}/ablations_3_seeds_113/results.json")
+    if not res:
+        return _missing("ablations_3_seeds_113/results.json")
+    items = re.search(r"\((\d+) items", res["recording"])[1]
+    return (f"Command, on the recording at {items} items, in a fresh clone after its `make run` ({res['test_items']} "
+            f"test items; one torch thread, beside the recorder; {res['wall_s']:.0f} s for the {len(res['rows'])} "
+            "runs):\n")
+
+
+REGIONS = {"local-agents-interim-seeds-113": seeds_113, "local-agents-interim-seeds-113-command": seeds_113_command,
+           "local-agents-interim-at-96-items": at_96_items, "local-agents-interim-first-run-items": first_run_items,
+           "local-agents-interim-threads-lessons": threads_lessons, "local-agents-interim-at-96": at_96,
            "local-agents-interim-first-run": first_run, "local-agents-interim-threads": threads}
