@@ -97,8 +97,8 @@ def reading(src: Any) -> str:
         f"suite ({mine['accuracy']:.2f} over all {mine['n']} items), step by step ties it on GSM8K and loses on "
         f"HumanEval (prose around the code, {cut} replies cut at its {cap}-token cap), the direct answer ties it on "
         "HumanEval and is worst on GSM8K. Every interval overlaps every other: "
-        f"{per_suite} items per suite cannot separate these agents, so a per-suite verdict waits for the "
-        "recording.",
+        f"{per_suite} items per suite cannot separate these agents, so a per-suite verdict needs the "
+        "recording's items.",
         f"- The agents are right on different items: of the {fails} items {WORDS.get(best, best)} fails, {solved}; "
         f"over all {every['items']} items some agent is right on {every['any_agent']} ({every['any_agent_share']:.2f})"
         f" against {mine['correct']} ({mine['accuracy']:.2f}) for the best one alone. That margin "

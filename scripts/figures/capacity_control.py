@@ -6,6 +6,7 @@ local_agents_interim/at_96_items/ (eval.json, evolve.json)."""
 
 from __future__ import annotations
 
+import math
 import re
 import statistics
 from collections.abc import Callable
@@ -15,6 +16,7 @@ FOLDER = "docs/benchmarks/capacity_control"
 RANK = f"{FOLDER}/rank_local_agents"
 SMALL_RUN = "docs/benchmarks/local_small_make_run/recorded/eval.json"
 INTERIM = "docs/benchmarks/local_agents_interim/at_96_items"
+SMALL_RECORDING = "data/recordings/local-small/README.md"
 ALPHA = 0.05
 NUMBERS = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
 L2_LABELS = {"no entropy bonus": "no entropy bonus (`l2_weight` 0)",
@@ -74,6 +76,26 @@ def _x0(res: dict[str, Any]) -> float:
     return statistics.mean(r["x0"] for r in res["rows"])
 
 
+def recording_splits(src: Any, readme: str = SMALL_RECORDING) -> dict[str, int]:
+    """A recording's items and their splits, from its README's `- items: 120 (test 60, train 30, validation 30; ...`
+    line: {"items": 120, "test": 60, "train": 30, "validation": 30}; {} when it has none."""
+    path = src.path(readme)
+    found = re.search(r"^- items: (\d+) \(([^;)]*)", path.read_text(), re.M) if path.is_file() else None
+    if not found:
+        return {}
+    return {"items": int(found[1]), **{k: int(v) for k, v in re.findall(r"(\w+) (\d+)", found[2])}}
+
+
+def entropy_l2_setup(src: Any) -> str:
+    """The recording the entropy and L2 runs replayed, with its splits."""
+    split = recording_splits(src)
+    items = (f" ({split['items']} items: {split['train']} train, {split['validation']} validation, {split['test']} "
+             "test; K = 2; the three local models)") if {"items", "train", "validation", "test"} <= split.keys() else ""
+    return (f"Each variant trains sep-CMA-ES with exact fitness on the recording `data/recordings/local-small`{items} "
+            "at the default budget (population 29, 60 generations), then the kept mean is scored exactly on every "
+            "split.\n")
+
+
 def entropy_l2(src: Any) -> str:
     """The entropy bonus and the L2 penalty: the runs' time, the mean over the seeds per variant, the references."""
     res = src.json(f"{FOLDER}/results.json")
@@ -112,10 +134,11 @@ def entropy_l2_reading(src: Any) -> str:
              else f"{_number(significant)} of {_number(len(bonus))} seeds significant, "
                   f"{_number(lower)} of them lower with it")
     _, val_bonus, test_bonus = means["entropy bonus 0.15"]
+    trained = recording_splits(src).get("train")
     return "\n".join([
-        f"- **Over-fitting shows**: every variant's kept mean scores {min(train):.2f}-{max(train):.2f} on its 30 "
-        f"training items and {min(test):.2f}-{max(test):.2f} on the test items. A head of 3,456 numbers learns the "
-        "training items.",
+        f"- **Over-fitting shows**: every variant's kept mean scores {min(train):.2f}-{max(train):.2f} on its "
+        f"{trained or 'few'} training items and {min(test):.2f}-{max(test):.2f} on the test items. A head of 3,456 "
+        "numbers learns the training items.",
         f"- **The capacity control does not help on validation here.** The penalty shrinks the training reward "
         f"({means[none][0]:.3f} -> {means[most][0]:.3f} at {top:g}) and the gap, but the validation reward falls too "
         f"({means[none][1]:.3f} -> {means[most][1]:.3f}), so the rule \"choose on validation\" keeps "
@@ -149,12 +172,39 @@ def rank(src: Any) -> str:
     return "\n".join([*lines, "", scale + "."]) + "\n"
 
 
+def _recorded_items(res: dict[str, Any]) -> int | None:
+    """How many items the replayed recording held: results.json's `recording` names them (`(99 items; ...`)."""
+    found = re.search(r"\((\d+) items;", res.get("recording", ""))
+    return int(found[1]) if found else None
+
+
+def rank_setup(src: Any) -> str:
+    """The recording the rank runs replayed: its items then, and how many of them are test items."""
+    res = src.json(f"{RANK}/results.json")
+    if not res:
+        return _missing(RANK, RANK_ARGS)
+    items = _recorded_items(res)
+    held = f"the recording's first {items} items" if items else "the recording's items"
+    return (f"On `data/recordings/local-agents`, {held} ({res['test_items']} of them test items; K = 3, the three "
+            "agents), the default budget, `evolve.validation.select=one_se`.\n")
+
+
 def rank_reading(src: Any) -> str:
-    """What the rank table says: rank 0 on test per seed, the kept generations, the fixed policy above it."""
+    """What the rank table says: the training fit against validation, rank 0 on test per seed, the kept
+    generations, the fixed policy above it."""
     res = src.json(f"{RANK}/results.json")
     if not res:
         return _missing(RANK, RANK_ARGS)
     rows = res["rows"]
+    means = _means(res)
+    every, none = means["sep-CMA-ES, exact fitness"], means["rank 0"]
+    validation = [m[1] for m in means.values()]
+    spread = max(validation) - min(validation)
+    ranked = [p for p in res["paired"] if p["other"].startswith("rank ")]
+    low = min(p["p_value"] for p in ranked)
+    tests = ("No paired test against every direction is significant on any seed"
+             if low >= ALPHA else "Some paired tests against every direction are significant")
+    tests += f" (p >= {math.floor(low * 100) / 100:.2f}, n = {ranked[0]['n']})"
     seeds = sorted({r["seed"] for r in rows})
     zero = {r["seed"]: r["test_expected_reward"] for r in rows if r["variant"] == "rank 0"}
     best = [s for s in seeds if zero[s] >= max(r["test_expected_reward"] for r in rows if r["seed"] == s)]
@@ -167,11 +217,16 @@ def rank_reading(src: Any) -> str:
     interim = (f" (train {fit['train']:.2f} / validation {fit['validation']:.2f} / test {trinity:.2f})"
                if fit and trinity is not None else "")
     return "\n".join([
+        f"- The rank does what it should to the training fit (train {every[0]:.3f} with every direction, "
+        f"{none[0]:.3f} at rank 0) but **validation cannot tell the settings apart**: {min(validation):.3f}-"
+        f"{max(validation):.3f}, a spread of {spread:.3f}, well within the noise of so few validation items. "
+        f"{tests}. The default stays `rank: null` (the paper's head); a choice "
+        "\"by validation\" here would pick noise.",
         f"- Rank 0 scores best on test on {where} ({min(zero.values()):.3f}-{max(zero.values()):.3f}), a "
-        "prompt-independent coordinator: on 29 training items what the head learns from the prompt does not carry "
+        "prompt-independent coordinator: on so few training items what the head learns from the prompt does not carry "
         f"over to new items, the over-fitting the interim report shows{interim}.",
         f"- {keeping} of the {len(rows)} runs keep generation {kept}, the first validated mean: under `one_se` no "
-        "later mean is better by more than one paired standard error of 30 validation items. More recorded items are "
+        "later mean is better by more than one paired standard error of the validation items. More recorded items are "
         "what can change this, not another knob.",
         "- Even rank 0 stays below the prompt-independent policy chosen on train + validation"
         f"{f' ({fixed:.3f})' if fixed is not None else ''}: it reads one vector at every turn, so it cannot choose per "
@@ -180,5 +235,7 @@ def rank_reading(src: Any) -> str:
     ]) + "\n"
 
 
-REGIONS = {"capacity-control": entropy_l2, "capacity-control-reading": entropy_l2_reading,
-           "capacity-control-rank": rank, "capacity-control-rank-reading": rank_reading}
+REGIONS = {"capacity-control-setup": entropy_l2_setup, "capacity-control": entropy_l2,
+           "capacity-control-reading": entropy_l2_reading,
+           "capacity-control-rank-setup": rank_setup, "capacity-control-rank": rank,
+           "capacity-control-rank-reading": rank_reading}

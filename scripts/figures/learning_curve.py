@@ -81,6 +81,58 @@ def smollm2(src: Any) -> str:
             f"{res['rows'][0]['x0']:.3f}; the single agents {agents}.\n")
 
 
+def _per_suite(n: int, suites: int | None) -> str:
+    """`n` items spread over `suites` training suites, in words (`two or three`)."""
+    if not suites:
+        return "a few"
+    low, high = n // suites, -(-n // suites)
+    return _word(low) if low == high else f"{_word(low)} or {_word(high)}"
+
+
+def flat(src: Any) -> str:
+    """Whether fewer training items change the SmolLM2 coordinator's test reward: the fewest against all of them,
+    the paired tests per seed, and what x0 gains."""
+    res, c = src.json(f"{FOLDER}/results.json"), _curve(src, FOLDER)
+    if not res or not c or not res.get("paired"):
+        return "Not measured yet (see the commands above).\n"
+    rows = c["rows"]
+    sized = [r for r in rows if r["training items"].isdigit()]
+    ref = next(r for r in rows if r[EVERY] == "(this is it)")
+    every = _reference_items(src).get(c["recording"])
+    fewest = min(sized, key=lambda r: int(r["training items"]))
+    k = int(fewest["training items"])
+    pol = _signal(src, "smollm2").get("suite_policies") or {}
+    per = _per_suite(k, sum(1 for r in pol.get("rows", []) if r.get("own")))
+    counts = [_counts(r[EVERY]) for r in sized]
+    tests, differ = sum(map(sum, counts)), sum(a + b for a, b, _ in counts)
+    paired = res["paired"][0]
+    test = paired["test"].replace("_", "-")
+    means = [float(r["test, mean over seeds"]) for r in rows]
+    seeds = _word(max(int(r["seeds"]) for r in rows))
+    all_text = f"all {every}" if every else "all of them"
+    compare = (f"({fewest['test, mean over seeds']} against {ref['test, mean over seeds']} over {seeds} seeds)")
+    tested = f"{tests} paired tests, {test} on per-item expected rewards, n = {paired['n']} each"
+    if differ:
+        return (f"- **The curve is not flat everywhere.** {_word(k).capitalize()} training items ({per} per suite) "
+                f"against {all_text} {compare}: {_word(differ)} of the seeds' runs on fewer items differ significantly "
+                f"from their run on all of them ({tested}).\n")
+    further = f" The {every - k} further training items add nothing it can use." if every else ""
+    return (f"- **The curve is flat.** {_word(k).capitalize()} training items ({per} per suite) give the same test "
+            f"reward as {all_text} {compare}; no seed's run on fewer items differs significantly from its run on all "
+            f"of them ({tested}). Whatever the coordinator learns here, it learns from {per} items per suite: which "
+            f"suite it is and that {c['best']} answers (x0 {res['rows'][0]['x0']:.3f} -> "
+            f"{sum(means) / len(means):.2f}).{further}\n")
+
+
+def qwen_runs(src: Any) -> str:
+    """The Qwen2.5-Coder-0.5B curve's runs: its test items, the recording's size, the runs and their wall time."""
+    res, c = src.json(f"{QWEN}/results.json"), _curve(src, QWEN)
+    if not res or not c:
+        return _table(src, QWEN)
+    return (f"Every run is scored on the same {res['test_items']} test items of the recording at {c['recording']} "
+            f"items. {len(res['rows'])} runs, {res['wall_s']:.0f} s.\n")
+
+
 def _signal(src: Any, backbone: str) -> dict[str, Any]:
     return src.json(f"{SIGNAL}/{backbone}_cached.json")
 
@@ -175,6 +227,6 @@ def goal(src: Any) -> str:
             "items, but the states cannot see where), which this machine's packages do not offer.\n")
 
 
-REGIONS = {"learning-curve-smollm2": smollm2, "learning-curve-qwen-signal": qwen_signal,
-           "learning-curve-qwen": qwen, "learning-curve-qwen-reading": qwen_reading,
-           "learning-curve-reading": reading, "learning-curve-goal": goal}
+REGIONS = {"learning-curve-smollm2": smollm2, "learning-curve-flat": flat, "learning-curve-qwen-signal": qwen_signal,
+           "learning-curve-qwen-runs": qwen_runs, "learning-curve-qwen": qwen,
+           "learning-curve-qwen-reading": qwen_reading, "learning-curve-reading": reading, "learning-curve-goal": goal}

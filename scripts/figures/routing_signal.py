@@ -1,15 +1,18 @@
 """docs/benchmarks/routing_signal/README.md: the figures `benchmarks/routing_signal.py --json` wrote per backbone
 (smollm2_cached.json, qwen2.5_coder_0.5b_cached.json: the probe's AUCs, the first-turn routers, the per-suite
 policies) and the trained coordinators of trained/ (`benchmarks/recorded_ablations.py`'s results per backbone,
-`benchmarks/pair_ablations.py`'s paired.md, and the .md tables of the two variations)."""
+`benchmarks/pair_ablations.py`'s paired.md, and the .md tables of the two variations), with the recording plan of
+conf/experiment/local_agents.yaml and the power table of docs/benchmarks/power/ the reading cites."""
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
 FOLDER = "docs/benchmarks/routing_signal"
 TRAINED = f"{FOLDER}/trained"
+POWER = "docs/benchmarks/power/results.jsonl"
 BACKBONES = {"smollm2": "SmolLM2-135M", "qwen2.5_coder_0.5b": "Qwen2.5-Coder-0.5B"}
 ALPHA = 0.05
 ROUTERS = {   # the file's name of a first-turn router, and how the page names it
@@ -140,6 +143,33 @@ def _policy_words(policy: str) -> str:
     return ", ".join(words)
 
 
+def _policy_count(sig: dict[str, Any]) -> int | None:
+    """How many prompt-independent policies there are: one (agent, role) per turn, for K turns (the recording's
+    K and roles, as its description names them)."""
+    m = re.search(r"K = (\d+), roles ([\w, -]+?);", sig.get("recording", ""))
+    if not m:
+        return None
+    return (len(sig["agents"]) * len(m[2].split(", "))) ** int(m[1])
+
+
+def policies_intro(src: Any) -> str:
+    """What the per-suite policies are, how many, and on how many train + validation items each was chosen."""
+    sig = src.json(f"{FOLDER}/smollm2_cached.json")
+    pol = sig.get("suite_policies")
+    if not pol:
+        return _missing(f"`benchmarks/routing_signal.py --json {FOLDER}/smollm2_cached.json`")
+    own = sorted({r["chosen_on"] for r in pol["rows"] if r["own"]})
+    transfer = sorted({r["chosen_on"] for r in pol["rows"] if not r["own"]})
+    count = _policy_count(sig)
+    text = ("Multi-turn prompt-independent policies per suite (one (agent, role) per turn"
+            + (f", {count} of them" if count else "") + "), chosen on each suite's "
+            + (f"{own[0]}" if len(own) == 1 else f"{own[0]}-{own[-1]}") + " train + validation items and scored on its "
+            "test items")
+    if transfer:
+        text += f"; the transfer suite gets the policy chosen on all {transfer[0]} train + validation items"
+    return text + f"; against {pol['single']} (chosen the same way):\n"
+
+
 def policies(src: Any) -> str:
     """The multi-turn policy chosen per suite on train + validation, scored on its test items."""
     pol = src.json(f"{FOLDER}/smollm2_cached.json").get("suite_policies")
@@ -268,7 +298,59 @@ def reading_suites(src: Any) -> str:
     return text + "\n"
 
 
+def reading_backbone(src: Any) -> str:
+    """What the larger backbone's state sees, and whether the coordinator trained on it uses it."""
+    sig = src.json(f"{FOLDER}/qwen2.5_coder_0.5b_cached.json")
+    _, rows = _md(src, "paired.md")
+    if not sig or not rows:
+        return _missing("`benchmarks/routing_signal.py` and `benchmarks/pair_ablations.py`, the commands above")
+    name, a = min(sig["agents"].items(), key=lambda kv: kv[1]["first_turn"]["p_within_suite"])
+    f = a["first_turn"]
+    differ = sum(r["verdict"] != "no significant difference" for r in rows)
+    seeds = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five"}.get(len(rows), str(len(rows)))
+    trained_words = (f"no better ({seeds} seeds, none significant either way)" if not differ
+                     else f"significantly different on {differ} of {len(rows)} seeds (`trained/paired.md`)")
+    if f["p_within_suite"] >= ALPHA:
+        return ("- **A larger backbone does not see it either.** Within suites the Qwen2.5-Coder-0.5B state ranks no "
+                f"agent's right and wrong items better than shuffled labels (best: {name}, AUC "
+                f"{f['auc_within_suite']:.3f}, p = {f['p_within_suite']:.3f}); the coordinator trained on it is "
+                f"{trained_words}.\n")
+    return ("- **A larger backbone sees some of it, and training does not use it yet.** The Qwen2.5-Coder-0.5B state "
+            f"ranks {name}'s right and wrong items within suites (AUC {f['auc_within_suite']:.3f}, p = "
+            f"{f['p_within_suite']:.3f}), but the coordinator trained on it is {trained_words} on this recording's "
+            "training items.\n")
+
+
+def reading_goal(src: Any) -> str:
+    """What the goal needs: the per-suite choices' items and policies, the training items per suite the recording
+    plan asks for (conf/experiment/local_agents.yaml), and the test items the power table puts at the smallest gain."""
+    sig = src.json(f"{FOLDER}/smollm2_cached.json")
+    pol = sig.get("suite_policies")
+    plan = ((src.yaml("conf/experiment/local_agents.yaml") or {}).get("record") or {}).get("items") or {}
+    power = src.path(POWER)
+    if not pol or not power.is_file():
+        return _missing("`benchmarks/routing_signal.py` and `benchmarks/power.py`")
+    rows = [json.loads(line) for line in power.read_text().splitlines() if line.strip()]
+    rows = [r for r in rows if "gain" in r]
+    gain = min(r["gain"] for r in rows)
+    needed = [r["test_items_needed"] for r in rows if r["gain"] == gain and r["test_items_needed"]]
+    own = sorted({r["chosen_on"] for r in pol["rows"] if r["own"]})
+    count = _policy_count(sig)
+    among = f" choose among {count} policies" if count else " choose the policies"
+    growth = (f" ({plan['train']} training items per suite in the recording plan, `record.items`)"
+              if "train" in plan else "")
+    items = f"{min(needed):,} test items or more" if needed else "more than 5,000 test items"
+    return ("- So the project's goal (a win over the best agent at p < 0.05 on >= 200 test items) needs, on the "
+            "default backbone, a gain its inputs do not carry: more recorded items sharpen the per-suite choices "
+            f"({own[0] if len(own) == 1 else f'{own[0]}-{own[-1]}'} items per suite{among} here) but cannot add "
+            f"item-level signal. With the 0.5B backbone the signal exists and the recording's growth{growth} is what "
+            "could let evolution find it; that is the experiment to repeat as the recording grows. The power table "
+            f"(`docs/benchmarks/power/`) puts a gain of {gain:+.2f} at {items}.\n")
+
+
 REGIONS = {"routing-signal-smollm2": smollm2, "routing-signal-routers": routers,
-           "routing-signal-policies": policies, "routing-signal-qwen": qwen, "routing-signal-trained": trained,
+           "routing-signal-policies-intro": policies_intro, "routing-signal-policies": policies,
+           "routing-signal-qwen": qwen, "routing-signal-trained": trained,
            "routing-signal-trained-paired": trained_paired, "routing-signal-variations": variations,
-           "routing-signal-reading-room": reading_room, "routing-signal-reading-suites": reading_suites}
+           "routing-signal-reading-room": reading_room, "routing-signal-reading-backbone": reading_backbone,
+           "routing-signal-reading-suites": reading_suites, "routing-signal-reading-goal": reading_goal}
