@@ -180,3 +180,12 @@ def test_a_benchmark_page_moves_with_its_result_file(tmp_path):
     assert "Wall ratio 9.87x" in text and "did **not** write the same files" in text
     assert "docs/benchmarks/ablate_speed/README.md: figures:ablate-speed-workers" in render_docs.stale(
         render_docs.Sources(replace={rel: changed}))
+
+
+@pytest.mark.parametrize("page", sorted(ROOT.glob("docs/benchmarks/*/README.md")), ids=lambda p: p.parent.name)
+def test_a_benchmark_page_types_no_table_of_measured_figures(page):
+    """A benchmark page's tables of figures are rendered regions (scripts/figures/<page>.py), not typed rows."""
+    text = re.sub(r"```.*?```", "", render_docs.REGION.sub("", page.read_text()), flags=re.S)
+    typed = [line for line in text.splitlines()
+             if line.startswith("|") and re.search(r"\d\.\d|\d ?(?:s|ms|%)(?:\W|$)", line)]
+    assert not typed, f"{page.relative_to(ROOT)}: typed figures in a table, render them from their file: {typed[:3]}"
