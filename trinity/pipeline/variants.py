@@ -155,7 +155,14 @@ def _start_worker(lines: Queue, threads: int) -> None:
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)   # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
-    logging.basicConfig(level=logging.INFO, format="%(message)s", handlers=[_RecordsToStage(lines)], force=True)
+    to_stage = _RecordsToStage(lines)
+    to_stage.setFormatter(logging.Formatter("%(message)s"))
+    logging.basicConfig(level=logging.INFO, handlers=[to_stage], force=True)
+    # progress lines too, never a terminal bar of this process (trinity.progress draws one when the logger has no
+    # handler of its own and stderr is a terminal): the stage's process shows them
+    progress_log = logging.getLogger("trinity.progress")
+    progress_log.addHandler(to_stage)
+    progress_log.propagate = False
     import torch
 
     torch.set_num_threads(threads)
