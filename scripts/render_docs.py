@@ -2,9 +2,9 @@
 `<!-- figures:NAME -->` and `<!-- /figures:NAME -->` is the output of `REGIONS[NAME]` on the committed metrics
 (metrics/eval.json, metrics/evolve.json, metrics/ablations.json, params.yaml) and benchmark result files
 (docs/benchmarks/*/results.json). Nothing in a region is typed: the verdict's words come from the p-values and
-signs, the time figures from a benchmark's output file that names its CPU. The benchmark pages' own regions are
-rendered by scripts/figures/<page>.py (one module per page of docs/benchmarks/, each with its `REGIONS`), found
-here by name.
+signs, the time figures from a benchmark's output file that names its CPU. A page's own regions are rendered by
+its module in scripts/figures/ (`<page>.py` for a page of docs/benchmarks/, `doc_<page>.py` for one of docs/; each
+with its `REGIONS`), found here by name.
 
     .venv/bin/python scripts/render_docs.py           # or: make docs (rewrite the regions in place)
     .venv/bin/python scripts/render_docs.py --check   # exit 1, naming each region older than its files
@@ -363,6 +363,7 @@ def page_regions(folder: Path = PAGE_RENDERERS) -> dict[str, Callable[[Sources],
     """The regions of the benchmark pages: every scripts/figures/<page>.py's `REGIONS`, loaded by path (this script
     runs as a file, not from a package). Two modules naming one region is an error, not a silent override."""
     found: dict[str, Callable[[Sources], str]] = {}
+    owner: dict[str, str] = {}
     for path in sorted(folder.glob("*.py")):
         if path.name.startswith("_"):
             continue
@@ -372,8 +373,9 @@ def page_regions(folder: Path = PAGE_RENDERERS) -> dict[str, Callable[[Sources],
         spec.loader.exec_module(module)
         for name, fn in module.REGIONS.items():
             if name in found:
-                raise ValueError(f"figures:{name} is rendered by two modules of {folder} ({path.name} and another)")
-            found[name] = fn
+                raise ValueError(f"figures:{name} is rendered by two modules of {folder} ({owner[name]} and "
+                                 f"{path.name})")
+            found[name], owner[name] = fn, path.name
     return found
 
 

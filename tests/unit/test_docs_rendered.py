@@ -164,7 +164,7 @@ def test_benchmark_pages_render_their_own_regions_and_one_name_has_one_renderer(
     (tmp_path / "one.py").write_text('REGIONS = {"shared": lambda src: "one\\n"}\n')
     assert render_docs.page_regions(tmp_path)["shared"](None) == "one\n"
     (tmp_path / "two.py").write_text('REGIONS = {"shared": lambda src: "two\\n"}\n')
-    with pytest.raises(ValueError, match="figures:shared is rendered by two modules"):
+    with pytest.raises(ValueError, match=r"figures:shared is rendered by two modules .*\(one.py and two.py\)"):
         render_docs.page_regions(tmp_path)
     # every benchmark page is a page the check reads
     assert ROOT / "docs/benchmarks/ablate_speed/README.md" in render_docs.pages()
